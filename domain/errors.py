@@ -1,0 +1,95 @@
+"""The domain's vocabulary of refusals. Each error carries the facts a client needs.
+
+HTTP statuses are not chosen here; ``service.api.errors`` maps every error to one.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+
+class DomainError(Exception):
+    """Base of every refusal the domain makes."""
+
+
+class VmNotFoundError(DomainError):
+    """No VM with this uuid (or not visible to the caller)."""
+
+    def __init__(self, vm_uuid: UUID | str):
+        super().__init__(f"VM {vm_uuid} not found")
+        self.vm_uuid = str(vm_uuid)
+
+
+class JobNotFoundError(DomainError):
+    """No job with this uuid (or not visible to the caller)."""
+
+    def __init__(self, job_uuid: UUID | str):
+        super().__init__(f"Job {job_uuid} not found")
+        self.job_uuid = str(job_uuid)
+
+
+class InvalidTransitionError(DomainError):
+    """The action is impossible in the VM's state (start on a destroyed VM)."""
+
+    def __init__(self, state: str, action: str, allowed_actions: list[str]):
+        super().__init__(f"Cannot {action} a VM in state '{state}'")
+        self.state = str(state)
+        self.action = str(action)
+        self.allowed_actions = allowed_actions
+
+
+class UnallocatedVmError(DomainError):
+    """API version 1 refuses actions on a VM with no server yet (VMAPI ``UnallocatedVM``)."""
+
+    def __init__(self, state: str, action: str):
+        if action == "destroy":
+            message = "Cannot delete a VM with no server_uuid"
+        else:
+            message = f"Cannot {action} a VM with no server_uuid (state '{state}')"
+        super().__init__(message)
+        self.state = str(state)
+        self.action = str(action)
+
+
+class VmAlreadyDestroyedError(DomainError):
+    """API version 2 refuses DELETE of a destroyed VM."""
+
+    def __init__(self, vm_uuid: UUID | str):
+        super().__init__(f"VM {vm_uuid} is already destroyed")
+        self.vm_uuid = str(vm_uuid)
+
+
+class VersionMismatchError(DomainError):
+    """``If-Match`` named another version than the VM's current one."""
+
+    def __init__(self, expected: int, current: int):
+        super().__init__(f"VM is at version {current}, not {expected}")
+        self.expected = expected
+        self.current = current
+
+
+class ValidationError(DomainError):
+    """A request field is missing or invalid (VMAPI ``ValidationFailed``)."""
+
+    def __init__(self, field: str, code: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.errors = [{"field": field, "code": code, "message": message}]
+
+
+class IllegalTransitionError(DomainError):
+    """An event that the transition table does not allow in this state (an invariant)."""
+
+    def __init__(self, state: str, event_name: str):
+        super().__init__(f"{event_name} cannot happen to a VM in state '{state}'")
+        self.state = str(state)
+        self.event_name = event_name
+
+
+class JobNotRunnableError(DomainError):
+    """The job cannot be claimed or advanced: it is not the head of the queue, not queued,
+    already terminal, or held by another worker's lease."""
+
+    def __init__(self, job_uuid: UUID | str, reason: str):
+        super().__init__(f"Job {job_uuid}: {reason}")
+        self.job_uuid = str(job_uuid)
+        self.reason = reason

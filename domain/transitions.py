@@ -1,0 +1,77 @@
+"""The VM state machine as one table: (state, event) -> new state.
+
+Every pair not in the table is impossible; ``after`` refuses it. The table is read by the
+command methods of ``domain.vm.Vm`` before they record an event, and walked whole by
+``tests/domain/test_transitions.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from domain.errors import IllegalTransitionError
+from domain.states import VmState
+
+P, R, S, F, D, Q = (
+    VmState.PROVISIONING,
+    VmState.RUNNING,
+    VmState.STOPPED,
+    VmState.FAILED,
+    VmState.DESTROYED,
+    VmState.QUARANTINED,
+)
+
+# ``Released`` gives a quarantined VM back in the state it had before; the event carries it.
+PREVIOUS: Final = "previous"
+
+# The events that move a VM between states. Other events (Created, Job*, MetadataUpdated, ...)
+# never change the state.
+STATE_EVENTS: Final = (
+    "Provisioned",
+    "ProvisionFailed",
+    "Started",
+    "Stopped",
+    "Rebooted",
+    "Failed",
+    "Destroyed",
+    "Quarantined",
+    "Released",
+)
+
+TRANSITIONS: Mapping[tuple[VmState, str], VmState | str] = {
+    (P, "Provisioned"): R,
+    (P, "ProvisionFailed"): F,
+    (P, "Destroyed"): D,
+    (P, "Quarantined"): Q,
+    (R, "Stopped"): S,
+    (R, "Rebooted"): R,
+    (R, "Failed"): F,
+    (R, "Destroyed"): D,
+    (R, "Quarantined"): Q,
+    (S, "Started"): R,
+    (S, "Destroyed"): D,
+    (S, "Quarantined"): Q,
+    (F, "Started"): R,
+    (F, "Stopped"): S,
+    (F, "Destroyed"): D,
+    (F, "Quarantined"): Q,
+    (Q, "Released"): PREVIOUS,
+    (Q, "Destroyed"): D,
+}
+
+
+def after(state: VmState, event_name: str, previous: VmState | None = None) -> VmState:
+    """Return the state a VM in ``state`` reaches when ``event_name`` happens.
+
+    ``previous`` is the state to restore for ``Released``. Raises ``IllegalTransitionError``
+    for every pair the table does not list.
+    """
+    target = TRANSITIONS.get((state, event_name))
+    if target is None:
+        raise IllegalTransitionError(state=state, event_name=event_name)
+    if target == PREVIOUS:
+        if previous is None:
+            raise IllegalTransitionError(state=state, event_name=event_name)
+        return previous
+    return VmState(target)

@@ -1,0 +1,521 @@
+"""The ``Vm`` aggregate: one VM's lifecycle and its job queue, in one stream.
+
+Commands are public methods: they check the transition table or the job-queue rules and raise a
+``domain.errors`` refusal, then trigger an event. Events only mutate (``apply`` runs again on
+every replay, so it never checks or refuses). Every event carries its cause (actor, request id,
+idempotency key, API version, job uuid) in ``cause``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+from uuid import UUID, uuid5
+
+from eventsourcing.domain import Aggregate
+
+from domain import rules, transitions
+from domain.errors import IllegalTransitionError, InvalidTransitionError, JobNotRunnableError
+from domain.states import Action, DesiredState, Execution, JobName, VmState
+
+Cause = dict[str, Any]
+
+# The operator quarantine takes over a quarantined VM (design.md, lesson 3).
+QUARANTINE_OWNER_UUID = str(uuid5(UUID(int=0), "vmledger:quarantine"))
+
+_DESIRED_AFTER_JOB: dict[str, DesiredState] = {
+    JobName.PROVISION: DesiredState.RUNNING,
+    JobName.START: DesiredState.RUNNING,
+    JobName.REBOOT: DesiredState.RUNNING,
+    JobName.STOP: DesiredState.STOPPED,
+    JobName.DESTROY: DesiredState.DESTROYED,
+}
+
+
+def make_cause(
+    actor: str = "system",
+    *,
+    request_id: str | None = None,
+    idempotency_key: str | None = None,
+    api_version: str | None = None,
+    job_uuid: str | None = None,
+) -> Cause:
+    """Build the cause every event carries: who and what made it happen (design.md)."""
+    return {
+        "actor": actor,
+        "request_id": request_id,
+        "idempotency_key": idempotency_key,
+        "api_version": api_version,
+        "job_uuid": job_uuid,
+    }
+
+
+class Vm(Aggregate):
+    """A VM: its spec, its state and desired state, and its queue of active jobs.
+
+    ``active_jobs`` holds the queued and running jobs, head first; only the head may run (the
+    ticket). Finished jobs leave the queue; their history is in the stream (and ``job_view``).
+    """
+
+    TOPIC = "vm"
+
+    class Event(Aggregate.Event):
+        """Base of every VM event: carries the cause."""
+
+        TOPIC = "vm.event"
+        cause: Cause
+
+    class Created(Event, Aggregate.Created):
+        """A VM was asked for; it is provisioning."""
+
+        TOPIC = "vm.created"
+        owner_uuid: str
+        alias: str | None
+        brand: str
+        ram: int
+        cpu_cap: int | None
+        image_uuid: str | None
+        persistence: str
+        customer_metadata: dict[str, Any]
+        internal_metadata: dict[str, Any]
+        tags: dict[str, Any]
+
+        def apply(self, vm: Vm) -> None:
+            vm.owner_uuid = self.owner_uuid
+            vm.alias = self.alias
+            vm.brand = self.brand
+            vm.ram = self.ram
+            vm.cpu_cap = self.cpu_cap
+            vm.image_uuid = self.image_uuid
+            vm.persistence = self.persistence
+            vm.customer_metadata = dict(self.customer_metadata)
+            vm.internal_metadata = dict(self.internal_metadata)
+            vm.tags = dict(self.tags)
+            vm.server_uuid = None
+            vm.state = VmState.PROVISIONING
+            vm.desired_state = DesiredState.RUNNING
+            vm.error = None
+            vm.quarantine = None
+            vm.destroyed_at = None
+            vm.active_jobs = []
+
+    class JobQueued(Event):
+        """A job was queued for the VM (behind any active job)."""
+
+        TOPIC = "vm.job_queued"
+        job_uuid: str
+        name: str
+        params: dict[str, Any]
+
+        def apply(self, vm: Vm) -> None:
+            vm.active_jobs.append(
+                {
+                    "uuid": self.job_uuid,
+                    "name": self.name,
+                    "params": self.params,
+                    "execution": Execution.QUEUED.value,
+                    "attempt": 0,
+                    "worker": None,
+                    "lease_expires_at": None,
+                }
+            )
+            desired = _DESIRED_AFTER_JOB.get(self.name)
+            if desired is not None:
+                vm.desired_state = desired
+
+    class JobStarted(Event):
+        """A worker claimed the head job (or took it over after its lease expired)."""
+
+        TOPIC = "vm.job_started"
+        job_uuid: str
+        worker: str
+        attempt: int
+        lease_expires_at: datetime
+
+        def apply(self, vm: Vm) -> None:
+            job = vm.active_jobs[0]
+            job["execution"] = Execution.RUNNING.value
+            job["attempt"] = self.attempt
+            job["worker"] = self.worker
+            job["lease_expires_at"] = self.lease_expires_at.isoformat()
+
+    class JobStepRecorded(Event):
+        """A step of the running job ended (a ``chain_results`` entry)."""
+
+        TOPIC = "vm.job_step_recorded"
+        job_uuid: str
+        step: dict[str, Any]
+
+    class JobSucceeded(Event):
+        """The head job ended well; it leaves the queue."""
+
+        TOPIC = "vm.job_succeeded"
+        job_uuid: str
+
+        def apply(self, vm: Vm) -> None:
+            vm._drop_job(self.job_uuid)
+
+    class JobFailed(Event):
+        """The head job ended in failure; it leaves the queue."""
+
+        TOPIC = "vm.job_failed"
+        job_uuid: str
+        error: str
+
+        def apply(self, vm: Vm) -> None:
+            vm._drop_job(self.job_uuid)
+
+    class JobCanceled(Event):
+        """A job that had not started was canceled; it leaves the queue."""
+
+        TOPIC = "vm.job_canceled"
+        job_uuid: str
+        reason: str
+
+        def apply(self, vm: Vm) -> None:
+            vm._drop_job(self.job_uuid)
+
+    class Provisioned(Event):
+        """The VM exists on a server and runs there."""
+
+        TOPIC = "vm.provisioned"
+        server_uuid: str
+
+        def apply(self, vm: Vm) -> None:
+            vm.state = transitions.after(vm.state, "Provisioned")
+            vm.server_uuid = self.server_uuid
+            vm.error = None
+
+    class ProvisionFailed(Event):
+        """The VM could not be provisioned."""
+
+        TOPIC = "vm.provision_failed"
+        error: str
+
+        def apply(self, vm: Vm) -> None:
+            vm.state = transitions.after(vm.state, "ProvisionFailed")
+            vm.error = {"reason": "provision_failed", "message": self.error}
+
+    class Started(Event):
+        """The VM runs again (on ``server_uuid`` when it was placed anew)."""
+
+        TOPIC = "vm.started"
+        server_uuid: str | None
+
+        def apply(self, vm: Vm) -> None:
+            vm.state = transitions.after(vm.state, "Started")
+            if self.server_uuid is not None:
+                vm.server_uuid = self.server_uuid
+            vm.error = None
+
+    class Stopped(Event):
+        """The VM stopped (asked for, or the guest shut down)."""
+
+        TOPIC = "vm.stopped"
+
+        def apply(self, vm: Vm) -> None:
+            vm.state = transitions.after(vm.state, "Stopped")
+            vm.error = None
+
+    class Rebooted(Event):
+        """The VM was rebooted and runs."""
+
+        TOPIC = "vm.rebooted"
+
+        def apply(self, vm: Vm) -> None:
+            vm.state = transitions.after(vm.state, "Rebooted")
+
+    class Failed(Event):
+        """The VM stopped working: evicted by its host, or its guest crashed."""
+
+        TOPIC = "vm.failed"
+        reason: str
+        message: str
+
+        def apply(self, vm: Vm) -> None:
+            vm.state = transitions.after(vm.state, "Failed")
+            vm.error = {"reason": self.reason, "message": self.message}
+
+    class Destroyed(Event):
+        """The VM is gone. Nothing is ever removed from its stream."""
+
+        TOPIC = "vm.destroyed"
+
+        def apply(self, vm: Vm) -> None:
+            vm.state = transitions.after(vm.state, "Destroyed")
+            vm.desired_state = DesiredState.DESTROYED
+            vm.destroyed_at = self.timestamp
+
+    class Quarantined(Event):
+        """The VM was taken from its owner into the operator quarantine."""
+
+        TOPIC = "vm.quarantined"
+        reason: str
+
+        def apply(self, vm: Vm) -> None:
+            previous_state = vm.state
+            vm.state = transitions.after(vm.state, "Quarantined")
+            vm.quarantine = {
+                "reason": self.reason,
+                "since": self.timestamp,
+                "previous_owner_uuid": vm.owner_uuid,
+                "previous_state": previous_state.value
+                if isinstance(previous_state, VmState)
+                else previous_state,
+            }
+            vm.owner_uuid = QUARANTINE_OWNER_UUID
+
+    class Released(Event):
+        """The VM was given back to its owner in the state it had."""
+
+        TOPIC = "vm.released"
+
+        def apply(self, vm: Vm) -> None:
+            quarantine = vm.quarantine
+            vm.state = transitions.after(
+                vm.state, "Released", VmState(quarantine["previous_state"])
+            )
+            vm.owner_uuid = quarantine["previous_owner_uuid"]
+            vm.quarantine = None
+
+    class MetadataUpdated(Event):
+        """Alias, metadata or tags changed (``changes`` holds the new values)."""
+
+        TOPIC = "vm.metadata_updated"
+        changes: dict[str, Any]
+
+        def apply(self, vm: Vm) -> None:
+            for field, value in self.changes.items():
+                setattr(vm, field, value)
+
+    # Attributes set by Created.apply; declared for readers and type checkers.
+    owner_uuid: str
+    alias: str | None
+    brand: str
+    ram: int
+    cpu_cap: int | None
+    image_uuid: str | None
+    persistence: str
+    customer_metadata: dict[str, Any]
+    internal_metadata: dict[str, Any]
+    tags: dict[str, Any]
+    server_uuid: str | None
+    state: VmState
+    desired_state: DesiredState
+    error: dict[str, str] | None
+    quarantine: dict[str, Any] | None
+    destroyed_at: datetime | None
+    active_jobs: list[dict[str, Any]]
+
+    UPDATABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(
+        {"alias", "customer_metadata", "internal_metadata", "tags"}
+    )
+
+    def __init__(self) -> None:
+        """State is set by ``Created.apply``; create VMs with ``Vm.create``."""
+
+    # -- creation ---------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        vm_uuid: UUID,
+        owner_uuid: str,
+        brand: str,
+        ram: int,
+        provision_job_uuid: str,
+        cause: Cause,
+        alias: str | None = None,
+        cpu_cap: int | None = None,
+        image_uuid: str | None = None,
+        persistence: str = "persistent",
+        customer_metadata: dict[str, Any] | None = None,
+        internal_metadata: dict[str, Any] | None = None,
+        tags: dict[str, Any] | None = None,
+        provision_params: dict[str, Any] | None = None,
+    ) -> Vm:
+        """Record a new VM in ``provisioning`` with its provision job queued (two events)."""
+        vm = cls._create(
+            cls.Created,
+            id=vm_uuid,
+            cause=cause,
+            owner_uuid=owner_uuid,
+            alias=alias,
+            brand=brand,
+            ram=ram,
+            cpu_cap=cpu_cap,
+            image_uuid=image_uuid,
+            persistence=persistence,
+            customer_metadata=customer_metadata or {},
+            internal_metadata=internal_metadata or {},
+            tags=tags or {},
+        )
+        vm.trigger_event(
+            cls.JobQueued,
+            cause=cause,
+            job_uuid=provision_job_uuid,
+            name=JobName.PROVISION.value,
+            params=provision_params or {},
+        )
+        return vm
+
+    # -- the job queue ----------------------------------------------------------------------
+
+    @property
+    def head_job(self) -> dict[str, Any] | None:
+        """The job holding the ticket (the only one that may run), or None."""
+        return self.active_jobs[0] if self.active_jobs else None
+
+    def active_job(self, job_uuid: str) -> dict[str, Any] | None:
+        """The queued or running job with this uuid, or None."""
+        return next((j for j in self.active_jobs if j["uuid"] == job_uuid), None)
+
+    def matching_active_job(self, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        """An active job doing the same thing (same name and arguments), for repeats."""
+        for job in self.active_jobs:
+            if job["name"] == name and job["params"].get("args", {}) == args:
+                return job
+        return None
+
+    def queue_job(
+        self, *, action: Action, job_uuid: str, name: str, params: dict[str, Any], cause: Cause
+    ) -> None:
+        """Queue a job for ``action`` behind the active ones.
+
+        Raises ``InvalidTransitionError`` when the rules table refuses the action in this state.
+        """
+        if rules.verdict(VmState(self.state), action) is rules.Verdict.REFUSED:
+            raise InvalidTransitionError(
+                self.state, action.value, rules.allowed_actions(VmState(self.state))
+            )
+        self.trigger_event(self.JobQueued, cause=cause, job_uuid=job_uuid, name=name, params=params)
+
+    def start_job(
+        self, job_uuid: str, *, worker: str, now: datetime, lease_expires_at: datetime,
+        cause: Cause,
+    ) -> None:
+        """Claim the head job for ``worker`` until ``lease_expires_at`` (the ticket).
+
+        A queued head job is claimed at attempt 1; a running one whose lease expired before
+        ``now`` is taken over at the next attempt. Raises ``JobNotRunnableError`` otherwise.
+        """
+        head = self.head_job
+        if head is None or head["uuid"] != job_uuid:
+            raise JobNotRunnableError(job_uuid, "not the head of the VM's job queue")
+        if head["execution"] == Execution.RUNNING.value:
+            expires = datetime.fromisoformat(head["lease_expires_at"])
+            if expires > now:
+                raise JobNotRunnableError(job_uuid, f"leased by {head['worker']}")
+        self.trigger_event(
+            self.JobStarted,
+            cause=cause,
+            job_uuid=job_uuid,
+            worker=worker,
+            attempt=head["attempt"] + 1,
+            lease_expires_at=lease_expires_at,
+        )
+
+    def _running_job(self, job_uuid: str, worker: str | None = None) -> dict[str, Any]:
+        head = self.head_job
+        if head is None or head["uuid"] != job_uuid or head["execution"] != "running":
+            raise JobNotRunnableError(job_uuid, "not the running head job")
+        if worker is not None and head["worker"] != worker:
+            raise JobNotRunnableError(job_uuid, f"taken over by {head['worker']}")
+        return head
+
+    def record_step(
+        self, job_uuid: str, step: dict[str, Any], *, cause: Cause, worker: str | None = None
+    ) -> None:
+        """Record a finished step of the running job (``{name, result, error, started_at,
+        finished_at}``). Raises ``JobNotRunnableError`` if ``worker`` no longer holds it."""
+        self._running_job(job_uuid, worker)
+        self.trigger_event(self.JobStepRecorded, cause=cause, job_uuid=job_uuid, step=step)
+
+    def succeed_job(self, job_uuid: str, *, cause: Cause, worker: str | None = None) -> None:
+        """End the running head job well. Raises ``JobNotRunnableError`` if not held."""
+        self._running_job(job_uuid, worker)
+        self.trigger_event(self.JobSucceeded, cause=cause, job_uuid=job_uuid)
+
+    def fail_job(
+        self, job_uuid: str, error: str, *, cause: Cause, worker: str | None = None
+    ) -> None:
+        """End the running head job in failure. Raises ``JobNotRunnableError`` if not held."""
+        self._running_job(job_uuid, worker)
+        self.trigger_event(self.JobFailed, cause=cause, job_uuid=job_uuid, error=error)
+
+    def cancel_job(self, job_uuid: str, reason: str, *, cause: Cause) -> None:
+        """Cancel a job that has not started. Raises ``JobNotRunnableError`` otherwise."""
+        job = self.active_job(job_uuid)
+        if job is None or job["execution"] != Execution.QUEUED.value:
+            raise JobNotRunnableError(job_uuid, "only a queued job can be canceled")
+        self.trigger_event(self.JobCanceled, cause=cause, job_uuid=job_uuid, reason=reason)
+
+    def _drop_job(self, job_uuid: str) -> None:
+        self.active_jobs = [j for j in self.active_jobs if j["uuid"] != job_uuid]
+
+    # -- lifecycle facts --------------------------------------------------------------------
+
+    def _check(self, event_name: str) -> None:
+        transitions.after(VmState(self.state), event_name)
+
+    def record_provisioned(self, server_uuid: str, *, cause: Cause) -> None:
+        """The VM now runs on ``server_uuid``. Raises ``IllegalTransitionError``."""
+        self._check("Provisioned")
+        self.trigger_event(self.Provisioned, cause=cause, server_uuid=server_uuid)
+
+    def record_provision_failed(self, error: str, *, cause: Cause) -> None:
+        """Provisioning failed. Raises ``IllegalTransitionError``."""
+        self._check("ProvisionFailed")
+        self.trigger_event(self.ProvisionFailed, cause=cause, error=error)
+
+    def record_started(self, *, cause: Cause, server_uuid: str | None = None) -> None:
+        """The VM runs again. Raises ``IllegalTransitionError``."""
+        self._check("Started")
+        self.trigger_event(self.Started, cause=cause, server_uuid=server_uuid)
+
+    def record_stopped(self, *, cause: Cause) -> None:
+        """The VM stopped. Raises ``IllegalTransitionError``."""
+        self._check("Stopped")
+        self.trigger_event(self.Stopped, cause=cause)
+
+    def record_rebooted(self, *, cause: Cause) -> None:
+        """The VM was rebooted. Raises ``IllegalTransitionError``."""
+        self._check("Rebooted")
+        self.trigger_event(self.Rebooted, cause=cause)
+
+    def record_failed(self, reason: str, message: str, *, cause: Cause) -> None:
+        """The VM failed (``reason``: ``evicted``, ``crashed``, ...). Raises
+        ``IllegalTransitionError``."""
+        self._check("Failed")
+        self.trigger_event(self.Failed, cause=cause, reason=reason, message=message)
+
+    def record_destroyed(self, *, cause: Cause) -> None:
+        """The VM is gone. Raises ``IllegalTransitionError``."""
+        self._check("Destroyed")
+        self.trigger_event(self.Destroyed, cause=cause)
+
+    def record_quarantined(self, reason: str, *, cause: Cause) -> None:
+        """Take the VM into the operator quarantine. Raises ``IllegalTransitionError``."""
+        self._check("Quarantined")
+        self.trigger_event(self.Quarantined, cause=cause, reason=reason)
+
+    def record_released(self, *, cause: Cause) -> None:
+        """Give a quarantined VM back. Raises ``IllegalTransitionError``."""
+        if VmState(self.state) is not VmState.QUARANTINED:
+            raise IllegalTransitionError(self.state, "Released")
+        self.trigger_event(self.Released, cause=cause)
+
+    def update_metadata(self, changes: dict[str, Any], *, cause: Cause) -> bool:
+        """Apply ``changes`` to alias, metadata or tags; return False (and record nothing)
+        when nothing would change. Raises ``IllegalTransitionError`` on a destroyed VM."""
+        if VmState(self.state) is VmState.DESTROYED:
+            raise IllegalTransitionError(self.state, "MetadataUpdated")
+        unknown = set(changes) - self.UPDATABLE_FIELDS
+        if unknown:
+            raise ValueError(f"not updatable: {sorted(unknown)}")
+        effective = {k: v for k, v in changes.items() if getattr(self, k) != v}
+        if not effective:
+            return False
+        self.trigger_event(self.MetadataUpdated, cause=cause, changes=effective)
+        return True

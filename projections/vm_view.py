@@ -1,0 +1,135 @@
+"""``vm_view``: the VM object that GetVm and ListVms serve, one row per VM.
+
+Each row keeps the VM's folded state (a snapshot of the ``Vm`` aggregate), so applying an event
+is the domain's own fold (``event.mutate``): the read model cannot drift from the aggregate, and
+a missed event is caught (the version check in ``mutate`` fails).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Snapshot
+from eventsourcing.persistence import Transcoder
+
+from domain.vm import Vm
+from projections.db import Database, Tx
+from projections.formats import rfc3339
+from projections.runner import ReadModel
+
+_COLUMNS = (
+    "uuid", "owner_uuid", "server_uuid", "brand", "state", "alias", "image_uuid", "ram",
+    "create_timestamp", "version", "body", "snapshot",
+)
+
+
+def render_vm(vm: Vm) -> dict[str, Any]:
+    """The VM object of api.md ("VM object (GetVm)") for the aggregate ``vm``."""
+    jobs = vm.active_jobs
+    running = [j["uuid"] for j in jobs if j["execution"] == "running"]
+    quarantine = None
+    if vm.quarantine:
+        quarantine = {
+            "reason": vm.quarantine["reason"],
+            "since": rfc3339(vm.quarantine["since"]),
+            "previous_owner_uuid": vm.quarantine["previous_owner_uuid"],
+        }
+    return {
+        "uuid": str(vm.id),
+        "alias": vm.alias,
+        "owner_uuid": vm.owner_uuid,
+        "server_uuid": vm.server_uuid,
+        "brand": vm.brand,
+        "image_uuid": vm.image_uuid,
+        "ram": vm.ram,
+        "cpu_cap": vm.cpu_cap,
+        "state": str(vm.state),
+        "desired_state": str(vm.desired_state),
+        "persistence": vm.persistence,
+        "customer_metadata": vm.customer_metadata,
+        "internal_metadata": vm.internal_metadata,
+        "tags": vm.tags,
+        "volumes": [],
+        "error": vm.error,
+        "quarantine": quarantine,
+        "active_job_uuid": running[0] if running else None,
+        "queued_job_uuids": [j["uuid"] for j in jobs if j["execution"] == "queued"],
+        "create_timestamp": rfc3339(vm.created_on),
+        "last_modified": rfc3339(vm.modified_on),
+        "destroyed": rfc3339(vm.destroyed_at),
+        "version": vm.version,
+    }
+
+
+class VmView(ReadModel):
+    """One row per VM: filter columns, the rendered VM object and the folded state."""
+
+    name = "vm_view"
+    tables = ("vm_view",)
+
+    def __init__(self, transcoder: Transcoder):
+        self.transcoder = transcoder
+
+    def create_statements(self, db: Database) -> list[str]:
+        return [
+            "CREATE TABLE IF NOT EXISTS vm_view ("
+            "uuid TEXT PRIMARY KEY, owner_uuid TEXT NOT NULL, server_uuid TEXT, "
+            "brand TEXT NOT NULL, state TEXT NOT NULL, alias TEXT, image_uuid TEXT, "
+            "ram INTEGER NOT NULL, create_timestamp TEXT NOT NULL, version INTEGER NOT NULL, "
+            f"body TEXT NOT NULL, snapshot {db.blob_type()} NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS vm_view_owner ON vm_view (owner_uuid, create_timestamp)",
+            "CREATE INDEX IF NOT EXISTS vm_view_state ON vm_view (state, create_timestamp)",
+            "CREATE INDEX IF NOT EXISTS vm_view_server ON vm_view (server_uuid)",
+            "CREATE INDEX IF NOT EXISTS vm_view_created ON vm_view (create_timestamp, uuid)",
+        ]
+
+    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+        folded: dict[UUID, Vm] = {}
+        for _position, event in events:
+            if not isinstance(event, Vm.Event):
+                continue
+            vm_id = event.originator_id
+            if isinstance(event, Vm.Created):
+                folded[vm_id] = event.mutate(None)
+                continue
+            vm = folded.get(vm_id) or self._load(tx, vm_id)
+            folded[vm_id] = event.mutate(vm)
+        for vm in folded.values():
+            self._store(tx, vm)
+
+    def _load(self, tx: Tx, vm_id: UUID) -> Vm:
+        tx.execute("SELECT version, snapshot FROM vm_view WHERE uuid = ?", (str(vm_id),))
+        row = tx.fetchone()
+        if row is None:
+            raise LookupError(f"vm_view has no row for {vm_id}: an event was missed")
+        return self.thaw(vm_id, int(row["version"]), bytes(row["snapshot"]))
+
+    def thaw(self, vm_id: UUID, version: int, blob: bytes) -> Vm:
+        """The aggregate from a stored snapshot blob."""
+        snapshot = Snapshot(
+            originator_id=vm_id,
+            originator_version=version,
+            timestamp=datetime.now(UTC),
+            topic=Vm.TOPIC,
+            state=self.transcoder.decode(blob),
+        )
+        return snapshot.mutate(None)
+
+    def _store(self, tx: Tx, vm: Vm) -> None:
+        snapshot = Snapshot.take(vm)
+        values = (
+            str(vm.id), vm.owner_uuid, vm.server_uuid, vm.brand, str(vm.state), vm.alias,
+            vm.image_uuid, vm.ram, rfc3339(vm.created_on), vm.version,
+            json.dumps(render_vm(vm)), self.transcoder.encode(snapshot.state),
+        )
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
+        tx.execute(
+            f"INSERT INTO vm_view ({', '.join(_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
+            f"ON CONFLICT (uuid) DO UPDATE SET {updates}",
+            values,
+        )

@@ -1,0 +1,1 @@
+"""The vmledger application: command handlers, job worker, compute drivers, HTTP API, CLI."""

@@ -1,0 +1,1 @@
+"""Compute drivers: what the job worker asks of compute nodes."""

@@ -1,0 +1,90 @@
+"""The composition root: builds the event store, read models, driver and worker from settings.
+
+Nothing connects to a database at import time; ``Services.build`` does, once per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from projections.db import Database
+from projections.job_view import JobQueries, JobView
+from projections.runner import ProjectionRunner
+from projections.vm_queries import VmQueries
+from projections.vm_view import VmView
+from service.application import Commands, VmLedger
+from service.compute.simulated import SimulatedFleet, place
+from service.settings import Settings
+from service.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Services:
+    """Everything one vmledger process uses, built from one ``Settings``."""
+
+    settings: Settings
+    app: VmLedger
+    commands: Commands
+    db: Database
+    projections: ProjectionRunner
+    vms: VmQueries
+    jobs: JobQueries
+    fleet: SimulatedFleet
+    worker: Worker
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, settings: Settings) -> Services:
+        """Connect to the configured database and create what is missing (idempotent)."""
+        app = VmLedger(env=settings.eventsourcing_env())
+        db = Database(app.recorder.datastore)
+        runner = ProjectionRunner(
+            db, app.recorder, app.mapper, [VmView(app.mapper.transcoder), JobView()]
+        )
+        runner.create_tables()
+        fleet = SimulatedFleet(db, latency_s=settings.sim_latency_s)
+        fleet.create_tables()
+        fleet.ensure_servers(
+            settings.sim_servers, ram_mib=settings.sim_server_ram_mib, cpus=settings.sim_server_cpus
+        )
+        commands = Commands(app, retries=settings.command_retries)
+        jobs = JobQueries(db)
+        worker = Worker(
+            commands,
+            fleet,
+            find_work=jobs.vms_with_unfinished_jobs,
+            placement=lambda vm: place(fleet.servers(), vm.ram),
+            lease_s=settings.job_lease_s,
+        )
+        commands.after_save.append(lambda _position: runner.wake())
+        runner.add_listener(worker.wake)
+        return cls(settings, app, commands, db, runner, VmQueries(db), jobs, fleet, worker)
+
+    def start_background(self, *, projections: bool = True, worker: bool = True) -> None:
+        """Run the projection runner and/or the job worker in daemon threads."""
+        if projections:
+            self._spawn("projections", lambda: self.projections.run_forever(
+                self._stop, self.settings.projection_poll_s,
+                on_error=lambda e: log.error("projection pass failed: %s", e)))
+        if worker:
+            self._spawn("worker", lambda: self.worker.run_forever(
+                self._stop, self.settings.worker_poll_s))
+
+    def _spawn(self, name: str, target: object) -> None:
+        thread = threading.Thread(target=target, name=f"vmledger-{name}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def close(self) -> None:
+        """Stop background threads, then close the database pool."""
+        self._stop.set()
+        self.projections.wake()
+        self.worker.wake()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self.app.close()

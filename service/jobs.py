@@ -1,0 +1,143 @@
+"""What each job does when it gets the ticket. Every handler re-reads the VM first and decides
+again (design.md, lesson 2: a destroy queued behind a provision finds out whether the VM got a
+server), and every operation it asks of a compute node is idempotent (lesson 4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from domain.states import JobName, VmState
+from domain.vm import Vm
+from service.compute.driver import ComputeError
+from service.worker import JobRun, StepFailedError
+
+
+def run(job: JobRun) -> None:
+    """Run ``job`` to its end (succeeded or failed)."""
+    handler = _HANDLERS[JobName(job.job["name"])]
+    try:
+        handler(job)
+    except StepFailedError as failure:
+        error = str(failure)
+
+        def record(vm: Vm) -> None:
+            # Only a provision leaves the VM in a transient state when its step fails; other
+            # jobs leave the VM as it was (the failed step is in the job's chain_results).
+            if vm.state == VmState.PROVISIONING:
+                vm.record_provision_failed(error, cause=job.cause)
+
+        job.fail(error, record)
+
+
+def _already(job: JobRun, verb: str) -> None:
+    """The target state already holds: succeed doing nothing, or fail as VMAPI v1 does."""
+    state = job.vm.state
+    if job.params.get("if_already") == "fail":
+        job.fail(f"Cannot {verb} a VM from a '{state}' state")
+    else:
+        job.succeed(note=f"already {state}: nothing to do")
+
+
+def _refuse(job: JobRun, verb: str) -> None:
+    job.fail(f"Cannot {verb} a VM in state '{job.vm.state}'")
+
+
+def provision(job: JobRun) -> None:
+    """Place the VM, create it on its server and boot it."""
+    vm = job.vm
+    if vm.state != VmState.PROVISIONING:
+        job.succeed(note=f"VM is {vm.state}: nothing to provision")
+        return
+    vm_uuid = str(vm.id)
+
+    def place() -> str:
+        server = job.worker.placement(vm)
+        if server is None:
+            raise ComputeError(f"no server has {vm.ram} MiB free")
+        return server
+
+    server_uuid = job.step("place", place)
+    try:
+        job.step("ensure_registered", lambda: job.driver.ensure_registered(
+            server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
+        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, vm_uuid, "running"))
+    except StepFailedError:
+        # Leave nothing half-made on the server; the failure itself is what gets recorded.
+        with contextlib.suppress(ComputeError):
+            job.driver.unregister(server_uuid, vm_uuid)
+        raise
+    job.succeed(lambda v: v.record_provisioned(server_uuid, cause=job.cause))
+
+
+def start(job: JobRun) -> None:
+    """Boot a stopped or failed VM on its server."""
+    vm = job.vm
+    if vm.state == VmState.RUNNING:
+        _already(job, "start")
+    elif vm.state in (VmState.STOPPED, VmState.FAILED) and vm.server_uuid:
+        server_uuid = vm.server_uuid
+        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, str(vm.id), "running"))
+        job.succeed(lambda v: v.record_started(cause=job.cause))
+    else:
+        _refuse(job, "start")
+
+
+def stop(job: JobRun) -> None:
+    """Stop a running (or failed) VM."""
+    vm = job.vm
+    if vm.state == VmState.STOPPED:
+        _already(job, "stop")
+    elif vm.state in (VmState.RUNNING, VmState.FAILED) and vm.server_uuid:
+        server_uuid = vm.server_uuid
+        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, str(vm.id), "stopped"))
+        job.succeed(lambda v: v.record_stopped(cause=job.cause))
+    else:
+        _refuse(job, "stop")
+
+
+def reboot(job: JobRun) -> None:
+    """Reboot a running VM."""
+    vm = job.vm
+    if vm.state == VmState.RUNNING and vm.server_uuid:
+        server_uuid = vm.server_uuid
+        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, str(vm.id), "rebooted"))
+        job.succeed(lambda v: v.record_rebooted(cause=job.cause))
+    else:
+        _refuse(job, "reboot")
+
+
+def update(job: JobRun) -> None:
+    """Change alias, metadata or tags (no compute call is needed for these fields)."""
+    changes = job.params.get("args", {})
+    if job.vm.state == VmState.DESTROYED:
+        _refuse(job, "update")
+        return
+    job.record_step("update_metadata", result=sorted(changes))
+    job.succeed(lambda v: v.update_metadata(changes, cause=job.cause) and None)
+
+
+def destroy(job: JobRun) -> None:
+    """Remove the VM from its server and mark it destroyed; with no server, only mark it."""
+    vm = job.vm
+    if vm.state == VmState.DESTROYED:
+        _already(job, "destroy")
+        return
+    if vm.server_uuid is None:
+        job.record_step("mark_destroyed", result="no server: no compute node was touched")
+    else:
+        server_uuid = vm.server_uuid
+        job.step("unregister", lambda: job.driver.unregister(server_uuid, str(vm.id)))
+    job.succeed(lambda v: v.record_destroyed(cause=job.cause))
+
+
+_HANDLERS: dict[JobName, Callable[[JobRun], None]] = {
+    JobName.PROVISION: provision,
+    JobName.START: start,
+    JobName.STOP: stop,
+    JobName.REBOOT: reboot,
+    JobName.UPDATE: update,
+    JobName.DESTROY: destroy,
+}
+

@@ -1,0 +1,80 @@
+"""Settings from the environment (prefix ``VMLEDGER_``) or a ``.env`` file.
+
+Every setting is listed in ``docs/operations.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything an operator can configure (api.md, "Running and configuration")."""
+
+    model_config = SettingsConfigDict(env_prefix="VMLEDGER_", env_file=".env", extra="ignore")
+
+    database_url: str = Field(
+        "sqlite:///vmledger.db",
+        description="sqlite:///PATH or postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME",
+    )
+    driver: Literal["simulated"] = "simulated"
+    tokens_file: Path | None = None
+    sim_servers: int = Field(8, ge=1, le=10_000, description="simulated compute nodes")
+    sim_server_ram_mib: int = Field(262_144, ge=1, description="RAM of each simulated server")
+    sim_server_cpus: int = Field(64, ge=1, description="CPUs of each simulated server")
+    sim_latency_s: float = Field(0.0, ge=0, description="delay of each simulated operation")
+    read_timeout_s: float = Field(
+        5.0, gt=0, description="how long a GET waits for read models to catch up before 503"
+    )
+    projection_poll_s: float = Field(0.05, gt=0, description="projection runner poll interval")
+    worker_poll_s: float = Field(0.2, gt=0, description="job worker poll interval")
+    job_lease_s: float = Field(30.0, gt=0, description="how long a claimed job is held")
+    command_retries: int = Field(
+        10, ge=1, description="attempts at a command that meets another writer's conflict"
+    )
+    postgres_pool_size: int = Field(5, ge=1)
+    postgres_max_overflow: int = Field(10, ge=0)
+    postgres_lock_timeout_s: int = Field(5, ge=1, description="wait for the events table lock")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="request body size limit")
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
+            raise ValueError("must start with sqlite:/// or postgresql://")
+        return url
+
+    @property
+    def backend(self) -> Literal["sqlite", "postgres"]:
+        """Which event store the database URL selects."""
+        return "sqlite" if self.database_url.startswith("sqlite:") else "postgres"
+
+    def eventsourcing_env(self) -> dict[str, str]:
+        """The ``eventsourcing`` library's environment for this database URL."""
+        if self.backend == "sqlite":
+            path = self.database_url.removeprefix("sqlite:///")
+            return {
+                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                "SQLITE_DBNAME": path,
+                "SQLITE_LOCK_TIMEOUT": "10",
+                "APPLICATION_RECORDER_TOPIC": "service.storage:SQLiteLedgerRecorder",
+            }
+        parts = urlsplit(self.database_url)
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": parts.path.lstrip("/"),
+            "POSTGRES_HOST": parts.hostname or "127.0.0.1",
+            "POSTGRES_PORT": str(parts.port or 5432),
+            "POSTGRES_USER": unquote(parts.username or "postgres"),
+            "POSTGRES_PASSWORD": unquote(parts.password or ""),
+            "POSTGRES_POOL_SIZE": str(self.postgres_pool_size),
+            "POSTGRES_MAX_OVERFLOW": str(self.postgres_max_overflow),
+            "POSTGRES_LOCK_TIMEOUT": str(self.postgres_lock_timeout_s),
+            "POSTGRES_CONNECT_TIMEOUT": "5",
+            "APPLICATION_RECORDER_TOPIC": "service.storage:PostgresLedgerRecorder",
+        }

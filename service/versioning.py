@@ -1,0 +1,137 @@
+"""API versions, and the one place where their behaviours differ (api.md, "Versioning" and
+"DeleteVm and actions: version 1 vs version 2").
+
+Version 1 is VMAPI's behaviour and never changes (Triton ZAPI-685/ZAPI-782: changing DeleteVm
+broke clients twice). Version 2 is the improved behaviour.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from domain import rules
+from domain.errors import InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError
+from domain.rules import Verdict
+from domain.states import Action, VmState
+
+SUPPORTED_VERSIONS: tuple[str, ...] = ("1.0.0", "2.0.0")
+
+
+class InvalidVersionError(Exception):
+    """No supported version satisfies the ``Accept-Version`` range."""
+
+    def __init__(self, requested: str):
+        super().__init__(
+            f"No supported version satisfies '{requested}'; supported: "
+            + ", ".join(SUPPORTED_VERSIONS)
+        )
+        self.requested = requested
+        self.supported = list(SUPPORTED_VERSIONS)
+
+
+def _parse(version: str) -> tuple[int, int, int]:
+    major, minor, patch = (int(p) for p in version.split("."))
+    return major, minor, patch
+
+
+_PART = r"(\d+|x|X|\*)"
+_RANGE = re.compile(rf"^\s*(~|\^|=|v)?\s*{_PART}(?:\.{_PART}(?:\.{_PART})?)?\s*$")
+
+
+def _satisfies(version: str, requested: str) -> bool:
+    """Whether ``version`` satisfies one semver range term (``1``, ``~1``, ``1.0.0``,
+    ``~2``, ``2.x``, ``^2.0``, ``*``)."""
+    if requested.strip() in ("*", "x", "X", ""):
+        return True
+    match = _RANGE.match(requested)
+    if not match:
+        return False
+    operator, *parts = match.groups()
+    have = _parse(version)
+    wanted = [None if p in (None, "x", "X", "*") else int(p) for p in parts]
+    major, minor, patch = wanted
+    if major is None:
+        return True
+    if operator == "~":
+        # ~1 = 1.x; ~1.2 = 1.2.x; ~1.2.3 = >=1.2.3 <1.3.0
+        if have[0] != major or (minor is not None and have[1] != minor):
+            return False
+        return patch is None or have[2] >= patch
+    if operator == "^":
+        return have[0] == major and have >= (major, minor or 0, patch or 0)
+    # a plain version or x-range: every given part must match
+    return all(w is None or w == h for w, h in zip(wanted, have, strict=True))
+
+
+def negotiate(accept_version: str | None) -> str:
+    """The newest supported version satisfying ``accept_version`` (``||``-separated ranges
+    allowed). No header means ``~1``. Raises ``InvalidVersionError``."""
+    requested = "~1" if accept_version is None else accept_version
+    terms = [t for t in requested.split("||")]
+    for version in sorted(SUPPORTED_VERSIONS, key=_parse, reverse=True):
+        if any(_satisfies(version, term) for term in terms):
+            return version
+    raise InvalidVersionError(requested)
+
+
+class IfAlready(StrEnum):
+    """What a job does when, at its ticket, its target state already holds."""
+
+    FAIL = "fail"  # v1 without idempotent=true: "Cannot stop a VM from a 'stopped' state"
+    SUCCEED = "succeed"  # v2, or idempotent=true: succeed doing nothing
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """How an admitted action is queued."""
+
+    if_already: IfAlready
+    cancel_queued_provision: bool = False
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """The behaviour of one API version."""
+
+    version: str
+
+    @property
+    def major(self) -> int:
+        return _parse(self.version)[0]
+
+    def admit(
+        self, state: VmState, action: Action, *, vm_uuid: str, idempotent: bool = False
+    ) -> JobPlan:
+        """Decide whether ``action`` on a VM in ``state`` queues a job, and how.
+
+        Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
+        server yet) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
+        """
+        verdict = rules.verdict(state, action)
+        if verdict is Verdict.REFUSED:
+            raise InvalidTransitionError(state, action.value, rules.allowed_actions(state))
+        if verdict is Verdict.QUEUED:
+            if self.major < 2 and action is not Action.QUARANTINE:
+                raise UnallocatedVmError(state, action.value)
+            return JobPlan(
+                if_already=IfAlready.SUCCEED,
+                cancel_queued_provision=action is Action.DESTROY,
+            )
+        if verdict is Verdict.ALREADY and action is Action.DESTROY:
+            if self.major >= 2:
+                raise VmAlreadyDestroyedError(vm_uuid)
+            return JobPlan(if_already=IfAlready.SUCCEED)
+        if self.major >= 2 or idempotent:
+            return JobPlan(if_already=IfAlready.SUCCEED)
+        return JobPlan(if_already=IfAlready.FAIL)
+
+
+def behaviour_for(version: str) -> Behaviour:
+    """The behaviour of a negotiated version."""
+    return Behaviour(version)
+
+
+NEWEST = Behaviour(max(SUPPORTED_VERSIONS, key=_parse))
+OLDEST = Behaviour(min(SUPPORTED_VERSIONS, key=_parse))

@@ -1,0 +1,189 @@
+"""The job worker: takes the head job of a VM's queue (the ticket) and drives the compute
+driver through its steps.
+
+A worker claims a job by appending ``JobStarted`` at the version it read, so two workers (or
+two processes) racing for one job cannot both win. Each finished step is recorded before the
+next begins, and every save re-checks that this worker still holds the job.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid as uuidlib
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from domain.errors import DomainError, JobNotRunnableError
+from domain.vm import Vm, make_cause
+from projections.formats import rfc3339
+from service.application import Commands
+from service.compute.driver import ComputeDriver, ComputeError
+
+log = logging.getLogger(__name__)
+
+Placement = Callable[[Vm], str | None]
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class StepFailedError(Exception):
+    """A job step failed; the job ends failed with this message."""
+
+
+class JobRun:
+    """One claimed job being worked on: records steps and the outcome as this worker."""
+
+    def __init__(self, worker: Worker, vm: Vm, job: dict[str, Any]):
+        self.worker = worker
+        self.vm = vm
+        self.job = job
+        self.job_uuid: str = job["uuid"]
+        self.params: dict[str, Any] = job["params"]
+        self.steps_recorded = 0
+        self.cause = make_cause(f"worker:{worker.worker_id}", job_uuid=self.job_uuid)
+
+    @property
+    def driver(self) -> ComputeDriver:
+        return self.worker.driver
+
+    def _change(self, mutate: Callable[[Vm], None]) -> Vm:
+        _, vm, _ = self.worker.commands.change(self.vm.id, mutate)
+        self.vm = vm
+        return vm
+
+    def step(self, name: str, operation: Callable[[], Any]) -> Any:
+        """Run ``operation`` as step ``name`` and record it (a ``chain_results`` entry).
+
+        Raises ``StepFailedError`` after recording a step whose operation raised
+        ``ComputeError``, and ``JobNotRunnableError`` if the job was taken from this worker.
+        """
+        started = utcnow()
+        result: Any = None
+        error: str | None = None
+        try:
+            result = operation()
+        except ComputeError as failure:
+            error = str(failure) or type(failure).__name__
+        self.record_step(name, result=result, error=error, started=started)
+        if error is not None:
+            raise StepFailedError(error)
+        return result
+
+    def record_step(self, name: str, *, result: Any, error: str | None = None,
+                    started: datetime | None = None) -> None:
+        """Record a step that needed no compute call (or whose outcome is known)."""
+        step = {
+            "name": name,
+            "result": result,
+            "error": error,
+            "started_at": rfc3339(started or utcnow()),
+            "finished_at": rfc3339(utcnow()),
+        }
+        self._change(lambda vm: vm.record_step(
+            self.job_uuid, step, cause=self.cause, worker=self.worker.worker_id))
+        self.steps_recorded += 1
+
+    def succeed(self, record: Callable[[Vm], None] | None = None, *, note: str = "done") -> None:
+        """Record the outcome (``record`` adds lifecycle events) and end the job well."""
+        if not self.steps_recorded:
+            self.record_step(self.job["name"], result=note)
+
+        def finish(vm: Vm) -> None:
+            if record:
+                record(vm)
+            vm.succeed_job(self.job_uuid, cause=self.cause, worker=self.worker.worker_id)
+
+        self._change(finish)
+
+    def fail(self, error: str, record: Callable[[Vm], None] | None = None) -> None:
+        """Record the outcome and end the job failed with ``error``."""
+        if not self.steps_recorded:
+            self.record_step(self.job["name"], result=None, error=error)
+
+        def finish(vm: Vm) -> None:
+            if record:
+                record(vm)
+            vm.fail_job(self.job_uuid, error, cause=self.cause, worker=self.worker.worker_id)
+
+        self._change(finish)
+
+
+class Worker:
+    """Runs VMs' head jobs. Several workers (threads or processes) may run at once."""
+
+    def __init__(
+        self,
+        commands: Commands,
+        driver: ComputeDriver,
+        *,
+        find_work: Callable[[], list[str]],
+        placement: Placement,
+        lease_s: float = 30.0,
+        worker_id: str | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ):
+        self.commands = commands
+        self.driver = driver
+        self.find_work = find_work
+        self.placement = placement
+        self.lease = timedelta(seconds=lease_s)
+        self.worker_id = worker_id or f"worker-{uuidlib.uuid4().hex[:8]}"
+        self.clock = clock
+        self._wake = threading.Event()
+
+    def run_vm(self, vm_uuid: str) -> bool:
+        """Claim and run the VM's head job if it is free; True if a job ran."""
+        from service import jobs  # the handlers use JobRun, defined above
+
+        vm = self.commands.load(vm_uuid)
+        head = vm.head_job
+        if head is None:
+            return False
+        now = self.clock()
+        if head["execution"] == "running" and datetime.fromisoformat(head["lease_expires_at"]) > now:
+            return False
+        job_uuid = head["uuid"]
+        cause = make_cause(f"worker:{self.worker_id}", job_uuid=job_uuid)
+        try:
+            _, vm, _ = self.commands.change(vm_uuid, lambda v: v.start_job(
+                job_uuid, worker=self.worker_id, now=now, lease_expires_at=now + self.lease,
+                cause=cause))
+        except JobNotRunnableError:
+            return False
+        run = JobRun(self, vm, vm.head_job)
+        try:
+            jobs.run(run)
+        except JobNotRunnableError as lost:
+            log.info("job %s was taken from %s: %s", job_uuid, self.worker_id, lost.reason)
+        except DomainError:
+            log.exception("job %s hit a domain refusal", job_uuid)
+            run.fail("internal refusal; see the service log")
+        return True
+
+    def run_pending(self) -> int:
+        """One pass over the VMs with unfinished jobs; how many jobs ran."""
+        ran = 0
+        for vm_uuid in self.find_work():
+            while self.run_vm(vm_uuid):
+                ran += 1
+        return ran
+
+    def wake(self) -> None:
+        """Look for work now rather than at the next poll."""
+        self._wake.set()
+
+    def run_forever(self, stop: threading.Event, poll_s: float) -> None:
+        """Run pending jobs until ``stop`` is set, waiting ``poll_s`` (or a wake-up) between."""
+        while not stop.is_set():
+            self._wake.clear()
+            try:
+                self.run_pending()
+            except Exception:  # noqa: BLE001 - a worker must outlive one bad pass
+                log.exception("worker pass failed")
+                stop.wait(poll_s)
+            self._wake.wait(poll_s)

@@ -1,0 +1,89 @@
+"""Shared fixtures: every storage test runs on SQLite and on PostgreSQL.
+
+PostgreSQL: the admin URL is ``VMLEDGER_TEST_POSTGRES_URL`` (default
+``postgresql://postgres@127.0.0.1:5432/postgres``). Each test run creates its own database
+(a unique name) and drops it at the end; each test starts from an empty schema. Where
+PostgreSQL cannot be reached the PostgreSQL tests skip with a message, unless
+``VMLEDGER_REQUIRE_POSTGRES=1`` (set by ``.ci/run``), which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from service.container import Services
+from service.settings import Settings
+
+ADMIN_URL = os.environ.get(
+    "VMLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+REQUIRE_POSTGRES = os.environ.get("VMLEDGER_REQUIRE_POSTGRES") == "1"
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{dbname}"))
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for this test run, dropped afterwards."""
+    dbname = f"vmledger_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{dbname}"')
+    except psycopg.OperationalError as error:
+        message = f"PostgreSQL not reachable at {ADMIN_URL}: {error}"
+        if REQUIRE_POSTGRES:
+            pytest.fail(message + " (VMLEDGER_REQUIRE_POSTGRES=1)")
+        pytest.skip(message + " (set VMLEDGER_TEST_POSTGRES_URL to test on PostgreSQL)")
+    try:
+        yield _with_dbname(ADMIN_URL, dbname)
+    finally:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
+def _empty_schema(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """An empty database on each backend, as a ``VMLEDGER_DATABASE_URL``."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'vmledger.db'}"
+    url = request.getfixturevalue("postgres_url")
+    _empty_schema(url)
+    return url
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """Settings for a test: the test's database, a small simulated fleet, short waits."""
+    return Settings(
+        database_url=database_url,
+        sim_servers=4,
+        sim_server_ram_mib=65_536,
+        projection_poll_s=0.01,
+        worker_poll_s=0.02,
+        read_timeout_s=5.0,
+    )
+
+
+@pytest.fixture
+def services(settings: Settings) -> Iterator[Services]:
+    """The service's objects with no background threads (tests drive them)."""
+    built = Services.build(settings)
+    try:
+        yield built
+    finally:
+        built.close()
