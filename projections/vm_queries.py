@@ -57,6 +57,11 @@ class VmFilter:
         elif self.state is not None:
             clauses.append("state = ?")
             params.append(self.state)
+        for key, value in sorted(self.tags.items()):
+            clauses.append(
+                "uuid IN (SELECT vm_uuid FROM vm_view_tags WHERE key = ? AND value = ?)"
+            )
+            params.extend([key, value])
         if self.uuids is not None:
             if not self.uuids:
                 clauses.append("1 = 0")

@@ -27,6 +27,11 @@ _COLUMNS = (
 )
 
 
+def tag_text(value: Any) -> str:
+    """A tag value as filters compare it: strings as they are, others in JSON form."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def render_vm(vm: Vm) -> dict[str, Any]:
     """The VM object of api.md ("VM object (GetVm)") for the aggregate ``vm``."""
     jobs = vm.active_jobs
@@ -69,7 +74,7 @@ class VmView(ReadModel):
     """One row per VM: filter columns, the rendered VM object and the folded state."""
 
     name = "vm_view"
-    tables = ("vm_view",)
+    tables = ("vm_view", "vm_view_tags")
 
     def __init__(self, transcoder: Transcoder):
         self.transcoder = transcoder
@@ -85,6 +90,10 @@ class VmView(ReadModel):
             "CREATE INDEX IF NOT EXISTS vm_view_state ON vm_view (state, create_timestamp)",
             "CREATE INDEX IF NOT EXISTS vm_view_server ON vm_view (server_uuid)",
             "CREATE INDEX IF NOT EXISTS vm_view_created ON vm_view (create_timestamp, uuid)",
+            # tag.K=V filters; values compared in their JSON text form ("true", "5", "web")
+            "CREATE TABLE IF NOT EXISTS vm_view_tags (vm_uuid TEXT NOT NULL, key TEXT NOT NULL, "
+            "value TEXT NOT NULL, PRIMARY KEY (vm_uuid, key))",
+            "CREATE INDEX IF NOT EXISTS vm_view_tags_kv ON vm_view_tags (key, value)",
         ]
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
@@ -133,3 +142,9 @@ class VmView(ReadModel):
             f"ON CONFLICT (uuid) DO UPDATE SET {updates}",
             values,
         )
+        tx.execute("DELETE FROM vm_view_tags WHERE vm_uuid = ?", (str(vm.id),))
+        for key, value in vm.tags.items():
+            tx.execute(
+                "INSERT INTO vm_view_tags (vm_uuid, key, value) VALUES (?, ?, ?)",
+                (str(vm.id), key, tag_text(value)),
+            )

@@ -49,6 +49,7 @@ class VmSpec:
     customer_metadata: dict[str, Any] = field(default_factory=dict)
     internal_metadata: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)
+    server_uuid: str | None = None  # pin the VM to this server
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,10 @@ class Commands:
         vm = Vm.create(
             vm_uuid=UUID(vm_uuid) if vm_uuid else uuidlib.uuid4(),
             provision_job_uuid=job_uuid,
-            provision_params={"args": {}, "if_already": "succeed"},
+            provision_params={
+                "args": {"server_uuid": spec.server_uuid} if spec.server_uuid else {},
+                "if_already": "succeed",
+            },
             cause={**cause, "job_uuid": None},
             owner_uuid=spec.owner_uuid,
             alias=spec.alias,

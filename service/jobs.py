@@ -53,7 +53,8 @@ def provision(job: JobRun) -> None:
     vm_uuid = str(vm.id)
 
     def place() -> str:
-        server = job.worker.placement(vm)
+        pinned = job.params.get("args", {}).get("server_uuid")
+        server = pinned or job.worker.placement(vm)
         if server is None:
             raise ComputeError(f"no server has {vm.ram} MiB free")
         return server

@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     postgres_pool_size: int = Field(5, ge=1)
     postgres_max_overflow: int = Field(10, ge=0)
     postgres_lock_timeout_s: int = Field(5, ge=1, description="wait for the events table lock")
+    embedded_runners: bool | None = Field(
+        None,
+        description="run the projection runner and job worker inside `serve` "
+        "(default: yes on SQLite, no on PostgreSQL where `project` and `work` run apart)",
+    )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="request body size limit")
 
     @field_validator("database_url")

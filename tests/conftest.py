@@ -16,7 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 
+from service.api.app import create_app
 from service.container import Services
 from service.settings import Settings
 
@@ -87,3 +89,12 @@ def services(settings: Settings) -> Iterator[Services]:
         yield built
     finally:
         built.close()
+
+
+@pytest.fixture
+def client(services: Services) -> Iterator[TestClient]:
+    """An HTTP client of the API over ``services``, with the projection runner and the job
+    worker running in the background (embedded mode, on either backend)."""
+    app = create_app(services=services, background=True)
+    with TestClient(app) as http:
+        yield http

@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI): routes per resource, schemas, errors mapped in one place."""

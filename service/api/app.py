@@ -1,0 +1,105 @@
+"""The FastAPI application factory: ``create_app(settings)`` builds everything, and nothing
+connects to a database at import time."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from service.api import errors, routes_jobs, routes_ops, routes_vms
+from service.api.deps import new_request_id
+from service.container import Services
+from service.settings import Settings
+from service.versioning import InvalidVersionError, behaviour_for, negotiate
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    services: Services | None = None,
+    background: bool | None = None,
+) -> FastAPI:
+    """The HTTP API over ``services`` (built from ``settings`` in the lifespan if not given).
+
+    ``background`` runs the projection runner and job worker in this process; by default
+    ``settings.embedded_runners``, which defaults to yes on SQLite (embedded mode).
+    """
+    settings = settings or (services.settings if services else Settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own = services is None
+        app.state.services = services or Services.build(settings)
+        run_here = background
+        if run_here is None:
+            run_here = settings.embedded_runners
+        if run_here is None:
+            run_here = settings.backend == "sqlite"
+        if run_here:
+            app.state.services.start_background()
+        try:
+            yield
+        finally:
+            if own:
+                app.state.services.close()
+
+    app = FastAPI(
+        title="vmledger",
+        version="2.0.0",
+        description="An event-sourced VM lifecycle service with Triton VMAPI's shapes.",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.include_router(routes_ops.router)
+    app.include_router(routes_vms.router)
+    app.include_router(routes_jobs.router)
+
+    @app.middleware("http")
+    async def envelope(request: Request,
+                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        request.state.request_id = request.headers.get("x-request-id") or new_request_id()
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
+            response: Response = JSONResponse(
+                errors.body("PayloadTooLarge", f"body over {settings.max_body_bytes} bytes"),
+                status_code=413)
+        else:
+            try:
+                version = negotiate(request.headers.get("accept-version"))
+            except InvalidVersionError as error:
+                response = JSONResponse(
+                    errors.body("InvalidVersion", str(error), supported=error.supported),
+                    status_code=400)
+            else:
+                request.state.behaviour = behaviour_for(version)
+                response = await call_next(request)
+                response.headers["Api-Version"] = version
+        response.headers["x-request-id"] = request.state.request_id
+        return response
+
+    return app
+
+
+def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:
+    """With no tokens configured, refuse to listen on anything but loopback (api.md, "Roles").
+
+    Raises ``SystemExit`` with the reason.
+    """
+    if settings.tokens_file is not None:
+        return
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise SystemExit(
+            f"refusing to listen on {host}: no tokens are configured (VMLEDGER_TOKENS_FILE), "
+            "so only loopback addresses (127.0.0.1, ::1, localhost) are allowed"
+        )

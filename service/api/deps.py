@@ -1,0 +1,106 @@
+"""What every route needs: the services, the caller's API behaviour and cause, read-your-writes,
+and the shape of accepted-command responses."""
+
+from __future__ import annotations
+
+import time
+import uuid as uuidlib
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from domain.states import TERMINAL_EXECUTIONS
+from domain.vm import Cause, make_cause
+from service.api.errors import UnavailableError, invalid_parameters
+from service.application import Accepted
+from service.container import Services
+from service.versioning import OLDEST, Behaviour
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def services_of(request: Request) -> Services:
+    """The process's services (built in the app's lifespan)."""
+    return request.app.state.services
+
+
+def behaviour_of(request: Request) -> Behaviour:
+    """The behaviour of the API version negotiated for this request."""
+    return getattr(request.state, "behaviour", OLDEST)
+
+
+def cause_of(request: Request) -> Cause:
+    """The cause recorded on every event this request appends."""
+    return make_cause(
+        getattr(request.state, "actor", "anonymous"),
+        request_id=request.state.request_id,
+        idempotency_key=request.headers.get("idempotency-key"),
+        api_version=behaviour_of(request).version,
+    )
+
+
+def read_your_writes(request: Request, services: Services, names: tuple[str, ...],
+                     *, eventual: bool) -> None:
+    """Wait (bounded) until read models ``names`` reflect every command acknowledged before
+    this request began (api.md, "Read-your-writes"). Raises ``UnavailableError`` on timeout."""
+    if eventual:
+        return
+    position = services.commands.head_position()
+    if not services.projections.wait_for(position, names, services.settings.read_timeout_s):
+        raise UnavailableError(
+            f"read models did not reach position {position} within "
+            f"{services.settings.read_timeout_s} s"
+        )
+
+
+def parse_body(request: Request, model: type[M], data: Any) -> M:
+    """Validate ``data`` against ``model``; a refusal names each bad field."""
+    try:
+        return model.model_validate(data if data is not None else {})
+    except PydanticValidationError as error:
+        errors = [
+            {
+                "field": ".".join(str(p) for p in item["loc"]) or "body",
+                "code": "Missing" if item["type"] == "missing" else "Invalid",
+                "message": item["msg"],
+            }
+            for item in error.errors()
+        ]
+        raise invalid_parameters(request, errors) from None
+
+
+def wait_for_job(services: Services, job_uuid: str, timeout_s: float) -> dict[str, Any] | None:
+    """The job once it is terminal, or as it is at ``timeout_s``; None if unknown."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        services.projections.wait_for(services.commands.head_position(), ("job_view",),
+                                      timeout=max(0.0, deadline - time.monotonic()))
+        job = services.jobs.get(job_uuid)
+        if job is None or job["execution"] in TERMINAL_EXECUTIONS:
+            return job
+        if time.monotonic() >= deadline:
+            return job
+        services.worker.wake()
+        time.sleep(0.01)
+
+
+def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> JSONResponse:
+    """The answer to an accepted command: ``{vm_uuid, job_uuid}`` (VMAPI), the VM version as
+    ``ETag``, the log position, and ``workflow-api`` (where the VMAPI client polls jobs)."""
+    headers = {
+        "ETag": f'"{result.version}"',
+        "Location": f"/vms/{result.vm_uuid}",
+        "workflow-api": str(request.base_url).rstrip("/"),
+    }
+    if result.position is not None:
+        headers["x-log-position"] = str(result.position)
+    return JSONResponse({"vm_uuid": result.vm_uuid, "job_uuid": result.job_uuid},
+                        status_code=status_code, headers=headers)
+
+
+def new_request_id() -> str:
+    """A request id for requests that bring none."""
+    return str(uuidlib.uuid4())

@@ -1,0 +1,150 @@
+"""Every error the API answers, mapped to its HTTP status and VMAPI-shaped body in one place
+(api.md, "Errors"). A 5xx other than 503 is a bug.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from eventsourcing.persistence import InterfaceError, OperationalError
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from domain.errors import (
+    DomainError,
+    InvalidTransitionError,
+    JobNotFoundError,
+    UnallocatedVmError,
+    ValidationError,
+    VersionMismatchError,
+    VmAlreadyDestroyedError,
+    VmNotFoundError,
+)
+from service.application import ConflictRetriesExhaustedError
+from service.versioning import InvalidVersionError
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_S = "1"
+
+
+class ApiError(Exception):
+    """An error the API layer itself raises (not a domain refusal)."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+class UnavailableError(ApiError):
+    """The database is unreachable, or a read timed out waiting for projections."""
+
+    def __init__(self, message: str):
+        super().__init__(503, "Unavailable", message)
+
+
+def validation_status(request: Request) -> int:
+    """Version 1 answers bad input with 409 as VMAPI does; version 2 with 422."""
+    behaviour = getattr(request.state, "behaviour", None)
+    return 422 if behaviour is not None and behaviour.major >= 2 else 409
+
+
+def invalid_parameters(request: Request, errors: list[dict[str, str]],
+                       code: str = "ValidationFailed", message: str | None = None) -> ApiError:
+    """The error for bad query parameters or body fields, naming each field."""
+    return ApiError(
+        validation_status(request), code, message or "Invalid parameters", errors=errors
+    )
+
+
+def body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The error body: ``{"code", "message", ...}``."""
+    return {"code": code, "message": message, **extra}
+
+
+def _domain_response(request: Request, error: DomainError) -> JSONResponse:
+    if isinstance(error, VmNotFoundError | JobNotFoundError):
+        return JSONResponse(body("ResourceNotFound", str(error)), status_code=404)
+    if isinstance(error, InvalidTransitionError):
+        return JSONResponse(
+            body("InvalidTransition", str(error), state=error.state,
+                 allowed_actions=error.allowed_actions),
+            status_code=409,
+        )
+    if isinstance(error, UnallocatedVmError):
+        return JSONResponse(body("UnallocatedVM", str(error), state=error.state), status_code=409)
+    if isinstance(error, VmAlreadyDestroyedError):
+        return JSONResponse(body("VmAlreadyDestroyed", str(error), state="destroyed"),
+                            status_code=409)
+    if isinstance(error, VersionMismatchError):
+        return JSONResponse(
+            body("PreconditionFailed", str(error), current_version=error.current),
+            status_code=412, headers={"ETag": f'"{error.current}"'},
+        )
+    if isinstance(error, ValidationError):
+        return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=error.errors),
+                            status_code=validation_status(request))
+    log.error("unmapped domain error %r", error)
+    return JSONResponse(body("InternalError", "unmapped refusal"), status_code=500)
+
+
+def _unavailable(message: str) -> JSONResponse:
+    return JSONResponse(body("Unavailable", message), status_code=503,
+                        headers={"Retry-After": RETRY_AFTER_S})
+
+
+def install(app: FastAPI) -> None:
+    """Register every error handler on ``app``."""
+
+    @app.exception_handler(DomainError)
+    async def domain_error(request: Request, error: DomainError) -> JSONResponse:
+        return _domain_response(request, error)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, error: ApiError) -> JSONResponse:
+        headers = {"Retry-After": RETRY_AFTER_S} if error.status == 503 else None
+        return JSONResponse(body(error.code, error.message, **error.extra),
+                            status_code=error.status, headers=headers)
+
+    @app.exception_handler(InvalidVersionError)
+    async def invalid_version(request: Request, error: InvalidVersionError) -> JSONResponse:
+        return JSONResponse(body("InvalidVersion", str(error), supported=error.supported),
+                            status_code=400)
+
+    @app.exception_handler(RequestValidationError)
+    async def request_validation(request: Request, error: RequestValidationError) -> JSONResponse:
+        errors = []
+        for item in error.errors():
+            location = [str(p) for p in item.get("loc", ()) if p not in ("body", "query", "path")]
+            kind = item.get("type", "")
+            errors.append({
+                "field": ".".join(location) or "body",
+                "code": "Missing" if kind == "missing" else "Invalid",
+                "message": item.get("msg", "invalid"),
+            })
+        return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=errors),
+                            status_code=validation_status(request))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        code = {404: "ResourceNotFound", 405: "BadMethod", 413: "PayloadTooLarge"}.get(
+            error.status_code, "Error")
+        return JSONResponse(body(code, str(error.detail)), status_code=error.status_code)
+
+    @app.exception_handler(ConflictRetriesExhaustedError)
+    async def conflicts(request: Request, error: ConflictRetriesExhaustedError) -> JSONResponse:
+        return _unavailable(f"too many concurrent writers, try again: {error}")
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    @app.exception_handler(PoolTimeout)
+    async def database_down(request: Request, error: Exception) -> JSONResponse:
+        log.warning("database unavailable: %s", error)
+        return _unavailable("the database is unavailable")

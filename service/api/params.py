@@ -1,0 +1,158 @@
+"""Query parameters, validated as VMAPI does (api.md, under "Errors"): an unknown parameter is
+refused naming it, malformed UUIDs name their field, ``limit`` is 1–1000, ``offset`` ≥ 0,
+``offset`` with ``marker`` is ``ConflictingParameters``, ``sort`` is ``<field>[.asc|.desc]``.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import Request
+
+from domain.states import VmState
+from projections.vm_queries import SORT_FIELDS, Page, VmFilter
+from service.api.errors import invalid_parameters
+
+# Accepted everywhere: read consistency, and the VMAPI client's owner scoping.
+COMMON = frozenset({"consistency", "owner_uuid"})
+MAX_LIMIT = 1000
+
+
+class Query:
+    """The request's query parameters, checked against the names a route accepts."""
+
+    def __init__(self, request: Request, allowed: Iterable[str], *, prefixes: tuple[str, ...] = ()):
+        self.request = request
+        self.params = request.query_params
+        self.errors: list[dict[str, str]] = []
+        names = set(allowed) | COMMON
+        for name in self.params.keys():
+            if name not in names and not name.startswith(prefixes):
+                self.invalid(name, "Invalid parameter")
+        consistency = self.params.get("consistency")
+        if consistency not in (None, "strong", "eventual"):
+            self.invalid("consistency", "must be strong or eventual")
+
+    def invalid(self, field: str, message: str, code: str = "Invalid") -> None:
+        self.errors.append({"field": field, "code": code, "message": message})
+
+    def check(self) -> None:
+        """Raise the ``ValidationFailed`` error if any parameter was refused."""
+        if self.errors:
+            raise invalid_parameters(self.request, self.errors)
+
+    def text(self, name: str, max_length: int = 256) -> str | None:
+        value = self.params.get(name)
+        if value is not None and (not value or len(value) > max_length):
+            self.invalid(name, f"must be 1 to {max_length} characters")
+            return None
+        return value
+
+    def uuid(self, name: str) -> str | None:
+        value = self.params.get(name)
+        if value is None:
+            return None
+        try:
+            return str(uuidlib.UUID(value))
+        except ValueError:
+            self.invalid(name, "Invalid UUID")
+            return None
+
+    def integer(self, name: str, *, minimum: int, maximum: int | None = None) -> int | None:
+        value = self.params.get(name)
+        if value is None:
+            return None
+        try:
+            number = int(value)
+        except ValueError:
+            self.invalid(name, "must be an integer")
+            return None
+        if number < minimum or (maximum is not None and number > maximum):
+            bound = f"{minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
+            self.invalid(name, f"must be {bound}")
+            return None
+        return number
+
+    def boolean(self, name: str) -> bool:
+        value = self.params.get(name)
+        if value is None:
+            return False
+        if value.lower() in ("true", "1"):
+            return True
+        if value.lower() not in ("false", "0"):
+            self.invalid(name, "must be true or false")
+        return False
+
+    @property
+    def eventual(self) -> bool:
+        """Whether the client asked to skip the read-your-writes wait."""
+        return self.params.get("consistency") == "eventual"
+
+
+LIST_VMS_PARAMS = frozenset({
+    "server_uuid", "state", "brand", "alias", "uuids", "limit", "offset", "marker", "sort",
+})
+_STATES = {s.value for s in VmState} | {"active"}
+
+
+def list_vms_query(request: Request) -> tuple[VmFilter, Page, Query]:
+    """Parse and validate ListVms' query; raises ``ValidationFailed`` naming bad fields."""
+    query = Query(request, LIST_VMS_PARAMS, prefixes=("tag.",))
+    vm_filter = VmFilter(
+        owner_uuid=query.uuid("owner_uuid"),
+        server_uuid=query.uuid("server_uuid"),
+        brand=query.text("brand"),
+        alias=query.text("alias"),
+    )
+    state = query.params.get("state")
+    if state is not None:
+        if state not in _STATES:
+            query.invalid("state", f"must be one of {', '.join(sorted(_STATES))}")
+        vm_filter.state = state
+    uuids = query.params.get("uuids")
+    if uuids is not None:
+        parsed: list[str] = []
+        for item in (u.strip() for u in uuids.split(",") if u.strip()):
+            try:
+                parsed.append(str(uuidlib.UUID(item)))
+            except ValueError:
+                query.invalid("uuids", f"Invalid UUID: {item}")
+        vm_filter.uuids = parsed
+    for name, value in query.params.items():
+        if name.startswith("tag."):
+            vm_filter.tags[name.removeprefix("tag.")] = value
+    page = Page(limit=query.integer("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT)
+    page.offset = query.integer("offset", minimum=0) or 0
+    page.marker = query.params.get("marker")
+    _parse_sort(query, page)
+    query.check()
+    if page.marker is not None and "offset" in query.params:
+        raise invalid_parameters(
+            request,
+            [{"field": "offset", "code": "Invalid", "message": "offset cannot be used with marker"}],
+            code="ConflictingParameters",
+            message="offset and marker cannot be used together",
+        )
+    return vm_filter, page, query
+
+
+def _parse_sort(query: Query, page: Page) -> None:
+    sort = query.params.get("sort")
+    if sort is None:
+        return
+    field, _, direction = sort.lower().partition(".")
+    if field not in SORT_FIELDS or direction not in ("", "asc", "desc"):
+        query.invalid("sort", f"must be <field>[.asc|.desc] with field in {', '.join(SORT_FIELDS)}")
+        return
+    page.sort_field = field
+    page.descending = direction == "desc"
+
+
+def int_or_none(value: Any) -> int | None:
+    """An integer from a header value, or None."""
+    try:
+        return int(str(value).strip().strip('"').removeprefix("W/").strip('"'))
+    except ValueError:
+        return None

@@ -1,0 +1,85 @@
+"""Job routes: a VM's jobs, ListJobs, GetJob and WaitJob."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from domain.errors import JobNotFoundError, VmNotFoundError
+from domain.states import Execution, JobName
+from service.api.deps import read_your_writes, services_of, wait_for_job
+from service.api.params import Query
+
+router = APIRouter()
+
+MAX_WAIT_S = 120
+
+
+@router.get("/vms/{vm_uuid}/jobs")
+def list_vm_jobs(vm_uuid: str, request: Request) -> JSONResponse:
+    """The VM's jobs, newest first."""
+    services = services_of(request)
+    query = Query(request, {"limit", "offset", "execution", "name"})
+    limit = query.integer("limit", minimum=1, maximum=1000) or 1000
+    offset = query.integer("offset", minimum=0) or 0
+    execution, name = _job_filters(query)
+    query.check()
+    read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
+    vm = services.vms.get(vm_uuid.lower())
+    owner_uuid = query.uuid("owner_uuid")
+    if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid):
+        raise VmNotFoundError(vm_uuid)
+    return JSONResponse(services.jobs.list(vm_uuid=vm_uuid.lower(), execution=execution,
+                                           name=name, limit=limit, offset=offset))
+
+
+@router.get("/jobs")
+def list_jobs(request: Request) -> JSONResponse:
+    """ListJobs: filter by ``vm_uuid``, ``execution`` and ``name``; newest first."""
+    services = services_of(request)
+    query = Query(request, {"vm_uuid", "execution", "name", "limit", "offset", "task"})
+    vm_uuid = query.uuid("vm_uuid")
+    owner_uuid = query.uuid("owner_uuid")
+    limit = query.integer("limit", minimum=1, maximum=1000) or 1000
+    offset = query.integer("offset", minimum=0) or 0
+    execution, name = _job_filters(query)
+    query.check()
+    read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
+    return JSONResponse(services.jobs.list(vm_uuid=vm_uuid, execution=execution, name=name,
+                                           owner_uuid=owner_uuid, limit=limit, offset=offset))
+
+
+def _job_filters(query: Query) -> tuple[str | None, str | None]:
+    execution = query.params.get("execution")
+    if execution is not None and execution not in {e.value for e in Execution}:
+        query.invalid("execution", "must be one of " + ", ".join(e.value for e in Execution))
+    name = query.params.get("name") or query.params.get("task")
+    if name is not None and name not in {n.value for n in JobName}:
+        query.invalid("name", "must be one of " + ", ".join(n.value for n in JobName))
+    return execution, name
+
+
+@router.get("/jobs/{job_uuid}")
+def get_job(job_uuid: str, request: Request) -> JSONResponse:
+    """GetJob."""
+    services = services_of(request)
+    query = Query(request, set())
+    query.check()
+    read_your_writes(request, services, ("job_view",), eventual=query.eventual)
+    job = services.jobs.get(job_uuid.lower())
+    if job is None:
+        raise JobNotFoundError(job_uuid)
+    return JSONResponse(job)
+
+
+@router.get("/jobs/{job_uuid}/wait")
+def wait_job(job_uuid: str, request: Request) -> JSONResponse:
+    """WaitJob: answers once the job is terminal, or at ``timeout`` seconds (default 30)."""
+    services = services_of(request)
+    query = Query(request, {"timeout"})
+    timeout = query.integer("timeout", minimum=0, maximum=MAX_WAIT_S)
+    query.check()
+    job = wait_for_job(services, job_uuid.lower(), float(30 if timeout is None else timeout))
+    if job is None:
+        raise JobNotFoundError(job_uuid)
+    return JSONResponse(job)

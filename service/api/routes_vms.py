@@ -1,0 +1,231 @@
+"""VM routes: ListVms, CountVms (HEAD), GetVm, CreateVm, actions, DeleteVm, history."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Body, Request, Response
+from fastapi.responses import JSONResponse
+
+from domain.errors import VmNotFoundError
+from domain.states import Action
+from projections.vm_queries import InvalidMarkerError
+from projections.vm_view import render_vm
+from service.api.deps import (
+    accepted, behaviour_of, cause_of, parse_body, read_your_writes, services_of, wait_for_job,
+)
+from service.api.errors import invalid_parameters
+from service.api.params import Query, int_or_none, list_vms_query
+from service.api.schemas import ActionBody, CreateVmRequest, UpdateVmRequest
+from service.application import VmSpec
+from service.history import vm_history
+
+router = APIRouter()
+
+ACTIONS = {a.value: a for a in (Action.START, Action.STOP, Action.KILL, Action.REBOOT,
+                                Action.UPDATE)}
+SYNC_TIMEOUT_S = 60.0
+
+
+def _list(request: Request) -> tuple[list[dict[str, Any]], int, str | None]:
+    services = services_of(request)
+    vm_filter, page, query = list_vms_query(request)
+    read_your_writes(request, services, ("vm_view",), eventual=query.eventual)
+    try:
+        vms, next_marker = services.vms.list(vm_filter, page)
+    except InvalidMarkerError:
+        raise invalid_parameters(
+            request, [{"field": "marker", "code": "Invalid", "message": "Invalid marker"}]
+        ) from None
+    return vms, services.vms.count(vm_filter), next_marker
+
+
+@router.get("/vms")
+def list_vms(request: Request) -> JSONResponse:
+    """ListVms: filters, then a page in a stable order; the total in x-joyent-resource-count."""
+    vms, total, next_marker = _list(request)
+    headers = {"x-joyent-resource-count": str(total)}
+    if next_marker:
+        headers["x-next-marker"] = next_marker
+    return JSONResponse(vms, headers=headers)
+
+
+@router.head("/vms")
+def count_vms(request: Request) -> Response:
+    """CountVms: only the number of matches, in x-joyent-resource-count."""
+    _vms, total, _ = _list(request)
+    return Response(headers={"x-joyent-resource-count": str(total)})
+
+
+@router.get("/vms/{vm_uuid}")
+def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
+    """GetVm; ``?version=N`` or ``?at=RFC3339`` returns the VM as it was, folded from the log."""
+    services = services_of(request)
+    query = Query(request, {"version", "at"})
+    version = query.integer("version", minimum=1)
+    at = _instant(query, "at")
+    query.check()
+    owner_uuid = request.query_params.get("owner_uuid")
+    if version is not None or at is not None:
+        vm = _as_it_was(services, vm_uuid, version, at)
+    else:
+        read_your_writes(request, services, ("vm_view",), eventual=query.eventual)
+        vm = services.vms.get(vm_uuid.lower())
+    if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid.lower()):
+        raise VmNotFoundError(vm_uuid)
+    return JSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
+
+
+def _instant(query: Query, name: str) -> datetime | None:
+    value = query.params.get(name)
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        query.invalid(name, "must be an RFC 3339 timestamp with a time zone")
+        return None
+    return moment
+
+
+def _as_it_was(services: Any, vm_uuid: str, version: int | None,
+               at: datetime | None) -> dict[str, Any]:
+    current = services.commands.load(vm_uuid)
+    if version is None:
+        assert at is not None
+        events = vm_history(services.commands, vm_uuid, limit=current.version)
+        earlier = [e for e in events if datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")) <= at]
+        if not earlier:
+            raise VmNotFoundError(f"{vm_uuid} (it did not exist at {at.isoformat()})")
+        version = earlier[-1]["version"]
+    if version > current.version:
+        raise VmNotFoundError(f"{vm_uuid} at version {version} (current version is "
+                              f"{current.version})")
+    return render_vm(services.commands.load(vm_uuid, version=version))
+
+
+@router.post("/vms", status_code=202)
+def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """CreateVm: records the VM and queues its provision job."""
+    Query(request, {"sync"}).check()
+    spec_in = parse_body(request, CreateVmRequest, data)
+    spec = VmSpec(
+        owner_uuid=str(spec_in.owner_uuid),
+        brand=spec_in.brand,
+        ram=spec_in.ram,
+        alias=spec_in.alias,
+        image_uuid=str(spec_in.image_uuid) if spec_in.image_uuid else None,
+        cpu_cap=spec_in.cpu_cap,
+        persistence=spec_in.persistence,
+        customer_metadata=spec_in.customer_metadata or {},
+        internal_metadata=spec_in.internal_metadata or {},
+        tags=spec_in.tags or {},
+        server_uuid=str(spec_in.server_uuid) if spec_in.server_uuid else None,
+    )
+    services = services_of(request)
+    result = services.commands.create_vm(
+        spec, cause=cause_of(request), vm_uuid=str(spec_in.uuid) if spec_in.uuid else None
+    )
+    if request.query_params.get("sync") == "true":
+        wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+    return accepted(request, result)
+
+
+@router.post("/vms/{vm_uuid}")
+def act_on_vm(vm_uuid: str, request: Request,
+              data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job)."""
+    query = Query(request, {"action", "idempotent", "sync"})
+    idempotent = query.boolean("idempotent")
+    sync = query.boolean("sync")
+    action = ACTIONS.get(request.query_params.get("action", ""))
+    if action is None:
+        query.invalid("action", f"must be one of {', '.join(ACTIONS)}",
+                      code="Missing" if "action" not in query.params else "Invalid")
+    query.check()
+    assert action is not None
+    model = UpdateVmRequest if action is Action.UPDATE else ActionBody
+    parsed = parse_body(request, model, data)
+    args: dict[str, Any] = {}
+    if isinstance(parsed, UpdateVmRequest):
+        args = parsed.model_dump(
+            include={"alias", "customer_metadata", "internal_metadata", "tags"},
+            exclude_none=True)
+    owner_uuid = query.params.get("owner_uuid") or (
+        str(parsed.owner_uuid) if parsed.owner_uuid else None)
+    return _request(request, vm_uuid, action, args=args, owner_uuid=owner_uuid,
+                    idempotent=idempotent or bool(parsed.idempotent),
+                    sync=sync or bool(parsed.sync), context=parsed.context)
+
+
+@router.delete("/vms/{vm_uuid}")
+def delete_vm(vm_uuid: str, request: Request) -> JSONResponse:
+    """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2")."""
+    query = Query(request, {"sync"})
+    sync = query.boolean("sync")
+    query.check()
+    return _request(request, vm_uuid, Action.DESTROY, args={},
+                    owner_uuid=query.params.get("owner_uuid"), idempotent=False, sync=sync,
+                    context=None)
+
+
+def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, Any],
+             owner_uuid: str | None, idempotent: bool, sync: bool,
+             context: dict[str, Any] | None) -> JSONResponse:
+    services = services_of(request)
+    context = context or _x_context(request)
+    result = services.commands.request_action(
+        vm_uuid.lower(), action,
+        behaviour=behaviour_of(request),
+        cause=cause_of(request),
+        args=args,
+        context=context,
+        idempotent=idempotent,
+        if_match=_if_match(request),
+        owner_uuid=owner_uuid.lower() if owner_uuid else None,
+    )
+    if sync and result.job_uuid:
+        wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+    return accepted(request, result)
+
+
+def _if_match(request: Request) -> int | None:
+    header = request.headers.get("if-match")
+    if header is None:
+        return None
+    version = int_or_none(header)
+    if version is None:
+        raise invalid_parameters(request, [{"field": "If-Match", "code": "Invalid",
+                                            "message": 'must be a version, e.g. "7"'}])
+    return version
+
+
+def _x_context(request: Request) -> dict[str, Any] | None:
+    import json
+
+    header = request.headers.get("x-context")
+    if header is None:
+        return None
+    try:
+        value = json.loads(header)
+    except ValueError:
+        return {"raw": header}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+@router.get("/vms/{vm_uuid}/history")
+def vm_history_route(vm_uuid: str, request: Request) -> JSONResponse:
+    """Every event of the VM: version, position, timestamp, type, data, cause (paginated by
+    ``after_version`` and ``limit``)."""
+    query = Query(request, {"after_version", "limit"})
+    after = query.integer("after_version", minimum=0) or 0
+    limit = query.integer("limit", minimum=1, maximum=1000) or 1000
+    query.check()
+    services = services_of(request)
+    owner_uuid = request.query_params.get("owner_uuid")
+    if owner_uuid is not None and services.commands.load(vm_uuid).owner_uuid != owner_uuid.lower():
+        raise VmNotFoundError(vm_uuid)
+    return JSONResponse(vm_history(services.commands, vm_uuid, after_version=after, limit=limit))

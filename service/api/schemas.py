@@ -1,0 +1,80 @@
+"""Request bodies, strict: an unknown field is refused naming it, every number and string is
+bounded (api.md, "Errors"; issue "Security": bad input changes nothing)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_METADATA_KEYS = 128
+MAX_METADATA_BYTES = 64 * 1024
+MAX_RAM_MIB = 4 * 1024 * 1024  # 4 TiB
+
+Alias = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+Brand = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9-]*$")]
+Scalar = str | int | float | bool
+
+
+def _bounded(value: dict[str, Any]) -> dict[str, Any]:
+    if len(value) > MAX_METADATA_KEYS:
+        raise ValueError(f"at most {MAX_METADATA_KEYS} keys")
+    if any(not key or len(key) > 128 for key in value):
+        raise ValueError("keys must be 1 to 128 characters")
+    if len(json.dumps(value)) > MAX_METADATA_BYTES:
+        raise ValueError(f"at most {MAX_METADATA_BYTES} bytes of JSON")
+    return value
+
+
+class StrictModel(BaseModel):
+    """Refuses unknown fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class MetadataFields(StrictModel):
+    """The fields CreateVm and UpdateVm share."""
+
+    alias: Alias | None = None
+    customer_metadata: dict[str, Scalar] | None = None
+    internal_metadata: dict[str, Scalar] | None = None
+    tags: dict[str, Scalar] | None = None
+
+    @field_validator("customer_metadata", "internal_metadata", "tags")
+    @classmethod
+    def _metadata_bounds(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else _bounded(value)
+
+
+class CreateVmRequest(MetadataFields):
+    """CreateVm (``POST /vms``): ``owner_uuid``, ``brand`` and ``ram`` (MiB) are required."""
+
+    owner_uuid: UUID
+    brand: Brand
+    ram: int = Field(ge=1, le=MAX_RAM_MIB)
+    image_uuid: UUID | None = None
+    cpu_cap: int | None = Field(None, ge=0, le=100_000)
+    server_uuid: UUID | None = None
+    persistence: Literal["persistent", "ephemeral"] = "persistent"
+    volumes: list[dict[str, Any]] = Field(default_factory=list, max_length=0)
+    uuid: UUID | None = None
+
+
+class UpdateVmRequest(MetadataFields):
+    """``POST /vms/{uuid}?action=update``: the fields to change."""
+
+    owner_uuid: UUID | None = None
+    idempotent: bool | None = None
+    sync: bool | None = None
+    context: dict[str, Any] | None = None
+
+
+class ActionBody(StrictModel):
+    """The optional body of start, stop, kill, reboot (the VMAPI client may send these)."""
+
+    owner_uuid: UUID | None = None
+    idempotent: bool | None = None
+    sync: bool | None = None
+    context: dict[str, Any] | None = None

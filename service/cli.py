@@ -1,0 +1,124 @@
+"""The ``vmledger`` command line: a thin layer over the same objects the HTTP API uses.
+
+``serve``, ``project``, ``work``, ``rebuild``, ``replay``, ``history`` (api.md, "Running and
+configuration").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from service.container import Services
+from service.settings import Settings
+
+cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_args_is_help=True)
+
+
+def _services() -> Services:
+    return Services.build(Settings())
+
+
+def _wait_for_signal() -> threading.Event:
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def progress_bar() -> Progress:
+    """The progress bar every long command shows."""
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    )
+
+
+@cli.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
+    workers: Annotated[int, typer.Option(help="HTTP worker processes")] = 1,
+) -> None:
+    """Serve the HTTP API; on SQLite also run the projection runner and the job worker."""
+    import uvicorn
+
+    from service.api.app import refuse_open_bind_without_tokens
+
+    settings = Settings()
+    refuse_open_bind_without_tokens(settings, host)
+    logging.basicConfig(level=logging.INFO)
+    uvicorn.run(
+        "service.api.app:create_app", factory=True, host=host, port=port, workers=workers,
+        log_level="info",
+    )
+
+
+@cli.command()
+def project() -> None:
+    """Run the projection runner until interrupted (production mode)."""
+    logging.basicConfig(level=logging.INFO)
+    services = _services()
+    stop = _wait_for_signal()
+    try:
+        services.projections.run_forever(stop, services.settings.projection_poll_s,
+                                         on_error=lambda e: logging.error("projection: %s", e))
+    finally:
+        services.close()
+
+
+@cli.command()
+def work() -> None:
+    """Run a job worker until interrupted (production mode; several may run at once)."""
+    logging.basicConfig(level=logging.INFO)
+    services = _services()
+    stop = _wait_for_signal()
+    try:
+        services.worker.run_forever(stop, services.settings.worker_poll_s)
+    finally:
+        services.close()
+
+
+@cli.command()
+def rebuild(
+    names: Annotated[list[str] | None, typer.Argument(help="read models (default: all)")] = None,
+) -> None:
+    """Throw read models away and rebuild them from position 1."""
+    services = _services()
+    try:
+        chosen = names or list(services.projections.read_models)
+        unknown = set(chosen) - set(services.projections.read_models)
+        if unknown:
+            raise typer.BadParameter(f"unknown read models: {', '.join(sorted(unknown))}")
+        head = services.projections.head()
+        with progress_bar() as bar:
+            task = bar.add_task("rebuilding " + ", ".join(chosen), total=head * len(chosen))
+            count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
+        typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied, head {head}")
+    finally:
+        services.close()
+
+
+@cli.command()
+def history(vm_uuid: str) -> None:
+    """Print every event of a VM as JSON lines."""
+    from service.history import vm_history
+
+    services = _services()
+    try:
+        for entry in vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000):
+            typer.echo(json.dumps(entry))
+    finally:
+        services.close()
+
+
+def main() -> None:
+    """Entry point of the ``vmledger`` console script."""
+    from service import replay  # noqa: F401  (registers the replay command)
+
+    cli()
