@@ -59,6 +59,15 @@ class VmAlreadyDestroyedError(DomainError):
         self.vm_uuid = str(vm_uuid)
 
 
+class DuplicateVmError(DomainError):
+    """A create named the uuid of an existing VM with a different request (VMAPI
+    ``Duplicate``)."""
+
+    def __init__(self, vm_uuid: UUID | str):
+        super().__init__(f"VM {vm_uuid} already exists with different parameters")
+        self.vm_uuid = str(vm_uuid)
+
+
 class VersionMismatchError(DomainError):
     """``If-Match`` named another version than the VM's current one."""
 

@@ -16,9 +16,10 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
-from domain.errors import VersionMismatchError, VmNotFoundError
+from domain.errors import DuplicateVmError, VersionMismatchError, VmNotFoundError
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
+from service.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
 from service.versioning import Behaviour
 
 R = TypeVar("R")
@@ -33,6 +34,13 @@ class VmLedger(Application[UUID]):
 
 class ConflictRetriesExhaustedError(Exception):
     """Other writers kept winning; the client may retry (503)."""
+
+
+class _Replayed(Exception):  # noqa: N818 - control flow, never leaves this module
+    """The idempotency key was already used for this request: its first outcome."""
+
+    def __init__(self, outcome: Accepted):
+        self.outcome = outcome
 
 
 @dataclass(frozen=True)
@@ -68,9 +76,10 @@ class Accepted:
 class Commands:
     """The command handlers shared by the HTTP API, the worker and the trace replay."""
 
-    def __init__(self, app: VmLedger, *, retries: int = 10,
+    def __init__(self, app: VmLedger, *, keys: IdempotencyStore, retries: int = 10,
                  on_conflict: Callable[[], None] | None = None):
         self.app = app
+        self.keys = keys
         self.retries = retries
         self.on_conflict = on_conflict or (lambda: None)
         self.after_save: list[Callable[[int], None]] = []
@@ -97,30 +106,60 @@ class Commands:
         decide: Callable[[Vm], R],
         *,
         if_match: int | None = None,
+        idempotency: IdempotencyKey | None = None,
+        outcome: Callable[[R, Vm], Accepted] | None = None,
     ) -> tuple[R, Vm, int | None]:
         """Load, ``decide`` (which may record events on the VM), save; on a conflict with
         another writer reload and decide again. Returns (decision, VM, position or None).
 
+        With ``idempotency`` (and ``outcome``, which says what to remember), the key is stored
+        with the events; a key already used for this request raises ``_Replayed``.
         Raises ``VersionMismatchError`` when ``if_match`` is not the current version, whatever
-        ``decide`` raises, or ``ConflictRetriesExhaustedError``.
+        ``decide`` raises, ``IdempotencyKeyReusedError`` or ``ConflictRetriesExhaustedError``.
         """
         for _attempt in range(self.retries):
+            self._replay_if_known(idempotency)
             vm = self.load(vm_uuid)
             if if_match is not None and vm.version != if_match:
                 raise VersionMismatchError(if_match, vm.version)
             decision = decide(vm)
+            record = None
+            if idempotency is not None and outcome is not None:
+                record = self.keys.record(idempotency, 202, outcome(decision, vm))
             if not vm.pending_events:
+                if record is not None:
+                    self._store_key_alone(record)
                 return decision, vm, None
             try:
-                position = self._save(vm)
+                position = self._save(vm, idempotency=record)
             except IntegrityError:
                 self.on_conflict()
                 continue
             return decision, vm, position
         raise ConflictRetriesExhaustedError(f"VM {vm_uuid}: {self.retries} conflicting writes")
 
-    def _save(self, *aggregates: Vm) -> int:
-        recordings = self.app.save(*aggregates)
+    def _replay_if_known(self, idempotency: IdempotencyKey | None) -> None:
+        if idempotency is None:
+            return
+        prior = self.keys.find(idempotency)
+        if prior is not None:
+            prior.pop("status")
+            raise _Replayed(Accepted(**prior))
+
+    def _store_key_alone(self, record: KeyRecord) -> None:
+        try:
+            self.keys.insert_alone(record)
+        except IntegrityError:
+            self._replay_if_known(record.key)  # a twin request stored it first
+
+    def _save(self, *aggregates: Vm, idempotency: KeyRecord | None = None) -> int:
+        kwargs: dict[str, Any] = {}
+        if idempotency is not None:
+            kwargs = {
+                "idempotency": idempotency,
+                "idempotency_expired_before": idempotency.created_at - self.keys.ttl_s,
+            }
+        recordings = self.app.save(*aggregates, **kwargs)
         position = recordings[-1].notification.id
         for callback in self.after_save:
             callback(position)
@@ -128,15 +167,36 @@ class Commands:
 
     # -- client commands ----------------------------------------------------------------------
 
-    def create_vm(self, spec: VmSpec, *, cause: Cause, vm_uuid: str | None = None) -> Accepted:
+    def create_vm(self, spec: VmSpec, *, cause: Cause, vm_uuid: str | None = None,
+                  idempotency: IdempotencyKey | None = None) -> Accepted:
         """Record a new VM with its provision job queued (VMAPI CreateVm, 202).
 
-        Raises ``IntegrityError`` when ``vm_uuid`` names an existing VM.
+        A client-chosen ``vm_uuid`` is idempotent the VMAPI way: a second create with the same
+        uuid and the same spec returns the first result; another spec raises
+        ``DuplicateVmError``. Raises ``IdempotencyKeyReusedError``.
         """
-        job_uuid = str(uuidlib.uuid4())
-        vm = Vm.create(
+        try:
+            for _attempt in range(self.retries):
+                self._replay_if_known(idempotency)
+                vm = self._new_vm(spec, cause, vm_uuid)
+                result = Accepted(str(vm.id), vm.head_job["uuid"], vm.version, None)
+                record = self.keys.record(idempotency, 202, result) if idempotency else None
+                try:
+                    position = self._save(vm, idempotency=record)
+                except IntegrityError:
+                    if vm_uuid is not None and self._exists(vm_uuid):
+                        return self._same_create(vm_uuid, spec)
+                    continue  # a twin request with the same key won; the next pass replays it
+                return Accepted(result.vm_uuid, result.job_uuid, result.version, position)
+        except _Replayed as replayed:
+            return replayed.outcome
+        raise ConflictRetriesExhaustedError(f"create: {self.retries} conflicting writes")
+
+    @staticmethod
+    def _new_vm(spec: VmSpec, cause: Cause, vm_uuid: str | None) -> Vm:
+        return Vm.create(
             vm_uuid=UUID(vm_uuid) if vm_uuid else uuidlib.uuid4(),
-            provision_job_uuid=job_uuid,
+            provision_job_uuid=str(uuidlib.uuid4()),
             provision_params={
                 "args": {"server_uuid": spec.server_uuid} if spec.server_uuid else {},
                 "if_already": "succeed",
@@ -153,8 +213,30 @@ class Commands:
             internal_metadata=spec.internal_metadata,
             tags=spec.tags,
         )
-        position = self._save(vm)
-        return Accepted(str(vm.id), job_uuid, vm.version, position)
+
+    def _exists(self, vm_uuid: str) -> bool:
+        try:
+            self.load(vm_uuid, version=1)
+        except VmNotFoundError:
+            return False
+        return True
+
+    def _same_create(self, vm_uuid: str, spec: VmSpec) -> Accepted:
+        """The first create's result if ``spec`` repeats it; else ``DuplicateVmError``."""
+        first = self.load(vm_uuid, version=2)  # Created, then the provision's JobQueued
+        provision = first.active_jobs[0]
+        pinned = provision["params"].get("args", {}).get("server_uuid")
+        asked = VmSpec(
+            owner_uuid=first.quarantine["previous_owner_uuid"] if first.quarantine
+            else first.owner_uuid,
+            brand=first.brand, ram=first.ram, alias=first.alias, image_uuid=first.image_uuid,
+            cpu_cap=first.cpu_cap, persistence=first.persistence,
+            customer_metadata=first.customer_metadata, internal_metadata=first.internal_metadata,
+            tags=first.tags, server_uuid=pinned,
+        )
+        if asked != spec:
+            raise DuplicateVmError(vm_uuid)
+        return Accepted(vm_uuid, provision["uuid"], self.load(vm_uuid).version, None)
 
     def request_action(
         self,
@@ -168,11 +250,13 @@ class Commands:
         idempotent: bool = False,
         if_match: int | None = None,
         owner_uuid: str | None = None,
+        idempotency: IdempotencyKey | None = None,
     ) -> Accepted:
         """Queue the job for ``action`` (start, stop, kill, reboot, update, destroy), as
         ``behaviour``'s API version rules; a repeat of an active job returns that job and
         appends nothing (api.md). Raises the refusals of ``Behaviour.admit``,
-        ``VmNotFoundError`` (also for another owner's VM) and ``VersionMismatchError``.
+        ``VmNotFoundError`` (also for another owner's VM), ``VersionMismatchError`` and
+        ``IdempotencyKeyReusedError``.
         """
         name = JOB_FOR_ACTION[action]
         args = args or {}
@@ -202,5 +286,23 @@ class Commands:
                          cause=job_cause)
             return job_uuid
 
-        job_uuid, vm, position = self.change(vm_uuid, decide, if_match=if_match)
+        try:
+            job_uuid, vm, position = self.change(
+                vm_uuid, decide, if_match=if_match, idempotency=idempotency,
+                outcome=lambda job, vm: Accepted(str(vm.id), job, vm.version, None),
+            )
+        except _Replayed as replayed:
+            return replayed.outcome
         return Accepted(str(vm.id), job_uuid, vm.version, position)
+
+    # -- facts observed on compute nodes ------------------------------------------------------
+
+    def record_failure(self, vm_uuid: str, reason: str, message: str, *, cause: Cause) -> Accepted:
+        """Record that a running VM stopped working (``reason``: ``evicted`` when its host took
+        it away, ``crashed`` when its guest died); its desired state is left as it was, so a
+        VM that should run is told apart (design.md). Raises ``VmNotFoundError`` and
+        ``IllegalTransitionError`` (the VM is not running)."""
+        _, vm, position = self.change(
+            vm_uuid, lambda vm: vm.record_failed(reason, message, cause=cause)
+        )
+        return Accepted(str(vm.id), None, vm.version, position)

@@ -16,6 +16,8 @@ from projections.vm_queries import VmQueries
 from projections.vm_view import VmView
 from service.application import Commands, VmLedger
 from service.compute.simulated import SimulatedFleet, place
+from service.idempotency import IdempotencyStore
+from service.metrics import VERSION_CONFLICT_RETRIES
 from service.settings import Settings
 from service.worker import Worker
 
@@ -52,7 +54,10 @@ class Services:
         fleet.ensure_servers(
             settings.sim_servers, ram_mib=settings.sim_server_ram_mib, cpus=settings.sim_server_cpus
         )
-        commands = Commands(app, retries=settings.command_retries)
+        keys = IdempotencyStore(db, ttl_s=settings.idempotency_ttl_s)
+        keys.create_tables()
+        commands = Commands(app, keys=keys, retries=settings.command_retries,
+                            on_conflict=VERSION_CONFLICT_RETRIES.inc)
         jobs = JobQueries(db)
         worker = Worker(
             commands,

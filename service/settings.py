@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     command_retries: int = Field(
         10, ge=1, description="attempts at a command that meets another writer's conflict"
     )
+    idempotency_ttl_s: float = Field(
+        86_400.0, ge=86_400, description="how long an Idempotency-Key is kept (s, at least 24 h)"
+    )
     postgres_pool_size: int = Field(5, ge=1)
     postgres_max_overflow: int = Field(10, ge=0)
     postgres_lock_timeout_s: int = Field(5, ge=1, description="wait for the events table lock")

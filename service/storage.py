@@ -9,14 +9,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
-from eventsourcing.persistence import Notification
+from typing import Any
+
+from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
+from projections.db import Dialect
+from service.idempotency import insert_in_recorder
+
 
 class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
     """SQLite event store; notification ids are the table's rowids."""
+
+    def _insert_events(self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+                       ) -> Sequence[int] | None:
+        ids = super()._insert_events(c, stored_events, **kwargs)
+        insert_in_recorder(c, Dialect.SQLITE, kwargs)
+        return ids
 
     def select_stream(self, originator_id: UUID, after_version: int, limit: int) -> list[Notification]:
         """Events of one stream after ``after_version``, oldest first, with positions."""
@@ -41,6 +52,11 @@ class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
 
 class PostgresLedgerRecorder(PostgresApplicationRecorder):
     """PostgreSQL event store (the library's gap-free insert under a table lock)."""
+
+    def _insert_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+                       ) -> None:
+        # Runs in the same transaction as the events' insert, before it.
+        insert_in_recorder(curs, Dialect.POSTGRES, kwargs)
 
     def select_stream(self, originator_id: UUID, after_version: int, limit: int) -> list[Notification]:
         """Events of one stream after ``after_version``, oldest first, with positions."""

@@ -3,6 +3,8 @@ and the shape of accepted-command responses."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import uuid as uuidlib
 from typing import Any, TypeVar
@@ -17,6 +19,7 @@ from domain.vm import Cause, make_cause
 from service.api.errors import UnavailableError, invalid_parameters
 from service.application import Accepted
 from service.container import Services
+from service.idempotency import IdempotencyKey
 from service.versioning import OLDEST, Behaviour
 
 M = TypeVar("M", bound=BaseModel)
@@ -40,6 +43,26 @@ def cause_of(request: Request) -> Cause:
         idempotency_key=request.headers.get("idempotency-key"),
         api_version=behaviour_of(request).version,
     )
+
+
+def idempotency_of(request: Request, data: Any) -> IdempotencyKey | None:
+    """The request's ``Idempotency-Key``, scoped to the caller, with a fingerprint of what the
+    request asks (method, path, query, body, API version), or None without the header."""
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        return None
+    if not 1 <= len(key) <= 255:
+        raise invalid_parameters(request, [{"field": "Idempotency-Key", "code": "Invalid",
+                                            "message": "must be 1 to 255 characters"}])
+    asked = [
+        request.method,
+        request.url.path,
+        sorted(request.query_params.multi_items()),
+        data,
+        behaviour_of(request).version,
+    ]
+    fingerprint = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
+    return IdempotencyKey(getattr(request.state, "actor", "anonymous"), key, fingerprint)
 
 
 def read_your_writes(request: Request, services: Services, names: tuple[str, ...],

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from domain.errors import (
     DomainError,
+    DuplicateVmError,
     InvalidTransitionError,
     JobNotFoundError,
     UnallocatedVmError,
@@ -25,6 +26,7 @@ from domain.errors import (
     VmNotFoundError,
 )
 from service.application import ConflictRetriesExhaustedError
+from service.idempotency import IdempotencyKeyReusedError
 from service.versioning import InvalidVersionError
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,12 @@ def _domain_response(request: Request, error: DomainError) -> JSONResponse:
             body("PreconditionFailed", str(error), current_version=error.current),
             status_code=412, headers={"ETag": f'"{error.current}"'},
         )
+    if isinstance(error, DuplicateVmError):
+        return JSONResponse(
+            body("Duplicate", str(error), errors=[
+                {"field": "uuid", "code": "Duplicate", "message": "already exists"}]),
+            status_code=409,
+        )
     if isinstance(error, ValidationError):
         return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=error.errors),
                             status_code=validation_status(request))
@@ -137,6 +145,10 @@ def install(app: FastAPI) -> None:
         code = {404: "ResourceNotFound", 405: "BadMethod", 413: "PayloadTooLarge"}.get(
             error.status_code, "Error")
         return JSONResponse(body(code, str(error.detail)), status_code=error.status_code)
+
+    @app.exception_handler(IdempotencyKeyReusedError)
+    async def key_reused(request: Request, error: IdempotencyKeyReusedError) -> JSONResponse:
+        return JSONResponse(body("IdempotencyKeyReused", str(error)), status_code=422)
 
     @app.exception_handler(ConflictRetriesExhaustedError)
     async def conflicts(request: Request, error: ConflictRetriesExhaustedError) -> JSONResponse:

@@ -13,12 +13,14 @@ from domain.states import Action
 from projections.vm_queries import InvalidMarkerError
 from projections.vm_view import render_vm
 from service.api.deps import (
-    accepted, behaviour_of, cause_of, parse_body, read_your_writes, services_of, wait_for_job,
+    accepted, behaviour_of, cause_of, idempotency_of, parse_body, read_your_writes, services_of,
+    wait_for_job,
 )
 from service.api.errors import invalid_parameters
 from service.api.params import Query, int_or_none, list_vms_query
 from service.api.schemas import ActionBody, CreateVmRequest, UpdateVmRequest
 from service.application import VmSpec
+from service.idempotency import IdempotencyKey
 from service.history import vm_history
 
 router = APIRouter()
@@ -127,7 +129,8 @@ def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSO
     )
     services = services_of(request)
     result = services.commands.create_vm(
-        spec, cause=cause_of(request), vm_uuid=str(spec_in.uuid) if spec_in.uuid else None
+        spec, cause=cause_of(request), vm_uuid=str(spec_in.uuid) if spec_in.uuid else None,
+        idempotency=idempotency_of(request, data),
     )
     if request.query_params.get("sync") == "true":
         wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
@@ -158,7 +161,8 @@ def act_on_vm(vm_uuid: str, request: Request,
         str(parsed.owner_uuid) if parsed.owner_uuid else None)
     return _request(request, vm_uuid, action, args=args, owner_uuid=owner_uuid,
                     idempotent=idempotent or bool(parsed.idempotent),
-                    sync=sync or bool(parsed.sync), context=parsed.context)
+                    sync=sync or bool(parsed.sync), context=parsed.context,
+                    idempotency=idempotency_of(request, data))
 
 
 @router.delete("/vms/{vm_uuid}")
@@ -169,12 +173,13 @@ def delete_vm(vm_uuid: str, request: Request) -> JSONResponse:
     query.check()
     return _request(request, vm_uuid, Action.DESTROY, args={},
                     owner_uuid=query.params.get("owner_uuid"), idempotent=False, sync=sync,
-                    context=None)
+                    context=None, idempotency=idempotency_of(request, None))
 
 
 def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, Any],
              owner_uuid: str | None, idempotent: bool, sync: bool,
-             context: dict[str, Any] | None) -> JSONResponse:
+             context: dict[str, Any] | None,
+             idempotency: IdempotencyKey | None) -> JSONResponse:
     services = services_of(request)
     context = context or _x_context(request)
     result = services.commands.request_action(
@@ -186,6 +191,7 @@ def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, 
         idempotent=idempotent,
         if_match=_if_match(request),
         owner_uuid=owner_uuid.lower() if owner_uuid else None,
+        idempotency=idempotency,
     )
     if sync and result.job_uuid:
         wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
