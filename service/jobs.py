@@ -77,12 +77,42 @@ def start(job: JobRun) -> None:
     vm = job.vm
     if vm.state == VmState.RUNNING:
         _already(job, "start")
+    elif vm.state == VmState.FAILED and vm.server_uuid and _left_its_server(job, vm):
+        _start_elsewhere(job, vm)
     elif vm.state in (VmState.STOPPED, VmState.FAILED) and vm.server_uuid:
         server_uuid = vm.server_uuid
         job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, str(vm.id), "running"))
         job.succeed(lambda v: v.record_started(cause=job.cause))
     else:
         _refuse(job, "start")
+
+
+def _left_its_server(job: JobRun, vm: Vm) -> bool:
+    """Whether a failed VM's server reports that it no longer has the VM (its host took it
+    away: an eviction). A server that cannot answer is assumed to still have it, so the start
+    is tried there and fails there, as before."""
+    try:
+        return str(vm.id) not in job.driver.inventory(vm.server_uuid)
+    except ComputeError:
+        return False
+
+
+def _start_elsewhere(job: JobRun, vm: Vm) -> None:
+    """Place a failed VM anew, create it there and boot it; the VM records its new server
+    (a restarted trace task may land on another machine, data/README.md)."""
+    vm_uuid = str(vm.id)
+
+    def place() -> str:
+        server = job.worker.placement(vm)
+        if server is None:
+            raise ComputeError(f"no server has {vm.ram} MiB free")
+        return server
+
+    server_uuid = job.step("place", place)
+    job.step("ensure_registered", lambda: job.driver.ensure_registered(
+        server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
+    job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, vm_uuid, "running"))
+    job.succeed(lambda v: v.record_started(cause=job.cause, server_uuid=server_uuid))
 
 
 def stop(job: JobRun) -> None:
