@@ -15,6 +15,9 @@ from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteDatastore
 
 
+_SCHEMA_LOCK_KEY = 0x766D6C6564676572  # "vmledger"
+
+
 class Dialect(StrEnum):
     """The two SQL backends."""
 
@@ -62,6 +65,21 @@ class Database:
         """A transaction that commits on success (if ``commit``) and rolls back on error."""
         with self._datastore.transaction(commit=commit) as cursor:
             yield Tx(cursor, self.dialect)
+
+    @contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        """Serialize schema creation across processes starting together (PostgreSQL's
+        ``CREATE ... IF NOT EXISTS`` and ``CREATE OR REPLACE FUNCTION`` race otherwise)."""
+        if self.dialect is Dialect.SQLITE:
+            yield  # SQLite serializes writers with its file lock
+            return
+        assert isinstance(self._datastore, PostgresDatastore)
+        with self._datastore.get_connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK_KEY,))
+            try:
+                yield
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))
 
     def blob_type(self) -> str:
         """The column type for bytes."""

@@ -7,6 +7,8 @@ and deciding again, ``retries`` times at most (api.md, "Concurrency and idempote
 
 from __future__ import annotations
 
+import random
+import time
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +25,12 @@ from service.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
 from service.versioning import Behaviour
 
 R = TypeVar("R")
+
+
+def _back_off(attempt: int) -> None:
+    """Sleep a random few milliseconds, growing with ``attempt``, so writers that keep
+    colliding on one stream stop moving in lockstep."""
+    time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
 
 
 class VmLedger(Application[UUID]):
@@ -76,7 +84,7 @@ class Accepted:
 class Commands:
     """The command handlers shared by the HTTP API, the worker and the trace replay."""
 
-    def __init__(self, app: VmLedger, *, keys: IdempotencyStore, retries: int = 10,
+    def __init__(self, app: VmLedger, *, keys: IdempotencyStore, retries: int = 30,
                  on_conflict: Callable[[], None] | None = None):
         self.app = app
         self.keys = keys
@@ -134,6 +142,7 @@ class Commands:
                 position = self._save(vm, idempotency=record)
             except IntegrityError:
                 self.on_conflict()
+                _back_off(_attempt)
                 continue
             return decision, vm, position
         raise ConflictRetriesExhaustedError(f"VM {vm_uuid}: {self.retries} conflicting writes")

@@ -43,19 +43,21 @@ class Services:
     @classmethod
     def build(cls, settings: Settings) -> Services:
         """Connect to the configured database and create what is missing (idempotent)."""
-        app = VmLedger(env=settings.eventsourcing_env())
+        # Tables are created below under a lock, not by the library as the app is built.
+        app = VmLedger(env={**settings.eventsourcing_env(), "CREATE_TABLE": "n"})
         db = Database(app.recorder.datastore)
         runner = ProjectionRunner(
             db, app.recorder, app.mapper, [VmView(app.mapper.transcoder), JobView()]
         )
-        runner.create_tables()
         fleet = SimulatedFleet(db, latency_s=settings.sim_latency_s)
-        fleet.create_tables()
-        fleet.ensure_servers(
-            settings.sim_servers, ram_mib=settings.sim_server_ram_mib, cpus=settings.sim_server_cpus
-        )
         keys = IdempotencyStore(db, ttl_s=settings.idempotency_ttl_s)
-        keys.create_tables()
+        with db.schema_lock():
+            app.recorder.create_table()
+            runner.create_tables()
+            fleet.create_tables()
+            keys.create_tables()
+            fleet.ensure_servers(settings.sim_servers, ram_mib=settings.sim_server_ram_mib,
+                                 cpus=settings.sim_server_cpus)
         commands = Commands(app, keys=keys, retries=settings.command_retries,
                             on_conflict=VERSION_CONFLICT_RETRIES.inc)
         jobs = JobQueries(db)

@@ -35,10 +35,14 @@ class Settings(BaseSettings):
     worker_poll_s: float = Field(0.2, gt=0, description="job worker poll interval")
     job_lease_s: float = Field(30.0, gt=0, description="how long a claimed job is held")
     command_retries: int = Field(
-        10, ge=1, description="attempts at a command that meets another writer's conflict"
+        30, ge=1, description="attempts at a command that meets another writer's conflict"
     )
     idempotency_ttl_s: float = Field(
         86_400.0, ge=86_400, description="how long an Idempotency-Key is kept (s, at least 24 h)"
+    )
+    aggregate_cache_size: int = Field(
+        10_000, ge=0, description="VMs kept in memory per process, fast-forwarded from the "
+        "log on each load (0: off)"
     )
     postgres_pool_size: int = Field(5, ge=1)
     postgres_max_overflow: int = Field(10, ge=0)
@@ -64,9 +68,15 @@ class Settings(BaseSettings):
 
     def eventsourcing_env(self) -> dict[str, str]:
         """The ``eventsourcing`` library's environment for this database URL."""
+        common = {}
+        if self.aggregate_cache_size:
+            # Safe across processes: a cached VM is fast-forwarded from the log on every load.
+            common = {"AGGREGATE_CACHE_MAXSIZE": str(self.aggregate_cache_size),
+                      "AGGREGATE_CACHE_FASTFORWARD": "y"}
         if self.backend == "sqlite":
             path = self.database_url.removeprefix("sqlite:///")
             return {
+                **common,
                 "PERSISTENCE_MODULE": "eventsourcing.sqlite",
                 "SQLITE_DBNAME": path,
                 "SQLITE_LOCK_TIMEOUT": "10",
@@ -74,6 +84,7 @@ class Settings(BaseSettings):
             }
         parts = urlsplit(self.database_url)
         return {
+            **common,
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
             "POSTGRES_DBNAME": parts.path.lstrip("/"),
             "POSTGRES_HOST": parts.hostname or "127.0.0.1",

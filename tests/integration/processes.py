@@ -1,0 +1,92 @@
+"""Run vmledger's own processes (``serve``, ``project``, ``work``) against a test database, for
+tests that need real processes racing each other."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _vmledger(*args: str, env: dict[str, str], log_path: str) -> subprocess.Popen[bytes]:
+    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process by the OS
+    return subprocess.Popen(
+        [sys.executable, "-m", "service", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+@contextmanager
+def deployment(database_url: str, tmp_dir: str, *, api_workers: int = 2, job_workers: int = 2,
+               extra_env: dict[str, str] | None = None) -> Iterator[str]:
+    """A production-mode deployment: ``serve --workers N``, one ``project``, ``job_workers``
+    ``work`` processes. Yields the API's base URL; stops everything afterwards."""
+    env = {
+        **os.environ,
+        "VMLEDGER_DATABASE_URL": database_url,
+        "VMLEDGER_EMBEDDED_RUNNERS": "false",
+        "VMLEDGER_PROJECTION_POLL_S": "0.01",
+        "VMLEDGER_WORKER_POLL_S": "0.02",
+        "VMLEDGER_SIM_SERVERS": "8",
+        **(extra_env or {}),
+    }
+    port = free_port()
+    log_path = os.path.join(tmp_dir, "deployment.log")
+    # The schema is created by the first process; start it alone so the others find it.
+    processes = [_vmledger("project", env=env, log_path=log_path)]
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until(lambda: _has_tables(database_url), what="schema", log_path=log_path)
+        processes.append(_vmledger("serve", "--port", str(port), "--workers", str(api_workers),
+                                   env=env, log_path=log_path))
+        processes += [_vmledger("work", env=env, log_path=log_path) for _ in range(job_workers)]
+        _wait_until(lambda: _answers(base_url), what="the API", log_path=log_path)
+        yield base_url
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def _answers(base_url: str) -> bool:
+    try:
+        return httpx.get(f"{base_url}/ping", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _has_tables(database_url: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute("SELECT to_regclass('public.projection_tracking')").fetchone()
+    return row is not None and row[0] is not None
+
+
+def _wait_until(condition, *, what: str, log_path: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            with open(log_path) as log:
+                raise AssertionError(f"{what} did not come up in {timeout} s:\n{log.read()[-4000:]}")
+        time.sleep(0.1)

@@ -1,0 +1,58 @@
+"""If-Match on every command (api.md, "Concurrency and idempotency"): a mismatch is 412 with
+``current_version``, appends nothing and leaves every read model unchanged."""
+
+from __future__ import annotations
+
+import pytest
+
+OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
+
+COMMANDS = [
+    ("post", "?action=start", None),
+    ("post", "?action=stop", None),
+    ("post", "?action=kill", None),
+    ("post", "?action=reboot", None),
+    ("post", "?action=update", {"alias": "renamed"}),
+    ("delete", "", None),
+]
+
+
+@pytest.fixture
+def running_vm(client) -> str:
+    created = client.post("/vms", json={"owner_uuid": OWNER, "brand": "bhyve", "ram": 256})
+    job = client.get(f"/jobs/{created.json()['job_uuid']}/wait?timeout=10").json()
+    assert job["execution"] == "succeeded"
+    return created.json()["vm_uuid"]
+
+
+def _send(client, method: str, path: str, body, headers):
+    if method == "delete":
+        return client.delete(path, headers=headers)
+    return client.post(path, json=body, headers=headers)
+
+
+@pytest.mark.parametrize(("method", "query", "body"), COMMANDS)
+def test_a_stale_if_match_is_412_and_changes_nothing(client, services, running_vm,
+                                                     method, query, body):
+    vm = client.get(f"/vms/{running_vm}")
+    version = int(vm.headers["etag"].strip('"'))
+    head = services.commands.head_position()
+    views = (services.projections.positions(), client.get(f"/vms/{running_vm}").json(),
+             client.get(f"/vms/{running_vm}/jobs").json())
+    refused = _send(client, method, f"/vms/{running_vm}{query}", body,
+                    {"If-Match": f'"{version - 1}"', "Accept-Version": "~2"})
+    assert refused.status_code == 412
+    assert refused.json()["code"] == "PreconditionFailed"
+    assert refused.json()["current_version"] == version
+    assert services.commands.head_position() == head
+    assert (services.projections.positions(), client.get(f"/vms/{running_vm}").json(),
+            client.get(f"/vms/{running_vm}/jobs").json()) == views
+
+
+@pytest.mark.parametrize(("method", "query", "body"), COMMANDS)
+def test_a_current_if_match_is_accepted(client, running_vm, method, query, body):
+    etag = client.get(f"/vms/{running_vm}").headers["etag"]
+    accepted = _send(client, method, f"/vms/{running_vm}{query}", body,
+                     {"If-Match": etag, "Accept-Version": "~2"})
+    assert accepted.status_code == 202, accepted.json()
+    assert int(accepted.headers["etag"].strip('"')) > int(etag.strip('"'))
