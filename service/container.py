@@ -67,6 +67,7 @@ class Services:
             find_work=jobs.vms_with_unfinished_jobs,
             placement=lambda vm: place(fleet.servers(), vm.ram),
             lease_s=settings.job_lease_s,
+            paused=fleet.faults.workers_paused,
         )
         commands.after_save.append(lambda _position: runner.wake())
         runner.add_listener(worker.wake)

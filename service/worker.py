@@ -45,6 +45,7 @@ class JobRun:
         self.job_uuid: str = job["uuid"]
         self.params: dict[str, Any] = job["params"]
         self.steps_recorded = 0
+        self.last_step_failed = False
         self.cause = make_cause(f"worker:{worker.worker_id}", job_uuid=self.job_uuid)
 
     @property
@@ -87,6 +88,7 @@ class JobRun:
         self._change(lambda vm: vm.record_step(
             self.job_uuid, step, cause=self.cause, worker=self.worker.worker_id))
         self.steps_recorded += 1
+        self.last_step_failed = error is not None
 
     def succeed(self, record: Callable[[Vm], None] | None = None, *, note: str = "done") -> None:
         """Record the outcome (``record`` adds lifecycle events) and end the job well."""
@@ -102,7 +104,9 @@ class JobRun:
 
     def fail(self, error: str, record: Callable[[Vm], None] | None = None) -> None:
         """Record the outcome and end the job failed with ``error``."""
-        if not self.steps_recorded:
+        # VMAPI clients judge a job by its last chain result alone: a failure that came
+        # after a step that went well must still end the chain with an error.
+        if not self.last_step_failed:
             self.record_step(self.job["name"], result=None, error=error)
 
         def finish(vm: Vm) -> None:
@@ -126,6 +130,7 @@ class Worker:
         lease_s: float = 30.0,
         worker_id: str | None = None,
         clock: Callable[[], datetime] = utcnow,
+        paused: Callable[[], bool] = lambda: False,
     ):
         self.commands = commands
         self.driver = driver
@@ -134,6 +139,7 @@ class Worker:
         self.lease = timedelta(seconds=lease_s)
         self.worker_id = worker_id or f"worker-{uuidlib.uuid4().hex[:8]}"
         self.clock = clock
+        self.paused = paused
         self._wake = threading.Event()
 
     def run_vm(self, vm_uuid: str) -> bool:
@@ -160,13 +166,15 @@ class Worker:
             jobs.run(run)
         except JobNotRunnableError as lost:
             log.info("job %s was taken from %s: %s", job_uuid, self.worker_id, lost.reason)
-        except DomainError:
+        except DomainError as refusal:
             log.exception("job %s hit a domain refusal", job_uuid)
-            run.fail("internal refusal; see the service log")
+            run.fail(str(refusal) or type(refusal).__name__)
         return True
 
     def run_pending(self) -> int:
-        """One pass over the VMs with unfinished jobs; how many jobs ran."""
+        """One pass over the VMs with unfinished jobs; how many jobs ran (none while paused)."""
+        if self.paused():
+            return 0
         ran = 0
         for vm_uuid in self.find_work():
             while self.run_vm(vm_uuid):

@@ -8,10 +8,11 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import errors, routes_jobs, routes_ops, routes_vms
+from service.api import errors, routes_jobs, routes_ops, routes_sim, routes_vms
 from service.api.deps import new_request_id
 from service.container import Services
 from service.settings import Settings
@@ -57,9 +58,12 @@ def create_app(
         lifespan=lifespan,
     )
     errors.install(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.include_router(routes_ops.router)
     app.include_router(routes_vms.router)
     app.include_router(routes_jobs.router)
+    if settings.driver == "simulated":
+        app.include_router(routes_sim.router)
 
     @app.middleware("http")
     async def envelope(request: Request,
@@ -85,6 +89,33 @@ def create_app(
         return response
 
     return app
+
+
+class BodyLimit:
+    """Refuses a body over ``max_bytes`` by counting the bytes received, so a body sent without
+    ``Content-Length`` (chunked) is held to the limit too (413 ``PayloadTooLarge``)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    # raised inside the route's body read; errors.install maps it to the body
+                    raise HTTPException(413, f"body over {self.max_bytes} bytes")
+            return message
+
+        await self.app(scope, limited, send)
 
 
 def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:

@@ -1,25 +1,33 @@
 """The simulated compute fleet: the embedded default driver (design.md, "Compute nodes").
 
-Servers and the VMs on them live in two tables of the service's own database, so the
-simulated world survives restarts. Each operation waits ``latency_s`` first.
+Servers and the VMs on them live in tables of the service's own database, so the simulated
+world survives restarts and every process sees the same one. Faults can be injected
+(``service.compute.faults``; HTTP under ``/sim/``, see docs/simulation.md).
+
+A VM row is one copy of a VM on one server. ``known`` is whether that server's agent knows
+the copy: after an agent restart the copies keep running but the agent no longer reports them,
+which is how a second copy could come to run if the control plane restarted the VM elsewhere.
 """
 
 from __future__ import annotations
 
-import time
 import uuid as uuidlib
 from uuid import UUID
 
 from projections.db import Database
 from service.compute.driver import ComputeError, PowerState, ServerInfo, TargetState
+from service.compute.faults import FAULTS_DDL, Faults, Operation
 
 _NAMESPACE = uuidlib.uuid5(UUID(int=0), "vmledger:simulated-fleet")
 
 DDL = (
     "CREATE TABLE IF NOT EXISTS sim_servers (uuid TEXT PRIMARY KEY, hostname TEXT NOT NULL, "
-    "boot_id TEXT NOT NULL, ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS sim_vms (vm_uuid TEXT PRIMARY KEY, server_uuid TEXT NOT NULL, "
-    "state TEXT NOT NULL, ram_mib INTEGER NOT NULL, boots INTEGER NOT NULL)",
+    "boot_id TEXT NOT NULL, ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, "
+    "status TEXT NOT NULL DEFAULT 'running')",
+    "CREATE TABLE IF NOT EXISTS sim_vms (vm_uuid TEXT NOT NULL, server_uuid TEXT NOT NULL, "
+    "state TEXT NOT NULL, ram_mib INTEGER NOT NULL, boots INTEGER NOT NULL, "
+    "known INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (vm_uuid, server_uuid))",
+    *FAULTS_DDL,
 )
 
 
@@ -29,11 +37,11 @@ def simulated_server_uuid(index: int) -> str:
 
 
 class SimulatedFleet:
-    """A ``ComputeDriver`` over simulated servers."""
+    """A ``ComputeDriver`` over simulated servers, with fault injection."""
 
     def __init__(self, db: Database, *, latency_s: float = 0.0):
         self.db = db
-        self.latency_s = latency_s
+        self.faults = Faults(db, default_latency_s=latency_s)
 
     def create_tables(self) -> None:
         """Create the simulator's tables (idempotent)."""
@@ -52,22 +60,22 @@ class SimulatedFleet:
                      ram_mib, cpus),
                 )
 
-    def _wait(self) -> None:
-        if self.latency_s:
-            time.sleep(self.latency_s)
+    # -- the ComputeDriver protocol ---------------------------------------------------------
 
     def servers(self) -> list[ServerInfo]:
         with self.db.transaction(commit=False) as tx:
             tx.execute(
-                "SELECT s.uuid, s.hostname, s.boot_id, s.ram_mib, s.cpus, "
+                "SELECT s.uuid, s.hostname, s.boot_id, s.ram_mib, s.cpus, s.status, "
                 "COALESCE(SUM(v.ram_mib), 0) AS allocated FROM sim_servers s "
                 "LEFT JOIN sim_vms v ON v.server_uuid = s.uuid "
-                "GROUP BY s.uuid, s.hostname, s.boot_id, s.ram_mib, s.cpus ORDER BY s.hostname"
+                "GROUP BY s.uuid, s.hostname, s.boot_id, s.ram_mib, s.cpus, s.status "
+                "ORDER BY s.hostname"
             )
             rows = tx.fetchall()
         return [
             ServerInfo(uuid=r["uuid"], hostname=r["hostname"], boot_id=r["boot_id"],
-                       ram_mib=r["ram_mib"], cpus=r["cpus"], ram_allocated_mib=int(r["allocated"]))
+                       ram_mib=r["ram_mib"], cpus=r["cpus"], status=r["status"],
+                       ram_allocated_mib=int(r["allocated"]))
             for r in rows
         ]
 
@@ -78,61 +86,122 @@ class SimulatedFleet:
         raise ComputeError(f"unknown server {server_uuid}")
 
     def inventory(self, server_uuid: str) -> dict[str, PowerState]:
-        with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT vm_uuid, state FROM sim_vms WHERE server_uuid = ?", (server_uuid,))
-            return {r["vm_uuid"]: r["state"] for r in tx.fetchall()}
+        with self.faults.around("inventory"):
+            self._require_running(server_uuid)
+            with self.db.transaction(commit=False) as tx:
+                tx.execute("SELECT vm_uuid, state FROM sim_vms WHERE server_uuid = ? AND known = 1",
+                           (server_uuid,))
+                return {r["vm_uuid"]: r["state"] for r in tx.fetchall()}
 
     def ensure_registered(
         self, server_uuid: str, vm_uuid: str, *, ram_mib: int, metadata: dict[str, object]
     ) -> None:
-        self._wait()
-        # VMAPI's own tests make a provision fail this way.
-        if str(metadata.get("force_provision_failure", "")).lower() == "true":
-            raise ComputeError("provision failed: force_provision_failure was set")
-        self.server_info(server_uuid)
-        with self.db.transaction() as tx:
-            tx.execute(
-                "INSERT INTO sim_vms (vm_uuid, server_uuid, state, ram_mib, boots) "
-                "VALUES (?, ?, 'stopped', ?, 0) ON CONFLICT (vm_uuid) DO NOTHING",
-                (vm_uuid, server_uuid, ram_mib),
-            )
+        with self.faults.around("ensure_registered"):
+            # VMAPI's own tests make a provision fail this way.
+            if str(metadata.get("force_provision_failure", "")).lower() == "true":
+                raise ComputeError("provision failed: force_provision_failure was set")
+            self._require_running(server_uuid)
+            with self.db.transaction() as tx:
+                tx.execute(
+                    "INSERT INTO sim_vms (vm_uuid, server_uuid, state, ram_mib, boots, known) "
+                    "VALUES (?, ?, 'stopped', ?, 0, 1) "
+                    "ON CONFLICT (vm_uuid, server_uuid) DO UPDATE SET known = 1",
+                    (vm_uuid, server_uuid, ram_mib),
+                )
 
     def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState) -> None:
-        self._wait()
-        with self.db.transaction() as tx:
-            tx.execute(
-                "SELECT state FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
-                (vm_uuid, server_uuid),
-            )
-            row = tx.fetchone()
-            if row is None:
-                raise ComputeError(f"VM {vm_uuid} is not on server {server_uuid}")
-            if state == "stopped":
-                tx.execute("UPDATE sim_vms SET state = 'stopped' WHERE vm_uuid = ?", (vm_uuid,))
-            elif state == "rebooted" or row["state"] != "running":
+        with self.faults.around("ensure_state"):
+            self._require_running(server_uuid)
+            with self.db.transaction() as tx:
                 tx.execute(
-                    "UPDATE sim_vms SET state = 'running', boots = boots + 1 WHERE vm_uuid = ?",
-                    (vm_uuid,),
+                    "SELECT state FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ? AND known = 1",
+                    (vm_uuid, server_uuid),
+                )
+                row = tx.fetchone()
+                if row is None:
+                    raise ComputeError(f"VM {vm_uuid} is not on server {server_uuid}")
+                if state == "stopped":
+                    new_state, boots = "stopped", 0
+                elif state == "rebooted" or row["state"] != "running":
+                    new_state, boots = "running", 1
+                else:
+                    return  # already running: nothing to do (idempotent)
+                tx.execute(
+                    "UPDATE sim_vms SET state = ?, boots = boots + ? "
+                    "WHERE vm_uuid = ? AND server_uuid = ?",
+                    (new_state, boots, vm_uuid, server_uuid),
                 )
 
     def unregister(self, server_uuid: str, vm_uuid: str) -> None:
-        self._wait()
+        with self.faults.around("unregister"):
+            with self.db.transaction() as tx:
+                tx.execute("DELETE FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
+                           (vm_uuid, server_uuid))
+
+    def _require_running(self, server_uuid: str) -> None:
+        server = self.server_info(server_uuid)
+        if server.status != "running":
+            raise ComputeError(f"server {server_uuid} is {server.status}")
+
+    # -- what happens to the simulated world (fault injection, docs/simulation.md) ---------
+
+    def reboot_server(self, server_uuid: str) -> str:
+        """The host reboots: a new boot id, and every VM on it is gone. Returns the boot id."""
+        self.server_info(server_uuid)
+        boot_id = str(uuidlib.uuid4())
         with self.db.transaction() as tx:
-            tx.execute(
-                "DELETE FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?", (vm_uuid, server_uuid)
-            )
+            tx.execute("UPDATE sim_servers SET boot_id = ? WHERE uuid = ?", (boot_id, server_uuid))
+            tx.execute("DELETE FROM sim_vms WHERE server_uuid = ?", (server_uuid,))
+        return boot_id
+
+    def restart_agent(self, server_uuid: str) -> None:
+        """The compute agent restarts with the same boot id and forgets its VMs: they keep
+        running, but it no longer reports or manages them."""
+        self.server_info(server_uuid)
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE sim_vms SET known = 0 WHERE server_uuid = ?", (server_uuid,))
+
+    def set_server_status(self, server_uuid: str, status: str) -> None:
+        """Mark a server ``running``, ``unknown`` or ``removed``."""
+        self.server_info(server_uuid)
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE sim_servers SET status = ? WHERE uuid = ?", (status, server_uuid))
+
+    def shut_down_guest(self, vm_uuid: str) -> None:
+        """The guest powers itself off on every server it runs on."""
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE sim_vms SET state = 'stopped' WHERE vm_uuid = ?", (vm_uuid,))
+
+    def copies(self, vm_uuid: str) -> list[dict[str, object]]:
+        """Every copy of the VM in the simulated world, known to its agent or not."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT server_uuid, state, boots, known FROM sim_vms WHERE vm_uuid = ? "
+                       "ORDER BY server_uuid", (vm_uuid,))
+            return tx.fetchall()
+
+    def inventory_all(self, server_uuid: str) -> list[dict[str, object]]:
+        """Every VM copy on the server, known to its agent or not (no faults applied)."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT vm_uuid, state, boots, known FROM sim_vms WHERE server_uuid = ? "
+                       "ORDER BY vm_uuid", (server_uuid,))
+            return tx.fetchall()
+
+    def running_copies(self, vm_uuid: str) -> int:
+        """How many copies of the VM are running (must never exceed 1)."""
+        return sum(1 for copy in self.copies(vm_uuid) if copy["state"] == "running")
 
     def boots(self, vm_uuid: str) -> int:
-        """How many times the simulated VM was booted (for tests of replay safety)."""
-        with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT boots FROM sim_vms WHERE vm_uuid = ?", (vm_uuid,))
-            row = tx.fetchone()
-        return 0 if row is None else int(row["boots"])
+        """How many times the simulated VM was booted, over all its copies."""
+        return sum(int(copy["boots"]) for copy in self.copies(vm_uuid))
 
 
 def place(servers: list[ServerInfo], ram_mib: int) -> str | None:
-    """The server with the most free RAM that fits ``ram_mib`` (ties: by hostname), or None."""
+    """The running server with the most free RAM that fits ``ram_mib`` (ties: by hostname),
+    or None."""
     fitting = [s for s in servers if s.status == "running" and s.ram_free_mib >= ram_mib]
     if not fitting:
         return None
     return max(fitting, key=lambda s: (s.ram_free_mib, s.hostname)).uuid
+
+
+__all__ = ["Operation", "SimulatedFleet", "place", "simulated_server_uuid"]

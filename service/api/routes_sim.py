@@ -1,0 +1,125 @@
+"""The simulated fleet's control surface under ``/sim/`` (operator only; served only with the
+simulated driver). What each call does is in docs/simulation.md."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field
+
+from service.api.deps import parse_body, services_of
+from service.api.errors import ApiError
+from service.api.params import Query
+from service.api.schemas import StrictModel
+from service.compute.driver import ComputeError
+from service.compute.faults import OPERATIONS
+
+router = APIRouter(prefix="/sim", tags=["simulation"])
+
+
+class FaultRequest(StrictModel):
+    """Fail the next ``count`` calls of ``operation``."""
+
+    operation: Literal["ensure_registered", "ensure_state", "unregister", "inventory"]
+    mode: Literal["fail", "lose_response"] = "fail"
+    count: int = Field(1, ge=1, le=10_000)
+
+
+class LatencyRequest(StrictModel):
+    """Delay ``operation`` (or every operation when absent) by ``seconds``."""
+
+    seconds: float = Field(ge=0, le=60)
+    operation: Literal["ensure_registered", "ensure_state", "unregister", "inventory"] | None = None
+
+
+def _state(request: Request) -> dict[str, Any]:
+    fleet = services_of(request).fleet
+    return {
+        "servers": [
+            {**vars(server), "vms": fleet.inventory_all(server.uuid)} for server in fleet.servers()
+        ],
+        "faults": fleet.faults.pending(),
+        "latency_s": {op: fleet.faults.latency(op) for op in OPERATIONS},
+        "workers_paused": fleet.faults.workers_paused(),
+    }
+
+
+@router.get("")
+def simulation(request: Request) -> JSONResponse:
+    """The simulated world: servers with every VM copy on them, pending faults, latencies."""
+    Query(request, set()).check()
+    return JSONResponse(_state(request))
+
+
+@router.post("/faults")
+def inject_fault(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """Make the next N calls of an operation fail, or lose their response after the work."""
+    fault = parse_body(request, FaultRequest, data)
+    services_of(request).fleet.faults.inject(fault.operation, fault.mode, fault.count)
+    return JSONResponse(_state(request))
+
+
+@router.delete("/faults")
+def clear_faults(request: Request) -> JSONResponse:
+    """Remove every injected fault and latency; resume the workers."""
+    services_of(request).fleet.faults.clear()
+    return JSONResponse(_state(request))
+
+
+@router.put("/latency")
+def set_latency(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """Delay simulated operations."""
+    latency = parse_body(request, LatencyRequest, data)
+    services_of(request).fleet.faults.set_latency(latency.seconds, latency.operation)
+    return JSONResponse(_state(request))
+
+
+@router.post("/workers")
+def workers(request: Request) -> JSONResponse:
+    """``?action=pause`` stops every job worker from claiming jobs; ``resume`` lets them."""
+    query = Query(request, {"action"})
+    action = query.params.get("action")
+    if action not in ("pause", "resume"):
+        query.invalid("action", "must be pause or resume")
+    query.check()
+    services = services_of(request)
+    services.fleet.faults.pause_workers(action == "pause")
+    if action == "resume":
+        services.worker.wake()
+    return JSONResponse(_state(request))
+
+
+@router.post("/servers/{server_uuid}")
+def server_happening(server_uuid: str, request: Request) -> JSONResponse:
+    """``?action=reboot`` (new boot id, its VMs gone), ``restart_agent`` (same boot id, the
+    agent forgets its VMs), ``remove`` / ``restore`` (the server's status)."""
+    query = Query(request, {"action"})
+    action = query.params.get("action")
+    if action not in ("reboot", "restart_agent", "remove", "restore"):
+        query.invalid("action", "must be reboot, restart_agent, remove or restore")
+    query.check()
+    fleet = services_of(request).fleet
+    try:
+        if action == "reboot":
+            fleet.reboot_server(server_uuid)
+        elif action == "restart_agent":
+            fleet.restart_agent(server_uuid)
+        else:
+            fleet.set_server_status(server_uuid, "removed" if action == "remove" else "running")
+    except ComputeError:
+        raise ApiError(404, "ResourceNotFound", f"no simulated server {server_uuid}") from None
+    return JSONResponse(_state(request))
+
+
+@router.post("/vms/{vm_uuid}")
+def guest_happening(vm_uuid: str, request: Request) -> JSONResponse:
+    """``?action=shutdown``: the guest powers itself off."""
+    query = Query(request, {"action"})
+    if query.params.get("action") != "shutdown":
+        query.invalid("action", "must be shutdown")
+    query.check()
+    fleet = services_of(request).fleet
+    fleet.shut_down_guest(vm_uuid)
+    return JSONResponse({"vm_uuid": vm_uuid, "copies": fleet.copies(vm_uuid)})
