@@ -1,0 +1,323 @@
+"""``vmledger replay TRACE``: drive the service with the Google 2011 ``task_events`` trace.
+
+Each row goes through the command handlers the HTTP API uses (``Commands.create_vm``,
+``Commands.request_action`` with the newest API behaviour, ``Commands.record_failure``) and the
+real job worker (``Worker.run_vm``), with a compute driver and a placement that take their
+outcomes from the trace (``service.trace``). The mapping, row by row:
+
+=================  ===================================================================
+SUBMIT             first, or after FINISH/KILL: CreateVm of a new incarnation
+                   (provisioning). After EVICT/FAIL: a start job is queued.
+SCHEDULE on M      the queued provision or start runs on server M: ``running``
+EVICT / FAIL       ``failed`` (reason ``evicted`` / ``crashed``); desired state stays running
+FINISH             the guest shut down and the VM is deleted: a destroy job runs
+KILL               DeleteVm (v2): a destroy job runs; one queued behind a provision cancels it
+LOST               ``quarantined`` (reason ``lost``)
+UPDATE_*           ignored and counted: ram and cpu are not updatable in vmledger
+=================  ===================================================================
+
+A row that does not fit the VM's state (EVICT of a VM that is not running, SCHEDULE of an
+unknown task, ...) is refused and counted by reason, never raised. See ``docs/replay.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from domain.errors import DomainError
+from domain.states import Action, VmState
+from domain.vm import make_cause
+from service.application import VmSpec
+from service.cli import cli
+from service.container import Services
+from service.settings import Settings
+from service.trace import (
+    MalformedRowError, ReplayCommands, TraceDriver, TraceEvent, TracePlacement, TraceRecord,
+    count_rows, cpu_cap, owner_uuid, parse_row, ram_mib, read_rows, server_uuid, vm_uuid,
+)
+from service.versioning import NEWEST
+from service.worker import Worker
+
+ACTOR = "trace:google2011"
+_MAX_JOBS_PER_ROW = 8  # a VM's queue never holds more than a start and a destroy
+
+
+class RefusedRowError(Exception):
+    """A trace row that does not fit the VM's state; ``reason`` is its counting key."""
+
+
+@dataclass
+class Summary:
+    """What a replay did. ``final_states`` counts the VMs it created by their state at the end,
+    as folded by the command handlers (not read from a read model)."""
+
+    trace: str
+    rows_read: int = 0
+    rows_applied: int = 0
+    refused: Counter[str] = field(default_factory=Counter)
+    ignored: Counter[str] = field(default_factory=Counter)
+    vms_created: int = 0
+    final_states: Counter[str] = field(default_factory=Counter)
+    wall_time_s: float = 0.0
+    catch_up_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary as plain JSON-able data (``--json``)."""
+        return {
+            "trace": self.trace, "rows_read": self.rows_read, "rows_applied": self.rows_applied,
+            "rows_refused": sum(self.refused.values()), "refused": dict(self.refused.most_common()),
+            "rows_ignored": sum(self.ignored.values()), "ignored": dict(self.ignored),
+            "vms_created": self.vms_created,
+            "final_states": dict(sorted(self.final_states.items())),
+            "wall_time_s": round(self.wall_time_s, 1), "catch_up_s": round(self.catch_up_s, 1),
+        }
+
+
+class Replayer:
+    """Applies trace rows, in file order, to one database (it must be the only writer)."""
+
+    def __init__(self, commands: ReplayCommands, summary: Summary):
+        self.commands = commands
+        self.summary = summary
+        self.driver = TraceDriver()
+        self.placement = TracePlacement()
+        self.worker = Worker(commands, self.driver, find_work=list, placement=self.placement,
+                             worker_id="replay")
+        self.tasks: dict[tuple[str, str], tuple[int, str]] = {}  # task -> (incarnation, vm)
+
+    def apply(self, line: int, fields: list[str]) -> None:
+        """Apply one CSV row, counting it as applied, refused or ignored."""
+        self.summary.rows_read += 1
+        try:
+            record = parse_row(fields, line)
+            event = TraceEvent(record.event)
+        except (MalformedRowError, ValueError):
+            self.summary.refused["malformed row"] += 1
+            return
+        if event in (TraceEvent.UPDATE_PENDING, TraceEvent.UPDATE_RUNNING):
+            self.summary.ignored[f"{event.name}: ram and cpu are not updatable"] += 1
+            return
+        try:
+            _HANDLERS[event](self, record)
+        except RefusedRowError as refused:
+            self.summary.refused[str(refused)] += 1
+        else:
+            self.summary.rows_applied += 1
+
+    # -- one method per trace event --------------------------------------------------------
+
+    def _cause(self, record: TraceRecord) -> dict[str, Any]:
+        return make_cause(ACTOR, request_id=f"trace-row-{record.row}",
+                          api_version=NEWEST.version)
+
+    def _vm(self, record: TraceRecord, name: str) -> tuple[str, VmState, int]:
+        """The task's current VM with its state and active job count; refuses unknown tasks."""
+        known = self.tasks.get(record.task)
+        if known is None:
+            raise RefusedRowError(f"{name} of an unknown task")
+        state, jobs = self.commands.seen[known[1]]
+        return known[1], state, jobs
+
+    def submit(self, record: TraceRecord) -> None:
+        known = self.tasks.get(record.task)
+        if known is not None:
+            vm, state, jobs = self._vm(record, "SUBMIT")
+            if state in (VmState.FAILED, VmState.STOPPED) and not jobs:
+                self._request(vm, Action.START, record, f"SUBMIT of a {state} VM")
+                return
+            if state is not VmState.DESTROYED:
+                pending = " with a job queued" if jobs else ""
+                raise RefusedRowError(f"SUBMIT of a {state} VM{pending}")
+        incarnation = 0 if known is None else known[0] + 1
+        uuid = vm_uuid(record.job_id, record.task_index, incarnation)
+        spec = VmSpec(
+            owner_uuid=owner_uuid(record.user), brand="joyent", ram=ram_mib(record.memory_request),
+            cpu_cap=cpu_cap(record.cpu_request),
+            alias=f"google2011-{record.job_id}-{record.task_index}-{incarnation}",
+            tags={"trace": "google2011", "job_id": record.job_id,
+                  "task_index": record.task_index, "incarnation": incarnation,
+                  "priority": record.priority, "scheduling_class": record.scheduling_class},
+        )
+        self.commands.create_vm(spec, cause=self._cause(record), vm_uuid=uuid)
+        self.commands.seen[uuid] = (VmState.PROVISIONING, 1)
+        self.tasks[record.task] = (incarnation, uuid)
+        self.summary.vms_created += 1
+
+    def schedule(self, record: TraceRecord) -> None:
+        vm, state, jobs = self._vm(record, "SCHEDULE")
+        if not record.machine_id:
+            raise RefusedRowError("SCHEDULE without a machine")
+        if not jobs:
+            raise RefusedRowError(f"SCHEDULE of a {state} VM with no job queued")
+        self.placement.machine = server_uuid(record.machine_id)
+        try:
+            self.worker.run_vm(vm)
+        finally:
+            self.placement.machine = None
+        state, _ = self.commands.seen[vm]
+        if state is not VmState.RUNNING:
+            raise RefusedRowError(f"SCHEDULE left the VM {state}")
+
+    def fail(self, record: TraceRecord) -> None:
+        name = TraceEvent(record.event).name
+        vm, state, _ = self._vm(record, name)
+        reason = "evicted" if record.event == TraceEvent.EVICT else "crashed"
+        message = f"trace {name} at {record.timestamp} us on machine {record.machine_id}"
+        try:
+            self.commands.record_failure(vm, reason, message, cause=self._cause(record))
+        except DomainError:
+            raise RefusedRowError(f"{name} of a {state} VM") from None
+        self.driver.forget(vm)  # the task left its machine
+
+    def finish(self, record: TraceRecord) -> None:
+        vm, state, _ = self._vm(record, "FINISH")
+        if state is not VmState.RUNNING:
+            raise RefusedRowError(f"FINISH of a {state} VM")
+        self._destroy(vm, record, "FINISH")
+
+    def kill(self, record: TraceRecord) -> None:
+        vm, state, _ = self._vm(record, "KILL")
+        self._destroy(vm, record, "KILL")
+
+    def lost(self, record: TraceRecord) -> None:
+        vm, state, _ = self._vm(record, "LOST")
+        cause = self._cause(record)
+        try:
+            self.commands.change(vm, lambda v: v.record_quarantined("lost", cause=cause))
+        except DomainError:
+            raise RefusedRowError(f"LOST of a {state} VM") from None
+        self.driver.forget(vm)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _request(self, vm: str, action: Action, record: TraceRecord, refusal: str) -> None:
+        try:
+            self.commands.request_action(vm, action, behaviour=NEWEST, cause=self._cause(record))
+        except DomainError:
+            raise RefusedRowError(refusal) from None
+
+    def _destroy(self, vm: str, record: TraceRecord, name: str) -> None:
+        """DeleteVm, then run the VM's queue: a start queued after an EVICT runs first and
+        fails (the trace scheduled it nowhere), then the destroy."""
+        state, _ = self.commands.seen[vm]
+        self._request(vm, Action.DESTROY, record, f"{name} of a {state} VM")
+        for _ in range(_MAX_JOBS_PER_ROW):
+            if not self.worker.run_vm(vm):
+                break
+        state, _ = self.commands.seen[vm]
+        if state is not VmState.DESTROYED:
+            raise RefusedRowError(f"{name} left the VM {state}")
+
+    def final_states(self) -> Counter[str]:
+        """The VMs this replay created, counted by their state now."""
+        return Counter(str(self.commands.seen[vm][0]) for vm in self._created())
+
+    def _created(self) -> list[str]:
+        return [vm_uuid(job, index, n) for (job, index), (last, _) in self.tasks.items()
+                for n in range(last + 1)]
+
+
+_HANDLERS = {
+    TraceEvent.SUBMIT: Replayer.submit, TraceEvent.SCHEDULE: Replayer.schedule,
+    TraceEvent.EVICT: Replayer.fail, TraceEvent.FAIL: Replayer.fail,
+    TraceEvent.FINISH: Replayer.finish, TraceEvent.KILL: Replayer.kill,
+    TraceEvent.LOST: Replayer.lost,
+}
+
+
+def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
+           max_jobs: int | None = None, max_rows: int | None = None,
+           progress: Progress | None = None) -> Summary:
+    """Replay ``trace`` into ``services``' database (its event log must be empty) and return
+    the summary; read models are not touched (see ``catch_up``). Raises ``OSError`` for an
+    unreadable file and ``ValueError`` for a database that already has events."""
+    if services.commands.head_position():
+        raise ValueError("the database already has events; replay into an empty one")
+    summary = Summary(trace=str(trace))
+    replayer = Replayer(ReplayCommands(services.commands), summary)
+    started = time.perf_counter()
+    selection = {"skip_jobs": skip_jobs, "max_jobs": max_jobs, "max_rows": max_rows}
+    task = None
+    if progress is not None:
+        task = progress.add_task("replaying", total=count_rows(trace, **selection))
+    for done, (line, fields) in enumerate(read_rows(trace, **selection), start=1):
+        replayer.apply(line, fields)
+        if task is not None and done % 200 == 0:
+            progress.update(task, completed=done, description=_progress_text(summary))
+    if task is not None:
+        progress.update(task, completed=summary.rows_read, description=_progress_text(summary))
+    summary.final_states = replayer.final_states()
+    summary.wall_time_s = time.perf_counter() - started
+    return summary
+
+
+def _progress_text(summary: Summary) -> str:
+    return f"replaying: {summary.vms_created} VMs, {sum(summary.refused.values())} refused"
+
+
+def catch_up(services: Services, summary: Summary, progress: Progress | None = None) -> None:
+    """Bring every read model up to the log's head, timing it into ``summary``."""
+    started = time.perf_counter()
+    task = None
+    if progress is not None:
+        behind = sum(services.projections.head() - p
+                     for p in services.projections.positions().values())
+        task = progress.add_task("read models", total=behind)
+    services.projections.catch_up(
+        progress=None if task is None else (lambda n: progress.advance(task, n)))
+    summary.catch_up_s = time.perf_counter() - started
+
+
+def _print(summary: Summary, console: Console) -> None:
+    table = Table(title=f"replay of {Path(summary.trace).name}", show_header=False)
+    data = summary.as_dict()
+    for key in ("rows_read", "rows_applied", "rows_refused", "rows_ignored", "vms_created"):
+        table.add_row(key.replace("_", " "), f"{data[key]:,}")
+    for group, prefix in (("final_states", "VMs "), ("refused", "refused: "),
+                          ("ignored", "ignored: ")):
+        for name, count in data[group].items():
+            table.add_row(f"  {prefix}{name}", f"{count:,}")
+    table.add_row("wall time (replay)", f"{summary.wall_time_s:.1f} s")
+    table.add_row("read models caught up in", f"{summary.catch_up_s:.1f} s")
+    console.print(table)
+
+
+@cli.command("replay")
+def replay_command(
+    trace: Annotated[Path, typer.Argument(help="task_events CSV (.csv.gz or .csv)")],
+    max_jobs: Annotated[int | None, typer.Option(
+        help="replay only the first N distinct job_ids, in file order (whole tasks)")] = None,
+    skip_jobs: Annotated[int, typer.Option(
+        help="skip the first K distinct job_ids (--max-jobs counts after them)")] = 0,
+    max_rows: Annotated[int | None, typer.Option(help="stop after N rows")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Replay a Google 2011 task_events trace through the service (docs/replay.md)."""
+    if not trace.is_file():
+        raise typer.BadParameter(f"no such file: {trace}", param_hint="TRACE")
+    services = Services.build(Settings())
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=Console(stderr=True))
+    try:
+        with progress:
+            summary = replay(services, trace, skip_jobs=skip_jobs, max_jobs=max_jobs,
+                             max_rows=max_rows, progress=progress)
+            catch_up(services, summary, progress)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    finally:
+        services.close()
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict(), indent=2))
+    else:
+        _print(summary, Console())

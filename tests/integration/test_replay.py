@@ -1,0 +1,251 @@
+"""``vmledger replay``: the Google 2011 trace drives the service's own command handlers.
+
+The end-to-end test replays a slice of whole jobs from the real shard on each backend and checks
+the outcome three ways: against a small fold of the trace written here (not the service's
+code), against the ``vm_view`` read model, and against a rebuild of every read model. The
+shorter tests feed single made-up rows to the mapping's odd cases.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from projections.db import Database
+from service.container import Services
+from service.replay import Replayer, Summary, catch_up, replay
+from service.trace import ReplayCommands, server_uuid, vm_uuid
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = Path(os.environ.get(
+    "VMLEDGER_TRACE",
+    REPO.parent / "shared" / "data" / "google2011_task_events_part-00000-of-00500.csv.gz",
+))
+# Jobs 3,834..3,850 in order of first appearance: 2,089 rows holding every event type the shard
+# has (874 SUBMIT, 874 SCHEDULE, 6 EVICT, 9 FAIL, 277 FINISH, 49 KILL), with tasks submitted
+# again after an EVICT or a FAIL. The shard's first jobs are nearly all SUBMIT + SCHEDULE.
+SKIP_JOBS, MAX_JOBS = 3833, 17
+
+needs_trace = pytest.mark.skipif(
+    not TRACE.is_file(),
+    reason=f"trace not found at {TRACE}; set VMLEDGER_TRACE to the task_events shard",
+)
+
+
+# -- an independent fold of the trace ------------------------------------------------------
+
+
+def selected_rows(path: Path, skip_jobs: int, max_jobs: int) -> list[list[str]]:
+    """The rows of jobs number skip_jobs+1 .. skip_jobs+max_jobs, by first appearance."""
+    number: dict[str, int] = {}
+    with gzip.open(path, "rt", newline="") as stream:
+        return [row for row in csv.reader(stream)
+                if skip_jobs <= number.setdefault(row[2], len(number)) < skip_jobs + max_jobs]
+
+
+def expected_final_states(rows: list[list[str]]) -> tuple[Counter[str], int]:
+    """Each VM's final state by the README's table, and how many rows do not fit it.
+
+    A task is a list of VMs; a SUBMIT after FINISH or KILL starts a new one.
+    """
+    after = {"1": "running", "2": "failed", "3": "failed", "4": "destroyed",
+             "5": "destroyed", "6": "quarantined"}
+    allowed_from = {"1": {"provisioning", "failed"}, "2": {"running"}, "3": {"running"},
+                    "4": {"running"}, "5": {"provisioning", "running", "failed"},
+                    "6": {"provisioning", "running", "failed"}}
+    vms: dict[tuple[str, str], list[str]] = {}
+    misfits = 0
+    for row in rows:
+        task, event = (row[2], row[3]), row[5]
+        states = vms.setdefault(task, [])
+        if event == "0":
+            if not states or states[-1] == "destroyed":
+                states.append("provisioning")
+            elif states[-1] != "failed":
+                misfits += 1
+        elif event in after and states and states[-1] in allowed_from[event]:
+            states[-1] = after[event]
+        else:
+            misfits += 1
+    return Counter(state for states in vms.values() for state in states), misfits
+
+
+# -- reading the read models ----------------------------------------------------------------
+
+
+def dump(db: Database, table: str, key: str) -> list[dict[str, Any]]:
+    with db.transaction(commit=False) as tx:
+        tx.execute(f"SELECT * FROM {table} ORDER BY {key}")
+        return [{k: bytes(v) if isinstance(v, memoryview) else v for k, v in row.items()}
+                for row in tx.fetchall()]
+
+
+def view_states(services: Services) -> Counter[str]:
+    with services.db.transaction(commit=False) as tx:
+        tx.execute("SELECT state, COUNT(*) AS n FROM vm_view GROUP BY state")
+        return Counter({row["state"]: int(row["n"]) for row in tx.fetchall()})
+
+
+@needs_trace
+@pytest.mark.slow
+def test_replay_of_a_slice_matches_the_trace_and_rebuilds_identically(services: Services):
+    summary = replay(services, TRACE, skip_jobs=SKIP_JOBS, max_jobs=MAX_JOBS)
+    catch_up(services, summary)
+
+    rows = selected_rows(TRACE, SKIP_JOBS, MAX_JOBS)
+    states, misfits = expected_final_states(rows)
+    assert summary.rows_read == len(rows)
+    assert summary.final_states == states
+    assert summary.vms_created == sum(states.values())
+    assert sum(summary.refused.values()) == misfits
+    assert summary.rows_applied == len(rows) - misfits
+    # the slice exercises the whole mapping: every event type, restarts after EVICT and FAIL
+    assert {row[5] for row in rows} == {"0", "1", "2", "3", "4", "5"}
+    starts = services.jobs.list(name="start")
+    assert starts and {j["execution"] for j in starts} == {"succeeded"}
+
+    assert view_states(services) == summary.final_states
+
+    live = {t: dump(services.db, t, "uuid") for t in ("vm_view", "job_view")}
+    positions = services.projections.positions()
+    services.projections.rebuild()
+    assert services.projections.positions() == positions
+    for table, rows_before in live.items():
+        assert dump(services.db, table, "uuid") == rows_before, table
+
+
+# -- the mapping's odd rows -----------------------------------------------------------------
+
+
+def row(event: int, *, job: str = "7", index: str = "0", machine: str = "",
+        cpu: str = "0.125", mem: str = "0.0625") -> list[str]:
+    """A task_events row (timestamp, missing, job, index, machine, event, user, class,
+    priority, cpu, memory, disk, different-machines)."""
+    return ["1000", "", job, index, machine, str(event), "user-a", "1", "4", cpu, mem, "0", "0"]
+
+
+SUBMIT, SCHEDULE, EVICT, FAIL, FINISH, KILL, LOST, UPDATE_PENDING = range(8)
+
+
+def feed(services: Services, *rows: list[str]) -> Replayer:
+    replayer = Replayer(ReplayCommands(services.commands), Summary(trace="test"))
+    for line, fields in enumerate(rows, start=1):
+        replayer.apply(line, fields)
+    return replayer
+
+
+def test_submit_then_schedule_runs_the_vm_on_the_machine_with_the_requests_scaled(services):
+    replayer = feed(services, row(SUBMIT), row(SCHEDULE, machine="42"))
+    vm = services.commands.load(vm_uuid("7", "0", 0))
+    assert (vm.state, vm.server_uuid) == ("running", server_uuid("42"))
+    assert (vm.ram, vm.cpu_cap) == (4096, 800)  # 1.0 = 65,536 MiB and 64 CPUs
+    assert replayer.summary.rows_applied == 2
+
+
+def test_evict_of_a_vm_that_is_not_running_is_refused_and_counted(services):
+    replayer = feed(services, row(SUBMIT), row(EVICT))
+    assert replayer.summary.refused == {"EVICT of a provisioning VM": 1}
+    assert replayer.summary.rows_applied == 1
+    assert services.commands.load(vm_uuid("7", "0", 0)).state == "provisioning"
+
+
+def test_submit_after_finish_creates_a_new_vm(services):
+    replayer = feed(services, row(SUBMIT), row(SCHEDULE, machine="1"), row(FINISH),
+                    row(SUBMIT))
+    first = services.commands.load(vm_uuid("7", "0", 0))
+    second = services.commands.load(vm_uuid("7", "0", 1))
+    assert (first.state, second.state) == ("destroyed", "provisioning")
+    assert replayer.summary.vms_created == 2
+    assert replayer.final_states() == {"destroyed": 1, "provisioning": 1}
+
+
+def test_kill_during_provisioning_ends_destroyed_without_a_server(services):
+    feed(services, row(SUBMIT), row(KILL))
+    vm = services.commands.load(vm_uuid("7", "0", 0))
+    assert (vm.state, vm.server_uuid, vm.active_jobs) == ("destroyed", None, [])
+    services.projections.catch_up()
+    jobs = {j["name"]: j for j in services.jobs.list(vm_uuid=str(vm.id))}
+    assert jobs["provision"]["execution"] == "canceled"
+    assert jobs["destroy"]["execution"] == "succeeded"
+
+
+def test_evicted_vm_resubmitted_restarts_on_the_machine_of_the_next_schedule(services):
+    feed(services, row(SUBMIT), row(SCHEDULE, machine="1"), row(EVICT, machine="1"),
+         row(SUBMIT), row(SCHEDULE, machine="2"))
+    vm = services.commands.load(vm_uuid("7", "0", 0))
+    assert (vm.state, vm.desired_state, vm.error) == ("running", "running", None)
+    assert vm.server_uuid == server_uuid("2")
+
+
+def test_evict_and_fail_leave_the_vm_failed_and_still_wanted_running(services):
+    feed(services, row(SUBMIT), row(SCHEDULE, machine="1"), row(FAIL),
+         row(SUBMIT, index="1"), row(SCHEDULE, index="1", machine="1"), row(EVICT, index="1"))
+    crashed = services.commands.load(vm_uuid("7", "0", 0))
+    evicted = services.commands.load(vm_uuid("7", "1", 0))
+    assert (crashed.state, crashed.desired_state, crashed.error["reason"]) == (
+        "failed", "running", "crashed")
+    assert (evicted.state, evicted.error["reason"]) == ("failed", "evicted")
+
+
+def test_lost_quarantines_the_vm(services):
+    feed(services, row(SUBMIT), row(SCHEDULE, machine="1"), row(LOST))
+    assert services.commands.load(vm_uuid("7", "0", 0)).state == "quarantined"
+
+
+def test_rows_that_do_not_fit_are_counted_never_raised(services):
+    replayer = feed(
+        services,
+        row(SCHEDULE, machine="1"),  # unknown task
+        row(SUBMIT), row(SUBMIT),  # already pending
+        row(SCHEDULE),  # no machine
+        row(UPDATE_PENDING),  # ignored by decision
+        ["garbage"],
+        row(SCHEDULE, machine="1"), row(SCHEDULE, machine="1"),  # nothing left to run
+        row(KILL), row(KILL), row(FINISH),  # the VM is gone
+    )
+    summary = replayer.summary
+    assert summary.refused == {
+        "SCHEDULE of an unknown task": 1,
+        "SUBMIT of a provisioning VM with a job queued": 1,
+        "SCHEDULE without a machine": 1,
+        "malformed row": 1,
+        "SCHEDULE of a running VM with no job queued": 1,
+        "KILL of a destroyed VM": 1,
+        "FINISH of a destroyed VM": 1,
+    }
+    assert summary.ignored == {"UPDATE_PENDING: ram and cpu are not updatable": 1}
+    assert summary.rows_applied == 3 and summary.rows_read == 11
+
+
+def test_replay_refuses_a_database_that_already_has_events(services, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("\n".join(",".join(r) for r in (row(SUBMIT), row(SCHEDULE, machine="1"))))
+    replay(services, trace)
+    with pytest.raises(ValueError, match="already has events"):
+        replay(services, trace)
+
+
+def test_cli_replays_into_the_configured_database_and_prints_json(
+    settings, tmp_path, monkeypatch
+):
+    from service.cli import cli
+
+    trace = tmp_path / "t.csv.gz"
+    with gzip.open(trace, "wt") as stream:
+        stream.write("\n".join(",".join(r) for r in (
+            row(SUBMIT), row(SCHEDULE, machine="1"), row(SUBMIT, index="1"), row(KILL, index="1"),
+            row(SUBMIT, job="8"), row(SCHEDULE, job="8", machine="2"))) + "\n")
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    result = CliRunner().invoke(cli, ["replay", str(trace), "--max-jobs", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["rows_read"] == 4 and summary["rows_refused"] == 0
+    assert summary["final_states"] == {"destroyed": 1, "running": 1}
