@@ -15,7 +15,9 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate
 
 from domain import rules, transitions
-from domain.errors import IllegalTransitionError, InvalidTransitionError, JobNotRunnableError
+from domain.errors import (
+    IllegalTransitionError, InvalidTransitionError, JobNotRunnableError, ValidationError,
+)
 from domain.states import Action, DesiredState, Execution, JobName, VmState
 
 Cause = dict[str, Any]
@@ -508,12 +510,19 @@ class Vm(Aggregate):
 
     def update_metadata(self, changes: dict[str, Any], *, cause: Cause) -> bool:
         """Apply ``changes`` to alias, metadata or tags; return False (and record nothing)
-        when nothing would change. Raises ``IllegalTransitionError`` on a destroyed VM."""
+        when nothing would change. Raises ``IllegalTransitionError`` on a destroyed VM and
+        ``ValidationError`` for a field that cannot be updated."""
         if VmState(self.state) is VmState.DESTROYED:
             raise IllegalTransitionError(self.state, "MetadataUpdated")
-        unknown = set(changes) - self.UPDATABLE_FIELDS
+        unknown = sorted(set(changes) - self.UPDATABLE_FIELDS)
         if unknown:
-            raise ValueError(f"not updatable: {sorted(unknown)}")
+            # A domain refusal, not a ValueError: the worker fails the job with it instead
+            # of crashing its pass and retrying the job at every lease expiry.
+            refusal = ValidationError(unknown[0], "Invalid", "cannot be updated")
+            refusal.errors += [
+                {"field": f, "code": "Invalid", "message": "cannot be updated"} for f in unknown[1:]
+            ]
+            raise refusal
         effective = {k: v for k, v in changes.items() if getattr(self, k) != v}
         if not effective:
             return False

@@ -2,8 +2,9 @@
 
 Each read model keeps its own tracking position in ``projection_tracking``; a batch of events
 and the new position are written in one transaction, so a crash can neither skip nor
-double-apply an event. The position only moves forward (a guarded upsert): two runners on the
-same read model cannot both apply a batch. A pull loop rather than ``recorder.subscribe()``,
+double-apply an event. The position moves by compare-and-set from the position the batch was
+read at, before the batch is applied: two runners on the same read model cannot both apply a
+batch, nor overlapping ones. A pull loop rather than ``recorder.subscribe()``,
 because SQLite has no subscriptions; the same loop serves PostgreSQL.
 """
 
@@ -15,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from eventsourcing.persistence import IntegrityError, Notification
+from eventsourcing.persistence import Notification
 
 from projections.db import Database, Tx
 
@@ -119,24 +120,28 @@ class ProjectionRunner:
         if not notifications:
             return 0
         events = [(n.id, self.decoder.to_domain_event(n)) for n in notifications]
-        try:
-            with self.db.transaction() as tx:
-                read_model.apply(tx, events)
-                self._advance(tx, name, notifications[-1].id)
-        except IntegrityError as error:
-            raise ProjectionConflictError(f"{name}: {error}") from error
+        with self.db.transaction() as tx:
+            # Claim first, then apply: a runner that read a stale position (its batch may
+            # overlap what a rival applied, or reach further) applies nothing, and on
+            # PostgreSQL the claimed row holds a rival runner until this transaction ends.
+            self._advance(tx, name, start, notifications[-1].id)
+            read_model.apply(tx, events)
         return len(notifications)
 
     @staticmethod
-    def _advance(tx: Tx, name: str, position: int) -> None:
+    def _advance(tx: Tx, name: str, start: int, position: int) -> None:
+        """Move ``name`` from exactly ``start`` to ``position``, or raise
+        ``ProjectionConflictError`` (another runner moved it first)."""
         tx.execute(
             "INSERT INTO projection_tracking (name, position) VALUES (?, ?) "
             "ON CONFLICT (name) DO UPDATE SET position = excluded.position "
-            "WHERE projection_tracking.position < excluded.position RETURNING position",
-            (name, position),
+            "WHERE projection_tracking.position = ? RETURNING position",
+            (name, position, start),
         )
         if tx.fetchone() is None:
-            raise IntegrityError(f"position of {name} is already at or past {position}")
+            raise ProjectionConflictError(
+                f"{name}: another runner moved the position past {start} first"
+            )
 
     def catch_up(self, names: Iterable[str] | None = None,
                  progress: Callable[[int], None] | None = None) -> int:

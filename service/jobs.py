@@ -54,7 +54,7 @@ def provision(job: JobRun) -> None:
 
     def place() -> str:
         pinned = job.params.get("args", {}).get("server_uuid")
-        server = pinned or job.worker.placement(vm)
+        server = _placed_by_an_earlier_attempt(job, vm_uuid) or pinned or job.worker.placement(vm)
         if server is None:
             raise ComputeError(f"no server has {vm.ram} MiB free")
         return server
@@ -70,6 +70,19 @@ def provision(job: JobRun) -> None:
             job.driver.unregister(server_uuid, vm_uuid)
         raise
     job.succeed(lambda v: v.record_provisioned(server_uuid, cause=job.cause))
+
+
+def _placed_by_an_earlier_attempt(job: JobRun, vm_uuid: str) -> str | None:
+    """On a takeover, the server an earlier attempt already created the VM on, as the compute
+    nodes report it (design.md: a takeover first asks what is really there). Placing anew
+    would pick another server, where the VM cannot be booted, and leave it on the first."""
+    if job.job.get("attempt", 1) <= 1:
+        return None
+    for server in job.driver.servers():
+        with contextlib.suppress(ComputeError):
+            if vm_uuid in job.driver.inventory(server.uuid):
+                return server.uuid
+    return None
 
 
 def start(job: JobRun) -> None:
@@ -103,7 +116,7 @@ def _start_elsewhere(job: JobRun, vm: Vm) -> None:
     vm_uuid = str(vm.id)
 
     def place() -> str:
-        server = job.worker.placement(vm)
+        server = _placed_by_an_earlier_attempt(job, vm_uuid) or job.worker.placement(vm)
         if server is None:
             raise ComputeError(f"no server has {vm.ram} MiB free")
         return server

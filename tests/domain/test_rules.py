@@ -1,0 +1,90 @@
+"""The command rules table, walked whole against an expected table written here
+independently from api.md ("DeleteVm and actions") and design.md."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from domain import rules
+from domain.rules import RULES, Verdict, allowed_actions, verdict
+from domain.states import Action, VmState
+from domain.transitions import TRANSITIONS
+
+ok, queued, already, no = Verdict.ALLOWED, Verdict.QUEUED, Verdict.ALREADY, Verdict.REFUSED
+
+# Written from the contract, not copied from domain/rules.py:
+# - provisioning: every job waits behind the provision (v1 answers UnallocatedVM); only the
+#   operator quarantine may take it at once; release is for quarantined VMs only.
+# - the target already holds: start on running, stop/kill on stopped, quarantine on
+#   quarantined, destroy on destroyed.
+# - reboot needs a running VM; a destroyed VM can only be "destroyed again"; a quarantined VM
+#   can be destroyed or released and nothing else.
+EXPECTED: dict[VmState, dict[Action, Verdict]] = {
+    VmState.PROVISIONING: {
+        Action.START: queued, Action.STOP: queued, Action.KILL: queued, Action.REBOOT: queued,
+        Action.UPDATE: queued, Action.DESTROY: queued, Action.QUARANTINE: ok, Action.RELEASE: no,
+    },
+    VmState.RUNNING: {
+        Action.START: already, Action.STOP: ok, Action.KILL: ok, Action.REBOOT: ok,
+        Action.UPDATE: ok, Action.DESTROY: ok, Action.QUARANTINE: ok, Action.RELEASE: no,
+    },
+    VmState.STOPPED: {
+        Action.START: ok, Action.STOP: already, Action.KILL: already, Action.REBOOT: no,
+        Action.UPDATE: ok, Action.DESTROY: ok, Action.QUARANTINE: ok, Action.RELEASE: no,
+    },
+    VmState.FAILED: {
+        Action.START: ok, Action.STOP: ok, Action.KILL: ok, Action.REBOOT: no,
+        Action.UPDATE: ok, Action.DESTROY: ok, Action.QUARANTINE: ok, Action.RELEASE: no,
+    },
+    VmState.DESTROYED: {
+        Action.START: no, Action.STOP: no, Action.KILL: no, Action.REBOOT: no,
+        Action.UPDATE: no, Action.DESTROY: already, Action.QUARANTINE: no, Action.RELEASE: no,
+    },
+    VmState.QUARANTINED: {
+        Action.START: no, Action.STOP: no, Action.KILL: no, Action.REBOOT: no,
+        Action.UPDATE: no, Action.DESTROY: ok, Action.QUARANTINE: already, Action.RELEASE: ok,
+    },
+}
+
+ALL_PAIRS = list(itertools.product(VmState, Action))
+
+# The state event a job for the action ends with (update changes no state).
+EVENT_OF_ACTION = {
+    Action.START: "Started", Action.STOP: "Stopped", Action.KILL: "Stopped",
+    Action.REBOOT: "Rebooted", Action.DESTROY: "Destroyed", Action.QUARANTINE: "Quarantined",
+    Action.RELEASE: "Released",
+}
+
+
+def test_the_table_has_a_verdict_for_every_state_and_action_and_nothing_else():
+    assert set(RULES) == set(ALL_PAIRS)
+
+
+@pytest.mark.parametrize("pair", ALL_PAIRS, ids=lambda p: f"{p[0].value}-{p[1].value}")
+def test_each_state_and_action_gets_the_expected_verdict(pair):
+    state, action = pair
+    assert verdict(state, action) is EXPECTED[state][action]
+
+
+@pytest.mark.parametrize("state", list(VmState), ids=str)
+def test_allowed_actions_lists_every_action_not_refused_in_table_order(state):
+    expected = [a.value for a in Action if EXPECTED[state][a] is not no]
+    assert allowed_actions(state) == expected
+    assert not {a for a in allowed_actions(state) if EXPECTED[state][Action(a)] is no}
+
+
+IMMEDIATE_STATE_CHANGES = [
+    (state, action) for state, action in ALL_PAIRS
+    if EXPECTED[state][action] is ok and action in EVENT_OF_ACTION
+]
+
+
+@pytest.mark.parametrize(
+    "pair", IMMEDIATE_STATE_CHANGES, ids=lambda p: f"{p[0].value}-{p[1].value}"
+)
+def test_an_action_allowed_at_once_leads_to_a_transition_the_state_machine_permits(pair):
+    state, action = pair
+    assert rules.verdict(state, action) is ok
+    assert (state, EVENT_OF_ACTION[action]) in TRANSITIONS

@@ -1,0 +1,303 @@
+"""The Vm aggregate, given events -> when a command -> then events (or a refusal).
+
+``vm_in(state)`` gives a VM whose history led to ``state`` with nothing pending, so
+``recorded(vm)`` returns exactly what the command under test recorded.
+"""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+
+import pytest
+from eventsourcing.application import Application
+
+from domain.errors import (
+    DomainError, IllegalTransitionError, InvalidTransitionError, JobNotRunnableError,
+)
+from domain.rules import Verdict, allowed_actions, verdict
+from domain.states import JOB_FOR_ACTION, Action, DesiredState, Execution, VmState
+from domain.vm import QUARANTINE_OWNER_UUID, Vm
+from tests.builders import LEASE, OWNER, T0, cause, new_vm, queue, recorded, run_head_job, vm_in
+
+
+def claim(vm: Vm, worker: str = "w1", now=T0) -> str:
+    """Start the head job as ``worker`` at ``now`` with the standard lease."""
+    job_uuid = vm.head_job["uuid"]
+    vm.start_job(job_uuid, worker=worker, now=now, lease_expires_at=now + LEASE, cause=cause())
+    return job_uuid
+
+
+# -- creation ------------------------------------------------------------------------------
+
+
+def test_create_records_the_vm_and_queues_its_provision_job():
+    vm = new_vm(alias="web-1", tags={"role": "web"})
+    assert recorded(vm) == ["Created", "JobQueued"]
+    assert vm.state is VmState.PROVISIONING
+    assert vm.desired_state is DesiredState.RUNNING
+    assert vm.owner_uuid == OWNER and vm.alias == "web-1" and vm.tags == {"role": "web"}
+    assert vm.server_uuid is None
+    assert [(j["name"], j["execution"]) for j in vm.active_jobs] == [("provision", "queued")]
+    assert vm.version == 2
+
+
+# -- the ticket and the lease -------------------------------------------------------------
+
+
+def test_only_the_head_job_may_start():
+    vm = vm_in(VmState.RUNNING)
+    first = queue(vm, Action.STOP)
+    second = queue(vm, Action.START)
+    recorded(vm)
+    with pytest.raises(JobNotRunnableError, match="head"):
+        vm.start_job(second, worker="w1", now=T0, lease_expires_at=T0 + LEASE, cause=cause())
+    assert recorded(vm) == []
+    vm.start_job(first, worker="w1", now=T0, lease_expires_at=T0 + LEASE, cause=cause())
+    assert recorded(vm) == ["JobStarted"]
+    assert vm.head_job["execution"] == Execution.RUNNING and vm.head_job["attempt"] == 1
+
+
+def test_a_second_claim_of_a_running_job_with_an_unexpired_lease_is_refused():
+    vm = vm_in(VmState.PROVISIONING)
+    job_uuid = claim(vm, "w1")
+    recorded(vm)
+    just_before_expiry = T0 + LEASE - timedelta(milliseconds=1)
+    with pytest.raises(JobNotRunnableError, match="leased by w1"):
+        vm.start_job(job_uuid, worker="w2", now=just_before_expiry,
+                     lease_expires_at=just_before_expiry + LEASE, cause=cause())
+    assert recorded(vm) == []
+    assert vm.head_job["worker"] == "w1"
+
+
+def test_a_running_job_whose_lease_expired_is_taken_over_at_the_next_attempt():
+    vm = vm_in(VmState.PROVISIONING)
+    job_uuid = claim(vm, "w1")
+    recorded(vm)
+    later = T0 + LEASE + timedelta(seconds=1)
+    vm.start_job(job_uuid, worker="w2", now=later, lease_expires_at=later + LEASE, cause=cause())
+    assert recorded(vm) == ["JobStarted"]
+    assert vm.head_job["worker"] == "w2" and vm.head_job["attempt"] == 2
+
+
+@pytest.mark.parametrize("command", ["record_step", "succeed_job", "fail_job"])
+def test_a_worker_whose_job_was_taken_over_can_no_longer_advance_it(command):
+    vm = vm_in(VmState.PROVISIONING)
+    job_uuid = claim(vm, "w1")
+    later = T0 + LEASE + timedelta(seconds=1)
+    vm.start_job(job_uuid, worker="w2", now=later, lease_expires_at=later + LEASE, cause=cause())
+    recorded(vm)
+    calls = {
+        "record_step": lambda w: vm.record_step(job_uuid, {"name": "place"}, cause=cause(),
+                                                worker=w),
+        "succeed_job": lambda w: vm.succeed_job(job_uuid, cause=cause(), worker=w),
+        "fail_job": lambda w: vm.fail_job(job_uuid, "boom", cause=cause(), worker=w),
+    }
+    with pytest.raises(JobNotRunnableError, match="taken over by w2"):
+        calls[command]("w1")
+    assert recorded(vm) == []
+    calls[command]("w2")
+    assert len(recorded(vm)) == 1
+
+
+@pytest.mark.parametrize("command", ["record_step", "succeed_job", "fail_job"])
+def test_a_job_that_has_not_started_cannot_be_advanced(command):
+    vm = vm_in(VmState.PROVISIONING)
+    job_uuid = vm.head_job["uuid"]
+    with pytest.raises(JobNotRunnableError, match="not the running head job"):
+        {
+            "record_step": lambda: vm.record_step(job_uuid, {"name": "x"}, cause=cause()),
+            "succeed_job": lambda: vm.succeed_job(job_uuid, cause=cause()),
+            "fail_job": lambda: vm.fail_job(job_uuid, "boom", cause=cause()),
+        }[command]()
+    assert recorded(vm) == []
+
+
+def test_a_finished_job_leaves_the_queue_and_the_next_one_gets_the_ticket():
+    vm = vm_in(VmState.RUNNING)
+    first, second = queue(vm, Action.STOP), queue(vm, Action.START)
+    claim(vm)
+    vm.fail_job(first, "no", cause=cause(), worker="w1")
+    assert recorded(vm)[-1] == "JobFailed"
+    assert vm.head_job["uuid"] == second and vm.head_job["execution"] == "queued"
+
+
+# -- cancel ----------------------------------------------------------------------------------
+
+
+def test_a_queued_job_can_be_canceled_and_leaves_the_queue():
+    vm = vm_in(VmState.RUNNING)
+    running, waiting = queue(vm, Action.STOP), queue(vm, Action.START)
+    claim(vm)
+    recorded(vm)
+    vm.cancel_job(waiting, "changed my mind", cause=cause())
+    assert recorded(vm) == ["JobCanceled"]
+    assert [j["uuid"] for j in vm.active_jobs] == [running]
+
+
+def test_a_running_job_cannot_be_canceled():
+    vm = vm_in(VmState.PROVISIONING)
+    job_uuid = claim(vm)
+    recorded(vm)
+    with pytest.raises(JobNotRunnableError, match="only a queued job"):
+        vm.cancel_job(job_uuid, "no", cause=cause())
+    assert recorded(vm) == []
+
+
+def test_an_unknown_or_finished_job_cannot_be_canceled():
+    vm = vm_in(VmState.RUNNING)
+    with pytest.raises(JobNotRunnableError):
+        vm.cancel_job("00000000-0000-4000-8000-000000000000", "no", cause=cause())
+    assert recorded(vm) == []
+
+
+# -- queue_job follows the rules table --------------------------------------------------------
+
+JOB_PAIRS = list(itertools.product(VmState, JOB_FOR_ACTION))
+
+
+@pytest.mark.parametrize("pair", JOB_PAIRS, ids=lambda p: f"{p[0].value}-{p[1].value}")
+def test_queue_job_records_a_job_unless_the_rules_refuse_the_action(pair):
+    state, action = pair
+    vm = vm_in(state)
+    if verdict(state, action) is Verdict.REFUSED:
+        with pytest.raises(InvalidTransitionError) as refused:
+            queue(vm, action)
+        assert refused.value.state == state.value
+        assert refused.value.allowed_actions == allowed_actions(state)
+        assert recorded(vm) == []
+    else:
+        job_uuid = queue(vm, action)
+        assert recorded(vm) == ["JobQueued"]
+        assert vm.active_jobs[-1]["uuid"] == job_uuid
+
+
+def test_desired_state_follows_the_last_job_asked():
+    vm = vm_in(VmState.RUNNING)
+    assert vm.desired_state is DesiredState.RUNNING
+    queue(vm, Action.STOP)
+    assert vm.desired_state is DesiredState.STOPPED
+    queue(vm, Action.UPDATE, alias="x")
+    assert vm.desired_state is DesiredState.STOPPED  # an update asks for no state
+    queue(vm, Action.START)
+    assert vm.desired_state is DesiredState.RUNNING
+    queue(vm, Action.DESTROY)
+    assert vm.desired_state is DesiredState.DESTROYED
+
+
+def test_a_failed_vm_that_should_run_is_told_apart_from_one_stopped_on_purpose():
+    vm = vm_in(VmState.RUNNING)
+    vm.record_failed("crashed", "guest panic", cause=cause())
+    assert (vm.state, vm.desired_state) == (VmState.FAILED, DesiredState.RUNNING)
+    assert vm.error == {"reason": "crashed", "message": "guest panic"}
+
+
+# -- lifecycle facts -------------------------------------------------------------------------
+
+
+def test_a_lifecycle_fact_the_state_machine_forbids_is_refused_and_records_nothing():
+    vm = vm_in(VmState.DESTROYED)
+    with pytest.raises(IllegalTransitionError):
+        vm.record_started(cause=cause())
+    with pytest.raises(IllegalTransitionError):
+        vm.record_provisioned("s", cause=cause())
+    assert recorded(vm) == []
+
+
+@pytest.mark.parametrize("state", [VmState.PROVISIONING, VmState.RUNNING, VmState.STOPPED,
+                                   VmState.FAILED], ids=str)
+def test_quarantine_and_release_give_the_vm_back_to_its_owner_in_its_state(state):
+    vm = vm_in(state)
+    vm.record_quarantined("stuck for 2h", cause=cause("operator"))
+    assert vm.state is VmState.QUARANTINED
+    assert vm.owner_uuid == QUARANTINE_OWNER_UUID
+    assert vm.quarantine["previous_owner_uuid"] == OWNER
+    assert vm.quarantine["reason"] == "stuck for 2h"
+    vm.record_released(cause=cause("operator"))
+    assert recorded(vm) == ["Quarantined", "Released"]
+    assert vm.state == state and vm.owner_uuid == OWNER and vm.quarantine is None
+
+
+def test_release_of_a_vm_not_in_quarantine_is_refused():
+    vm = vm_in(VmState.RUNNING)
+    with pytest.raises(IllegalTransitionError):
+        vm.record_released(cause=cause())
+    assert recorded(vm) == []
+
+
+# -- metadata --------------------------------------------------------------------------------
+
+
+def test_update_metadata_records_only_what_changes():
+    vm = vm_in(VmState.RUNNING, alias="a", tags={"k": "v"})
+    assert vm.update_metadata({"alias": "b", "tags": {"k": "v"}}, cause=cause()) is True
+    events = vm.collect_events()
+    assert [type(e).__name__ for e in events] == ["MetadataUpdated"]
+    assert events[0].changes == {"alias": "b"}
+    assert vm.alias == "b"
+
+
+def test_update_metadata_records_nothing_when_nothing_changes():
+    vm = vm_in(VmState.STOPPED, alias="a", customer_metadata={"x": "1"})
+    unchanged = {"alias": "a", "customer_metadata": {"x": "1"}}
+    assert vm.update_metadata(unchanged, cause=cause()) is False
+    assert recorded(vm) == []
+
+
+def test_update_metadata_of_a_field_that_is_not_updatable_is_a_domain_refusal():
+    vm = vm_in(VmState.RUNNING)
+    with pytest.raises(DomainError) as refused:
+        vm.update_metadata({"ram": 4096}, cause=cause())
+    assert refused.value.errors[0]["field"] == "ram"
+    assert recorded(vm) == []
+
+
+def test_update_metadata_of_a_destroyed_vm_is_refused():
+    vm = vm_in(VmState.DESTROYED)
+    with pytest.raises(IllegalTransitionError):
+        vm.update_metadata({"alias": "x"}, cause=cause())
+
+
+# -- replay ----------------------------------------------------------------------------------
+
+
+def _long_history() -> Vm:
+    vm = new_vm(alias="a", customer_metadata={"m": 1}, tags={"t": "x"})
+    run_head_job(vm, lambda v: v.record_provisioned("srv-1", cause=cause()))
+    queue(vm, Action.STOP)
+    run_head_job(vm, lambda v: v.record_stopped(cause=cause()))
+    queue(vm, Action.UPDATE, alias="b")
+    job = claim(vm)
+    vm.record_step(job, {"name": "update_metadata", "error": None}, cause=cause(), worker="w1")
+    vm.update_metadata({"alias": "b", "tags": {"t": "y"}}, cause=cause())
+    vm.succeed_job(job, cause=cause(), worker="w1")
+    queue(vm, Action.START)
+    later = T0 + LEASE * 3
+    job = claim(vm, "w1")
+    vm.start_job(job, worker="w2", now=later, lease_expires_at=later + LEASE, cause=cause())
+    vm.record_started(cause=cause(), server_uuid="srv-2")
+    vm.succeed_job(job, cause=cause(), worker="w2")
+    vm.record_failed("crashed", "panic", cause=cause())
+    vm.record_quarantined("why", cause=cause())
+    vm.record_released(cause=cause())
+    queue(vm, Action.START)
+    queue(vm, Action.STOP)
+    vm.cancel_job(vm.active_jobs[1]["uuid"], "no", cause=cause())
+    return vm
+
+
+def test_the_stored_events_replayed_rebuild_an_equal_aggregate():
+    vm = _long_history()
+    app = Application(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    app.save(vm)
+    replayed = app.repository.get(vm.id)
+    assert replayed.version == vm.version
+    assert vars(replayed) == vars(vm)
+
+
+def test_replay_up_to_a_version_gives_the_vm_as_it_was():
+    vm = _long_history()
+    app = Application(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    app.save(vm)
+    assert app.repository.get(vm.id, version=2).state == VmState.PROVISIONING
+    assert app.repository.get(vm.id, version=2).active_jobs[0]["name"] == "provision"

@@ -1,0 +1,155 @@
+"""The command handlers against a real event store (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import threading
+from uuid import UUID
+
+import pytest
+from eventsourcing.persistence import IntegrityError
+
+from domain.errors import UnallocatedVmError, VersionMismatchError, VmNotFoundError
+from domain.states import Action
+from service.application import ConflictRetriesExhaustedError
+from tests.builders import OWNER, act, create, event_names, stream
+
+
+def test_create_vm_appends_created_and_the_queued_provision_job(services):
+    accepted = create(services, alias="web-1")
+    events = stream(services, accepted.vm_uuid)
+    assert [type(e).__name__ for e in events] == ["Created", "JobQueued"]
+    assert events[1].name == "provision" and events[1].job_uuid == accepted.job_uuid
+    assert accepted.version == 2
+    assert accepted.position == services.commands.head_position()
+    assert services.commands.load(accepted.vm_uuid).alias == "web-1"
+
+
+def test_request_action_queues_a_job_and_reports_version_and_position(services):
+    vm = create(services)
+    accepted = act(services, vm.vm_uuid, Action.STOP, version=2)
+    assert accepted.job_uuid and accepted.job_uuid != vm.job_uuid
+    assert accepted.version == 3
+    assert accepted.position == services.commands.head_position()
+    assert event_names(services, vm.vm_uuid)[-1] == "JobQueued"
+
+
+def test_repeating_an_action_already_queued_returns_the_same_job_and_appends_nothing(services):
+    vm = create(services)
+    first = act(services, vm.vm_uuid, Action.STOP, version=2)
+    head = services.commands.head_position()
+    again = act(services, vm.vm_uuid, Action.STOP, version=2)
+    assert again.job_uuid == first.job_uuid
+    assert again.position is None and again.version == first.version
+    assert services.commands.head_position() == head
+
+
+def test_an_update_with_other_arguments_is_not_a_repeat(services):
+    vm = create(services)
+    first = act(services, vm.vm_uuid, Action.UPDATE, version=2, args={"alias": "a"})
+    second = act(services, vm.vm_uuid, Action.UPDATE, version=2, args={"alias": "b"})
+    assert first.job_uuid != second.job_uuid
+    assert second.version == first.version + 1
+
+
+def test_if_match_naming_another_version_raises_and_appends_nothing(services):
+    vm = create(services)
+    head = services.commands.head_position()
+    with pytest.raises(VersionMismatchError) as refused:
+        act(services, vm.vm_uuid, Action.STOP, version=2, if_match=1)
+    assert (refused.value.expected, refused.value.current) == (1, 2)
+    assert services.commands.head_position() == head
+    assert event_names(services, vm.vm_uuid) == ["Created", "JobQueued"]
+
+
+def test_if_match_naming_the_current_version_is_accepted(services):
+    vm = create(services)
+    accepted = act(services, vm.vm_uuid, Action.STOP, version=2, if_match=2)
+    assert accepted.version == 3
+
+
+def test_a_refused_action_appends_nothing(services):
+    vm = create(services)
+    head = services.commands.head_position()
+    with pytest.raises(UnallocatedVmError):
+        act(services, vm.vm_uuid, Action.STOP, version=1)
+    assert services.commands.head_position() == head
+
+
+def test_another_owners_vm_is_not_found_and_nothing_is_appended(services):
+    vm = create(services)
+    head = services.commands.head_position()
+    with pytest.raises(VmNotFoundError):
+        act(services, vm.vm_uuid, Action.STOP, version=2,
+            owner_uuid="00000000-0000-4000-8000-00000000beef")
+    assert services.commands.head_position() == head
+    assert act(services, vm.vm_uuid, Action.STOP, version=2, owner_uuid=OWNER).job_uuid
+
+
+@pytest.mark.parametrize("vm_uuid", ["6d8e7c0a-0000-4000-8000-000000000000", "not-a-uuid"])
+def test_an_unknown_vm_is_not_found(services, vm_uuid):
+    with pytest.raises(VmNotFoundError):
+        act(services, vm_uuid, Action.STOP, version=2)
+
+
+def test_a_conflict_with_another_writer_is_retried_and_both_writes_land(services, monkeypatch):
+    vm = create(services)
+    conflicts: list[int] = []
+    count_metric = services.commands.on_conflict
+    monkeypatch.setattr(services.commands, "on_conflict",
+                        lambda: (conflicts.append(1), count_metric()))
+    # Both threads must have read the VM at the same version before either saves: the
+    # barrier holds each thread's first load until the other has loaded too.
+    barrier = threading.Barrier(2, timeout=10)
+    first_load = threading.local()
+    load = services.commands.load
+
+    def load_then_wait(vm_uuid, version=None):
+        loaded = load(vm_uuid, version)
+        if version is None and not getattr(first_load, "done", False):
+            first_load.done = True
+            barrier.wait()
+        return loaded
+
+    monkeypatch.setattr(services.commands, "load", load_then_wait)
+    results: dict[str, object] = {}
+
+    def queue_update(alias: str) -> None:
+        try:
+            results[alias] = act(services, vm.vm_uuid, Action.UPDATE, version=2,
+                                 args={"alias": alias})
+        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+            results[alias] = error
+
+    threads = [threading.Thread(target=queue_update, args=(a,)) for a in ("left", "right")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert all(not isinstance(r, BaseException) for r in results.values()), results
+    assert len(conflicts) >= 1  # they really collided
+    queued = [e for e in stream(services, vm.vm_uuid) if type(e).__name__ == "JobQueued"]
+    assert sorted(e.params["args"]["alias"] for e in queued[1:]) == ["left", "right"]
+    assert {e.job_uuid for e in queued[1:]} == {r.job_uuid for r in results.values()}
+    assert load(vm.vm_uuid).version == 4
+
+
+def test_a_writer_that_always_loses_gives_up_after_the_configured_retries(services, monkeypatch):
+    vm = create(services)
+    attempts: list[int] = []
+
+    def always_conflicting(*aggregates, **kwargs):
+        attempts.append(1)
+        raise IntegrityError("simulated conflict")
+
+    monkeypatch.setattr(services.app, "save", always_conflicting)
+    with pytest.raises(ConflictRetriesExhaustedError):
+        act(services, vm.vm_uuid, Action.STOP, version=2)
+    assert len(attempts) == services.commands.retries
+
+
+def test_load_folds_the_vm_at_a_past_version(services):
+    vm = create(services)
+    act(services, vm.vm_uuid, Action.STOP, version=2)
+    assert services.commands.load(vm.vm_uuid, version=2).active_jobs[-1]["name"] == "provision"
+    assert services.commands.load(UUID(vm.vm_uuid)).active_jobs[-1]["name"] == "stop"

@@ -1,0 +1,139 @@
+"""API versions: negotiating ``Accept-Version``, and the v1/v2 behaviours of api.md's
+"DeleteVm and actions: version 1 vs version 2" table (the rows decided by state)."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.errors import InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError
+from domain.rules import allowed_actions
+from domain.states import Action, VmState
+from service.versioning import (
+    NEWEST, OLDEST, SUPPORTED_VERSIONS, Behaviour, IfAlready, InvalidVersionError, JobPlan,
+    negotiate,
+)
+
+VM = "5f0c1b9e-0000-4000-8000-000000000001"
+V1, V2 = Behaviour("1.0.0"), Behaviour("2.0.0")
+
+
+# -- negotiate -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "served"),
+    [
+        (None, "1.0.0"),
+        ("1", "1.0.0"),
+        ("~1", "1.0.0"),
+        ("1.0.0", "1.0.0"),
+        ("~2", "2.0.0"),
+        ("2.x", "2.0.0"),
+        ("*", "2.0.0"),
+        ("^2", "2.0.0"),
+        ("1 || 2", "2.0.0"),
+        ("2 || 1", "2.0.0"),
+        ("1.x", "1.0.0"),
+        ("~1.0", "1.0.0"),
+    ],
+)
+def test_negotiate_serves_the_newest_supported_version_the_range_allows(header, served):
+    assert negotiate(header) == served
+
+
+def test_no_header_gets_the_oldest_behaviour_which_never_changes():
+    assert negotiate(None) == OLDEST.version == "1.0.0"
+    assert negotiate("*") == NEWEST.version == "2.0.0"
+
+
+@pytest.mark.parametrize("header", ["3", "~0", "garbage", "^3.1", "2.1.0", ">>1"])
+def test_an_unsatisfiable_range_raises_invalid_version_with_the_supported_list(header):
+    with pytest.raises(InvalidVersionError) as refused:
+        negotiate(header)
+    assert refused.value.requested == header
+    assert refused.value.supported == list(SUPPORTED_VERSIONS) == ["1.0.0", "2.0.0"]
+    assert "1.0.0, 2.0.0" in str(refused.value)
+
+
+# -- Behaviour.admit: one test per row of the table -----------------------------------------
+
+
+@pytest.mark.parametrize("state", [VmState.RUNNING, VmState.STOPPED], ids=str)
+@pytest.mark.parametrize("behaviour", [V1, V2], ids=["v1", "v2"])
+def test_delete_of_a_vm_with_a_server_queues_a_destroy_job_in_both_versions(behaviour, state):
+    plan = behaviour.admit(state, Action.DESTROY, vm_uuid=VM)
+    assert isinstance(plan, JobPlan) and not plan.cancel_queued_provision
+
+
+def test_v1_delete_of_a_vm_with_no_server_is_refused_as_vmapi_does():
+    with pytest.raises(UnallocatedVmError) as refused:
+        V1.admit(VmState.PROVISIONING, Action.DESTROY, vm_uuid=VM)
+    assert str(refused.value) == "Cannot delete a VM with no server_uuid"
+
+
+def test_v2_delete_of_a_vm_with_no_server_queues_behind_and_cancels_the_queued_provision():
+    plan = V2.admit(VmState.PROVISIONING, Action.DESTROY, vm_uuid=VM)
+    assert plan == JobPlan(if_already=IfAlready.SUCCEED, cancel_queued_provision=True)
+
+
+def test_v1_delete_of_a_destroyed_vm_queues_a_job_that_succeeds_doing_nothing():
+    plan = V1.admit(VmState.DESTROYED, Action.DESTROY, vm_uuid=VM)
+    assert plan.if_already is IfAlready.SUCCEED and not plan.cancel_queued_provision
+
+
+def test_v2_delete_of_a_destroyed_vm_is_refused_as_already_destroyed():
+    with pytest.raises(VmAlreadyDestroyedError) as refused:
+        V2.admit(VmState.DESTROYED, Action.DESTROY, vm_uuid=VM)
+    assert refused.value.vm_uuid == VM
+
+
+@pytest.mark.parametrize("behaviour", [V1, V2], ids=["v1", "v2"])
+def test_delete_of_a_failed_vm_queues_a_destroy_job_in_both_versions(behaviour):
+    assert behaviour.admit(VmState.FAILED, Action.DESTROY, vm_uuid=VM).if_already
+
+
+@pytest.mark.parametrize("action", [Action.START, Action.STOP, Action.REBOOT], ids=str)
+def test_v1_action_on_a_provisioning_vm_is_refused_as_unallocated(action):
+    with pytest.raises(UnallocatedVmError) as refused:
+        V1.admit(VmState.PROVISIONING, action, vm_uuid=VM)
+    assert refused.value.action == action.value and refused.value.state == "provisioning"
+
+
+@pytest.mark.parametrize("action", [Action.START, Action.STOP, Action.REBOOT], ids=str)
+def test_v2_action_on_a_provisioning_vm_is_queued_behind_the_provision(action):
+    plan = V2.admit(VmState.PROVISIONING, action, vm_uuid=VM)
+    assert plan == JobPlan(if_already=IfAlready.SUCCEED, cancel_queued_provision=False)
+
+
+@pytest.mark.parametrize(
+    ("state", "action"),
+    [(VmState.STOPPED, Action.STOP), (VmState.STOPPED, Action.KILL),
+     (VmState.RUNNING, Action.START)],
+    ids=["stop-on-stopped", "kill-on-stopped", "start-on-running"],
+)
+def test_v1_action_whose_target_already_holds_queues_a_job_that_fails(state, action):
+    assert V1.admit(state, action, vm_uuid=VM).if_already is IfAlready.FAIL
+
+
+@pytest.mark.parametrize(
+    ("state", "action"),
+    [(VmState.STOPPED, Action.STOP), (VmState.RUNNING, Action.START)],
+    ids=["stop-on-stopped", "start-on-running"],
+)
+def test_v1_with_idempotent_or_v2_action_whose_target_holds_succeeds_doing_nothing(state, action):
+    assert V1.admit(state, action, vm_uuid=VM, idempotent=True).if_already is IfAlready.SUCCEED
+    assert V2.admit(state, action, vm_uuid=VM).if_already is IfAlready.SUCCEED
+
+
+@pytest.mark.parametrize("behaviour", [V1, V2], ids=["v1", "v2"])
+@pytest.mark.parametrize(
+    ("state", "action"),
+    [(VmState.DESTROYED, Action.START), (VmState.STOPPED, Action.REBOOT),
+     (VmState.QUARANTINED, Action.STOP)],
+    ids=["start-on-destroyed", "reboot-on-stopped", "stop-on-quarantined"],
+)
+def test_an_impossible_action_is_an_invalid_transition_in_both_versions(behaviour, state, action):
+    with pytest.raises(InvalidTransitionError) as refused:
+        behaviour.admit(state, action, vm_uuid=VM)
+    assert refused.value.state == state.value
+    assert refused.value.allowed_actions == allowed_actions(state)
