@@ -82,20 +82,23 @@ class Page:
     marker: str | None = None
 
 
-def encode_marker(sort_value: Any, uuid: str) -> str:
-    """The opaque cursor naming the last row of a page."""
-    raw = json.dumps([sort_value, uuid]).encode()
+def encode_marker(sort: str, sort_value: Any, uuid: str) -> str:
+    """The opaque cursor naming the last row of a page, and the order (``sort``) it is in."""
+    raw = json.dumps([sort, sort_value, uuid]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_marker(marker: str) -> tuple[Any, str]:
-    """The (sort value, uuid) a marker names. Raises ``InvalidMarkerError``."""
+def decode_marker(marker: str, sort: str) -> tuple[Any, str]:
+    """The (sort value, uuid) a marker names. Raises ``InvalidMarkerError`` unless the marker
+    was made for the same ``sort`` with a value of its column's type (a mismatched value would
+    make the database refuse the comparison)."""
     try:
         padded = marker + "=" * (-len(marker) % 4)
-        value, uuid = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        made_for, value, uuid = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (binascii.Error, ValueError, TypeError) as error:
         raise InvalidMarkerError(marker) from error
-    if not isinstance(uuid, str):
+    wanted = int if sort.startswith("ram.") else str
+    if made_for != sort or not isinstance(uuid, str) or type(value) is not wanted:
         raise InvalidMarkerError(marker)
     return value, uuid
 
@@ -127,8 +130,9 @@ class VmQueries:
         where, params = vm_filter.where()
         expression = SORT_FIELDS[page.sort_field]
         direction = "DESC" if page.descending else "ASC"
+        sort = f"{page.sort_field}.{direction.lower()}"
         if page.marker is not None:
-            value, uuid = decode_marker(page.marker)
+            value, uuid = decode_marker(page.marker, sort)
             comparison = "<" if page.descending else ">"
             keyset = f"({expression}, uuid) {comparison} (?, ?)"
             where = f"{where} AND {keyset}" if where else f" WHERE {keyset}"
@@ -142,5 +146,6 @@ class VmQueries:
             rows = tx.fetchall()
         more = len(rows) > page.limit
         rows = rows[: page.limit]
-        next_marker = encode_marker(rows[-1]["sort_value"], rows[-1]["uuid"]) if more else None
+        next_marker = (encode_marker(sort, rows[-1]["sort_value"], rows[-1]["uuid"]) if more
+                       else None)
         return [json.loads(r["body"]) for r in rows], next_marker

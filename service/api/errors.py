@@ -91,10 +91,11 @@ def _domain_response(request: Request, error: DomainError) -> JSONResponse:
             status_code=412, headers={"ETag": f'"{error.current}"'},
         )
     if isinstance(error, DuplicateVmError):
+        # A validation error like any other (VMAPI: ValidationFailed, errors[].code Duplicate)
         return JSONResponse(
-            body("Duplicate", str(error), errors=[
+            body("ValidationFailed", str(error), errors=[
                 {"field": "uuid", "code": "Duplicate", "message": "already exists"}]),
-            status_code=409,
+            status_code=validation_status(request),
         )
     if isinstance(error, ValidationError):
         return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=error.errors),

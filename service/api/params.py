@@ -34,6 +34,8 @@ class Query:
         consistency = self.params.get("consistency")
         if consistency not in (None, "strong", "eventual"):
             self.invalid("consistency", "must be strong or eventual")
+        # Every route scopes by owner_uuid the same way: a malformed one names its field.
+        self.owner_uuid = self.uuid("owner_uuid")
 
     def invalid(self, field: str, message: str, code: str = "Invalid") -> None:
         self.errors.append({"field": field, "code": code, "message": message})
@@ -101,7 +103,7 @@ def list_vms_query(request: Request) -> tuple[VmFilter, Page, Query]:
     """Parse and validate ListVms' query; raises ``ValidationFailed`` naming bad fields."""
     query = Query(request, LIST_VMS_PARAMS, prefixes=("tag.",))
     vm_filter = VmFilter(
-        owner_uuid=query.uuid("owner_uuid"),
+        owner_uuid=query.owner_uuid,
         server_uuid=query.uuid("server_uuid"),
         brand=query.text("brand"),
         alias=query.text("alias"),

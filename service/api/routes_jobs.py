@@ -26,7 +26,7 @@ def list_vm_jobs(vm_uuid: str, request: Request) -> JSONResponse:
     query.check()
     read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
     vm = services.vms.get(vm_uuid.lower())
-    owner_uuid = query.uuid("owner_uuid")
+    owner_uuid = query.owner_uuid
     if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid):
         raise VmNotFoundError(vm_uuid)
     return JSONResponse(services.jobs.list(vm_uuid=vm_uuid.lower(), execution=execution,
@@ -39,7 +39,7 @@ def list_jobs(request: Request) -> JSONResponse:
     services = services_of(request)
     query = Query(request, {"vm_uuid", "execution", "name", "limit", "offset", "task"})
     vm_uuid = query.uuid("vm_uuid")
-    owner_uuid = query.uuid("owner_uuid")
+    owner_uuid = query.owner_uuid
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     offset = query.integer("offset", minimum=0) or 0
     execution, name = _job_filters(query)
@@ -79,6 +79,8 @@ def wait_job(job_uuid: str, request: Request) -> JSONResponse:
     query = Query(request, {"timeout"})
     timeout = query.integer("timeout", minimum=0, maximum=MAX_WAIT_S)
     query.check()
+    # Read-your-writes first: a job just accepted is found even with timeout=0.
+    read_your_writes(request, services, ("job_view",), eventual=query.eventual)
     job = wait_for_job(services, job_uuid.lower(), float(30 if timeout is None else timeout))
     if job is None:
         raise JobNotFoundError(job_uuid)

@@ -68,13 +68,13 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     version = query.integer("version", minimum=1)
     at = _instant(query, "at")
     query.check()
-    owner_uuid = request.query_params.get("owner_uuid")
+    owner_uuid = query.owner_uuid
     if version is not None or at is not None:
         vm = _as_it_was(services, vm_uuid, version, at)
     else:
         read_your_writes(request, services, ("vm_view",), eventual=query.eventual)
         vm = services.vms.get(vm_uuid.lower())
-    if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid.lower()):
+    if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid):
         raise VmNotFoundError(vm_uuid)
     return JSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
 
@@ -157,7 +157,7 @@ def act_on_vm(vm_uuid: str, request: Request,
         args = parsed.model_dump(
             include={"alias", "customer_metadata", "internal_metadata", "tags"},
             exclude_none=True)
-    owner_uuid = query.params.get("owner_uuid") or (
+    owner_uuid = query.owner_uuid or (
         str(parsed.owner_uuid) if parsed.owner_uuid else None)
     return _request(request, vm_uuid, action, args=args, owner_uuid=owner_uuid,
                     idempotent=idempotent or bool(parsed.idempotent),
@@ -172,7 +172,7 @@ def delete_vm(vm_uuid: str, request: Request) -> JSONResponse:
     sync = query.boolean("sync")
     query.check()
     return _request(request, vm_uuid, Action.DESTROY, args={},
-                    owner_uuid=query.params.get("owner_uuid"), idempotent=False, sync=sync,
+                    owner_uuid=query.owner_uuid, idempotent=False, sync=sync,
                     context=None, idempotency=idempotency_of(request, None))
 
 
@@ -231,7 +231,7 @@ def vm_history_route(vm_uuid: str, request: Request) -> JSONResponse:
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     query.check()
     services = services_of(request)
-    owner_uuid = request.query_params.get("owner_uuid")
-    if owner_uuid is not None and services.commands.load(vm_uuid).owner_uuid != owner_uuid.lower():
+    owner_uuid = query.owner_uuid
+    if owner_uuid is not None and services.commands.load(vm_uuid).owner_uuid != owner_uuid:
         raise VmNotFoundError(vm_uuid)
     return JSONResponse(vm_history(services.commands, vm_uuid, after_version=after, limit=limit))

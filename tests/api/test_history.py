@@ -1,0 +1,69 @@
+"""A VM's history: ``GET /vms/{uuid}/history`` (api.md, "Endpoints"; design.md, "Auditing")."""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.api.helpers import (
+    OTHER_OWNER, V2, act_and_wait, assert_error, create_running_vm, error_fields,
+)
+
+EVENT_FIELDS = {"version", "position", "timestamp", "type", "data", "cause"}
+
+
+def test_history_lists_every_event_with_version_position_timestamp_type_data_and_cause(
+        client, services) -> None:
+    vm_uuid = create_running_vm(client, alias="audited")
+    stop = act_and_wait(client, vm_uuid, "stop", headers={"x-request-id": "stop-req"})
+    response = client.get(f"/vms/{vm_uuid}/history")
+    assert response.status_code == 200
+    history = response.json()
+    assert all(set(event) == EVENT_FIELDS for event in history)
+    assert [e["version"] for e in history] == list(range(1, services.commands.load(
+        vm_uuid).version + 1))
+    positions = [e["position"] for e in history]
+    assert all(a < b for a, b in zip(positions, positions[1:], strict=False))
+    stamps = [e["timestamp"] for e in history]
+    assert stamps == sorted(stamps) and all(s.endswith("Z") for s in stamps)
+    assert history[0]["type"] == "Created"
+    assert history[0]["data"]["alias"] == "audited"
+    assert history[0]["cause"]["actor"] and history[0]["cause"]["job_uuid"] is None
+    queued = [e for e in history if e["type"] == "JobQueued" and e["data"]["name"] == "stop"]
+    assert queued[0]["cause"]["request_id"] == "stop-req"
+    # every event the stop job's worker appended names the job in its cause
+    by_job = [e for e in history if e["cause"]["job_uuid"] == stop["uuid"]]
+    assert [e["type"] for e in by_job] == [
+        "JobStarted", "JobStepRecorded", "Stopped", "JobSucceeded"]
+
+
+def test_history_pages_with_after_version_and_limit(client) -> None:
+    vm_uuid = create_running_vm(client)
+    everything = client.get(f"/vms/{vm_uuid}/history").json()
+    walked, after = [], 0
+    while True:
+        page = client.get(f"/vms/{vm_uuid}/history",
+                          params={"after_version": after, "limit": 3}).json()
+        assert len(page) <= 3
+        if not page:
+            break
+        walked += page
+        after = page[-1]["version"]
+    assert walked == everything
+    assert client.get(f"/vms/{vm_uuid}/history",
+                      params={"after_version": len(everything) + 5}).json() == []
+
+
+def test_history_of_an_unknown_or_another_owners_vm_is_404(client) -> None:
+    vm_uuid = create_running_vm(client)
+    assert_error(client.get(f"/vms/{uuid.uuid4()}/history"), 404, "ResourceNotFound")
+    assert_error(client.get(f"/vms/{vm_uuid}/history", params={"owner_uuid": OTHER_OWNER}),
+                 404, "ResourceNotFound")
+
+
+def test_history_refuses_bad_parameters_naming_each(client) -> None:
+    vm_uuid = create_running_vm(client)
+    for params, field in (({"after_version": "-1"}, "after_version"), ({"limit": "0"}, "limit"),
+                          ({"limit": "1001"}, "limit"), ({"colour": "blue"}, "colour")):
+        body = assert_error(client.get(f"/vms/{vm_uuid}/history", params=params, headers=V2),
+                            422, "ValidationFailed")
+        assert error_fields(body) == {field: "Invalid"}, params

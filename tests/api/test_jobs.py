@@ -1,0 +1,142 @@
+"""Jobs: ``GET /vms/{uuid}/jobs``, ``GET /jobs``, ``GET /jobs/{uuid}`` and
+``GET /jobs/{uuid}/wait`` (api.md, "Endpoints", the job object, "VMAPI client compatibility")."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from tests.api.helpers import (
+    OTHER_OWNER, TERMINAL, V2, act, act_and_wait, assert_error, create_running_vm, create_vm,
+    error_fields, wait_job,
+)
+
+JOB_FIELDS = {"uuid", "name", "execution", "vm_uuid", "params", "created_at", "started_at",
+              "finished_at", "attempt", "error", "chain_results"}
+STEP_FIELDS = {"name", "result", "error", "started_at", "finished_at"}
+
+
+def test_get_job_answers_the_job_object(client) -> None:
+    created = create_vm(client)
+    wait_job(client, created["job_uuid"])
+    response = client.get(f"/jobs/{created['job_uuid']}")
+    assert response.status_code == 200
+    job = response.json()
+    assert set(job) == JOB_FIELDS
+    assert (job["uuid"], job["name"], job["vm_uuid"]) == (
+        created["job_uuid"], "provision", created["vm_uuid"])
+    assert (job["execution"], job["attempt"], job["error"]) == ("succeeded", 1, None)
+    assert job["created_at"] <= job["started_at"] <= job["finished_at"]
+    for stamp in (job["created_at"], job["started_at"], job["finished_at"]):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), stamp
+    assert [step["name"] for step in job["chain_results"]] == [
+        "place", "ensure_registered", "ensure_state"]
+    assert all(set(step) == STEP_FIELDS for step in job["chain_results"])
+
+
+def test_an_unknown_job_is_404_for_get_and_wait(client) -> None:
+    missing = str(uuid.uuid4())
+    assert_error(client.get(f"/jobs/{missing}"), 404, "ResourceNotFound")
+    assert_error(client.get(f"/jobs/{missing}/wait", params={"timeout": 1}),
+                 404, "ResourceNotFound")
+
+
+def test_a_vms_jobs_are_listed_newest_first_and_filtered(client) -> None:
+    created = create_vm(client)
+    wait_job(client, created["job_uuid"])
+    stop = act_and_wait(client, created["vm_uuid"], "stop")
+    failed = act_and_wait(client, created["vm_uuid"], "stop")  # v1: fails on a stopped VM
+    other = create_running_vm(client)
+    path = f"/vms/{created['vm_uuid']}/jobs"
+    jobs = client.get(path).json()
+    assert [j["uuid"] for j in jobs] == [failed["uuid"], stop["uuid"], created["job_uuid"]]
+    assert all(set(j) == JOB_FIELDS for j in jobs)
+    assert [j["uuid"] for j in client.get(path, params={"name": "stop"}).json()] == [
+        failed["uuid"], stop["uuid"]]
+    assert [j["uuid"] for j in client.get(path, params={"execution": "failed"}).json()] == [
+        failed["uuid"]]
+    assert [j["uuid"] for j in client.get(path, params={"limit": 1, "offset": 1}).json()] == [
+        stop["uuid"]]
+    assert other not in {j["vm_uuid"] for j in jobs}
+    assert_error(client.get(f"/vms/{uuid.uuid4()}/jobs"), 404, "ResourceNotFound")
+    assert_error(client.get(path, params={"owner_uuid": OTHER_OWNER}), 404, "ResourceNotFound")
+
+
+def test_list_jobs_filters_by_vm_execution_and_name(client) -> None:
+    first = create_running_vm(client)
+    second = create_vm(client, internal_metadata={"force_provision_failure": True})
+    wait_job(client, second["job_uuid"])
+    stop = act_and_wait(client, first, "stop")
+
+    def uuids(**params) -> list[str]:
+        response = client.get("/jobs", params=params)
+        assert response.status_code == 200, response.text
+        return [job["uuid"] for job in response.json()]
+
+    assert len(uuids()) == 3
+    assert uuids(vm_uuid=first)[0] == stop["uuid"] and len(uuids(vm_uuid=first)) == 2
+    assert uuids(execution="failed") == [second["job_uuid"]]
+    assert uuids(name="stop") == [stop["uuid"]]
+    assert uuids(vm_uuid=first, name="provision", execution="succeeded") == [
+        job["uuid"] for job in client.get(f"/vms/{first}/jobs", params={"name": "provision"})
+        .json()]
+    assert uuids(vm_uuid=str(uuid.uuid4())) == []
+    assert uuids(owner_uuid=OTHER_OWNER) == []
+
+
+def test_list_jobs_refuses_bad_parameters_naming_each(client) -> None:
+    for params, field in (({"vm_uuid": "nope"}, "vm_uuid"), ({"execution": "paused"}, "execution"),
+                          ({"name": "explode"}, "name"), ({"limit": 0}, "limit"),
+                          ({"colour": "blue"}, "colour")):
+        body = assert_error(client.get("/jobs", params=params, headers=V2),
+                            422, "ValidationFailed")
+        assert error_fields(body) == {field: "Invalid"}, params
+
+
+def test_wait_returns_the_job_once_it_is_terminal(paused) -> None:
+    created = create_vm(paused.http)
+    paused.run_jobs()
+    response = paused.http.get(f"/jobs/{created['job_uuid']}/wait", params={"timeout": 10})
+    assert response.status_code == 200
+    assert response.json()["execution"] == "succeeded"
+
+
+def test_wait_answers_at_its_timeout_with_the_job_as_it_is(paused) -> None:
+    created = create_vm(paused.http)
+    response = paused.http.get(f"/jobs/{created['job_uuid']}/wait", params={"timeout": 0})
+    assert response.status_code == 200
+    assert response.json()["execution"] == "queued"
+
+
+def test_wait_refuses_a_timeout_out_of_bounds(client) -> None:
+    created = create_vm(client)
+    for timeout in ("-1", "121", "soon"):
+        response = client.get(f"/jobs/{created['job_uuid']}/wait", params={"timeout": timeout})
+        assert error_fields(assert_error(response, 409, "ValidationFailed")) == {
+            "timeout": "Invalid"}
+
+
+def test_every_terminal_job_has_a_chain_result_whose_last_error_is_empty_iff_it_succeeded(
+        paused) -> None:
+    http = paused.http
+    canceled = create_vm(http)
+    assert http.delete(f"/vms/{canceled['vm_uuid']}", headers=V2).status_code == 202
+    create_vm(http, internal_metadata={"force_provision_failure": True})
+    running = create_vm(http)
+    paused.run_jobs()
+    for action in ("stop", "start", "reboot"):
+        assert act(http, running["vm_uuid"], action).status_code == 202
+        paused.run_jobs()
+    assert act(http, running["vm_uuid"], "start").status_code == 202  # v1: fails, running
+    assert act(http, running["vm_uuid"], "update", json={"alias": "x"}).status_code == 202
+    paused.run_jobs()
+    jobs = http.get("/jobs").json()
+    assert {job["execution"] for job in jobs} == {"succeeded", "failed", "canceled"}
+    for job in jobs:
+        assert job["execution"] in TERMINAL
+        assert job["chain_results"], job
+        assert all(set(step) == STEP_FIELDS for step in job["chain_results"])
+        last_error = job["chain_results"][-1]["error"]
+        assert (not last_error) == (job["execution"] == "succeeded"), job
+        assert (not job["error"]) == (job["execution"] == "succeeded"), job
+        assert job["finished_at"] is not None

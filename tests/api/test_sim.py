@@ -1,0 +1,105 @@
+"""The simulated fleet's HTTP control surface under ``/sim/`` (docs/simulation.md)."""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.api.helpers import (
+    assert_error, create_running_vm, create_vm, error_fields, get_vm, wait_job,
+)
+
+
+def servers_by_uuid(client) -> dict[str, dict]:
+    response = client.get("/sim")
+    assert response.status_code == 200, response.text
+    return {server["uuid"]: server for server in response.json()["servers"]}
+
+
+def test_sim_shows_the_servers_with_their_vm_copies_faults_latency_and_pause(client) -> None:
+    vm_uuid = create_running_vm(client)
+    world = client.get("/sim").json()
+    assert [s["hostname"] for s in world["servers"]] == ["sim0000", "sim0001", "sim0002",
+                                                        "sim0003"]
+    assert {s["status"] for s in world["servers"]} == {"running"}
+    server_uuid = get_vm(client, vm_uuid)["server_uuid"]
+    copies = {s["uuid"]: [c["vm_uuid"] for c in s["vms"]] for s in world["servers"]}
+    assert copies[server_uuid] == [vm_uuid]
+    assert world["faults"] == [] and world["workers_paused"] is False
+    assert set(world["latency_s"].values()) == {0.0}
+    assert_error(client.get("/sim", params={"colour": "blue"}), 409, "ValidationFailed")
+
+
+def test_an_injected_failure_fails_the_next_call_and_the_job_records_the_failed_step(
+        client) -> None:
+    injected = client.post("/sim/faults", json={"operation": "ensure_state", "count": 1})
+    assert injected.status_code == 200, injected.text
+    assert len(injected.json()["faults"]) == 1
+    failed = create_vm(client)
+    job = wait_job(client, failed["job_uuid"])
+    assert job["execution"] == "failed"
+    assert job["chain_results"][-1]["name"] == "ensure_state"
+    assert "injected failure" in job["chain_results"][-1]["error"]
+    assert get_vm(client, failed["vm_uuid"])["state"] == "failed"
+    # the fault was used up: the next provision succeeds
+    assert wait_job(client, create_vm(client)["job_uuid"])["execution"] == "succeeded"
+    bad = client.post("/sim/faults", json={"operation": "explode"})
+    assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {"operation": "Invalid"}
+
+
+def test_latency_is_set_per_operation_or_for_all_and_clearing_faults_removes_it(client) -> None:
+    one = client.put("/sim/latency", json={"seconds": 0.5, "operation": "unregister"})
+    assert one.json()["latency_s"]["unregister"] == 0.5
+    assert one.json()["latency_s"]["ensure_state"] == 0.0
+    every = client.put("/sim/latency", json={"seconds": 0.25}).json()["latency_s"]
+    assert every["ensure_state"] == 0.25 and every["unregister"] == 0.5
+    client.post("/sim/faults", json={"operation": "unregister", "count": 3})
+    client.post("/sim/workers", params={"action": "pause"})
+    cleared = client.delete("/sim/faults").json()
+    assert cleared["faults"] == [] and cleared["workers_paused"] is False
+    assert set(cleared["latency_s"].values()) == {0.0}
+    bad = client.put("/sim/latency", json={"seconds": -1})
+    assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {"seconds": "Invalid"}
+
+
+def test_paused_workers_claim_no_job_until_resumed(client, services) -> None:
+    assert client.post("/sim/workers", params={"action": "pause"}).json()["workers_paused"]
+    created = create_vm(client)
+    assert services.worker.run_pending() == 0
+    waited = client.get(f"/jobs/{created['job_uuid']}/wait", params={"timeout": 0}).json()
+    assert waited["execution"] == "queued"
+    assert get_vm(client, created["vm_uuid"])["state"] == "provisioning"
+    assert client.post("/sim/workers", params={"action": "resume"}).json()[
+        "workers_paused"] is False
+    assert wait_job(client, created["job_uuid"])["execution"] == "succeeded"
+    bad = client.post("/sim/workers", params={"action": "sleep"})
+    assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {"action": "Invalid"}
+
+
+def test_server_happenings_reboot_remove_restore_and_restart_agent(client) -> None:
+    vm_uuid = create_running_vm(client)
+    server_uuid = get_vm(client, vm_uuid)["server_uuid"]
+    before = servers_by_uuid(client)[server_uuid]
+
+    def happen(action: str) -> dict:
+        response = client.post(f"/sim/servers/{server_uuid}", params={"action": action})
+        assert response.status_code == 200, response.text
+        return {s["uuid"]: s for s in response.json()["servers"]}[server_uuid]
+
+    assert [c["known"] for c in happen("restart_agent")["vms"]] == [0]
+    assert happen("remove")["status"] == "removed"
+    assert happen("restore")["status"] == "running"
+    rebooted = happen("reboot")
+    assert rebooted["boot_id"] != before["boot_id"] and rebooted["vms"] == []
+    assert_error(client.post(f"/sim/servers/{uuid.uuid4()}", params={"action": "reboot"}),
+                 404, "ResourceNotFound")
+    bad = client.post(f"/sim/servers/{server_uuid}", params={"action": "explode"})
+    assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {"action": "Invalid"}
+
+
+def test_a_guest_shutdown_powers_the_guest_off(client) -> None:
+    vm_uuid = create_running_vm(client)
+    response = client.post(f"/sim/vms/{vm_uuid}", params={"action": "shutdown"})
+    assert response.status_code == 200, response.text
+    assert [copy["state"] for copy in response.json()["copies"]] == ["stopped"]
+    bad = client.post(f"/sim/vms/{vm_uuid}", params={"action": "explode"})
+    assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {"action": "Invalid"}
