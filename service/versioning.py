@@ -119,11 +119,11 @@ class Behaviour:
                 if_already=IfAlready.SUCCEED,
                 cancel_queued_provision=action is Action.DESTROY,
             )
-        if verdict is Verdict.ALREADY and action is Action.DESTROY:
-            if self.major >= 2:
-                raise VmAlreadyDestroyedError(vm_uuid)
-            return JobPlan(if_already=IfAlready.SUCCEED)
-        if self.major >= 2 or idempotent:
+        if verdict is Verdict.ALREADY and action is Action.DESTROY and self.major >= 2:
+            raise VmAlreadyDestroyedError(vm_uuid)
+        # A delete finding its VM already destroyed succeeds doing nothing in version 1 too,
+        # whether the VM was destroyed before the request or while the job waited its ticket.
+        if self.major >= 2 or idempotent or action is Action.DESTROY:
             return JobPlan(if_already=IfAlready.SUCCEED)
         return JobPlan(if_already=IfAlready.FAIL)
 

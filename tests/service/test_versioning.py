@@ -137,3 +137,11 @@ def test_an_impossible_action_is_an_invalid_transition_in_both_versions(behaviou
         behaviour.admit(state, action, vm_uuid=VM)
     assert refused.value.state == state.value
     assert refused.value.allowed_actions == allowed_actions(state)
+
+
+@pytest.mark.parametrize("state", [VmState.RUNNING, VmState.STOPPED, VmState.FAILED], ids=str)
+@pytest.mark.parametrize("behaviour", [V1, V2], ids=["v1", "v2"])
+def test_a_delete_job_finding_the_vm_already_destroyed_at_its_ticket_succeeds(behaviour, state):
+    # The row "VM already destroyed: 202 job that succeeds doing nothing" (v1) must hold too
+    # when the VM was destroyed by something else while the delete waited for its ticket.
+    assert behaviour.admit(state, Action.DESTROY, vm_uuid=VM).if_already is IfAlready.SUCCEED

@@ -11,7 +11,7 @@ import pytest
 from domain.states import Action
 from service.compute.simulated import place
 from service.worker import Worker, utcnow
-from tests.builders import act, create, settle, stream
+from tests.builders import act, cause, create, settle, stream
 
 
 def job(services, job_uuid: str) -> dict[str, Any]:
@@ -282,3 +282,15 @@ def test_a_provision_taken_over_after_its_worker_died_keeps_the_vm_where_it_was_
     assert (row["server_uuid"], row["state"]) == (first_server, "running")
     provision = job(services, accepted.job_uuid)
     assert provision["execution"] == "succeeded" and provision["attempt"] == 2
+
+
+def test_a_v1_delete_whose_vm_was_destroyed_before_its_ticket_succeeds_doing_nothing(services):
+    vm_uuid = running_vm(services)
+    act(services, vm_uuid, Action.STOP)  # holds the ticket while the delete waits behind it
+    deleted = act(services, vm_uuid, Action.DESTROY, version=1)
+    # Something else (an ephemeral VM's host rebooting) destroys the VM meanwhile.
+    services.commands.change(vm_uuid, lambda vm: vm.record_destroyed(cause=cause("agent")))
+    settle(services)
+    destroy = job(services, deleted.job_uuid)
+    assert destroy["execution"] == "succeeded"
+    assert destroy["chain_results"][-1]["error"] is None
