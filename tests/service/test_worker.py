@@ -22,11 +22,9 @@ def job(services, job_uuid: str) -> dict[str, Any]:
     return found
 
 
-def sim_row(services, vm_uuid: str) -> dict[str, Any] | None:
-    """The simulator's row for a VM, or None when no compute node has it."""
-    with services.db.transaction(commit=False) as tx:
-        tx.execute("SELECT * FROM sim_vms WHERE vm_uuid = ?", (vm_uuid,))
-        return tx.fetchone()
+def copies(services, vm_uuid: str) -> list[dict[str, Any]]:
+    """Every copy of a VM in the simulated world (one per server it exists on)."""
+    return [dict(copy) for copy in services.fleet.copies(vm_uuid)]
 
 
 def running_vm(services, **overrides: Any) -> str:
@@ -56,9 +54,9 @@ def test_provision_places_the_vm_on_a_server_with_free_capacity_and_records_it(s
     vm = services.commands.load(accepted.vm_uuid)
     assert vm.state == "running" and vm.server_uuid in before
     assert before[vm.server_uuid] >= 2048
-    row = sim_row(services, accepted.vm_uuid)
-    assert row["server_uuid"] == vm.server_uuid and row["state"] == "running"
-    assert row["ram_mib"] == 2048
+    [copy] = copies(services, accepted.vm_uuid)
+    assert (copy["server_uuid"], copy["state"]) == (vm.server_uuid, "running")
+    assert services.fleet.server_info(vm.server_uuid).ram_allocated_mib == 2048
     provision = job(services, accepted.job_uuid)
     assert provision["execution"] == "succeeded"
     assert [s["name"] for s in provision["chain_results"]] == [
@@ -82,7 +80,7 @@ def test_a_vm_whose_ram_fits_no_server_fails_its_provision_at_the_place_step(ser
     assert provision["execution"] == "failed"
     last = provision["chain_results"][-1]
     assert last["name"] == "place" and f"{too_big} MiB" in last["error"]
-    assert sim_row(services, accepted.vm_uuid) is None
+    assert copies(services, accepted.vm_uuid) == []
 
 
 def test_force_provision_failure_in_internal_metadata_fails_the_provision(services):
@@ -92,7 +90,7 @@ def test_force_provision_failure_in_internal_metadata_fails_the_provision(servic
     provision = job(services, accepted.job_uuid)
     assert provision["execution"] == "failed"
     assert "force_provision_failure" in provision["chain_results"][-1]["error"]
-    assert sim_row(services, accepted.vm_uuid) is None  # nothing half-made is left behind
+    assert copies(services, accepted.vm_uuid) == []  # nothing half-made is left behind
 
 
 # -- actions whose target already holds ------------------------------------------------------
@@ -159,7 +157,7 @@ def test_v2_delete_of_a_provisioning_vm_cancels_the_provision_and_touches_no_com
     assert destroy["execution"] == "succeeded"
     assert [s["name"] for s in destroy["chain_results"]] == ["mark_destroyed"]
     assert spy.for_vm(created.vm_uuid) == []
-    assert sim_row(services, created.vm_uuid) is None
+    assert copies(services, created.vm_uuid) == []
 
 
 def test_delete_of_a_running_vm_unregisters_it_from_its_server(services):
@@ -168,7 +166,7 @@ def test_delete_of_a_running_vm_unregisters_it_from_its_server(services):
     settle(services)
     assert services.commands.load(vm_uuid).state == "destroyed"
     assert [s["name"] for s in job(services, deleted.job_uuid)["chain_results"]] == ["unregister"]
-    assert sim_row(services, vm_uuid) is None
+    assert copies(services, vm_uuid) == []
 
 
 # -- chain_results -------------------------------------------------------------------------
@@ -268,7 +266,7 @@ def test_a_provision_taken_over_after_its_worker_died_keeps_the_vm_where_it_was_
     monkeypatch.setattr(services.fleet, "ensure_state", die_once)
     with pytest.raises(RuntimeError, match="died"):
         services.worker.run_vm(accepted.vm_uuid)
-    first_server = sim_row(services, accepted.vm_uuid)["server_uuid"]
+    [first] = copies(services, accepted.vm_uuid)
     after_the_lease = services.worker.lease * 2
     rescuer = Worker(
         services.commands, services.fleet, find_work=services.jobs.vms_with_unfinished_jobs,
@@ -277,9 +275,10 @@ def test_a_provision_taken_over_after_its_worker_died_keeps_the_vm_where_it_was_
     )
     assert rescuer.run_vm(accepted.vm_uuid)
     vm = services.commands.load(accepted.vm_uuid)
-    assert vm.state == "running" and vm.server_uuid == first_server
-    row = sim_row(services, accepted.vm_uuid)  # one row per VM: it is on no other server
-    assert (row["server_uuid"], row["state"]) == (first_server, "running")
+    assert vm.state == "running" and vm.server_uuid == first["server_uuid"]
+    # Still one copy, where it was created, now running: no second copy elsewhere.
+    assert [(c["server_uuid"], c["state"]) for c in copies(services, accepted.vm_uuid)] == [
+        (first["server_uuid"], "running")]
     provision = job(services, accepted.job_uuid)
     assert provision["execution"] == "succeeded" and provision["attempt"] == 2
 
