@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from tests.api.helpers import (
-    OWNER, V2, assert_error, create_vm, error_fields, event_types_after, get_vm, sim_row,
-    vm_body, wait_job,
+    OWNER, V2, assert_error, create_running_vm, create_vm, error_fields, event_types_after,
+    get_vm, sim_row, vm_body, wait_job,
 )
 
 
@@ -127,6 +127,15 @@ def test_creating_an_existing_uuid_with_another_request_is_a_duplicate_validatio
     body = assert_error(response, status, "ValidationFailed")
     assert error_fields(body) == {"uuid": "Duplicate"}
     assert services.commands.head_position() == head
+
+
+def test_a_vm_pinned_to_a_server_is_placed_on_it(client, services) -> None:
+    servers = [server.uuid for server in services.fleet.servers()]
+    for pinned in servers[1:3]:
+        vm_uuid = create_running_vm(client, server_uuid=pinned, persistence="ephemeral")
+        vm = get_vm(client, vm_uuid)
+        assert (vm["server_uuid"], vm["persistence"]) == (pinned, "ephemeral")
+        assert sim_row(services, vm_uuid)["server_uuid"] == pinned
 
 
 def test_force_provision_failure_makes_the_provision_job_fail_and_the_vm_failed(
