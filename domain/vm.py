@@ -119,6 +119,7 @@ class Vm(Aggregate):
                     "attempt": 0,
                     "worker": None,
                     "lease_expires_at": None,
+                    "steps_done": [],
                 }
             )
             desired = _DESIRED_AFTER_JOB.get(self.name)
@@ -141,12 +142,28 @@ class Vm(Aggregate):
             job["worker"] = self.worker
             job["lease_expires_at"] = self.lease_expires_at.isoformat()
 
+    class JobLeaseRenewed(Event):
+        """The worker running the head job still works on it: its lease is extended."""
+
+        TOPIC = "vm.job_lease_renewed"
+        job_uuid: str
+        lease_expires_at: datetime
+
+        def apply(self, vm: Vm) -> None:
+            vm.active_jobs[0]["lease_expires_at"] = self.lease_expires_at.isoformat()
+
     class JobStepRecorded(Event):
         """A step of the running job ended (a ``chain_results`` entry)."""
 
         TOPIC = "vm.job_step_recorded"
         job_uuid: str
         step: dict[str, Any]
+
+        def apply(self, vm: Vm) -> None:
+            # What a takeover needs to know: which steps an earlier attempt finished.
+            job = vm.active_job(self.job_uuid)
+            if job is not None and self.step.get("error") is None:
+                job.setdefault("steps_done", []).append(self.step["name"])
 
     class JobSucceeded(Event):
         """The head job ended well; it leaves the queue."""
@@ -416,6 +433,16 @@ class Vm(Aggregate):
             worker=worker,
             attempt=head["attempt"] + 1,
             lease_expires_at=lease_expires_at,
+        )
+
+    def renew_lease(
+        self, job_uuid: str, *, worker: str, lease_expires_at: datetime, cause: Cause
+    ) -> None:
+        """Extend ``worker``'s lease on the running head job. Raises ``JobNotRunnableError``
+        if the job ended or another worker took it over."""
+        self._running_job(job_uuid, worker)
+        self.trigger_event(
+            self.JobLeaseRenewed, cause=cause, job_uuid=job_uuid, lease_expires_at=lease_expires_at
         )
 
     def _running_job(self, job_uuid: str, worker: str | None = None) -> dict[str, Any]:

@@ -56,6 +56,11 @@ class JobView(ReadModel):
                         event.worker, rfc3339(event.lease_expires_at), event.job_uuid,
                     ),
                 )
+            elif isinstance(event, Vm.JobLeaseRenewed):
+                tx.execute(
+                    "UPDATE job_view SET lease_expires_at = ? WHERE uuid = ?",
+                    (rfc3339(event.lease_expires_at), event.job_uuid),
+                )
             elif isinstance(event, Vm.JobStepRecorded):
                 self._append_step(tx, event.job_uuid, event.step)
             elif isinstance(event, Vm.JobSucceeded):

@@ -68,6 +68,8 @@ class Services:
             placement=lambda vm: place(fleet.servers(), vm.ram),
             lease_s=settings.job_lease_s,
             paused=fleet.faults.workers_paused,
+            step_attempts=settings.job_step_attempts,
+            max_attempts=settings.job_max_attempts,
         )
         commands.after_save.append(lambda _position: runner.wake())
         runner.add_listener(worker.wake)

@@ -31,6 +31,18 @@ def run(job: JobRun) -> None:
         job.fail(error, record)
 
 
+def give_up(job: JobRun) -> None:
+    """End a job whose workers kept being lost: its attempts are bounded (the count is in
+    each ``JobStarted``). A VM still provisioning leaves that state."""
+    error = f"gave up after {job.attempt - 1} attempts: the workers running it were lost"
+
+    def record(vm: Vm) -> None:
+        if vm.state == VmState.PROVISIONING:
+            vm.record_provision_failed(error, cause=job.cause)
+
+    job.fail(error, record)
+
+
 def _already(job: JobRun, verb: str) -> None:
     """The target state already holds: succeed doing nothing, or fail as VMAPI v1 does."""
     state = job.vm.state
@@ -51,10 +63,13 @@ def provision(job: JobRun) -> None:
         job.succeed(note=f"VM is {vm.state}: nothing to provision")
         return
     vm_uuid = str(vm.id)
+    if job.attempt > 1:
+        _reconcile_provision(job, vm_uuid)
+        return
 
     def place() -> str:
         pinned = job.params.get("args", {}).get("server_uuid")
-        server = _placed_by_an_earlier_attempt(job, vm_uuid) or pinned or job.worker.placement(vm)
+        server = pinned or job.worker.placement(vm)
         if server is None:
             raise ComputeError(f"no server has {vm.ram} MiB free")
         return server
@@ -70,6 +85,44 @@ def provision(job: JobRun) -> None:
             job.driver.unregister(server_uuid, vm_uuid)
         raise
     job.succeed(lambda v: v.record_provisioned(server_uuid, cause=job.cause))
+
+
+def _reconcile_provision(job: JobRun, vm_uuid: str) -> None:
+    """Take over a provision whose worker was lost (Triton ZAPI-599): ask the compute nodes
+    what is really there and record it, never redoing a finished step. Present and running:
+    it is provisioned. Present and stopped after an earlier attempt recorded its boot: its guest
+    shut it down, so it is provisioned, then stopped; a replayed boot must not start it again
+    (Omicron #2209). Present and never booted: boot it. Absent: the provision failed."""
+    found = _where_is(job, vm_uuid)
+    if found is None:
+        error = "the worker provisioning it was lost before the VM was created"
+        job.record_step("reconcile", result=None, error=error)
+        job.fail(error, lambda v: v.record_provision_failed(error, cause=job.cause))
+        return
+    server_uuid, power = found
+    job.record_step("reconcile", result={"server_uuid": server_uuid, "state": power})
+    booted = "ensure_state" in job.job.get("steps_done", [])
+    if power != "running" and not booted:
+        # Created but never booted: finish the provision.
+        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, vm_uuid, "running"))
+        power = "running"
+
+    def record(vm: Vm) -> None:
+        vm.record_provisioned(server_uuid, cause=job.cause)
+        if power != "running":
+            vm.record_stopped(cause=job.cause)
+
+    job.succeed(record)
+
+
+def _where_is(job: JobRun, vm_uuid: str) -> tuple[str, str] | None:
+    """The server that reports the VM, with its power state, or None."""
+    for server in job.driver.servers():
+        with contextlib.suppress(ComputeError):
+            power = job.driver.inventory(server.uuid).get(vm_uuid)
+            if power is not None:
+                return server.uuid, power
+    return None
 
 
 def _placed_by_an_earlier_attempt(job: JobRun, vm_uuid: str) -> str | None:

@@ -34,6 +34,12 @@ class Settings(BaseSettings):
     projection_poll_s: float = Field(0.05, gt=0, description="projection runner poll interval")
     worker_poll_s: float = Field(0.2, gt=0, description="job worker poll interval")
     job_lease_s: float = Field(30.0, gt=0, description="how long a claimed job is held")
+    job_step_attempts: int = Field(
+        3, ge=1, le=20, description="tries of a failing compute call within one job step"
+    )
+    job_max_attempts: int = Field(
+        3, ge=1, le=20, description="workers a job may be started by (takeovers) before it fails"
+    )
     command_retries: int = Field(
         30, ge=1, description="attempts at a command that meets another writer's conflict"
     )

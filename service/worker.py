@@ -35,8 +35,13 @@ class StepFailedError(Exception):
     """A job step failed; the job ends failed with this message."""
 
 
+class PreconditionFailedError(StepFailedError):
+    """The VM changed under the job (another writer moved it on): the next step is not run."""
+
+
 class JobRun:
-    """One claimed job being worked on: records steps and the outcome as this worker."""
+    """One claimed job being worked on: records steps and the outcome as this worker, keeps
+    its lease alive, and runs no step whose preconditions no longer hold (Omicron #2209)."""
 
     def __init__(self, worker: Worker, vm: Vm, job: dict[str, Any]):
         self.worker = worker
@@ -44,36 +49,87 @@ class JobRun:
         self.job = job
         self.job_uuid: str = job["uuid"]
         self.params: dict[str, Any] = job["params"]
+        self.attempt: int = job["attempt"]
         self.steps_recorded = 0
         self.last_step_failed = False
         self.cause = make_cause(f"worker:{worker.worker_id}", job_uuid=self.job_uuid)
+        # What the steps assume of the VM: where it was, as it was, when the job was claimed.
+        self.expected = (str(vm.state), vm.server_uuid)
+        self._lost: JobNotRunnableError | None = None
+        self._done = threading.Event()
+        self._heartbeat: threading.Thread | None = None
 
     @property
     def driver(self) -> ComputeDriver:
         return self.worker.driver
 
+    # -- the lease --------------------------------------------------------------------------
+
+    def keep_lease(self) -> None:
+        """Renew the lease every third of its length until ``release`` (a daemon thread)."""
+        self._heartbeat = threading.Thread(
+            target=self._renew_until_done, name=f"lease-{self.job_uuid[:8]}", daemon=True)
+        self._heartbeat.start()
+
+    def release(self) -> None:
+        """Stop renewing the lease (the job ended, or was lost)."""
+        self._done.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+
+    def _renew_until_done(self) -> None:
+        lease = self.worker.lease
+        while not self._done.wait(lease.total_seconds() / 3):
+            expires = self.worker.clock() + lease
+            try:
+                self.worker.commands.change(self.vm.id, lambda vm: vm.renew_lease(
+                    self.job_uuid, worker=self.worker.worker_id, lease_expires_at=expires,
+                    cause=self.cause))
+            except JobNotRunnableError as lost:
+                self._lost = lost
+                return
+            except Exception:  # noqa: BLE001 - keep trying: the lease is not lost yet
+                log.exception("renewing the lease of job %s failed", self.job_uuid)
+
+    # -- steps ------------------------------------------------------------------------------
+
     def _change(self, mutate: Callable[[Vm], None]) -> Vm:
+        if self._lost is not None:
+            raise self._lost
         _, vm, _ = self.worker.commands.change(self.vm.id, mutate)
         self.vm = vm
         return vm
 
-    def step(self, name: str, operation: Callable[[], Any]) -> Any:
-        """Run ``operation`` as step ``name`` and record it (a ``chain_results`` entry).
+    def _check_preconditions(self, name: str) -> None:
+        found = (str(self.vm.state), self.vm.server_uuid)
+        if found != self.expected:
+            error = (f"not run: the VM changed while the job ran (state {self.expected[0]} on "
+                     f"{self.expected[1]}, now {found[0]} on {found[1]})")
+            self.record_step(name, result=None, error=error)
+            raise PreconditionFailedError(error)
 
-        Raises ``StepFailedError`` after recording a step whose operation raised
-        ``ComputeError``, and ``JobNotRunnableError`` if the job was taken from this worker.
+    def step(self, name: str, operation: Callable[[], Any]) -> Any:
+        """Run ``operation`` as step ``name`` and record it (a ``chain_results`` entry); a
+        failed call is recorded and tried again, ``worker.step_attempts`` times in all.
+
+        Raises ``StepFailedError`` when every attempt failed (``PreconditionFailedError`` when
+        the VM changed under the job, before anything was run), and ``JobNotRunnableError`` if
+        the job was taken from this worker.
         """
-        started = utcnow()
-        result: Any = None
-        error: str | None = None
-        try:
-            result = operation()
-        except ComputeError as failure:
-            error = str(failure) or type(failure).__name__
-        self.record_step(name, result=result, error=error, started=started)
-        if error is not None:
-            raise StepFailedError(error)
-        return result
+        for attempt in range(1, self.worker.step_attempts + 1):
+            self._check_preconditions(name)
+            started = utcnow()
+            try:
+                result = operation()
+            except ComputeError as failure:
+                error = str(failure) or type(failure).__name__
+                self.record_step(name, result=None, error=error, started=started)
+                if attempt == self.worker.step_attempts:
+                    raise StepFailedError(error) from failure
+                continue
+            self.record_step(name, result=result, started=started)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def record_step(self, name: str, *, result: Any, error: str | None = None,
                     started: datetime | None = None) -> None:
@@ -131,6 +187,8 @@ class Worker:
         worker_id: str | None = None,
         clock: Callable[[], datetime] = utcnow,
         paused: Callable[[], bool] = lambda: False,
+        step_attempts: int = 3,
+        max_attempts: int = 3,
     ):
         self.commands = commands
         self.driver = driver
@@ -140,6 +198,8 @@ class Worker:
         self.worker_id = worker_id or f"worker-{uuidlib.uuid4().hex[:8]}"
         self.clock = clock
         self.paused = paused
+        self.step_attempts = step_attempts
+        self.max_attempts = max_attempts
         self._wake = threading.Event()
 
     def run_vm(self, vm_uuid: str) -> bool:
@@ -162,13 +222,19 @@ class Worker:
         except JobNotRunnableError:
             return False
         run = JobRun(self, vm, vm.head_job)
+        run.keep_lease()
         try:
-            jobs.run(run)
+            if run.attempt > self.max_attempts:
+                jobs.give_up(run)
+            else:
+                jobs.run(run)
         except JobNotRunnableError as lost:
             log.info("job %s was taken from %s: %s", job_uuid, self.worker_id, lost.reason)
         except DomainError as refusal:
             log.exception("job %s hit a domain refusal", job_uuid)
             run.fail(str(refusal) or type(refusal).__name__)
+        finally:
+            run.release()
         return True
 
     def run_pending(self) -> int:

@@ -29,16 +29,26 @@ def test_sim_shows_the_servers_with_their_vm_copies_faults_latency_and_pause(cli
     assert_error(client.get("/sim", params={"colour": "blue"}), 409, "ValidationFailed")
 
 
-def test_an_injected_failure_fails_the_next_call_and_the_job_records_the_failed_step(
+def test_one_injected_failure_is_recorded_and_the_step_is_tried_again(client) -> None:
+    client.post("/sim/faults", json={"operation": "ensure_state", "count": 1})
+    job = wait_job(client, create_vm(client)["job_uuid"])
+    assert job["execution"] == "succeeded"
+    steps = [(c["name"], c["error"] is None) for c in job["chain_results"]]
+    assert steps[-2:] == [("ensure_state", False), ("ensure_state", True)]
+
+
+def test_injected_failures_of_every_attempt_fail_the_job_and_it_records_each_step(
         client) -> None:
-    injected = client.post("/sim/faults", json={"operation": "ensure_state", "count": 1})
+    injected = client.post("/sim/faults", json={"operation": "ensure_state", "count": 3})
     assert injected.status_code == 200, injected.text
     assert len(injected.json()["faults"]) == 1
     failed = create_vm(client)
     job = wait_job(client, failed["job_uuid"])
     assert job["execution"] == "failed"
+    attempts = [c for c in job["chain_results"] if c["name"] == "ensure_state"]
+    assert len(attempts) == 3  # the settings' job_step_attempts, each recorded
+    assert all("injected failure" in c["error"] for c in attempts)
     assert job["chain_results"][-1]["name"] == "ensure_state"
-    assert "injected failure" in job["chain_results"][-1]["error"]
     assert get_vm(client, failed["vm_uuid"])["state"] == "failed"
     # the fault was used up: the next provision succeeds
     assert wait_job(client, create_vm(client)["job_uuid"])["execution"] == "succeeded"
