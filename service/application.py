@@ -85,8 +85,10 @@ class Commands:
     """The command handlers shared by the HTTP API, the worker and the trace replay."""
 
     def __init__(self, app: VmLedger, *, keys: IdempotencyStore, retries: int = 30,
-                 on_conflict: Callable[[], None] | None = None):
+                 on_conflict: Callable[[], None] | None = None,
+                 server_status: Callable[[str], str | None] = lambda _server_uuid: None):
         self.app = app
+        self.server_status = server_status
         self.keys = keys
         self.retries = retries
         self.on_conflict = on_conflict or (lambda: None)
@@ -272,17 +274,25 @@ class Commands:
         if action is Action.KILL:
             args = {**args, "force": True}
 
-        def decide(vm: Vm) -> str:
+        def decide(vm: Vm) -> str | None:
             if owner_uuid is not None and vm.owner_uuid != owner_uuid:
                 raise VmNotFoundError(vm_uuid)
             existing = vm.matching_active_job(name.value, args)
             if existing is not None:
                 return existing["uuid"]
-            plan = behaviour.admit(
-                VmState(vm.state), action, vm_uuid=vm_uuid, idempotent=idempotent
-            )
-            job_uuid = str(uuidlib.uuid4())
+            server_removed = (action is Action.DESTROY and vm.server_uuid is not None
+                              and self.server_status(vm.server_uuid) == "removed")
+            plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
+                                   idempotent=idempotent, server_removed=server_removed)
             job_cause = {**cause, "job_uuid": None}
+            if plan.destroy_now:
+                for job in list(vm.active_jobs):
+                    if job["execution"] == "queued":
+                        vm.cancel_job(job["uuid"], "canceled: the VM was destroyed",
+                                      cause=job_cause)
+                vm.record_destroyed(cause=job_cause)
+                return None
+            job_uuid = str(uuidlib.uuid4())
             if plan.cancel_queued_provision:
                 for job in list(vm.active_jobs):
                     if job["name"] == JobName.PROVISION and job["execution"] == "queued":

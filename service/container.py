@@ -59,7 +59,8 @@ class Services:
             fleet.ensure_servers(settings.sim_servers, ram_mib=settings.sim_server_ram_mib,
                                  cpus=settings.sim_server_cpus)
         commands = Commands(app, keys=keys, retries=settings.command_retries,
-                            on_conflict=VERSION_CONFLICT_RETRIES.inc)
+                            on_conflict=VERSION_CONFLICT_RETRIES.inc,
+                            server_status=fleet.server_status)
         jobs = JobQueries(db)
         worker = Worker(
             commands,

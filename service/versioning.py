@@ -89,6 +89,7 @@ class JobPlan:
 
     if_already: IfAlready
     cancel_queued_provision: bool = False
+    destroy_now: bool = False  # no job: record the VM destroyed at once
 
 
 @dataclass(frozen=True)
@@ -102,16 +103,22 @@ class Behaviour:
         return _parse(self.version)[0]
 
     def admit(
-        self, state: VmState, action: Action, *, vm_uuid: str, idempotent: bool = False
+        self, state: VmState, action: Action, *, vm_uuid: str, idempotent: bool = False,
+        server_removed: bool = False,
     ) -> JobPlan:
         """Decide whether ``action`` on a VM in ``state`` queues a job, and how.
 
+        ``server_removed``: the VM's server was removed from the fleet; version 2 destroys
+        such a VM at once (204, no job), version 1 queues a destroy job that fails there.
         Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
         server yet) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
         """
         verdict = rules.verdict(state, action)
         if verdict is Verdict.REFUSED:
             raise InvalidTransitionError(state, action.value, rules.allowed_actions(state))
+        if (action is Action.DESTROY and server_removed and verdict is Verdict.ALLOWED
+                and self.major >= 2):
+            return JobPlan(if_already=IfAlready.SUCCEED, destroy_now=True)
         if verdict is Verdict.QUEUED:
             if self.major < 2 and action is not Action.QUARANTINE:
                 raise UnallocatedVmError(state, action.value)

@@ -166,7 +166,7 @@ def act_on_vm(vm_uuid: str, request: Request,
 
 
 @router.delete("/vms/{vm_uuid}")
-def delete_vm(vm_uuid: str, request: Request) -> JSONResponse:
+def delete_vm(vm_uuid: str, request: Request) -> Response:
     """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2")."""
     query = Query(request, {"sync"})
     sync = query.boolean("sync")
@@ -179,7 +179,7 @@ def delete_vm(vm_uuid: str, request: Request) -> JSONResponse:
 def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, Any],
              owner_uuid: str | None, idempotent: bool, sync: bool,
              context: dict[str, Any] | None,
-             idempotency: IdempotencyKey | None) -> JSONResponse:
+             idempotency: IdempotencyKey | None) -> Response:
     services = services_of(request)
     context = context or _x_context(request)
     result = services.commands.request_action(
@@ -193,7 +193,13 @@ def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, 
         owner_uuid=owner_uuid.lower() if owner_uuid else None,
         idempotency=idempotency,
     )
-    if sync and result.job_uuid:
+    if result.job_uuid is None:
+        # Destroyed at once, with no job (v2 DeleteVm of a VM whose server was removed).
+        headers = {"ETag": f'"{result.version}"'}
+        if result.position is not None:
+            headers["x-log-position"] = str(result.position)
+        return Response(status_code=204, headers=headers)
+    if sync:
         wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
     return accepted(request, result)
 

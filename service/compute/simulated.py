@@ -85,6 +85,13 @@ class SimulatedFleet:
                 return server
         raise ComputeError(f"unknown server {server_uuid}")
 
+    def server_status(self, server_uuid: str) -> str | None:
+        """``running``, ``unknown`` or ``removed``; None for a server the fleet never had."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT status FROM sim_servers WHERE uuid = ?", (server_uuid,))
+            row = tx.fetchone()
+        return None if row is None else row["status"]
+
     def inventory(self, server_uuid: str) -> dict[str, PowerState]:
         with self.faults.around("inventory"):
             self._require_running(server_uuid)
@@ -134,6 +141,7 @@ class SimulatedFleet:
 
     def unregister(self, server_uuid: str, vm_uuid: str) -> None:
         with self.faults.around("unregister"):
+            self._require_running(server_uuid)
             with self.db.transaction() as tx:
                 tx.execute("DELETE FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
                            (vm_uuid, server_uuid))

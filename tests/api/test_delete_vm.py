@@ -1,5 +1,5 @@
 """DeleteVm, one test per row of api.md's "DeleteVm and actions: version 1 vs version 2" table
-that the service implements (rows "server was removed" and "quarantined" are not yet)."""
+that the service implements (the row "quarantined" is not yet)."""
 
 from __future__ import annotations
 
@@ -117,3 +117,41 @@ def test_delete_of_a_failed_vm_on_a_server_cleans_the_server_then_destroys_it(
     assert [step["name"] for step in job["chain_results"]] == ["unregister"]
     assert get_vm(client, vm_uuid)["state"] == "destroyed"
     assert sim_row(services, vm_uuid) is None
+
+
+def _remove_server_of(client, vm_uuid: str) -> str:
+    server_uuid = get_vm(client, vm_uuid)["server_uuid"]
+    removed = client.post(f"/sim/servers/{server_uuid}", params={"action": "remove"})
+    assert removed.status_code == 200, removed.text
+    return server_uuid
+
+
+def test_v1_delete_of_a_vm_whose_server_was_removed_queues_a_job_that_fails(
+        client, services) -> None:
+    vm_uuid = create_running_vm(client)
+    _remove_server_of(client, vm_uuid)
+    response = client.delete(f"/vms/{vm_uuid}")
+    assert response.status_code == 202, response.text
+    job = wait_job(client, response.json()["job_uuid"])
+    assert (job["name"], job["execution"]) == ("destroy", "failed")
+    assert "removed" in job["chain_results"][-1]["error"]
+    assert get_vm(client, vm_uuid)["state"] == "running"
+
+
+def test_v2_delete_of_a_vm_whose_server_was_removed_destroys_it_at_once_with_no_job(
+        client, services) -> None:
+    vm_uuid = create_running_vm(client)
+    _remove_server_of(client, vm_uuid)
+    etag = client.get(f"/vms/{vm_uuid}").headers["etag"]
+    head = services.commands.head_position()
+    stale = client.delete(f"/vms/{vm_uuid}", headers={**V2, "If-Match": '"1"'})
+    assert_error(stale, 412, "PreconditionFailed")
+    assert services.commands.head_position() == head
+    response = client.delete(f"/vms/{vm_uuid}", headers={**V2, "If-Match": etag})
+    assert response.status_code == 204, response.text
+    assert response.content == b""
+    assert event_types_after(services, head) == ["Destroyed"]
+    vm = get_vm(client, vm_uuid)
+    assert vm["state"] == "destroyed"
+    assert response.headers["etag"] == f'"{vm["version"]}"'
+    assert [j["name"] for j in client.get(f"/vms/{vm_uuid}/jobs").json()] == ["provision"]

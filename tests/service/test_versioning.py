@@ -145,3 +145,12 @@ def test_a_delete_job_finding_the_vm_already_destroyed_at_its_ticket_succeeds(be
     # The row "VM already destroyed: 202 job that succeeds doing nothing" (v1) must hold too
     # when the VM was destroyed by something else while the delete waited for its ticket.
     assert behaviour.admit(state, Action.DESTROY, vm_uuid=VM).if_already is IfAlready.SUCCEED
+
+
+@pytest.mark.parametrize("state", [VmState.RUNNING, VmState.STOPPED, VmState.FAILED], ids=str)
+def test_delete_of_a_vm_whose_server_was_removed_is_at_once_in_v2_and_a_job_in_v1(state):
+    assert V2.admit(state, Action.DESTROY, vm_uuid=VM, server_removed=True).destroy_now
+    assert not V1.admit(state, Action.DESTROY, vm_uuid=VM, server_removed=True).destroy_now
+    assert not V2.admit(state, Action.DESTROY, vm_uuid=VM).destroy_now
+    assert not V2.admit(state, Action.STOP if state is not VmState.STOPPED else Action.START,
+                        vm_uuid=VM, server_removed=True).destroy_now
