@@ -14,7 +14,7 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
-from domain import rules, transitions
+from domain import chain, rules, transitions
 from domain.errors import (
     IllegalTransitionError, InvalidTransitionError, JobNotRunnableError, ValidationError,
 )
@@ -62,10 +62,16 @@ class Vm(Aggregate):
     TOPIC = "vm"
 
     class Event(Aggregate.Event):
-        """Base of every VM event: carries the cause."""
+        """Base of every VM event: carries the cause, and the stream's hash chain."""
 
         TOPIC = "vm.event"
         cause: Cause
+        chain: str
+
+        def mutate(self, aggregate: Any) -> Any:
+            vm = super().mutate(aggregate)
+            vm.chain_head = self.chain
+            return vm
 
     class Created(Event, Aggregate.Created):
         """A VM was asked for; it is provisioning."""
@@ -81,6 +87,15 @@ class Vm(Aggregate):
         customer_metadata: dict[str, Any]
         internal_metadata: dict[str, Any]
         tags: dict[str, Any]
+        volumes: list[dict[str, str]]
+
+        # Version 2 added ``volumes`` (the volumes the VM mounts, design.md lesson 6).
+        class_version = 2
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """A VM created before volumes existed mounts none."""
+            state["volumes"] = []
 
         def apply(self, vm: Vm) -> None:
             vm.owner_uuid = self.owner_uuid
@@ -93,6 +108,7 @@ class Vm(Aggregate):
             vm.customer_metadata = dict(self.customer_metadata)
             vm.internal_metadata = dict(self.internal_metadata)
             vm.tags = dict(self.tags)
+            vm.volumes = [dict(v) for v in self.volumes]
             vm.server_uuid = None
             vm.state = VmState.PROVISIONING
             vm.desired_state = DesiredState.RUNNING
@@ -318,6 +334,7 @@ class Vm(Aggregate):
     customer_metadata: dict[str, Any]
     internal_metadata: dict[str, Any]
     tags: dict[str, Any]
+    volumes: list[dict[str, str]]
     server_uuid: str | None
     state: VmState
     desired_state: DesiredState
@@ -325,6 +342,7 @@ class Vm(Aggregate):
     quarantine: dict[str, Any] | None
     destroyed_at: datetime | None
     active_jobs: list[dict[str, Any]]
+    chain_head: str
 
     UPDATABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(
         {"alias", "customer_metadata", "internal_metadata", "tags"}
@@ -332,6 +350,21 @@ class Vm(Aggregate):
 
     def __init__(self) -> None:
         """State is set by ``Created.apply``; create VMs with ``Vm.create``."""
+
+    # -- the hash chain: every event links to the one before it (domain/chain.py) -----------
+
+    @classmethod
+    def _create(cls, event_class: Any, *, id: UUID, **kwargs: Any) -> Vm:  # noqa: A002
+        kwargs.setdefault("timestamp", event_class.create_timestamp())
+        kwargs["chain"] = chain.link(chain.GENESIS, id, cls.INITIAL_VERSION, event_class.TOPIC,
+                                     kwargs)
+        return super()._create(event_class, id=id, **kwargs)
+
+    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("timestamp", event_class.create_timestamp())
+        kwargs["chain"] = chain.link(self.chain_head, self.id, self.version + 1,
+                                     event_class.TOPIC, kwargs)
+        super().trigger_event(event_class, **kwargs)
 
     # -- creation ---------------------------------------------------------------------------
 
@@ -352,6 +385,7 @@ class Vm(Aggregate):
         customer_metadata: dict[str, Any] | None = None,
         internal_metadata: dict[str, Any] | None = None,
         tags: dict[str, Any] | None = None,
+        volumes: list[dict[str, str]] | None = None,
         provision_params: dict[str, Any] | None = None,
     ) -> Vm:
         """Record a new VM in ``provisioning`` with its provision job queued (two events)."""
@@ -369,6 +403,7 @@ class Vm(Aggregate):
             customer_metadata=customer_metadata or {},
             internal_metadata=internal_metadata or {},
             tags=tags or {},
+            volumes=volumes or [],
         )
         vm.trigger_event(
             cls.JobQueued,

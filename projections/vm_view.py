@@ -58,7 +58,11 @@ def render_vm(vm: Vm) -> dict[str, Any]:
         "customer_metadata": vm.customer_metadata,
         "internal_metadata": vm.internal_metadata,
         "tags": vm.tags,
-        "volumes": [],
+        "volumes": [
+            {"volume_uuid": v["volume_uuid"], "mountpoint": v["mountpoint"], "address": None,
+             "stale": False}
+            for v in getattr(vm, "volumes", [])
+        ],
         "error": vm.error,
         "quarantine": quarantine,
         "active_job_uuid": running[0] if running else None,

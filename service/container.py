@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from projections.db import Database
 from projections.job_view import JobQueries, JobView
-from projections.runner import ProjectionRunner
+from projections.runner import ProjectionRunner, ReadModel
 from projections.vm_queries import VmQueries
 from projections.vm_view import VmView
 from service.application import Commands, VmLedger
@@ -22,6 +22,12 @@ from service.settings import Settings
 from service.worker import Worker
 
 log = logging.getLogger(__name__)
+
+
+def read_models(app: VmLedger) -> list[ReadModel]:
+    """Fresh instances of every read model the service keeps (the runner's, and the audit's
+    fresh folds)."""
+    return [VmView(app.mapper.transcoder), JobView()]
 
 
 @dataclass
@@ -47,7 +53,7 @@ class Services:
         app = VmLedger(env={**settings.eventsourcing_env(), "CREATE_TABLE": "n"})
         db = Database(app.recorder.datastore)
         runner = ProjectionRunner(
-            db, app.recorder, app.mapper, [VmView(app.mapper.transcoder), JobView()]
+            db, app.recorder, app.mapper, read_models(app)
         )
         fleet = SimulatedFleet(db, latency_s=settings.sim_latency_s)
         keys = IdempotencyStore(db, ttl_s=settings.idempotency_ttl_s)

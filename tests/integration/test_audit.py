@@ -1,0 +1,120 @@
+"""Tamper evidence and read-model verification (design.md, "Auditing"): ``audit verify``
+passes on an untouched store and names exactly the stream and version that was edited."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from uuid import UUID
+
+import pytest
+from eventsourcing.persistence import StoredEvent
+
+from domain import chain
+from domain.states import Action
+from domain.vm import Vm, make_cause
+from projections.db import Dialect
+from service.application import VmSpec
+from service.audit import verify_chains, verify_read_models
+from service.versioning import NEWEST
+
+OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
+
+
+def _vm_with_history(services) -> str:
+    accepted = services.commands.create_vm(
+        VmSpec(owner_uuid=OWNER, brand="bhyve", ram=256, alias="web"), cause=make_cause())
+    services.worker.run_pending()
+    services.commands.request_action(accepted.vm_uuid, Action.UPDATE, behaviour=NEWEST,
+                                     cause=make_cause(), args={"alias": "database"})
+    services.commands.request_action(accepted.vm_uuid, Action.STOP, behaviour=NEWEST,
+                                     cause=make_cause())
+    services.projections.catch_up()
+    services.worker.run_pending()
+    services.projections.catch_up()
+    return accepted.vm_uuid
+
+
+def _version_of(services, vm_uuid: str, event_class: type) -> int:
+    stream = services.app.recorder.select_events(UUID(vm_uuid))
+    events = [services.app.mapper.to_domain_event(s) for s in stream]
+    return next(e.originator_version for e in events if isinstance(e, event_class))
+
+
+def _edit_stored_bytes(services, vm_uuid: str, version: int, old: bytes, new: bytes) -> None:
+    """Change an event's stored bytes behind the service's back, as an intruder would."""
+    with services.db.transaction() as tx:
+        if services.db.dialect is Dialect.SQLITE:
+            table, stream = "stored_events", UUID(vm_uuid).hex
+        else:
+            table, stream = "vmledger_events", vm_uuid
+        tx.execute(f"SELECT state FROM {table} WHERE originator_id = ? AND originator_version = ?",
+                   (stream, version))
+        state = bytes(tx.fetchone()["state"])
+        assert old in state
+        tx.execute(f"UPDATE {table} SET state = ? WHERE originator_id = ? "
+                   "AND originator_version = ?", (state.replace(old, new), stream, version))
+
+
+def test_an_untouched_store_verifies(services):
+    _vm_with_history(services)
+    assert verify_chains(services.app) == []
+    assert verify_read_models(services) == []
+
+
+def test_an_edited_event_is_named_by_its_stream_and_version(services):
+    vm_uuid = _vm_with_history(services)
+    other = _vm_with_history(services)
+    version = _version_of(services, vm_uuid, Vm.MetadataUpdated)
+    _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
+    differences = verify_chains(services.app)
+    assert [(d.where, d.version, d.kind) for d in differences] == [
+        (f"stream {vm_uuid}", version, "tampered")]
+    assert other not in str(differences)
+
+
+def test_a_read_model_row_that_drifted_from_the_log_is_named(services):
+    vm_uuid = _vm_with_history(services)
+    with services.db.transaction() as tx:
+        tx.execute("UPDATE vm_view SET state = 'running' WHERE uuid = ?", (vm_uuid,))
+    [difference] = verify_read_models(services)
+    assert difference.where == f"vm_view row {vm_uuid}"
+    assert difference.version == services.commands.load(vm_uuid).version
+    assert "state" in difference.detail
+
+
+def test_an_upcast_old_event_still_verifies_and_reads_with_its_new_field(services):
+    """A ``Created`` event of version 1 (before VMs mounted volumes) is stored as it was then;
+    it verifies, and reads upcast to version 2 with no volumes."""
+    vm_id = UUID("3f1c9c2e-0000-4000-8000-00000000f001")
+    created = Vm.create(vm_uuid=vm_id, owner_uuid=OWNER, brand="bhyve", ram=128,
+                        provision_job_uuid="job-1", cause=make_cause())
+    old_fields = {k: v for k, v in vars(created.pending_events[0]).items()
+                  if k not in ("originator_id", "originator_version", "volumes")}
+    old_fields["chain"] = chain.link(chain.GENESIS, vm_id, 1, Vm.Created.TOPIC, old_fields)
+    services.app.recorder.insert_events([StoredEvent(
+        originator_id=vm_id, originator_version=1, topic=Vm.Created.TOPIC,
+        state=services.app.mapper.transcoder.encode(old_fields))])
+    assert verify_chains(services.app) == []
+    vm = services.commands.load(vm_id)
+    assert vm.volumes == [] and vm.chain_head == old_fields["chain"]
+    # the stream goes on from the old event, and the chain still holds
+    services.commands.change(vm_id, lambda v: v.update_metadata({"alias": "old"},
+                                                               cause=make_cause()))
+    assert verify_chains(services.app) == []
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_audit_verify_command_exits_0_when_all_held_and_1_naming_the_tampered_event(
+        services, settings):
+    vm_uuid = _vm_with_history(services)
+    env = {**os.environ, "VMLEDGER_DATABASE_URL": settings.database_url}
+    command = [sys.executable, "-m", "service", "audit", "verify"]
+    passed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    version = _version_of(services, vm_uuid, Vm.MetadataUpdated)
+    _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
+    failed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1
+    assert f"tampered: stream {vm_uuid} version {version}" in failed.stdout
