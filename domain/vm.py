@@ -14,11 +14,10 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
-from domain import chain, rules, transitions
-from domain.errors import (
-    IllegalTransitionError, InvalidTransitionError, JobNotRunnableError, ValidationError,
-)
-from domain.states import Action, DesiredState, Execution, JobName, VmState
+from domain import chain, transitions
+from domain.job_queue import JobQueue
+from domain.lifecycle import Lifecycle
+from domain.states import DesiredState, Execution, JobName, VmState
 
 Cause = dict[str, Any]
 
@@ -52,7 +51,7 @@ def make_cause(
     }
 
 
-class Vm(Aggregate):
+class Vm(JobQueue, Lifecycle, Aggregate):
     """A VM: its spec, its state and desired state, and its queue of active jobs.
 
     ``active_jobs`` holds the queued and running jobs, head first; only the head may run (the
@@ -413,180 +412,3 @@ class Vm(Aggregate):
             params=provision_params or {},
         )
         return vm
-
-    # -- the job queue ----------------------------------------------------------------------
-
-    @property
-    def head_job(self) -> dict[str, Any] | None:
-        """The job holding the ticket (the only one that may run), or None."""
-        return self.active_jobs[0] if self.active_jobs else None
-
-    def active_job(self, job_uuid: str) -> dict[str, Any] | None:
-        """The queued or running job with this uuid, or None."""
-        return next((j for j in self.active_jobs if j["uuid"] == job_uuid), None)
-
-    def matching_active_job(self, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
-        """An active job doing the same thing (same name and arguments), for repeats."""
-        for job in self.active_jobs:
-            if job["name"] == name and job["params"].get("args", {}) == args:
-                return job
-        return None
-
-    def queue_job(
-        self, *, action: Action, job_uuid: str, name: str, params: dict[str, Any], cause: Cause
-    ) -> None:
-        """Queue a job for ``action`` behind the active ones.
-
-        Raises ``InvalidTransitionError`` when the rules table refuses the action in this state.
-        """
-        if rules.verdict(VmState(self.state), action) is rules.Verdict.REFUSED:
-            raise InvalidTransitionError(
-                self.state, action.value, rules.allowed_actions(VmState(self.state))
-            )
-        self.trigger_event(self.JobQueued, cause=cause, job_uuid=job_uuid, name=name, params=params)
-
-    def start_job(
-        self, job_uuid: str, *, worker: str, now: datetime, lease_expires_at: datetime,
-        cause: Cause,
-    ) -> None:
-        """Claim the head job for ``worker`` until ``lease_expires_at`` (the ticket).
-
-        A queued head job is claimed at attempt 1; a running one whose lease expired before
-        ``now`` is taken over at the next attempt. Raises ``JobNotRunnableError`` otherwise.
-        """
-        head = self.head_job
-        if head is None or head["uuid"] != job_uuid:
-            raise JobNotRunnableError(job_uuid, "not the head of the VM's job queue")
-        if head["execution"] == Execution.RUNNING.value:
-            expires = datetime.fromisoformat(head["lease_expires_at"])
-            if expires > now:
-                raise JobNotRunnableError(job_uuid, f"leased by {head['worker']}")
-        self.trigger_event(
-            self.JobStarted,
-            cause=cause,
-            job_uuid=job_uuid,
-            worker=worker,
-            attempt=head["attempt"] + 1,
-            lease_expires_at=lease_expires_at,
-        )
-
-    def renew_lease(
-        self, job_uuid: str, *, worker: str, lease_expires_at: datetime, cause: Cause
-    ) -> None:
-        """Extend ``worker``'s lease on the running head job. Raises ``JobNotRunnableError``
-        if the job ended or another worker took it over."""
-        self._running_job(job_uuid, worker)
-        self.trigger_event(
-            self.JobLeaseRenewed, cause=cause, job_uuid=job_uuid, lease_expires_at=lease_expires_at
-        )
-
-    def _running_job(self, job_uuid: str, worker: str | None = None) -> dict[str, Any]:
-        head = self.head_job
-        if head is None or head["uuid"] != job_uuid or head["execution"] != "running":
-            raise JobNotRunnableError(job_uuid, "not the running head job")
-        if worker is not None and head["worker"] != worker:
-            raise JobNotRunnableError(job_uuid, f"taken over by {head['worker']}")
-        return head
-
-    def record_step(
-        self, job_uuid: str, step: dict[str, Any], *, cause: Cause, worker: str | None = None
-    ) -> None:
-        """Record a finished step of the running job (``{name, result, error, started_at,
-        finished_at}``). Raises ``JobNotRunnableError`` if ``worker`` no longer holds it."""
-        self._running_job(job_uuid, worker)
-        self.trigger_event(self.JobStepRecorded, cause=cause, job_uuid=job_uuid, step=step)
-
-    def succeed_job(self, job_uuid: str, *, cause: Cause, worker: str | None = None) -> None:
-        """End the running head job well. Raises ``JobNotRunnableError`` if not held."""
-        self._running_job(job_uuid, worker)
-        self.trigger_event(self.JobSucceeded, cause=cause, job_uuid=job_uuid)
-
-    def fail_job(
-        self, job_uuid: str, error: str, *, cause: Cause, worker: str | None = None
-    ) -> None:
-        """End the running head job in failure. Raises ``JobNotRunnableError`` if not held."""
-        self._running_job(job_uuid, worker)
-        self.trigger_event(self.JobFailed, cause=cause, job_uuid=job_uuid, error=error)
-
-    def cancel_job(self, job_uuid: str, reason: str, *, cause: Cause) -> None:
-        """Cancel a job that has not started. Raises ``JobNotRunnableError`` otherwise."""
-        job = self.active_job(job_uuid)
-        if job is None or job["execution"] != Execution.QUEUED.value:
-            raise JobNotRunnableError(job_uuid, "only a queued job can be canceled")
-        self.trigger_event(self.JobCanceled, cause=cause, job_uuid=job_uuid, reason=reason)
-
-    def _drop_job(self, job_uuid: str) -> None:
-        self.active_jobs = [j for j in self.active_jobs if j["uuid"] != job_uuid]
-
-    # -- lifecycle facts --------------------------------------------------------------------
-
-    def _check(self, event_name: str) -> None:
-        transitions.after(VmState(self.state), event_name)
-
-    def record_provisioned(self, server_uuid: str, *, cause: Cause) -> None:
-        """The VM now runs on ``server_uuid``. Raises ``IllegalTransitionError``."""
-        self._check("Provisioned")
-        self.trigger_event(self.Provisioned, cause=cause, server_uuid=server_uuid)
-
-    def record_provision_failed(self, error: str, *, cause: Cause) -> None:
-        """Provisioning failed. Raises ``IllegalTransitionError``."""
-        self._check("ProvisionFailed")
-        self.trigger_event(self.ProvisionFailed, cause=cause, error=error)
-
-    def record_started(self, *, cause: Cause, server_uuid: str | None = None) -> None:
-        """The VM runs again. Raises ``IllegalTransitionError``."""
-        self._check("Started")
-        self.trigger_event(self.Started, cause=cause, server_uuid=server_uuid)
-
-    def record_stopped(self, *, cause: Cause) -> None:
-        """The VM stopped. Raises ``IllegalTransitionError``."""
-        self._check("Stopped")
-        self.trigger_event(self.Stopped, cause=cause)
-
-    def record_rebooted(self, *, cause: Cause) -> None:
-        """The VM was rebooted. Raises ``IllegalTransitionError``."""
-        self._check("Rebooted")
-        self.trigger_event(self.Rebooted, cause=cause)
-
-    def record_failed(self, reason: str, message: str, *, cause: Cause) -> None:
-        """The VM failed (``reason``: ``evicted``, ``crashed``, ...). Raises
-        ``IllegalTransitionError``."""
-        self._check("Failed")
-        self.trigger_event(self.Failed, cause=cause, reason=reason, message=message)
-
-    def record_destroyed(self, *, cause: Cause) -> None:
-        """The VM is gone. Raises ``IllegalTransitionError``."""
-        self._check("Destroyed")
-        self.trigger_event(self.Destroyed, cause=cause)
-
-    def record_quarantined(self, reason: str, *, cause: Cause) -> None:
-        """Take the VM into the operator quarantine. Raises ``IllegalTransitionError``."""
-        self._check("Quarantined")
-        self.trigger_event(self.Quarantined, cause=cause, reason=reason)
-
-    def record_released(self, *, cause: Cause) -> None:
-        """Give a quarantined VM back. Raises ``IllegalTransitionError``."""
-        if VmState(self.state) is not VmState.QUARANTINED:
-            raise IllegalTransitionError(self.state, "Released")
-        self.trigger_event(self.Released, cause=cause)
-
-    def update_metadata(self, changes: dict[str, Any], *, cause: Cause) -> bool:
-        """Apply ``changes`` to alias, metadata or tags; return False (and record nothing)
-        when nothing would change. Raises ``IllegalTransitionError`` on a destroyed VM and
-        ``ValidationError`` for a field that cannot be updated."""
-        if VmState(self.state) is VmState.DESTROYED:
-            raise IllegalTransitionError(self.state, "MetadataUpdated")
-        unknown = sorted(set(changes) - self.UPDATABLE_FIELDS)
-        if unknown:
-            # A domain refusal, not a ValueError: the worker fails the job with it instead
-            # of crashing its pass and retrying the job at every lease expiry.
-            refusal = ValidationError(unknown[0], "Invalid", "cannot be updated")
-            refusal.errors += [
-                {"field": f, "code": "Invalid", "message": "cannot be updated"} for f in unknown[1:]
-            ]
-            raise refusal
-        effective = {k: v for k, v in changes.items() if getattr(self, k) != v}
-        if not effective:
-            return False
-        self.trigger_event(self.MetadataUpdated, cause=cause, changes=effective)
-        return True

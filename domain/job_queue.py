@@ -1,0 +1,136 @@
+"""The job queue of a VM, kept in the VM's own stream (design.md, "Jobs live in the VM's
+stream"): the commands that queue, claim, advance and end jobs. Only the head of the queue may
+run (the ticket); a worker claims it by appending ``JobStarted`` at the version it read.
+
+A mixin of ``domain.vm.Vm``, whose events (``JobQueued``, ``JobStarted``, ...) it triggers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from domain import rules
+from domain.errors import InvalidTransitionError, JobNotRunnableError
+from domain.states import Action, Execution, VmState
+
+Cause = dict[str, Any]
+
+
+class JobQueue:
+    """Commands on the VM's queue of active jobs (``active_jobs``, head first)."""
+
+    # Provided by ``Vm``.
+    active_jobs: list[dict[str, Any]]
+    state: Any
+    JobQueued: Any
+    JobStarted: Any
+    JobLeaseRenewed: Any
+    JobStepRecorded: Any
+    JobSucceeded: Any
+    JobFailed: Any
+    JobCanceled: Any
+    trigger_event: Any
+
+    @property
+    def head_job(self) -> dict[str, Any] | None:
+        """The job holding the ticket (the only one that may run), or None."""
+        return self.active_jobs[0] if self.active_jobs else None
+
+    def active_job(self, job_uuid: str) -> dict[str, Any] | None:
+        """The queued or running job with this uuid, or None."""
+        return next((j for j in self.active_jobs if j["uuid"] == job_uuid), None)
+
+    def matching_active_job(self, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        """An active job doing the same thing (same name and arguments), for repeats."""
+        for job in self.active_jobs:
+            if job["name"] == name and job["params"].get("args", {}) == args:
+                return job
+        return None
+
+    def queue_job(
+        self, *, action: Action, job_uuid: str, name: str, params: dict[str, Any], cause: Cause
+    ) -> None:
+        """Queue a job for ``action`` behind the active ones.
+
+        Raises ``InvalidTransitionError`` when the rules table refuses the action in this state.
+        """
+        if rules.verdict(VmState(self.state), action) is rules.Verdict.REFUSED:
+            raise InvalidTransitionError(
+                self.state, action.value, rules.allowed_actions(VmState(self.state))
+            )
+        self.trigger_event(self.JobQueued, cause=cause, job_uuid=job_uuid, name=name, params=params)
+
+    def start_job(
+        self, job_uuid: str, *, worker: str, now: datetime, lease_expires_at: datetime,
+        cause: Cause,
+    ) -> None:
+        """Claim the head job for ``worker`` until ``lease_expires_at`` (the ticket).
+
+        A queued head job is claimed at attempt 1; a running one whose lease expired before
+        ``now`` is taken over at the next attempt. Raises ``JobNotRunnableError`` otherwise.
+        """
+        head = self.head_job
+        if head is None or head["uuid"] != job_uuid:
+            raise JobNotRunnableError(job_uuid, "not the head of the VM's job queue")
+        if head["execution"] == Execution.RUNNING.value:
+            expires = datetime.fromisoformat(head["lease_expires_at"])
+            if expires > now:
+                raise JobNotRunnableError(job_uuid, f"leased by {head['worker']}")
+        self.trigger_event(
+            self.JobStarted,
+            cause=cause,
+            job_uuid=job_uuid,
+            worker=worker,
+            attempt=head["attempt"] + 1,
+            lease_expires_at=lease_expires_at,
+        )
+
+    def renew_lease(
+        self, job_uuid: str, *, worker: str, lease_expires_at: datetime, cause: Cause
+    ) -> None:
+        """Extend ``worker``'s lease on the running head job. Raises ``JobNotRunnableError``
+        if the job ended or another worker took it over."""
+        self._running_job(job_uuid, worker)
+        self.trigger_event(
+            self.JobLeaseRenewed, cause=cause, job_uuid=job_uuid, lease_expires_at=lease_expires_at
+        )
+
+    def _running_job(self, job_uuid: str, worker: str | None = None) -> dict[str, Any]:
+        head = self.head_job
+        if head is None or head["uuid"] != job_uuid or head["execution"] != "running":
+            raise JobNotRunnableError(job_uuid, "not the running head job")
+        if worker is not None and head["worker"] != worker:
+            raise JobNotRunnableError(job_uuid, f"taken over by {head['worker']}")
+        return head
+
+    def record_step(
+        self, job_uuid: str, step: dict[str, Any], *, cause: Cause, worker: str | None = None
+    ) -> None:
+        """Record a finished step of the running job (``{name, result, error, started_at,
+        finished_at}``). Raises ``JobNotRunnableError`` if ``worker`` no longer holds it."""
+        self._running_job(job_uuid, worker)
+        self.trigger_event(self.JobStepRecorded, cause=cause, job_uuid=job_uuid, step=step)
+
+    def succeed_job(self, job_uuid: str, *, cause: Cause, worker: str | None = None) -> None:
+        """End the running head job well. Raises ``JobNotRunnableError`` if not held."""
+        self._running_job(job_uuid, worker)
+        self.trigger_event(self.JobSucceeded, cause=cause, job_uuid=job_uuid)
+
+    def fail_job(
+        self, job_uuid: str, error: str, *, cause: Cause, worker: str | None = None
+    ) -> None:
+        """End the running head job in failure. Raises ``JobNotRunnableError`` if not held."""
+        self._running_job(job_uuid, worker)
+        self.trigger_event(self.JobFailed, cause=cause, job_uuid=job_uuid, error=error)
+
+    def cancel_job(self, job_uuid: str, reason: str, *, cause: Cause) -> None:
+        """Cancel a job that has not started. Raises ``JobNotRunnableError`` otherwise."""
+        job = self.active_job(job_uuid)
+        if job is None or job["execution"] != Execution.QUEUED.value:
+            raise JobNotRunnableError(job_uuid, "only a queued job can be canceled")
+        self.trigger_event(self.JobCanceled, cause=cause, job_uuid=job_uuid, reason=reason)
+
+    def _drop_job(self, job_uuid: str) -> None:
+        self.active_jobs = [j for j in self.active_jobs if j["uuid"] != job_uuid]
+
