@@ -3,18 +3,8 @@
 Each row goes through the command handlers the HTTP API uses (``Commands.create_vm``,
 ``Commands.request_action`` with the newest API behaviour, ``Commands.record_failure``) and the
 real job worker (``Worker.run_vm``), with a compute driver and a placement that take their
-outcomes from the trace (``service.trace``). The mapping, row by row:
-
-=================  ===================================================================
-SUBMIT             first, or after FINISH/KILL: CreateVm of a new incarnation
-                   (provisioning). After EVICT/FAIL: a start job is queued.
-SCHEDULE on M      the queued provision or start runs on server M: ``running``
-EVICT / FAIL       ``failed`` (reason ``evicted`` / ``crashed``); desired state stays running
-FINISH             the guest shut down and the VM is deleted: a destroy job runs
-KILL               DeleteVm (v2): a destroy job runs; one queued behind a provision cancels it
-LOST               ``quarantined`` (reason ``lost``)
-UPDATE_*           ignored and counted: ram and cpu are not updatable in vmledger
-=================  ===================================================================
+outcomes from the trace (``service.trace``). The mapping of each trace event is on the
+``Replayer`` method named after it, and in ``docs/replay.md`` with the reasons for it.
 
 A row that does not fit the VM's state (EVICT of a VM that is not running, SCHEDULE of an
 unknown task, ...) is refused and counted by reason, never raised. See ``docs/replay.md``.
@@ -42,7 +32,8 @@ from service.cli import cli
 from service.container import Services
 from service.settings import Settings
 from service.trace import (
-    MalformedRowError, ReplayCommands, TraceDriver, TraceEvent, TracePlacement, TraceRecord,
+    MACHINE_CPUS, MACHINE_RAM_MIB, MalformedRowError, ReplayCommands, TraceDriver, TraceEvent,
+    TracePlacement, TraceRecord,
     count_rows, cpu_cap, owner_uuid, parse_row, ram_mib, read_rows, server_uuid, vm_uuid,
 )
 from service.versioning import NEWEST
@@ -53,7 +44,8 @@ _MAX_JOBS_PER_ROW = 8  # a VM's queue never holds more than a start and a destro
 
 
 class RefusedRowError(Exception):
-    """A trace row that does not fit the VM's state; ``reason`` is its counting key."""
+    """A trace row that does not fit the VM's state; its message is the counting key, so it
+    names the event and the state, never a uuid."""
 
 
 @dataclass
@@ -94,6 +86,10 @@ class Replayer:
         self.worker = Worker(commands, self.driver, find_work=list, placement=self.placement,
                              worker_id="replay")
         self.tasks: dict[tuple[str, str], tuple[int, str]] = {}  # task -> (incarnation, vm)
+        self.machines: set[str] = set()  # trace machines recorded as servers
+        # The trace says where tasks ran; its requests are not what machines really hold, so
+        # claims record placement without refusing a machine the trace used.
+        commands.enforce_capacity = False
 
     def apply(self, line: int, fields: list[str]) -> None:
         """Apply one CSV row, counting it as applied, refused or ignored."""
@@ -129,6 +125,7 @@ class Replayer:
         return known[1], state, jobs
 
     def submit(self, record: TraceRecord) -> None:
+        """A new VM (first SUBMIT, or after FINISH/KILL), or a start job after EVICT/FAIL."""
         known = self.tasks.get(record.task)
         if known is not None:
             vm, state, jobs = self._vm(record, "SUBMIT")
@@ -153,13 +150,24 @@ class Replayer:
         self.tasks[record.task] = (incarnation, uuid)
         self.summary.vms_created += 1
 
+    def _know_machine(self, machine_id: str) -> None:
+        """Record a trace machine as a ``Server`` the first time a task is scheduled on it."""
+        uuid = server_uuid(machine_id)
+        if uuid not in self.machines:
+            self.commands.register_server(
+                uuid, hostname=f"trace-{machine_id}", boot_id="trace", ram_mib=MACHINE_RAM_MIB,
+                cpus=MACHINE_CPUS, cause=make_cause("replay"))
+            self.machines.add(uuid)
+
     def schedule(self, record: TraceRecord) -> None:
+        """Run the queued provision or start on the row's machine, through the real worker."""
         vm, state, jobs = self._vm(record, "SCHEDULE")
         if not record.machine_id:
             raise RefusedRowError("SCHEDULE without a machine")
         if not jobs:
             raise RefusedRowError(f"SCHEDULE of a {state} VM with no job queued")
         self.placement.machine = server_uuid(record.machine_id)
+        self._know_machine(record.machine_id)
         try:
             self.worker.run_vm(vm)
         finally:
@@ -169,6 +177,8 @@ class Replayer:
             raise RefusedRowError(f"SCHEDULE left the VM {state}")
 
     def fail(self, record: TraceRecord) -> None:
+        """EVICT or FAIL: the running VM failed (``evicted`` / ``crashed``) and left its
+        machine; its desired state stays running."""
         name = TraceEvent(record.event).name
         vm, state, _ = self._vm(record, name)
         reason = "evicted" if record.event == TraceEvent.EVICT else "crashed"
@@ -180,16 +190,19 @@ class Replayer:
         self.driver.forget(vm)  # the task left its machine
 
     def finish(self, record: TraceRecord) -> None:
+        """The guest of a running VM shut down and the VM is deleted: a destroy job."""
         vm, state, _ = self._vm(record, "FINISH")
         if state is not VmState.RUNNING:
             raise RefusedRowError(f"FINISH of a {state} VM")
         self._destroy(vm, record, "FINISH")
 
     def kill(self, record: TraceRecord) -> None:
+        """DeleteVm in any state but destroyed (design.md, lesson 3)."""
         vm, state, _ = self._vm(record, "KILL")
         self._destroy(vm, record, "KILL")
 
     def lost(self, record: TraceRecord) -> None:
+        """Nobody knows where the VM is: into the operator quarantine (reason ``lost``)."""
         vm, state, _ = self._vm(record, "LOST")
         cause = self._cause(record)
         try:
@@ -238,11 +251,11 @@ _HANDLERS = {
 def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
            max_jobs: int | None = None, max_rows: int | None = None,
            progress: Progress | None = None) -> Summary:
-    """Replay ``trace`` into ``services``' database (its event log must be empty) and return
+    """Replay ``trace`` into ``services``' database (it must have no VM yet) and return
     the summary; read models are not touched (see ``catch_up``). Raises ``OSError`` for an
-    unreadable file and ``ValueError`` for a database that already has events."""
-    if services.commands.head_position():
-        raise ValueError("the database already has events; replay into an empty one")
+    unreadable file and ``ValueError`` for a database that already has VMs."""
+    if services.app.recorder.select_notifications(0, 1, topics=["vm.created"]):
+        raise ValueError("the database already has VMs; replay into an empty one")
     summary = Summary(trace=str(trace))
     replayer = Replayer(ReplayCommands(services.commands), summary)
     started = time.perf_counter()
@@ -250,19 +263,16 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
     task = None
     if progress is not None:
         task = progress.add_task("replaying", total=count_rows(trace, **selection))
-    for done, (line, fields) in enumerate(read_rows(trace, **selection), start=1):
+    for line, fields in read_rows(trace, **selection):
         replayer.apply(line, fields)
-        if task is not None and done % 200 == 0:
-            progress.update(task, completed=done, description=_progress_text(summary))
+        if task is not None and (summary.rows_read % 200 == 0):
+            progress.update(task, completed=summary.rows_read, description=(
+                f"replaying: {summary.vms_created} VMs, {sum(summary.refused.values())} refused"))
     if task is not None:
-        progress.update(task, completed=summary.rows_read, description=_progress_text(summary))
+        progress.update(task, completed=summary.rows_read)
     summary.final_states = replayer.final_states()
     summary.wall_time_s = time.perf_counter() - started
     return summary
-
-
-def _progress_text(summary: Summary) -> str:
-    return f"replaying: {summary.vms_created} VMs, {sum(summary.refused.values())} refused"
 
 
 def catch_up(services: Services, summary: Summary, progress: Progress | None = None) -> None:
