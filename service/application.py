@@ -179,8 +179,10 @@ class Commands:
     # -- client commands ----------------------------------------------------------------------
 
     def create_vm(self, spec: VmSpec, *, cause: Cause, vm_uuid: str | None = None,
-                  idempotency: IdempotencyKey | None = None) -> Accepted:
-        """Record a new VM with its provision job queued (VMAPI CreateVm, 202).
+                  idempotency: IdempotencyKey | None = None,
+                  context: dict[str, Any] | None = None) -> Accepted:
+        """Record a new VM with its provision job queued (VMAPI CreateVm, 202); ``context``
+        (the VMAPI client's ``x-context``) is kept in the job's ``params.context``.
 
         A client-chosen ``vm_uuid`` is idempotent the VMAPI way: a second create with the same
         uuid and the same spec returns the first result; another spec raises
@@ -189,7 +191,7 @@ class Commands:
         try:
             for _attempt in range(self.retries):
                 self._replay_if_known(idempotency)
-                vm = self._new_vm(spec, cause, vm_uuid)
+                vm = self._new_vm(spec, cause, vm_uuid, context)
                 result = Accepted(str(vm.id), vm.head_job["uuid"], vm.version, None)
                 record = self.keys.record(idempotency, 202, result) if idempotency else None
                 try:
@@ -204,13 +206,15 @@ class Commands:
         raise ConflictRetriesExhaustedError(f"create: {self.retries} conflicting writes")
 
     @staticmethod
-    def _new_vm(spec: VmSpec, cause: Cause, vm_uuid: str | None) -> Vm:
+    def _new_vm(spec: VmSpec, cause: Cause, vm_uuid: str | None,
+                context: dict[str, Any] | None = None) -> Vm:
         return Vm.create(
             vm_uuid=UUID(vm_uuid) if vm_uuid else uuidlib.uuid4(),
             provision_job_uuid=str(uuidlib.uuid4()),
             provision_params={
                 "args": {"server_uuid": spec.server_uuid} if spec.server_uuid else {},
                 "if_already": "succeed",
+                **({"context": context} if context is not None else {}),
             },
             cause={**cause, "job_uuid": None},
             owner_uuid=spec.owner_uuid,

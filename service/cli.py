@@ -48,14 +48,14 @@ def serve(
     """Serve the HTTP API; on SQLite also run the projection runner and the job worker."""
     import uvicorn
 
-    from service.api.app import refuse_open_bind_without_tokens
+    from service.api.app import KEEP_ALIVE_S, refuse_open_bind_without_tokens
 
     settings = Settings()
     refuse_open_bind_without_tokens(settings, host)
     logging.basicConfig(level=logging.INFO)
     uvicorn.run(
         "service.api.app:create_app", factory=True, host=host, port=port, workers=workers,
-        log_level="info",
+        log_level="info", timeout_keep_alive=KEEP_ALIVE_S,
     )
 
 

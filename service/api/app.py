@@ -20,6 +20,13 @@ from service.versioning import InvalidVersionError, behaviour_for, negotiate
 
 log = logging.getLogger(__name__)
 
+# How long `serve` keeps an idle keep-alive connection (seconds; uvicorn's default is 5), also
+# announced on every response as `Keep-Alive: timeout=N`. The VMAPI client pools connections
+# with no idle limit of its own, so a request it sends just as the server closes an idle
+# connection fails (ECONNRESET, "socket hang up"); with 5 s that happened whenever the client
+# had waited one of its 5 s job polls. Well above the polling interval, it seldom can.
+KEEP_ALIVE_S = 65
+
 
 def create_app(
     settings: Settings | None = None,
@@ -86,6 +93,7 @@ def create_app(
                 response = await call_next(request)
                 response.headers["Api-Version"] = version
         response.headers["x-request-id"] = request.state.request_id
+        response.headers["Keep-Alive"] = f"timeout={KEEP_ALIVE_S}"
         return response
 
     return app

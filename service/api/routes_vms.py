@@ -18,7 +18,7 @@ from service.api.deps import (
 )
 from service.api.errors import invalid_parameters
 from service.api.params import Query, int_or_none, list_vms_query
-from service.api.schemas import ActionBody, CreateVmRequest, UpdateVmRequest
+from service.api.schemas import ActionBody, CreateVmRequest, KillBody, UpdateVmRequest
 from service.application import VmSpec
 from service.idempotency import IdempotencyKey
 from service.history import vm_history
@@ -28,6 +28,9 @@ router = APIRouter()
 ACTIONS = {a.value: a for a in (Action.START, Action.STOP, Action.KILL, Action.REBOOT,
                                 Action.UPDATE)}
 SYNC_TIMEOUT_S = 60.0
+# Sent by the VMAPI client on actions and DeleteVm when its caller gives them (cloudapi always
+# does); validated, then not recorded (docs/vmapi-compatibility.md).
+CLIENT_EXTRAS = ("origin", "creator_uuid")
 
 
 def _list(request: Request) -> tuple[list[dict[str, Any]], int, str | None]:
@@ -130,7 +133,7 @@ def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSO
     services = services_of(request)
     result = services.commands.create_vm(
         spec, cause=cause_of(request), vm_uuid=str(spec_in.uuid) if spec_in.uuid else None,
-        idempotency=idempotency_of(request, data),
+        idempotency=idempotency_of(request, data), context=_x_context(request),
     )
     if request.query_params.get("sync") == "true":
         wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
@@ -141,16 +144,18 @@ def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSO
 def act_on_vm(vm_uuid: str, request: Request,
               data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job)."""
-    query = Query(request, {"action", "idempotent", "sync"})
+    query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout"})
     idempotent = query.boolean("idempotent")
     sync = query.boolean("sync")
+    _client_extras(query)
+    query.integer("timeout", minimum=0)  # stopVm/rebootVm's grace period: nothing to wait for
     action = ACTIONS.get(request.query_params.get("action", ""))
     if action is None:
         query.invalid("action", f"must be one of {', '.join(ACTIONS)}",
                       code="Missing" if "action" not in query.params else "Invalid")
     query.check()
     assert action is not None
-    model = UpdateVmRequest if action is Action.UPDATE else ActionBody
+    model = {Action.UPDATE: UpdateVmRequest, Action.KILL: KillBody}.get(action, ActionBody)
     parsed = parse_body(request, model, data)
     args: dict[str, Any] = {}
     if isinstance(parsed, UpdateVmRequest):
@@ -168,12 +173,18 @@ def act_on_vm(vm_uuid: str, request: Request,
 @router.delete("/vms/{vm_uuid}")
 def delete_vm(vm_uuid: str, request: Request) -> Response:
     """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2")."""
-    query = Query(request, {"sync"})
+    query = Query(request, {"sync", *CLIENT_EXTRAS})
     sync = query.boolean("sync")
+    _client_extras(query)
     query.check()
     return _request(request, vm_uuid, Action.DESTROY, args={},
                     owner_uuid=query.owner_uuid, idempotent=False, sync=sync,
                     context=None, idempotency=idempotency_of(request, None))
+
+
+def _client_extras(query: Query) -> None:
+    query.text("origin")
+    query.uuid("creator_uuid")
 
 
 def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, Any],

@@ -78,3 +78,22 @@ class ActionBody(StrictModel):
     idempotent: bool | None = None
     sync: bool | None = None
     context: dict[str, Any] | None = None
+
+
+KILL_SIGNALS = frozenset({"SIGKILL", "KILL", "9"})
+
+
+class KillBody(ActionBody):
+    """The optional body of kill: the VMAPI client's ``signal``. Only SIGKILL, VMAPI's default,
+    is accepted: kill is modelled as a forced stop, and no other signal can be delivered."""
+
+    signal: str | int | None = None
+
+    @field_validator("signal", mode="before")
+    @classmethod
+    def _only_sigkill(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or str(value).upper() not in KILL_SIGNALS:
+            raise ValueError("only SIGKILL (a forced stop) can be sent")
+        return value
