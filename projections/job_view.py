@@ -24,22 +24,25 @@ class JobView(ReadModel):
     tables = ("job_view",)
 
     def create_statements(self, db: Database) -> list[str]:
+        jobs = self.table("job_view")
         return [
-            "CREATE TABLE IF NOT EXISTS job_view ("
+            f"CREATE TABLE IF NOT EXISTS {jobs} ("
             "uuid TEXT PRIMARY KEY, vm_uuid TEXT NOT NULL, name TEXT NOT NULL, "
             "execution TEXT NOT NULL, params TEXT NOT NULL, created_at TEXT NOT NULL, "
             "started_at TEXT, finished_at TEXT, attempt INTEGER NOT NULL, error TEXT, "
             "chain_results TEXT NOT NULL, worker TEXT, lease_expires_at TEXT, "
             "position BIGINT NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS job_view_vm ON job_view (vm_uuid, position)",
-            "CREATE INDEX IF NOT EXISTS job_view_execution ON job_view (execution, position)",
+            f"CREATE INDEX IF NOT EXISTS {self.index('job_view_vm')} ON {jobs} (vm_uuid, position)",
+            f"CREATE INDEX IF NOT EXISTS {self.index('job_view_execution')} "
+            f"ON {jobs} (execution, position)",
         ]
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+        jobs = self.table("job_view")
         for position, event in events:
             if isinstance(event, Vm.JobQueued):
                 tx.execute(
-                    "INSERT INTO job_view (uuid, vm_uuid, name, execution, params, created_at, "
+                    f"INSERT INTO {jobs} (uuid, vm_uuid, name, execution, params, created_at, "
                     "attempt, chain_results, position) VALUES (?, ?, ?, ?, ?, ?, 0, '[]', ?)",
                     (
                         event.job_uuid, str(event.originator_id), event.name,
@@ -49,7 +52,7 @@ class JobView(ReadModel):
                 )
             elif isinstance(event, Vm.JobStarted):
                 tx.execute(
-                    "UPDATE job_view SET execution = ?, started_at = COALESCE(started_at, ?), "
+                    f"UPDATE {jobs} SET execution = ?, started_at = COALESCE(started_at, ?), "
                     "attempt = ?, worker = ?, lease_expires_at = ? WHERE uuid = ?",
                     (
                         Execution.RUNNING.value, rfc3339(event.timestamp), event.attempt,
@@ -58,41 +61,41 @@ class JobView(ReadModel):
                 )
             elif isinstance(event, Vm.JobLeaseRenewed):
                 tx.execute(
-                    "UPDATE job_view SET lease_expires_at = ? WHERE uuid = ?",
+                    f"UPDATE {jobs} SET lease_expires_at = ? WHERE uuid = ?",
                     (rfc3339(event.lease_expires_at), event.job_uuid),
                 )
             elif isinstance(event, Vm.JobStepRecorded):
-                self._append_step(tx, event.job_uuid, event.step)
+                self._append_step(tx, jobs, event.job_uuid, event.step)
             elif isinstance(event, Vm.JobSucceeded):
-                self._finish(tx, event, Execution.SUCCEEDED, None)
+                self._finish(tx, jobs, event, Execution.SUCCEEDED, None)
             elif isinstance(event, Vm.JobFailed):
-                self._finish(tx, event, Execution.FAILED, event.error)
+                self._finish(tx, jobs, event, Execution.FAILED, event.error)
             elif isinstance(event, Vm.JobCanceled):
                 # A canceled job ran no step; VMAPI clients judge a job by its last chain
                 # result, so the cancellation itself is recorded as one.
                 when = rfc3339(event.timestamp)
-                self._append_step(tx, event.job_uuid, {
+                self._append_step(tx, jobs, event.job_uuid, {
                     "name": "cancel", "result": None, "error": event.reason,
                     "started_at": when, "finished_at": when,
                 })
-                self._finish(tx, event, Execution.CANCELED, event.reason)
+                self._finish(tx, jobs, event, Execution.CANCELED, event.reason)
 
     @staticmethod
-    def _append_step(tx: Tx, job_uuid: str, step: dict[str, Any]) -> None:
-        tx.execute("SELECT chain_results FROM job_view WHERE uuid = ?", (job_uuid,))
+    def _append_step(tx: Tx, jobs: str, job_uuid: str, step: dict[str, Any]) -> None:
+        tx.execute(f"SELECT chain_results FROM {jobs} WHERE uuid = ?", (job_uuid,))
         row = tx.fetchone()
         if row is None:
             raise LookupError(f"job_view has no row for job {job_uuid}: an event was missed")
         chain = json.loads(row["chain_results"])
         chain.append(step)
         tx.execute(
-            "UPDATE job_view SET chain_results = ? WHERE uuid = ?", (json.dumps(chain), job_uuid)
+            f"UPDATE {jobs} SET chain_results = ? WHERE uuid = ?", (json.dumps(chain), job_uuid)
         )
 
     @staticmethod
-    def _finish(tx: Tx, event: Any, execution: Execution, error: str | None) -> None:
+    def _finish(tx: Tx, jobs: str, event: Any, execution: Execution, error: str | None) -> None:
         tx.execute(
-            "UPDATE job_view SET execution = ?, finished_at = ?, error = ?, "
+            f"UPDATE {jobs} SET execution = ?, finished_at = ?, error = ?, "
             "lease_expires_at = NULL WHERE uuid = ?",
             (execution.value, rfc3339(event.timestamp), error, event.job_uuid),
         )

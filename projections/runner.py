@@ -10,6 +10,7 @@ because SQLite has no subscriptions; the same loop serves PostgreSQL.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 from eventsourcing.persistence import Notification
 
 from projections.db import Database, Tx
+from projections.rebuild import rebuild_beside
 
 TRACKING_DDL = (
     "CREATE TABLE IF NOT EXISTS projection_tracking ("
@@ -44,14 +46,41 @@ class EventDecoder(Protocol):
 
 
 class ReadModel(ABC):
-    """A read model: tables, and how a batch of events changes them."""
+    """A read model: tables, and how a batch of events changes them.
+
+    ``tables`` are the live tables' names. Every statement (DDL and ``apply``) names its tables
+    through ``table()`` and its indexes through ``index()``, so a copy made by ``beside()``
+    writes into shadow tables (``vm_view__rebuild``) with their own indexes, tracked under its
+    own name: how a rebuild builds beside the live tables while they keep serving.
+    """
 
     name: str
     tables: tuple[str, ...]
+    suffix: str = ""
+
+    def table(self, name: str) -> str:
+        """The real name of table ``name`` (one of ``tables``) for this instance."""
+        return name + self.suffix
+
+    def index(self, name: str) -> str:
+        """The real name of index ``name`` (index names are global in both backends)."""
+        return name + self.suffix
+
+    def real_tables(self) -> list[str]:
+        """The real names of every table, in ``tables`` order."""
+        return [self.table(name) for name in self.tables]
+
+    def beside(self, suffix: str) -> ReadModel:
+        """A copy writing into ``<table><suffix>`` tables, tracked as ``<name><suffix>``."""
+        shadow = copy.copy(self)
+        shadow.suffix = self.suffix + suffix
+        shadow.name = self.name + suffix
+        return shadow
 
     @abstractmethod
     def create_statements(self, db: Database) -> list[str]:
-        """DDL creating the tables (idempotent)."""
+        """DDL creating the tables and indexes (idempotent), named through ``table()`` and
+        ``index()``."""
 
     @abstractmethod
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
@@ -73,12 +102,17 @@ class ProjectionRunner:
         read_models: Iterable[ReadModel],
         *,
         batch_size: int = 500,
+        on_lag: Callable[[str, int], None] | None = None,
+        lag_interval_s: float = 1.0,
     ):
         self.db = db
         self.source = source
         self.decoder = decoder
         self.read_models = {rm.name: rm for rm in read_models}
         self.batch_size = batch_size
+        self.on_lag = on_lag
+        self.lag_interval_s = lag_interval_s
+        self._lag_reported_at = float("-inf")
         self._wake = threading.Event()
         self._listeners: list[Callable[[], None]] = []
 
@@ -93,15 +127,16 @@ class ProjectionRunner:
     def position(self, name: str) -> int:
         """The last log position applied to read model ``name`` (0 before any)."""
         with self.db.transaction(commit=False) as tx:
-            return self._position(tx, name)
+            return self.position_in(tx, name)
 
     def positions(self) -> dict[str, int]:
         """Every read model's position."""
         with self.db.transaction(commit=False) as tx:
-            return {name: self._position(tx, name) for name in self.read_models}
+            return {name: self.position_in(tx, name) for name in self.read_models}
 
     @staticmethod
-    def _position(tx: Tx, name: str) -> int:
+    def position_in(tx: Tx, name: str) -> int:
+        """Read model ``name``'s position, read inside ``tx``."""
         tx.execute("SELECT position FROM projection_tracking WHERE name = ?", (name,))
         row = tx.fetchone()
         return 0 if row is None else int(row["position"])
@@ -112,21 +147,29 @@ class ProjectionRunner:
 
     def run_once(self, name: str) -> int:
         """Apply the next batch to read model ``name``; return how many events it held."""
-        read_model = self.read_models[name]
-        start = self.position(name)
+        return self.apply_next_batch(self.read_models[name])
+
+    def apply_next_batch(self, read_model: ReadModel) -> int:
+        """Apply the next batch to ``read_model`` (a live one, or one built beside) in one
+        transaction with its tracking row; return how many events it held."""
+        start = self.position(read_model.name)
         notifications = self.source.select_notifications(
             start, self.batch_size, inclusive_of_start=False
         )
         if not notifications:
             return 0
-        events = [(n.id, self.decoder.to_domain_event(n)) for n in notifications]
+        events = self.decode(notifications)
         with self.db.transaction() as tx:
             # Claim first, then apply: a runner that read a stale position (its batch may
             # overlap what a rival applied, or reach further) applies nothing, and on
             # PostgreSQL the claimed row holds a rival runner until this transaction ends.
-            self._advance(tx, name, start, notifications[-1].id)
+            self._advance(tx, read_model.name, start, notifications[-1].id)
             read_model.apply(tx, events)
         return len(notifications)
+
+    def decode(self, notifications: Sequence[Notification]) -> list[tuple[int, Any]]:
+        """``(position, domain event)`` pairs of ``notifications``."""
+        return [(n.id, self.decoder.to_domain_event(n)) for n in notifications]
 
     @staticmethod
     def _advance(tx: Tx, name: str, start: int, position: int) -> None:
@@ -157,22 +200,41 @@ class ProjectionRunner:
                     progress(count)
         if total:
             self._notify()
+        self.report_lag(force=bool(total))
         return total
+
+    def report_lag(self, *, force: bool = True) -> None:
+        """Tell ``on_lag`` how far each read model is behind the head (events); unless
+        ``force``, at most once every ``lag_interval_s`` (an idle loop polls often)."""
+        if self.on_lag is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._lag_reported_at < self.lag_interval_s:
+            return
+        self._lag_reported_at = now
+        head = self.head()
+        for name, position in self.positions().items():
+            self.on_lag(name, max(0, head - position))
 
     def reset(self, names: Iterable[str]) -> None:
         """Empty the named read models and their positions, in one transaction."""
         with self.db.transaction() as tx:
             for name in names:
-                for table in self.read_models[name].tables:
+                for table in self.read_models[name].real_tables():
                     tx.execute(f"DELETE FROM {table}")  # table names are ours, not input
                 tx.execute("DELETE FROM projection_tracking WHERE name = ?", (name,))
 
     def rebuild(self, names: Iterable[str] | None = None,
                 progress: Callable[[int], None] | None = None) -> int:
-        """Throw the named read models away and replay them from position 1."""
-        chosen = list(names or self.read_models)
-        self.reset(chosen)
-        return self.catch_up(chosen, progress)
+        """Rebuild the named read models (all by default) from position 1 while they keep
+        serving: each is built beside its live tables, then switched in one transaction
+        (``projections.rebuild``). Returns how many events were applied."""
+        total = 0
+        for name in names or list(self.read_models):
+            total += rebuild_beside(self, self.read_models[name], progress)
+        self._notify()
+        self.report_lag()
+        return total
 
     # -- running in the background --------------------------------------------------------
 

@@ -84,20 +84,24 @@ class VmView(ReadModel):
         self.transcoder = transcoder
 
     def create_statements(self, db: Database) -> list[str]:
+        view, tags, index = self.table("vm_view"), self.table("vm_view_tags"), self.index
         return [
-            "CREATE TABLE IF NOT EXISTS vm_view ("
+            f"CREATE TABLE IF NOT EXISTS {view} ("
             "uuid TEXT PRIMARY KEY, owner_uuid TEXT NOT NULL, server_uuid TEXT, "
             "brand TEXT NOT NULL, state TEXT NOT NULL, alias TEXT, image_uuid TEXT, "
             "ram INTEGER NOT NULL, create_timestamp TEXT NOT NULL, version INTEGER NOT NULL, "
             f"body TEXT NOT NULL, snapshot {db.blob_type()} NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS vm_view_owner ON vm_view (owner_uuid, create_timestamp)",
-            "CREATE INDEX IF NOT EXISTS vm_view_state ON vm_view (state, create_timestamp)",
-            "CREATE INDEX IF NOT EXISTS vm_view_server ON vm_view (server_uuid)",
-            "CREATE INDEX IF NOT EXISTS vm_view_created ON vm_view (create_timestamp, uuid)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_view_owner')} "
+            f"ON {view} (owner_uuid, create_timestamp)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_view_state')} "
+            f"ON {view} (state, create_timestamp)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_view_server')} ON {view} (server_uuid)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_view_created')} "
+            f"ON {view} (create_timestamp, uuid)",
             # tag.K=V filters; values compared in their JSON text form ("true", "5", "web")
-            "CREATE TABLE IF NOT EXISTS vm_view_tags (vm_uuid TEXT NOT NULL, key TEXT NOT NULL, "
+            f"CREATE TABLE IF NOT EXISTS {tags} (vm_uuid TEXT NOT NULL, key TEXT NOT NULL, "
             "value TEXT NOT NULL, PRIMARY KEY (vm_uuid, key))",
-            "CREATE INDEX IF NOT EXISTS vm_view_tags_kv ON vm_view_tags (key, value)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_view_tags_kv')} ON {tags} (key, value)",
         ]
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
@@ -115,7 +119,8 @@ class VmView(ReadModel):
             self._store(tx, vm)
 
     def _load(self, tx: Tx, vm_id: UUID) -> Vm:
-        tx.execute("SELECT version, snapshot FROM vm_view WHERE uuid = ?", (str(vm_id),))
+        tx.execute(f"SELECT version, snapshot FROM {self.table('vm_view')} WHERE uuid = ?",
+                   (str(vm_id),))
         row = tx.fetchone()
         if row is None:
             raise LookupError(f"vm_view has no row for {vm_id}: an event was missed")
@@ -141,14 +146,15 @@ class VmView(ReadModel):
         )
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
         tx.execute(
-            f"INSERT INTO vm_view ({', '.join(_COLUMNS)}) "
+            f"INSERT INTO {self.table('vm_view')} ({', '.join(_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
             f"ON CONFLICT (uuid) DO UPDATE SET {updates}",
             values,
         )
-        tx.execute("DELETE FROM vm_view_tags WHERE vm_uuid = ?", (str(vm.id),))
+        tags = self.table("vm_view_tags")
+        tx.execute(f"DELETE FROM {tags} WHERE vm_uuid = ?", (str(vm.id),))
         for key, value in vm.tags.items():
             tx.execute(
-                "INSERT INTO vm_view_tags (vm_uuid, key, value) VALUES (?, ?, ?)",
+                f"INSERT INTO {tags} (vm_uuid, key, value) VALUES (?, ?, ?)",
                 (str(vm.id), key, tag_text(value)),
             )

@@ -88,7 +88,8 @@ def work() -> None:
 def rebuild(
     names: Annotated[list[str] | None, typer.Argument(help="read models (default: all)")] = None,
 ) -> None:
-    """Throw read models away and rebuild them from position 1."""
+    """Rebuild read models from position 1 while the service keeps serving them: each is
+    built beside its live tables in batches, then switched in one transaction."""
     services = _services()
     try:
         chosen = names or list(services.projections.read_models)
@@ -96,9 +97,13 @@ def rebuild(
         if unknown:
             raise typer.BadParameter(f"unknown read models: {', '.join(sorted(unknown))}")
         head = services.projections.head()
+        count = 0
         with progress_bar() as bar:
-            task = bar.add_task("rebuilding " + ", ".join(chosen), total=head * len(chosen))
-            count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
+            for name in chosen:
+                task = bar.add_task(f"rebuilding {name}", total=head)
+                count += services.projections.rebuild(
+                    [name], progress=lambda n, task=task: bar.advance(task, n))
+                bar.update(task, completed=head, description=f"rebuilt {name}, switched")
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied, head {head}")
     finally:
         services.close()

@@ -9,6 +9,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from projections.analytics import AnalyticsView
 from projections.db import Database
 from projections.job_view import JobQueries, JobView
 from projections.runner import ProjectionRunner, ReadModel
@@ -17,7 +18,7 @@ from projections.vm_view import VmView
 from service.application import Commands, VmLedger
 from service.compute.simulated import SimulatedFleet, place
 from service.idempotency import IdempotencyStore
-from service.metrics import VERSION_CONFLICT_RETRIES
+from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.settings import Settings
 from service.worker import Worker
 
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 def read_models(app: VmLedger) -> list[ReadModel]:
     """Fresh instances of every read model the service keeps (the runner's, and the audit's
     fresh folds)."""
-    return [VmView(app.mapper.transcoder), JobView()]
+    return [VmView(app.mapper.transcoder), JobView(), AnalyticsView()]
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Services:
         app = VmLedger(env={**settings.eventsourcing_env(), "CREATE_TABLE": "n"})
         db = Database(app.recorder.datastore)
         runner = ProjectionRunner(
-            db, app.recorder, app.mapper, read_models(app)
+            db, app.recorder, app.mapper, read_models(app), on_lag=report_projection_lag
         )
         fleet = SimulatedFleet(db, latency_s=settings.sim_latency_s)
         keys = IdempotencyStore(db, ttl_s=settings.idempotency_ttl_s)

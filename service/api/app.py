@@ -12,7 +12,7 @@ from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import errors, routes_jobs, routes_ops, routes_sim, routes_vms
+from service.api import errors, routes_jobs, routes_ops, routes_sim, routes_stats, routes_vms
 from service.api.deps import new_request_id
 from service.container import Services
 from service.settings import Settings
@@ -69,6 +69,7 @@ def create_app(
     app.include_router(routes_ops.router)
     app.include_router(routes_vms.router)
     app.include_router(routes_jobs.router)
+    app.include_router(routes_stats.router)
     if settings.driver == "simulated":
         app.include_router(routes_sim.router)
 

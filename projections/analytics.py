@@ -1,0 +1,159 @@
+"""``analytics``: plain SQL tables for analysts (docs/analytics.md, column by column).
+
+Two tables, written together at one tracking position:
+
+- ``vm_transitions``: one row per state-changing event (``domain.transitions.STATE_EVENTS``):
+  the state before and after, when, how long the VM had been in the state it left, where,
+  whose, and why (for failures: ``evicted``, ``crashed``, ``provision_failed``).
+- ``vm_current``: one row per VM: its state now and since when, its owner and last server.
+
+The state after each event comes from the domain's own transition table
+(``transitions.after``), so these tables cannot drift from the aggregate; an event the table
+does not allow from the stored state (a missed event) fails loudly. Times are kept twice: as
+RFC 3339 UTC text with milliseconds (``at``, ``since``: readable, sortable, and
+``SUBSTR(at, 1, 13)`` is the hour) and as Unix epoch milliseconds (``at_ms``, ``since_ms``:
+arithmetic); durations are whole milliseconds (``ms_in_from``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from domain import transitions
+from domain.states import VmState
+from domain.vm import Vm
+from projections.db import Database, Tx
+from projections.formats import rfc3339
+from projections.runner import ReadModel
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+TRANSITION_COLUMNS = (
+    "vm_uuid", "version", "position", "event_type", "from_state", "to_state", "at", "at_ms",
+    "ms_in_from", "server_uuid", "owner_uuid", "reason", "message", "actor", "job_uuid",
+)
+CURRENT_COLUMNS = (
+    "vm_uuid", "state", "since", "since_ms", "owner_uuid", "server_uuid", "quarantined_from",
+    "version", "position",
+)
+
+
+def epoch_ms(moment: datetime) -> int:
+    """Whole milliseconds since the Unix epoch (floored, like the text form)."""
+    return (moment - _EPOCH) // _MS
+
+
+def _failure(event: Any) -> tuple[str | None, str | None]:
+    """The (reason, message) an event records: failures and quarantines say why."""
+    if isinstance(event, Vm.ProvisionFailed):
+        return "provision_failed", event.error
+    return getattr(event, "reason", None), getattr(event, "message", None)
+
+
+class AnalyticsView(ReadModel):
+    """``vm_transitions`` (one row per state change) and ``vm_current`` (one row per VM)."""
+
+    name = "analytics"
+    tables = ("vm_transitions", "vm_current")
+
+    def create_statements(self, db: Database) -> list[str]:
+        moves, now, index = self.table("vm_transitions"), self.table("vm_current"), self.index
+        return [
+            f"CREATE TABLE IF NOT EXISTS {moves} ("
+            "vm_uuid TEXT NOT NULL, version INTEGER NOT NULL, position BIGINT NOT NULL, "
+            "event_type TEXT NOT NULL, from_state TEXT NOT NULL, to_state TEXT NOT NULL, "
+            "at TEXT NOT NULL, at_ms BIGINT NOT NULL, ms_in_from BIGINT NOT NULL, "
+            "server_uuid TEXT, owner_uuid TEXT NOT NULL, reason TEXT, message TEXT, "
+            "actor TEXT, job_uuid TEXT, PRIMARY KEY (vm_uuid, version))",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_transitions_pair')} "
+            f"ON {moves} (from_state, to_state)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_transitions_to')} "
+            f"ON {moves} (to_state, reason, server_uuid)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_transitions_owner')} ON {moves} (owner_uuid)",
+            f"CREATE TABLE IF NOT EXISTS {now} ("
+            "vm_uuid TEXT PRIMARY KEY, state TEXT NOT NULL, since TEXT NOT NULL, "
+            "since_ms BIGINT NOT NULL, owner_uuid TEXT NOT NULL, server_uuid TEXT, "
+            "quarantined_from TEXT, version INTEGER NOT NULL, position BIGINT NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_current_state')} ON {now} (state, since_ms)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_current_owner')} ON {now} (owner_uuid, state)",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_current_server')} "
+            f"ON {now} (server_uuid, state)",
+        ]
+
+    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+        current: dict[str, dict[str, Any]] = {}  # this batch's VMs, written once at the end
+        for position, event in events:
+            if not isinstance(event, Vm.Event):
+                continue
+            vm_uuid = str(event.originator_id)
+            if isinstance(event, Vm.Created):
+                current[vm_uuid] = self._created(vm_uuid, position, event)
+                continue
+            kind = type(event).__name__
+            if kind not in transitions.STATE_EVENTS:
+                continue
+            vm = current.get(vm_uuid) or self._load(tx, vm_uuid)
+            current[vm_uuid] = self._transition(tx, vm, position, kind, event)
+        columns = ", ".join(CURRENT_COLUMNS)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in CURRENT_COLUMNS[1:])
+        for vm in current.values():
+            tx.execute(
+                f"INSERT INTO {self.table('vm_current')} ({columns}) "
+                f"VALUES ({', '.join('?' * len(CURRENT_COLUMNS))}) "
+                f"ON CONFLICT (vm_uuid) DO UPDATE SET {updates}",
+                [vm[c] for c in CURRENT_COLUMNS],
+            )
+
+    @staticmethod
+    def _created(vm_uuid: str, position: int, event: Any) -> dict[str, Any]:
+        return {
+            "vm_uuid": vm_uuid, "state": VmState.PROVISIONING.value,
+            "since": rfc3339(event.timestamp), "since_ms": epoch_ms(event.timestamp),
+            "owner_uuid": event.owner_uuid, "server_uuid": None, "quarantined_from": None,
+            "version": event.originator_version, "position": position,
+        }
+
+    def _load(self, tx: Tx, vm_uuid: str) -> dict[str, Any]:
+        tx.execute(f"SELECT * FROM {self.table('vm_current')} WHERE vm_uuid = ?", (vm_uuid,))
+        row = tx.fetchone()
+        if row is None:
+            raise LookupError(f"vm_current has no row for {vm_uuid}: an event was missed")
+        return row
+
+    def _transition(self, tx: Tx, vm: dict[str, Any], position: int, kind: str,
+                    event: Any) -> dict[str, Any]:
+        """Record one state change; return the VM's ``vm_current`` row after it."""
+        before = VmState(vm["state"])
+        previous = VmState(vm["quarantined_from"]) if vm["quarantined_from"] else None
+        after = transitions.after(before, kind, previous)
+        at_ms = epoch_ms(event.timestamp)
+        server_uuid = getattr(event, "server_uuid", None) or vm["server_uuid"]
+        reason, message = _failure(event)
+        cause = getattr(event, "cause", None) or {}
+        row = {
+            "vm_uuid": vm["vm_uuid"], "version": event.originator_version,
+            "position": position, "event_type": kind, "from_state": before.value,
+            "to_state": after.value, "at": rfc3339(event.timestamp), "at_ms": at_ms,
+            "ms_in_from": at_ms - int(vm["since_ms"]), "server_uuid": server_uuid,
+            "owner_uuid": vm["owner_uuid"], "reason": reason, "message": message,
+            "actor": cause.get("actor"), "job_uuid": cause.get("job_uuid"),
+        }
+        tx.execute(
+            f"INSERT INTO {self.table('vm_transitions')} ({', '.join(TRANSITION_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(TRANSITION_COLUMNS))})",
+            [row[c] for c in TRANSITION_COLUMNS],
+        )
+        changed = after != before  # a reboot stays in running: "since" does not move
+        return {
+            **vm,
+            "state": after.value,
+            "since": row["at"] if changed else vm["since"],
+            "since_ms": at_ms if changed else vm["since_ms"],
+            "server_uuid": server_uuid,
+            "quarantined_from": before.value if after is VmState.QUARANTINED else None,
+            "version": event.originator_version,
+            "position": position,
+        }

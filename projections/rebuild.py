@@ -1,0 +1,130 @@
+"""Rebuilding a read model from position 1 while it keeps serving: build beside, then switch.
+
+1. **Prepare.** Drop what an interrupted rebuild may have left (the shadow tables and the
+   shadow's tracking row), then create the shadow tables ``<table>__rebuild`` with their
+   indexes ``<index>__rebuild``: the read model's own DDL, named through ``ReadModel.table``
+   and ``ReadModel.index``.
+2. **Build.** Apply the log from position 1 to the shadow in batches, each in one transaction
+   with the shadow's own tracking row ``<name>__rebuild``, until the head. The live tables
+   keep serving reads, and the live runner keeps them up to date, all along.
+3. **Switch**, in one transaction: hold the live tracking row (PostgreSQL: ``FOR UPDATE``;
+   SQLite: the database write lock), so no runner moves it; apply to the shadow whatever the
+   live read model already has and the shadow has not (a switch never moves a read model
+   back, which read-your-writes relies on); drop the live tables; rename the shadow tables to
+   the live names; give their indexes the live names (PostgreSQL renames them; SQLite cannot
+   rename an index, so they are created again under the live names from the same DDL); move
+   the tracking row to the shadow's position and delete the shadow's.
+
+Readers never see a half-built table: before the commit they read the old tables, after it
+the new ones. A live runner that read its position before the switch fails its
+compare-and-set afterwards (``ProjectionConflictError``), re-reads and goes on from the
+switched position. One rebuild of a given read model at a time: a second one started meanwhile
+would drop the first one's shadow tables.
+
+A read model whose DDL does not name its tables through ``table()`` cannot be built beside:
+it is rebuilt in place (emptied, then replayed; readers see it fill up again), with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from projections.db import Database, Dialect, Tx
+
+if TYPE_CHECKING:
+    from projections.runner import ProjectionRunner, ReadModel
+
+SUFFIX = "__rebuild"
+
+log = logging.getLogger(__name__)
+
+
+def rebuild_beside(runner: ProjectionRunner, live: ReadModel,
+                   progress: Callable[[int], None] | None = None) -> int:
+    """Rebuild ``live`` from position 1 beside its tables, then switch; return how many
+    events were applied. ``progress(n)`` is called after each batch of the build."""
+    shadow = live.beside(SUFFIX)
+    if shadow.create_statements(runner.db) == live.create_statements(runner.db):
+        log.warning("%s does not name its tables through ReadModel.table(): rebuilt in place, "
+                    "so it is empty until the rebuild ends", live.name)
+        runner.reset([live.name])
+        return runner.catch_up([live.name], progress)
+    prepare(runner.db, shadow)
+    total = 0
+    while count := runner.apply_next_batch(shadow):
+        total += count
+        if progress:
+            progress(count)
+    return total + switch(runner, live, shadow)
+
+
+def prepare(db: Database, shadow: ReadModel) -> None:
+    """Empty shadow tables and no shadow tracking row, in one transaction."""
+    with db.transaction() as tx:
+        for table in shadow.real_tables():  # table names are ours, never input
+            tx.execute(f"DROP TABLE IF EXISTS {table}")
+        tx.execute("DELETE FROM projection_tracking WHERE name = ?", (shadow.name,))
+        for statement in shadow.create_statements(db):
+            tx.execute(statement)
+
+
+def switch(runner: ProjectionRunner, live: ReadModel, shadow: ReadModel) -> int:
+    """Put the shadow tables in the live ones' place and move the tracking row, in one
+    transaction; return how many events the shadow still needed to apply first."""
+    db = runner.db
+    applied = 0
+    with db.transaction() as tx:
+        live_position = _hold(tx, live.name)
+        position = runner.position_in(tx, shadow.name)
+        while position < live_position:
+            notifications = runner.source.select_notifications(
+                position, runner.batch_size, stop=live_position, inclusive_of_start=False)
+            if not notifications:  # pragma: no cover - the live read model applied them
+                raise LookupError(f"{live.name}: the log has no events after {position}")
+            shadow.apply(tx, runner.decode(notifications))
+            position = notifications[-1].id
+            applied += len(notifications)
+        for table in live.real_tables():
+            tx.execute(f"DROP TABLE IF EXISTS {table}")
+        for table in live.tables:
+            tx.execute(f"ALTER TABLE {shadow.table(table)} RENAME TO {live.table(table)}")
+        _name_indexes(tx, db, live)
+        tx.execute("UPDATE projection_tracking SET position = ? WHERE name = ?",
+                   (position, live.name))
+        tx.execute("DELETE FROM projection_tracking WHERE name = ?", (shadow.name,))
+    return applied
+
+
+def _hold(tx: Tx, name: str) -> int:
+    """Lock read model ``name``'s tracking row (creating it at 0) and return its position.
+    The INSERT comes first so that on SQLite the write lock is taken before anything is read."""
+    tx.execute("INSERT INTO projection_tracking (name, position) VALUES (?, 0) "
+               "ON CONFLICT (name) DO NOTHING", (name,))
+    lock = " FOR UPDATE" if tx.dialect is Dialect.POSTGRES else ""
+    tx.execute(f"SELECT position FROM projection_tracking WHERE name = ?{lock}", (name,))
+    row = tx.fetchone()
+    assert row is not None
+    return int(row["position"])
+
+
+def _name_indexes(tx: Tx, db: Database, live: ReadModel) -> None:
+    """Give the indexes of the just-renamed tables their live names."""
+    if tx.dialect is Dialect.POSTGRES:
+        for table in live.real_tables():
+            tx.execute("SELECT indexname FROM pg_indexes "
+                       "WHERE schemaname = current_schema() AND tablename = ?", (table,))
+            for row in tx.fetchall():
+                name = row["indexname"]
+                if SUFFIX in name:  # includes the primary key's, <table>__rebuild_pkey
+                    tx.execute(f"ALTER INDEX {name} RENAME TO {name.replace(SUFFIX, '')}")
+        return
+    for table in live.real_tables():
+        tx.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
+                   "AND sql IS NOT NULL", (table,))  # not the primary keys' autoindexes
+        for row in tx.fetchall():
+            if SUFFIX in row["name"]:
+                tx.execute(f"DROP INDEX {row['name']}")
+    for statement in live.create_statements(db):  # the tables exist: only indexes are made
+        tx.execute(statement)

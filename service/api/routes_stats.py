@@ -1,0 +1,104 @@
+"""Analytics routes (``/stats/*``): counts, transitions, durations, failures and stuck VMs,
+read from the ``analytics`` read model (docs/analytics.md). Every route takes ``owner_uuid``
+to count only that owner's VMs."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from domain.states import VmState
+from projections.analytics_queries import AnalyticsQueries
+from service.api.deps import read_your_writes, services_of
+from service.api.params import MAX_LIMIT, Query
+
+router = APIRouter()
+
+READ_MODELS = ("analytics",)
+_STATES = tuple(state.value for state in VmState)
+_BREAKDOWNS = {"owner": "owner_uuid", "server": "server_uuid"}
+_FAILURE_KEYS = {"reason": "reason", "server": "server_uuid"}
+
+
+def _choice(query: Query, name: str, choices: dict[str, str] | tuple[str, ...], *,
+            required: bool = False) -> str | None:
+    """The value of ``name`` if it is one of ``choices``; otherwise refused naming it."""
+    value = query.params.get(name)
+    if value is None:
+        if required:
+            query.invalid(name, "Missing parameter", code="Missing")
+        return None
+    if value not in choices:
+        query.invalid(name, f"must be one of {', '.join(choices)}")
+        return None
+    return value
+
+
+def _analytics(request: Request, query: Query) -> AnalyticsQueries:
+    """Validate the query, wait for the analytics read model (read-your-writes), and return
+    its queries."""
+    query.check()
+    services = services_of(request)
+    read_your_writes(request, services, READ_MODELS, eventual=query.eventual)
+    return AnalyticsQueries(services.db)
+
+
+@router.get("/stats/states")
+def stats_states(request: Request) -> JSONResponse:
+    """How many VMs are in each state now; ``by=owner|server`` breaks the counts down."""
+    query = Query(request, {"by"})
+    by = _choice(query, "by", _BREAKDOWNS)
+    analytics = _analytics(request, query)
+    if by is None:
+        return JSONResponse(analytics.states(query.owner_uuid))
+    return JSONResponse(analytics.states_by(_BREAKDOWNS[by], query.owner_uuid))
+
+
+@router.get("/stats/transitions")
+def stats_transitions(request: Request) -> JSONResponse:
+    """How many times VMs went from one state to another, per (from, to) pair."""
+    query = Query(request, set())
+    return JSONResponse(_analytics(request, query).transitions(query.owner_uuid))
+
+
+@router.get("/stats/durations")
+def stats_durations(request: Request) -> JSONResponse:
+    """Count, p50, p90, p99 and max (ms) of the time from entering ``from`` to entering
+    ``to`` (e.g. provisioning to running)."""
+    query = Query(request, {"from", "to"})
+    from_state = _choice(query, "from", _STATES, required=True)
+    to_state = _choice(query, "to", _STATES, required=True)
+    if from_state is not None and from_state == to_state:
+        query.invalid("to", "must differ from from")
+    analytics = _analytics(request, query)
+    assert from_state is not None and to_state is not None
+    return JSONResponse(
+        analytics.durations(from_state, to_state, query.owner_uuid).as_dict())
+
+
+@router.get("/stats/failures")
+def stats_failures(request: Request) -> JSONResponse:
+    """How many times VMs failed, by ``reason`` (default: evicted, crashed,
+    provision_failed, ...) or by the ``server`` they failed on."""
+    query = Query(request, {"by"})
+    by = _choice(query, "by", _FAILURE_KEYS) or "reason"
+    return JSONResponse(_analytics(request, query).failures(_FAILURE_KEYS[by],
+                                                            query.owner_uuid))
+
+
+@router.get("/stats/stuck")
+def stats_stuck(request: Request) -> JSONResponse:
+    """VMs in a transient state (provisioning) for ``older_than`` seconds or more, longest
+    first (``limit``, default and max 1000); the total in x-joyent-resource-count."""
+    query = Query(request, {"older_than", "limit"})
+    older_than = query.integer("older_than", minimum=0)
+    if "older_than" not in query.params:
+        query.invalid("older_than", "Missing parameter", code="Missing")
+    limit = query.integer("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT
+    analytics = _analytics(request, query)
+    assert older_than is not None
+    stuck, total = analytics.stuck(older_than * 1000, int(time.time() * 1000),
+                                   owner_uuid=query.owner_uuid, limit=limit)
+    return JSONResponse(stuck, headers={"x-joyent-resource-count": str(total)})
