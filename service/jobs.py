@@ -35,6 +35,9 @@ def give_up(job: JobRun) -> None:
     """End a job whose workers kept being lost: its attempts are bounded (the count is in
     each ``JobStarted``). A VM still provisioning leaves that state."""
     error = f"gave up after {job.attempt - 1} attempts: the workers running it were lost"
+    if job.vm.state == VmState.PROVISIONING:
+        # The lost workers may have created (and booted) it: a failed VM has no server.
+        _remove_everywhere(job, str(job.vm.id))
 
     def record(vm: Vm) -> None:
         if vm.state == VmState.PROVISIONING:
@@ -103,8 +106,13 @@ def _reconcile_provision(job: JobRun, vm_uuid: str) -> None:
     job.record_step("reconcile", result={"server_uuid": server_uuid, "state": power})
     booted = "ensure_state" in job.job.get("steps_done", [])
     if power != "running" and not booted:
-        # Created but never booted: finish the provision.
-        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, vm_uuid, "running"))
+        # Created but never booted: finish the provision, or leave nothing half-made.
+        try:
+            job.step("ensure_state",
+                     lambda: job.driver.ensure_state(server_uuid, vm_uuid, "running"))
+        except StepFailedError:
+            _remove_everywhere(job, vm_uuid)
+            raise
         power = "running"
 
     def record(vm: Vm) -> None:
@@ -123,6 +131,15 @@ def _where_is(job: JobRun, vm_uuid: str) -> tuple[str, str] | None:
             if power is not None:
                 return server.uuid, power
     return None
+
+
+def _remove_everywhere(job: JobRun, vm_uuid: str) -> None:
+    """Unregister the VM from every server that reports it (a provision that ends failed
+    leaves no copy behind: the VM records no server, so no destroy would ever find it)."""
+    for server in job.driver.servers():
+        with contextlib.suppress(ComputeError):
+            if vm_uuid in job.driver.inventory(server.uuid):
+                job.driver.unregister(server.uuid, vm_uuid)
 
 
 def _placed_by_an_earlier_attempt(job: JobRun, vm_uuid: str) -> str | None:

@@ -130,6 +130,12 @@ def test_racing_processes_lose_no_update_and_never_answer_5xx(postgres_database,
                              if status == 202 and asked.startswith("update:")}
             assert asked_aliases <= aliases, "an acknowledged update was lost"
             _assert_one_running_job_at_a_time(events)
+            # two work processes never run the same job twice: no lease expires here, so
+            # every job (the 4 provisions and each accepted action) was started exactly once
+            started = Counter(e.job_uuid for e in events if isinstance(e, Vm.JobStarted))
+            assert set(started) == set(queued), set(queued) ^ set(started)
+            assert all(count == 1 for count in started.values()), {
+                job: count for job, count in started.items() if count > 1}
             _fold_check(services, vm_uuids)
     finally:
         services.close()
