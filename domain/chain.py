@@ -31,3 +31,36 @@ def link(previous: str, originator_id: UUID, version: int, topic: str,
         sort_keys=True, separators=(",", ":"), default=str,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ChainedEvent:
+    """Mixin of an aggregate's base ``Event`` (which must declare ``chain: str``): applying
+    an event moves the aggregate's ``chain_head`` to it."""
+
+    chain: str
+
+    def mutate(self, aggregate: Any) -> Any:
+        mutated = super().mutate(aggregate)  # type: ignore[misc]
+        mutated.chain_head = self.chain
+        return mutated
+
+
+class Chained:
+    """Mixin of an aggregate: every event it records links to the one before it."""
+
+    chain_head: str
+    INITIAL_VERSION: int
+    id: Any
+    version: int
+
+    @classmethod
+    def _create(cls, event_class: Any, *, id: UUID, **kwargs: Any) -> Any:  # noqa: A002
+        kwargs.setdefault("timestamp", event_class.create_timestamp())
+        kwargs["chain"] = link(GENESIS, id, cls.INITIAL_VERSION, event_class.TOPIC, kwargs)
+        return super()._create(event_class, id=id, **kwargs)  # type: ignore[misc]
+
+    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("timestamp", event_class.create_timestamp())
+        kwargs["chain"] = link(self.chain_head, self.id, self.version + 1, event_class.TOPIC,
+                               kwargs)
+        super().trigger_event(event_class, **kwargs)  # type: ignore[misc]

@@ -102,3 +102,32 @@ class JobNotRunnableError(DomainError):
         super().__init__(f"Job {job_uuid}: {reason}")
         self.job_uuid = str(job_uuid)
         self.reason = reason
+
+
+class StaleGenerationError(DomainError):
+    """An agent report not newer than the last one applied (Omicron's generation numbers)."""
+
+    def __init__(self, server_uuid: str, generation: int, last_applied: int):
+        super().__init__(
+            f"report generation {generation} of server {server_uuid} is not newer than "
+            f"{last_applied}, the last one applied"
+        )
+        self.server_uuid = server_uuid
+        self.generation = generation
+        self.last_applied = last_applied
+
+
+class ServerNotFoundError(DomainError):
+    """No server with this uuid."""
+
+    def __init__(self, server_uuid: UUID | str):
+        super().__init__(f"Server {server_uuid} not found")
+        self.server_uuid = str(server_uuid)
+
+
+class VolumeNotFoundError(DomainError):
+    """No volume with this uuid."""
+
+    def __init__(self, volume_uuid: UUID | str):
+        super().__init__(f"Volume {volume_uuid} not found")
+        self.volume_uuid = str(volume_uuid)

@@ -31,10 +31,45 @@ class Lifecycle:
     Quarantined: Any
     Released: Any
     MetadataUpdated: Any
+    VolumeAddressesRefreshed: Any
+    volumes: list[dict[str, str]]
+    CapacityClaimed: Any
+    CapacityReleased: Any
     trigger_event: Any
+    claim: dict[str, Any] | None
+    ram: int
+    cpu_cap: int | None
 
     def _check(self, event_name: str) -> None:
         transitions.after(VmState(self.state), event_name)
+
+    @property
+    def cpus(self) -> int:
+        """CPUs the VM holds on its server: its ``cpu_cap`` (percent of one CPU, VMAPI)
+        rounded up, at least 1."""
+        return max(1, -(-(self.cpu_cap or 100) // 100))
+
+    def claim_capacity(self, server_uuid: str, *, cause: Cause) -> bool:
+        """Record that the VM holds its RAM and CPUs on ``server_uuid`` (the server's stream
+        records the same claim in the same transaction). False (nothing recorded) if it
+        already holds them there. Raises ``IllegalTransitionError`` on a destroyed VM and
+        when it holds a claim on another server."""
+        if VmState(self.state) is VmState.DESTROYED:
+            raise IllegalTransitionError(self.state, "CapacityClaimed")
+        if self.claim is not None:
+            if self.claim["server_uuid"] == server_uuid:
+                return False
+            raise IllegalTransitionError(self.state, "CapacityClaimed (holds a claim on "
+                                         f"{self.claim['server_uuid']})")
+        self.trigger_event(self.CapacityClaimed, cause=cause, server_uuid=server_uuid,
+                           ram_mib=self.ram, cpus=self.cpus)
+        return True
+
+    def release_capacity(self, *, cause: Cause) -> None:
+        """Give back the capacity the log says the VM holds (nothing if it holds none)."""
+        if self.claim is not None:
+            self.trigger_event(self.CapacityReleased, cause=cause,
+                               server_uuid=self.claim["server_uuid"])
 
     def record_provisioned(self, server_uuid: str, *, cause: Cause) -> None:
         """The VM now runs on ``server_uuid``. Raises ``IllegalTransitionError``."""
@@ -42,8 +77,10 @@ class Lifecycle:
         self.trigger_event(self.Provisioned, cause=cause, server_uuid=server_uuid)
 
     def record_provision_failed(self, error: str, *, cause: Cause) -> None:
-        """Provisioning failed. Raises ``IllegalTransitionError``."""
+        """Provisioning failed; any capacity claimed is given back. Raises
+        ``IllegalTransitionError``."""
         self._check("ProvisionFailed")
+        self.release_capacity(cause=cause)
         self.trigger_event(self.ProvisionFailed, cause=cause, error=error)
 
     def record_started(self, *, cause: Cause, server_uuid: str | None = None) -> None:
@@ -62,14 +99,16 @@ class Lifecycle:
         self.trigger_event(self.Rebooted, cause=cause)
 
     def record_failed(self, reason: str, message: str, *, cause: Cause) -> None:
-        """The VM failed (``reason``: ``evicted``, ``crashed``, ...). Raises
-        ``IllegalTransitionError``."""
+        """The VM failed (``reason``: ``evicted``, ``crashed``, ...); it gives back its
+        capacity (design.md: failure releases). Raises ``IllegalTransitionError``."""
         self._check("Failed")
+        self.release_capacity(cause=cause)
         self.trigger_event(self.Failed, cause=cause, reason=reason, message=message)
 
     def record_destroyed(self, *, cause: Cause) -> None:
-        """The VM is gone. Raises ``IllegalTransitionError``."""
+        """The VM is gone; it gives back its capacity. Raises ``IllegalTransitionError``."""
         self._check("Destroyed")
+        self.release_capacity(cause=cause)
         self.trigger_event(self.Destroyed, cause=cause)
 
     def record_quarantined(self, reason: str, *, cause: Cause) -> None:
@@ -102,4 +141,17 @@ class Lifecycle:
         if not effective:
             return False
         self.trigger_event(self.MetadataUpdated, cause=cause, changes=effective)
+        return True
+
+    def record_volume_addresses(self, addresses: dict[str, str | None], *, cause: Cause) -> bool:
+        """Record the addresses (``{volume_uuid: address or None}``) of the mounted volumes the
+        VM booted with (design.md lesson 6); False (nothing recorded) when it mounts none.
+        Raises ``ValidationError`` naming a volume it does not mount."""
+        mounted = {mount["volume_uuid"] for mount in self.volumes}
+        if not mounted:
+            return False
+        unknown = sorted(set(addresses) - mounted)
+        if unknown:
+            raise ValidationError("volumes", "Invalid", f"the VM does not mount {unknown[0]}")
+        self.trigger_event(self.VolumeAddressesRefreshed, cause=cause, addresses=dict(addresses))
         return True

@@ -51,7 +51,7 @@ def make_cause(
     }
 
 
-class Vm(JobQueue, Lifecycle, Aggregate):
+class Vm(chain.Chained, JobQueue, Lifecycle, Aggregate):
     """A VM: its spec, its state and desired state, and its queue of active jobs.
 
     ``active_jobs`` holds the queued and running jobs, head first; only the head may run (the
@@ -60,17 +60,12 @@ class Vm(JobQueue, Lifecycle, Aggregate):
 
     TOPIC = "vm"
 
-    class Event(Aggregate.Event):
+    class Event(chain.ChainedEvent, Aggregate.Event):
         """Base of every VM event: carries the cause, and the stream's hash chain."""
 
         TOPIC = "vm.event"
         cause: Cause
         chain: str
-
-        def mutate(self, aggregate: Any) -> Any:
-            vm = super().mutate(aggregate)
-            vm.chain_head = self.chain
-            return vm
 
     class Created(Event, Aggregate.Created):
         """A VM was asked for; it is provisioning."""
@@ -115,6 +110,7 @@ class Vm(JobQueue, Lifecycle, Aggregate):
             vm.quarantine = None
             vm.destroyed_at = None
             vm.active_jobs = []
+            vm.claim = None
 
     class JobQueued(Event):
         """A job was queued for the VM (behind any active job)."""
@@ -312,6 +308,28 @@ class Vm(JobQueue, Lifecycle, Aggregate):
             vm.owner_uuid = quarantine["previous_owner_uuid"]
             vm.quarantine = None
 
+    class CapacityClaimed(Event):
+        """The VM was placed on a server and holds capacity there (recorded in the same
+        transaction as the server's ``Claimed``)."""
+
+        TOPIC = "vm.capacity_claimed"
+        server_uuid: str
+        ram_mib: int
+        cpus: int
+
+        def apply(self, vm: Vm) -> None:
+            vm.claim = {"server_uuid": self.server_uuid, "ram_mib": self.ram_mib,
+                        "cpus": self.cpus}
+
+    class CapacityReleased(Event):
+        """The VM gave its capacity back (with the server's ``ClaimReleased``)."""
+
+        TOPIC = "vm.capacity_released"
+        server_uuid: str
+
+        def apply(self, vm: Vm) -> None:
+            vm.claim = None
+
     class MetadataUpdated(Event):
         """Alias, metadata or tags changed (``changes`` holds the new values)."""
 
@@ -321,6 +339,16 @@ class Vm(JobQueue, Lifecycle, Aggregate):
         def apply(self, vm: Vm) -> None:
             for field, value in self.changes.items():
                 setattr(vm, field, value)
+
+    class VolumeAddressesRefreshed(Event):
+        """The VM booted with these addresses of the volumes it mounts (``{volume_uuid:
+        address or None}``, design.md lesson 6). Changes no state."""
+
+        TOPIC = "vm.volume_addresses_refreshed"
+        addresses: dict[str, str | None]
+
+        def apply(self, vm: Vm) -> None:
+            """Nothing: ``projections/volume_mounts.py`` reads the addresses."""
 
     # Attributes set by Created.apply; declared for readers and type checkers.
     owner_uuid: str
@@ -341,6 +369,7 @@ class Vm(JobQueue, Lifecycle, Aggregate):
     quarantine: dict[str, Any] | None
     destroyed_at: datetime | None
     active_jobs: list[dict[str, Any]]
+    claim: dict[str, Any] | None
     chain_head: str
 
     UPDATABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(
@@ -349,21 +378,6 @@ class Vm(JobQueue, Lifecycle, Aggregate):
 
     def __init__(self) -> None:
         """State is set by ``Created.apply``; create VMs with ``Vm.create``."""
-
-    # -- the hash chain: every event links to the one before it (domain/chain.py) -----------
-
-    @classmethod
-    def _create(cls, event_class: Any, *, id: UUID, **kwargs: Any) -> Vm:  # noqa: A002
-        kwargs.setdefault("timestamp", event_class.create_timestamp())
-        kwargs["chain"] = chain.link(chain.GENESIS, id, cls.INITIAL_VERSION, event_class.TOPIC,
-                                     kwargs)
-        return super()._create(event_class, id=id, **kwargs)
-
-    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("timestamp", event_class.create_timestamp())
-        kwargs["chain"] = chain.link(self.chain_head, self.id, self.version + 1,
-                                     event_class.TOPIC, kwargs)
-        super().trigger_event(event_class, **kwargs)
 
     # -- creation ---------------------------------------------------------------------------
 

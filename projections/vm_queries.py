@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from projections.db import Database
+from projections.volume_mounts import STALE_VMS, with_mounts
 
 # sort field -> SQL expression (NULLs folded so keyset paging has a total order)
 SORT_FIELDS: dict[str, str] = {
@@ -42,6 +43,7 @@ class VmFilter:
     alias: str | None = None
     uuids: list[str] | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    stale_mounts: bool = False  # only running VMs mounting a volume whose address changed
 
     def where(self) -> tuple[str, list[Any]]:
         """The WHERE clause (with leading ``WHERE`` or empty) and its parameters."""
@@ -68,6 +70,8 @@ class VmFilter:
             else:
                 clauses.append(f"uuid IN ({', '.join('?' * len(self.uuids))})")
                 params.extend(self.uuids)
+        if self.stale_mounts:
+            clauses.append(STALE_VMS)
         return (" WHERE " + " AND ".join(clauses) if clauses else "", params)
 
 
@@ -110,11 +114,11 @@ class VmQueries:
         self.db = db
 
     def get(self, vm_uuid: str) -> dict[str, Any] | None:
-        """The VM object, or None."""
+        """The VM object (its volumes' addresses from ``volume_mounts``), or None."""
         with self.db.transaction(commit=False) as tx:
             tx.execute("SELECT body FROM vm_view WHERE uuid = ?", (vm_uuid,))
             row = tx.fetchone()
-        return None if row is None else json.loads(row["body"])
+            return None if row is None else with_mounts(tx, [json.loads(row["body"])])[0]
 
     def count(self, vm_filter: VmFilter) -> int:
         """How many VMs match, whatever the page."""
@@ -144,8 +148,9 @@ class VmQueries:
         with self.db.transaction(commit=False) as tx:
             tx.execute(statement, [*params, page.limit + 1, page.offset])
             rows = tx.fetchall()
-        more = len(rows) > page.limit
-        rows = rows[: page.limit]
+            more = len(rows) > page.limit
+            rows = rows[: page.limit]
+            vms = with_mounts(tx, [json.loads(r["body"]) for r in rows])
         next_marker = (encode_marker(sort, rows[-1]["sort_value"], rows[-1]["uuid"]) if more
                        else None)
-        return [json.loads(r["body"]) for r in rows], next_marker
+        return vms, next_marker

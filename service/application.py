@@ -18,9 +18,14 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError
 
-from domain.errors import DuplicateVmError, VersionMismatchError, VmNotFoundError
+from domain.errors import (
+    DuplicateVmError, ServerNotFoundError, ValidationError, VersionMismatchError, VmNotFoundError,
+    VolumeNotFoundError,
+)
+from domain.server import Server
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
+from domain.volume import Volume
 from service.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
 from service.versioning import Behaviour
 
@@ -66,6 +71,7 @@ class VmSpec:
     internal_metadata: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)
     server_uuid: str | None = None  # pin the VM to this server
+    volumes: list[dict[str, str]] = field(default_factory=list)  # [{volume_uuid, mountpoint}]
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,8 @@ class Commands:
                  server_status: Callable[[str], str | None] = lambda _server_uuid: None):
         self.app = app
         self.server_status = server_status
+        # The trace replay records where the trace says tasks ran, whatever the capacity.
+        self.enforce_capacity = True
         self.keys = keys
         self.retries = retries
         self.on_conflict = on_conflict or (lambda: None)
@@ -100,9 +108,12 @@ class Commands:
         """The VM folded from its stream (at ``version`` if given). Raises VmNotFoundError."""
         try:
             vm_id = vm_uuid if isinstance(vm_uuid, UUID) else UUID(str(vm_uuid))
-            return self.app.repository.get(vm_id, version=version)
+            vm = self.app.repository.get(vm_id, version=version)
         except (AggregateNotFoundError, ValueError):
             raise VmNotFoundError(vm_uuid) from None
+        if not isinstance(vm, Vm):
+            raise VmNotFoundError(vm_uuid)  # another aggregate's stream (a server's)
+        return vm
 
     def head_position(self) -> int:
         """The log's last position (0 when empty)."""
@@ -140,14 +151,69 @@ class Commands:
                 if record is not None:
                     self._store_key_alone(record)
                 return decision, vm, None
+            servers = self._server_effects(vm)
             try:
-                position = self._save(vm, idempotency=record)
+                position = self.save(vm, *servers, idempotency=record)
             except IntegrityError:
                 self.on_conflict()
                 _back_off(_attempt)
                 continue
             return decision, vm, position
         raise ConflictRetriesExhaustedError(f"VM {vm_uuid}: {self.retries} conflicting writes")
+
+    def _server_effects(self, vm: Vm, servers: dict[str, Server] | None = None) -> list[Server]:
+        """The servers' side of the VM's pending claims and releases, to save with it in one
+        transaction (so both streams always agree); ``servers`` are ones already loaded for
+        the same transaction. Raises ``InsufficientCapacityError``."""
+        servers = {} if servers is None else servers
+        for event in vm.pending_events:
+            if isinstance(event, Vm.CapacityClaimed | Vm.CapacityReleased):
+                server = servers.get(event.server_uuid) or self.load_server(event.server_uuid)
+                servers[event.server_uuid] = server
+                if isinstance(event, Vm.CapacityClaimed):
+                    server.claim(str(vm.id), ram_mib=event.ram_mib, cpus=event.cpus,
+                                 cause=event.cause, enforce=self.enforce_capacity)
+                else:
+                    server.release(str(vm.id), cause=event.cause)
+        return [server for server in servers.values() if server.pending_events]
+
+    def load_server(self, server_uuid: str | UUID) -> Server:
+        """The server folded from its stream. Raises ``ServerNotFoundError``."""
+        try:
+            server_id = server_uuid if isinstance(server_uuid, UUID) else UUID(str(server_uuid))
+            server = self.app.repository.get(server_id)
+        except (AggregateNotFoundError, ValueError):
+            raise ServerNotFoundError(server_uuid) from None
+        if not isinstance(server, Server):
+            raise ServerNotFoundError(server_uuid)
+        return server
+
+    def register_server(self, server_uuid: str, *, hostname: str, boot_id: str, ram_mib: int,
+                        cpus: int, cause: Cause) -> bool:
+        """Record a compute node; False (nothing recorded) if it is already known."""
+        server = Server.register(server_uuid=UUID(server_uuid), hostname=hostname,
+                                 boot_id=boot_id, ram_mib=ram_mib, cpus=cpus, cause=cause)
+        try:
+            self.save(server)
+        except IntegrityError:
+            return False
+        return True
+
+    def change_server(self, server_uuid: str, decide: Callable[[Server], R]) -> tuple[R, Server]:
+        """Load the server, ``decide``, save; on a conflict reload and decide again."""
+        for attempt in range(self.retries):
+            server = self.load_server(server_uuid)
+            decision = decide(server)
+            if not server.pending_events:
+                return decision, server
+            try:
+                self.save(server)
+            except IntegrityError:
+                self.on_conflict()
+                _back_off(attempt)
+                continue
+            return decision, server
+        raise ConflictRetriesExhaustedError(f"server {server_uuid}: conflicting writes")
 
     def _replay_if_known(self, idempotency: IdempotencyKey | None) -> None:
         if idempotency is None:
@@ -163,7 +229,10 @@ class Commands:
         except IntegrityError:
             self._replay_if_known(record.key)  # a twin request stored it first
 
-    def _save(self, *aggregates: Vm, idempotency: KeyRecord | None = None) -> int:
+    def save(self, *aggregates: Vm | Server, idempotency: KeyRecord | None = None) -> int:
+        """Append the aggregates' pending events in one transaction (with the idempotency
+        key, if any); returns the log position of the last. Raises ``IntegrityError`` when
+        another writer changed one of the streams first."""
         kwargs: dict[str, Any] = {}
         if idempotency is not None:
             kwargs = {
@@ -186,8 +255,10 @@ class Commands:
 
         A client-chosen ``vm_uuid`` is idempotent the VMAPI way: a second create with the same
         uuid and the same spec returns the first result; another spec raises
-        ``DuplicateVmError``. Raises ``IdempotencyKeyReusedError``.
+        ``DuplicateVmError``. Raises ``IdempotencyKeyReusedError``, and ``ValidationError``
+        naming ``volumes`` when a volume to mount does not exist.
         """
+        self._check_volumes(spec.volumes)
         try:
             for _attempt in range(self.retries):
                 self._replay_if_known(idempotency)
@@ -195,7 +266,7 @@ class Commands:
                 result = Accepted(str(vm.id), vm.head_job["uuid"], vm.version, None)
                 record = self.keys.record(idempotency, 202, result) if idempotency else None
                 try:
-                    position = self._save(vm, idempotency=record)
+                    position = self.save(vm, idempotency=record)
                 except IntegrityError:
                     if vm_uuid is not None and self._exists(vm_uuid):
                         return self._same_create(vm_uuid, spec)
@@ -227,6 +298,7 @@ class Commands:
             customer_metadata=spec.customer_metadata,
             internal_metadata=spec.internal_metadata,
             tags=spec.tags,
+            volumes=[dict(mount) for mount in spec.volumes],
         )
 
     def _exists(self, vm_uuid: str) -> bool:
@@ -247,7 +319,7 @@ class Commands:
             brand=first.brand, ram=first.ram, alias=first.alias, image_uuid=first.image_uuid,
             cpu_cap=first.cpu_cap, persistence=first.persistence,
             customer_metadata=first.customer_metadata, internal_metadata=first.internal_metadata,
-            tags=first.tags, server_uuid=pinned,
+            tags=first.tags, server_uuid=pinned, volumes=first.volumes,
         )
         if asked != spec:
             raise DuplicateVmError(vm_uuid)
@@ -317,6 +389,68 @@ class Commands:
         except _Replayed as replayed:
             return replayed.outcome
         return Accepted(str(vm.id), job_uuid, vm.version, position)
+
+    # -- volumes (design.md, "Volume aggregate") -----------------------------------------------
+
+    def load_volume(self, volume_uuid: str | UUID) -> Volume:
+        """The volume folded from its stream. Raises ``VolumeNotFoundError``."""
+        try:
+            volume_id = volume_uuid if isinstance(volume_uuid, UUID) else UUID(str(volume_uuid))
+            volume = self.app.repository.get(volume_id)
+        except (AggregateNotFoundError, ValueError):
+            raise VolumeNotFoundError(volume_uuid) from None
+        if not isinstance(volume, Volume):
+            raise VolumeNotFoundError(volume_uuid)  # another aggregate's stream
+        return volume
+
+    def _check_volumes(self, mounts: list[dict[str, str]]) -> None:
+        """Raises ``ValidationError`` naming ``volumes`` unless every volume to mount exists."""
+        for mount in mounts:
+            try:
+                self.load_volume(mount["volume_uuid"])
+            except VolumeNotFoundError:
+                raise ValidationError("volumes", "Invalid",
+                                      f"volume {mount['volume_uuid']} not found") from None
+
+    def create_volume(self, *, name: str, cause: Cause, volume_uuid: str | None = None,
+                      networks: dict[str, str] | None = None) -> tuple[Volume, int]:
+        """Record a new volume reachable on ``networks`` (``{network_uuid: address}``); returns
+        it and the log position. Raises ``ValidationError`` (a bad address; ``uuid``
+        Duplicate when that uuid is taken)."""
+        volume = Volume.create(volume_uuid=UUID(volume_uuid) if volume_uuid else uuidlib.uuid4(),
+                               name=name, cause=cause, networks=networks)
+        try:
+            return volume, self.save(volume)
+        except IntegrityError:
+            raise ValidationError("uuid", "Duplicate", "already exists") from None
+
+    def attach_network(self, volume_uuid: str, network_uuid: str, address: str, *,
+                       cause: Cause) -> tuple[Volume, int | None]:
+        """Make the volume reachable on ``network_uuid`` at ``address``; returns it and the log
+        position (None: it already was). Raises ``VolumeNotFoundError``, ``ValidationError``."""
+        return self._change_volume(
+            volume_uuid, lambda v: v.attach_network(network_uuid, address, cause=cause))
+
+    def detach_network(self, volume_uuid: str, network_uuid: str, *,
+                       cause: Cause) -> tuple[Volume, int | None]:
+        """Make the volume unreachable on ``network_uuid``; returns it and the log position
+        (None: it was not on that network). Raises ``VolumeNotFoundError``."""
+        return self._change_volume(
+            volume_uuid, lambda v: v.detach_network(network_uuid, cause=cause))
+
+    def _change_volume(self, volume_uuid: str, decide: Callable[[Volume], object]
+                       ) -> tuple[Volume, int | None]:
+        for attempt in range(self.retries):
+            volume = self.load_volume(volume_uuid)
+            decide(volume)
+            if not volume.pending_events:
+                return volume, None
+            try:
+                return volume, self.save(volume)
+            except IntegrityError:
+                self.on_conflict()
+                _back_off(attempt)
+        raise ConflictRetriesExhaustedError(f"volume {volume_uuid}: conflicting writes")
 
     # -- facts observed on compute nodes ------------------------------------------------------
 

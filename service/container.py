@@ -5,18 +5,24 @@ Nothing connects to a database at import time; ``Services.build`` does, once per
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
 
+from domain.errors import ServerNotFoundError
+from domain.vm import make_cause
 from projections.analytics import AnalyticsView
 from projections.db import Database
 from projections.job_view import JobQueries, JobView
-from projections.runner import ProjectionRunner, ReadModel
+from projections.runner import ProjectionConflictError, ProjectionRunner, ReadModel
+from projections.server_view import ServerQueries, ServerView
 from projections.vm_queries import VmQueries
 from projections.vm_view import VmView
+from projections.volume_mounts import VolumeMounts, VolumeQueries
+from service.agents import Agents
 from service.application import Commands, VmLedger
-from service.compute.simulated import SimulatedFleet, place
+from service.compute.simulated import SimulatedFleet
 from service.idempotency import IdempotencyStore
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.settings import Settings
@@ -28,7 +34,25 @@ log = logging.getLogger(__name__)
 def read_models(app: VmLedger) -> list[ReadModel]:
     """Fresh instances of every read model the service keeps (the runner's, and the audit's
     fresh folds)."""
-    return [VmView(app.mapper.transcoder), JobView(), AnalyticsView()]
+    return [VmView(app.mapper.transcoder), JobView(), ServerView(), AnalyticsView(),
+            VolumeMounts()]
+
+
+def _register_simulated_servers(commands: Commands, fleet: SimulatedFleet,
+                                runner: ProjectionRunner) -> None:
+    """Record each simulated compute node as a ``Server`` (once), and make them visible to
+    placement at once."""
+    registered = False
+    for server in fleet.servers():
+        try:
+            commands.load_server(server.uuid)
+        except ServerNotFoundError:
+            registered |= commands.register_server(
+                server.uuid, hostname=server.hostname, boot_id=server.boot_id,
+                ram_mib=server.ram_mib, cpus=server.cpus, cause=make_cause("simulator"))
+    if registered:
+        with contextlib.suppress(ProjectionConflictError):  # another process got there first
+            runner.catch_up(["server_view"])
 
 
 @dataclass
@@ -42,8 +66,10 @@ class Services:
     projections: ProjectionRunner
     vms: VmQueries
     jobs: JobQueries
+    servers: ServerQueries
     fleet: SimulatedFleet
     worker: Worker
+    agents: Agents
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
 
@@ -69,11 +95,13 @@ class Services:
                             on_conflict=VERSION_CONFLICT_RETRIES.inc,
                             server_status=fleet.server_status)
         jobs = JobQueries(db)
+        servers = ServerQueries(db)
+        _register_simulated_servers(commands, fleet, runner)
         worker = Worker(
             commands,
             fleet,
             find_work=jobs.vms_with_unfinished_jobs,
-            placement=lambda vm: place(fleet.servers(), vm.ram),
+            placement=lambda vm: servers.candidates(vm.ram, vm.cpus),
             lease_s=settings.job_lease_s,
             paused=fleet.faults.workers_paused,
             step_attempts=settings.job_step_attempts,
@@ -81,7 +109,14 @@ class Services:
         )
         commands.after_save.append(lambda _position: runner.wake())
         runner.add_listener(worker.wake)
-        return cls(settings, app, commands, db, runner, VmQueries(db), jobs, fleet, worker)
+        return cls(settings=settings, app=app, commands=commands, db=db, projections=runner,
+                   vms=VmQueries(db), jobs=jobs, servers=servers, fleet=fleet, worker=worker,
+                   agents=Agents(commands))
+
+    @property
+    def volumes(self) -> VolumeQueries:
+        """Queries of the volumes (the ``volume_mounts`` read model)."""
+        return VolumeQueries(self.db)
 
     def start_background(self, *, projections: bool = True, worker: bool = True) -> None:
         """Run the projection runner and/or the job worker in daemon threads."""

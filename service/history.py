@@ -27,6 +27,8 @@ def vm_history(
         raise VmNotFoundError(vm_uuid) from None
     app = commands.app
     notifications = select_stream(app.recorder, vm_id, after_version, limit)
+    if notifications and not notifications[0].topic.startswith("vm."):
+        raise VmNotFoundError(vm_uuid)  # another aggregate's stream (a server's)
     if not notifications and (after_version == 0 or not _exists(commands, vm_id)):
         raise VmNotFoundError(vm_uuid)
     entries = []

@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
+from domain.errors import ServerNotFoundError, VolumeNotFoundError
+from domain.server import InsufficientCapacityError
 from domain.states import JobName, VmState
 from domain.vm import Vm
 from service.compute.driver import ComputeError
@@ -70,14 +72,8 @@ def provision(job: JobRun) -> None:
         _reconcile_provision(job, vm_uuid)
         return
 
-    def place() -> str:
-        pinned = job.params.get("args", {}).get("server_uuid")
-        server = pinned or job.worker.placement(vm)
-        if server is None:
-            raise ComputeError(f"no server has {vm.ram} MiB free")
-        return server
-
-    server_uuid = job.step("place", place)
+    pinned = job.params.get("args", {}).get("server_uuid")
+    server_uuid = job.step("place", lambda: _claim_a_server(job, [pinned] if pinned else None))
     try:
         job.step("ensure_registered", lambda: job.driver.ensure_registered(
             server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
@@ -87,7 +83,7 @@ def provision(job: JobRun) -> None:
         with contextlib.suppress(ComputeError):
             job.driver.unregister(server_uuid, vm_uuid)
         raise
-    job.succeed(lambda v: v.record_provisioned(server_uuid, cause=job.cause))
+    job.succeed(_booted(job, lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
 
 
 def _reconcile_provision(job: JobRun, vm_uuid: str) -> None:
@@ -142,6 +138,26 @@ def _remove_everywhere(job: JobRun, vm_uuid: str) -> None:
                 job.driver.unregister(server.uuid, vm_uuid)
 
 
+def _claim_a_server(job: JobRun, candidates: list[str] | None = None) -> str:
+    """Claim the VM's RAM and CPUs on the first of ``candidates`` (default: the placement's
+    shortlist) that has room, recorded on the VM's and the server's streams in one
+    transaction; the server the VM already holds a claim on, if any. Raises
+    ``ComputeError`` when no server has room."""
+    vm = job.vm
+    if vm.claim is not None:
+        return vm.claim["server_uuid"]
+    shortlist = candidates if candidates is not None else job.worker.placement(vm)
+    if isinstance(shortlist, str):
+        shortlist = [shortlist]
+    for server_uuid in shortlist or []:
+        try:
+            job.claim(server_uuid)
+        except (InsufficientCapacityError, ServerNotFoundError):
+            continue
+        return server_uuid
+    raise ComputeError(f"no server has {vm.ram} MiB and {vm.cpus} CPUs free")
+
+
 def _placed_by_an_earlier_attempt(job: JobRun, vm_uuid: str) -> str | None:
     """On a takeover, the server an earlier attempt already created the VM on, as the compute
     nodes report it (design.md: a takeover first asks what is really there). Placing anew
@@ -156,24 +172,28 @@ def _placed_by_an_earlier_attempt(job: JobRun, vm_uuid: str) -> str | None:
 
 
 def start(job: JobRun) -> None:
-    """Boot a stopped or failed VM on its server."""
+    """Boot a stopped or failed VM: where it is, or placed anew when its server no longer has
+    it (an eviction, a host reboot). A failed VM gave its capacity back, so it claims again."""
     vm = job.vm
     if vm.state == VmState.RUNNING:
         _already(job, "start")
-    elif vm.state == VmState.FAILED and vm.server_uuid and _left_its_server(job, vm):
-        _start_elsewhere(job, vm)
     elif vm.state in (VmState.STOPPED, VmState.FAILED) and vm.server_uuid:
+        if _left_its_server(job, vm):
+            _start_elsewhere(job, vm)
+            return
         server_uuid = vm.server_uuid
+        if vm.claim is None:
+            job.step("place", lambda: _claim_a_server(job, [server_uuid]))
         job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, str(vm.id), "running"))
-        job.succeed(lambda v: v.record_started(cause=job.cause))
+        job.succeed(_booted(job, lambda v: v.record_started(cause=job.cause)))
     else:
         _refuse(job, "start")
 
 
 def _left_its_server(job: JobRun, vm: Vm) -> bool:
-    """Whether a failed VM's server reports that it no longer has the VM (its host took it
-    away: an eviction). A server that cannot answer is assumed to still have it, so the start
-    is tried there and fails there, as before."""
+    """Whether the VM's server reports that it no longer has the VM (its host took it away,
+    or rebooted). A server that cannot answer is assumed to still have it, so the start is
+    tried there and fails there."""
     try:
         return str(vm.id) not in job.driver.inventory(vm.server_uuid)
     except ComputeError:
@@ -181,21 +201,18 @@ def _left_its_server(job: JobRun, vm: Vm) -> bool:
 
 
 def _start_elsewhere(job: JobRun, vm: Vm) -> None:
-    """Place a failed VM anew, create it there and boot it; the VM records its new server
-    (a restarted trace task may land on another machine, data/README.md)."""
+    """Place a VM its server no longer has (on the server it still holds a claim on, else
+    anew), create it there and boot it; the VM records its server (a restarted trace task
+    may land on another machine, data/README.md)."""
     vm_uuid = str(vm.id)
 
-    def place() -> str:
-        server = _placed_by_an_earlier_attempt(job, vm_uuid) or job.worker.placement(vm)
-        if server is None:
-            raise ComputeError(f"no server has {vm.ram} MiB free")
-        return server
-
-    server_uuid = job.step("place", place)
+    earlier = _placed_by_an_earlier_attempt(job, vm_uuid)
+    server_uuid = job.step("place", lambda: _claim_a_server(job, [earlier] if earlier else None))
     job.step("ensure_registered", lambda: job.driver.ensure_registered(
         server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
     job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, vm_uuid, "running"))
-    job.succeed(lambda v: v.record_started(cause=job.cause, server_uuid=server_uuid))
+    job.succeed(_booted(job, lambda v: v.record_started(cause=job.cause,
+                                                      server_uuid=server_uuid)))
 
 
 def stop(job: JobRun) -> None:
@@ -217,7 +234,7 @@ def reboot(job: JobRun) -> None:
     if vm.state == VmState.RUNNING and vm.server_uuid:
         server_uuid = vm.server_uuid
         job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, str(vm.id), "rebooted"))
-        job.succeed(lambda v: v.record_rebooted(cause=job.cause))
+        job.succeed(_booted(job, lambda v: v.record_rebooted(cause=job.cause)))
     else:
         _refuse(job, "reboot")
 
@@ -244,6 +261,25 @@ def destroy(job: JobRun) -> None:
         server_uuid = vm.server_uuid
         job.step("unregister", lambda: job.driver.unregister(server_uuid, str(vm.id)))
     job.succeed(lambda v: v.record_destroyed(cause=job.cause))
+
+
+def _booted(job: JobRun, record: Callable[[Vm], None]) -> Callable[[Vm], None]:
+    """``record`` (the VM booted), then the current addresses of the volumes it mounts, which
+    it booted with (``VolumeAddressesRefreshed``, design.md lesson 6: a VM given fresh
+    addresses no longer mounts stale ones). Recorded after the boot, in the same save."""
+    def booted(vm: Vm) -> None:
+        record(vm)
+        addresses: dict[str, str | None] = {}
+        for mount in vm.volumes:
+            try:
+                volume = job.worker.commands.load_volume(mount["volume_uuid"])
+            except VolumeNotFoundError:
+                addresses[mount["volume_uuid"]] = None
+            else:
+                addresses[mount["volume_uuid"]] = volume.address
+        vm.record_volume_addresses(addresses, cause=job.cause)
+
+    return booted
 
 
 _HANDLERS: dict[JobName, Callable[[JobRun], None]] = {

@@ -23,7 +23,8 @@ from service.compute.driver import ComputeDriver, ComputeError
 
 log = logging.getLogger(__name__)
 
-Placement = Callable[[Vm], str | None]
+# The servers to try, best first (the claim on each server's stream decides).
+Placement = Callable[[Vm], list[str]]
 
 
 def utcnow() -> datetime:
@@ -130,6 +131,20 @@ class JobRun:
             self.record_step(name, result=result, started=started)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def claim(self, server_uuid: str) -> None:
+        """Claim the VM's capacity on ``server_uuid`` (both streams, one transaction). Raises
+        ``InsufficientCapacityError``, ``ServerNotFoundError`` or ``JobNotRunnableError``."""
+        def claim(vm: Vm) -> None:
+            self._held(vm)
+            vm.claim_capacity(server_uuid, cause=self.cause)
+
+        self._change(claim)
+
+    def _held(self, vm: Vm) -> None:
+        head = vm.head_job
+        if head is None or head["uuid"] != self.job_uuid or head["worker"] != self.worker.worker_id:
+            raise JobNotRunnableError(self.job_uuid, "no longer held by this worker")
 
     def record_step(self, name: str, *, result: Any, error: str | None = None,
                     started: datetime | None = None) -> None:

@@ -12,7 +12,10 @@ from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import errors, routes_jobs, routes_ops, routes_sim, routes_stats, routes_vms
+from service.api import (
+    errors, routes_agents, routes_jobs, routes_ops, routes_servers, routes_sim, routes_stats,
+    routes_vms, routes_volumes,
+)
 from service.api.deps import new_request_id
 from service.container import Services
 from service.settings import Settings
@@ -69,7 +72,10 @@ def create_app(
     app.include_router(routes_ops.router)
     app.include_router(routes_vms.router)
     app.include_router(routes_jobs.router)
+    app.include_router(routes_servers.router)
+    app.include_router(routes_agents.router)
     app.include_router(routes_stats.router)
+    app.include_router(routes_volumes.router)
     if settings.driver == "simulated":
         app.include_router(routes_sim.router)
 

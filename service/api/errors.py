@@ -17,6 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from domain.errors import (
     DomainError,
     DuplicateVmError,
+    ServerNotFoundError,
+    StaleGenerationError,
     InvalidTransitionError,
     JobNotFoundError,
     UnallocatedVmError,
@@ -24,6 +26,7 @@ from domain.errors import (
     VersionMismatchError,
     VmAlreadyDestroyedError,
     VmNotFoundError,
+    VolumeNotFoundError,
 )
 from service.application import ConflictRetriesExhaustedError
 from service.idempotency import IdempotencyKeyReusedError
@@ -72,7 +75,11 @@ def body(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 def _domain_response(request: Request, error: DomainError) -> JSONResponse:
-    if isinstance(error, VmNotFoundError | JobNotFoundError):
+    if isinstance(error, StaleGenerationError):
+        return JSONResponse(body("StaleGeneration", str(error), generation=error.generation,
+                                 last_applied=error.last_applied), status_code=409)
+    if isinstance(error, VmNotFoundError | JobNotFoundError | ServerNotFoundError
+                  | VolumeNotFoundError):
         return JSONResponse(body("ResourceNotFound", str(error)), status_code=404)
     if isinstance(error, InvalidTransitionError):
         return JSONResponse(

@@ -95,6 +95,7 @@ class Query:
 
 LIST_VMS_PARAMS = frozenset({
     "server_uuid", "state", "brand", "alias", "uuids", "limit", "offset", "marker", "sort",
+    "stale_mounts",
 })
 _STATES = {s.value for s in VmState} | {"active"}
 
@@ -107,6 +108,7 @@ def list_vms_query(request: Request) -> tuple[VmFilter, Page, Query]:
         server_uuid=query.uuid("server_uuid"),
         brand=query.text("brand"),
         alias=query.text("alias"),
+        stale_mounts=query.boolean("stale_mounts"),  # running VMs that need a reboot
     )
     state = query.params.get("state")
     if state is not None:

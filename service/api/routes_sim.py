@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from service.api.deps import parse_body, services_of
+from service.api.deps import cause_of, parse_body, services_of
 from service.api.errors import ApiError
 from service.api.params import Query
 from service.api.schemas import StrictModel
@@ -94,14 +94,23 @@ def workers(request: Request) -> JSONResponse:
 @router.post("/servers/{server_uuid}")
 def server_happening(server_uuid: str, request: Request) -> JSONResponse:
     """``?action=reboot`` (new boot id, its VMs gone), ``restart_agent`` (same boot id, the
-    agent forgets its VMs), ``remove`` / ``restore`` (the server's status)."""
+    agent forgets its VMs), ``remove`` / ``restore`` (the server's status), ``report`` (the
+    agent sends its inventory to vmledger, ``PUT /vms?server_uuid=``)."""
     query = Query(request, {"action"})
     action = query.params.get("action")
-    if action not in ("reboot", "restart_agent", "remove", "restore"):
-        query.invalid("action", "must be reboot, restart_agent, remove or restore")
+    if action not in ("reboot", "restart_agent", "remove", "restore", "report"):
+        query.invalid("action", "must be reboot, restart_agent, remove, restore or report")
     query.check()
     fleet = services_of(request).fleet
     try:
+        if action == "report":
+            # the simulated agent sends its inventory, as a real one would (PUT /vms)
+            report = fleet.report(server_uuid)
+            changed = services_of(request).agents.report_inventory(
+                server_uuid, boot_id=report["boot_id"], generation=report["generation"],
+                vms={vm: seen["state"] for vm, seen in report["vms"].items()},
+                cause=cause_of(request))
+            return JSONResponse({**report, "changed": changed})
         if action == "reboot":
             fleet.reboot_server(server_uuid)
         elif action == "restart_agent":
@@ -115,11 +124,15 @@ def server_happening(server_uuid: str, request: Request) -> JSONResponse:
 
 @router.post("/vms/{vm_uuid}")
 def guest_happening(vm_uuid: str, request: Request) -> JSONResponse:
-    """``?action=shutdown``: the guest powers itself off."""
+    """``?action=shutdown``: the guest powers itself off; ``crash``: it crashes."""
     query = Query(request, {"action"})
-    if query.params.get("action") != "shutdown":
-        query.invalid("action", "must be shutdown")
+    action = query.params.get("action")
+    if action not in ("shutdown", "crash"):
+        query.invalid("action", "must be shutdown or crash")
     query.check()
     fleet = services_of(request).fleet
-    fleet.shut_down_guest(vm_uuid)
+    if action == "shutdown":
+        fleet.shut_down_guest(vm_uuid)
+    else:
+        fleet.crash_guest(vm_uuid)
     return JSONResponse({"vm_uuid": vm_uuid, "copies": fleet.copies(vm_uuid)})

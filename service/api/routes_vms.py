@@ -36,7 +36,7 @@ CLIENT_EXTRAS = ("origin", "creator_uuid")
 def _list(request: Request) -> tuple[list[dict[str, Any]], int, str | None]:
     services = services_of(request)
     vm_filter, page, query = list_vms_query(request)
-    read_your_writes(request, services, ("vm_view",), eventual=query.eventual)
+    read_your_writes(request, services, ("vm_view", "volume_mounts"), eventual=query.eventual)
     try:
         vms, next_marker = services.vms.list(vm_filter, page)
     except InvalidMarkerError:
@@ -75,7 +75,8 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     if version is not None or at is not None:
         vm = _as_it_was(services, vm_uuid, version, at)
     else:
-        read_your_writes(request, services, ("vm_view",), eventual=query.eventual)
+        read_your_writes(request, services, ("vm_view", "volume_mounts"),
+                         eventual=query.eventual)
         vm = services.vms.get(vm_uuid.lower())
     if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid):
         raise VmNotFoundError(vm_uuid)
@@ -129,6 +130,8 @@ def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSO
         internal_metadata=spec_in.internal_metadata or {},
         tags=spec_in.tags or {},
         server_uuid=str(spec_in.server_uuid) if spec_in.server_uuid else None,
+        volumes=[{"volume_uuid": str(m.volume_uuid), "mountpoint": m.mountpoint}
+                 for m in spec_in.volumes],
     )
     services = services_of(request)
     result = services.commands.create_vm(

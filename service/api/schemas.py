@@ -48,6 +48,17 @@ class MetadataFields(StrictModel):
         return None if value is None else _bounded(value)
 
 
+MAX_VOLUMES = 16
+
+
+class VolumeMount(StrictModel):
+    """A volume a VM mounts: which one, and where (an absolute path)."""
+
+    volume_uuid: UUID
+    mountpoint: str = Field(min_length=2, max_length=255,
+                            pattern=r"^/[A-Za-z0-9._-][A-Za-z0-9._/-]*$")
+
+
 class CreateVmRequest(MetadataFields):
     """CreateVm (``POST /vms``): ``owner_uuid``, ``brand`` and ``ram`` (MiB) are required."""
 
@@ -58,8 +69,16 @@ class CreateVmRequest(MetadataFields):
     cpu_cap: int | None = Field(None, ge=0, le=100_000)
     server_uuid: UUID | None = None
     persistence: Literal["persistent", "ephemeral"] = "persistent"
-    volumes: list[dict[str, Any]] = Field(default_factory=list, max_length=0)
+    volumes: list[VolumeMount] = Field(default_factory=list, max_length=MAX_VOLUMES)
     uuid: UUID | None = None
+
+    @field_validator("volumes")
+    @classmethod
+    def _one_volume_per_mountpoint(cls, value: list[VolumeMount]) -> list[VolumeMount]:
+        mountpoints = [mount.mountpoint.rstrip("/") for mount in value]
+        if len(set(mountpoints)) != len(mountpoints):
+            raise ValueError("two volumes cannot share a mountpoint")
+        return value
 
 
 class UpdateVmRequest(MetadataFields):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-PowerState = Literal["running", "stopped"]
+PowerState = Literal["running", "stopped", "failed"]
 TargetState = Literal["running", "stopped", "rebooted"]
 
 

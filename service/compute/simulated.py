@@ -23,7 +23,7 @@ _NAMESPACE = uuidlib.uuid5(UUID(int=0), "vmledger:simulated-fleet")
 DDL = (
     "CREATE TABLE IF NOT EXISTS sim_servers (uuid TEXT PRIMARY KEY, hostname TEXT NOT NULL, "
     "boot_id TEXT NOT NULL, ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, "
-    "status TEXT NOT NULL DEFAULT 'running')",
+    "status TEXT NOT NULL DEFAULT 'running', generation BIGINT NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS sim_vms (vm_uuid TEXT NOT NULL, server_uuid TEXT NOT NULL, "
     "state TEXT NOT NULL, ram_mib INTEGER NOT NULL, boots INTEGER NOT NULL, "
     "known INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (vm_uuid, server_uuid))",
@@ -179,6 +179,25 @@ class SimulatedFleet:
         """The guest powers itself off on every server it runs on."""
         with self.db.transaction() as tx:
             tx.execute("UPDATE sim_vms SET state = 'stopped' WHERE vm_uuid = ?", (vm_uuid,))
+
+    def crash_guest(self, vm_uuid: str) -> None:
+        """The guest crashes on every server it runs on (its agent reports it ``failed``)."""
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE sim_vms SET state = 'failed' WHERE vm_uuid = ? AND state = 'running'",
+                       (vm_uuid,))
+
+    def report(self, server_uuid: str) -> dict[str, object]:
+        """The agent's next inventory report: its boot id, a generation one higher than the
+        last, and the state of every VM it knows (``PUT /vms?server_uuid=``'s body)."""
+        server = self.server_info(server_uuid)
+        with self.db.transaction() as tx:
+            tx.execute("UPDATE sim_servers SET generation = generation + 1 WHERE uuid = ? "
+                       "RETURNING generation", (server_uuid,))
+            generation = int(tx.fetchone()["generation"])
+            tx.execute("SELECT vm_uuid, state FROM sim_vms WHERE server_uuid = ? AND known = 1",
+                       (server_uuid,))
+            vms = {r["vm_uuid"]: {"state": r["state"]} for r in tx.fetchall()}
+        return {"boot_id": server.boot_id, "generation": generation, "vms": vms}
 
     def copies(self, vm_uuid: str) -> list[dict[str, object]]:
         """Every copy of the VM in the simulated world, known to its agent or not."""

@@ -30,7 +30,8 @@ def test_delete_of_a_vm_with_a_server_queues_a_destroy_job_that_unregisters_it(
         assert vm["destroyed"] is not None
         assert sim_row(services, vm_uuid) is None
         assert history_types(client, vm_uuid)[before:] == [
-            "JobQueued", "JobStarted", "JobStepRecorded", "Destroyed", "JobSucceeded"]
+            "JobQueued", "JobStarted", "JobStepRecorded", "CapacityReleased", "Destroyed",
+            "JobSucceeded"]
 
 
 def test_v1_delete_of_a_vm_with_no_server_is_409_and_appends_nothing(paused, services) -> None:
@@ -150,7 +151,9 @@ def test_v2_delete_of_a_vm_whose_server_was_removed_destroys_it_at_once_with_no_
     response = client.delete(f"/vms/{vm_uuid}", headers={**V2, "If-Match": etag})
     assert response.status_code == 204, response.text
     assert response.content == b""
-    assert event_types_after(services, head) == ["Destroyed"]
+    # the VM gives back its capacity, the server records the release, in one transaction
+    assert event_types_after(services, head) == [
+        "CapacityReleased", "Destroyed", "ClaimReleased"]
     vm = get_vm(client, vm_uuid)
     assert vm["state"] == "destroyed"
     assert response.headers["etag"] == f'"{vm["version"]}"'

@@ -104,8 +104,8 @@ def fold(history: list[dict]) -> list[dict]:
             state["state"] = "stopped"
         elif kind == "Started":
             state["state"] = "running"
-        else:
-            assert kind == "JobStepRecorded", kind
+        else:  # events that change none of these fields
+            assert kind in ("JobStepRecorded", "JobLeaseRenewed", "CapacityClaimed"), kind
         after.append({**state, "version": event["version"],
                       "last_modified": event["timestamp"]})
     return after

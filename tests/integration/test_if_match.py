@@ -37,6 +37,7 @@ def test_a_stale_if_match_is_412_and_changes_nothing(client, services, running_v
     vm = client.get(f"/vms/{running_vm}")
     version = int(vm.headers["etag"].strip('"'))
     head = services.commands.head_position()
+    assert services.projections.wait_for(head, services.projections.read_models, timeout=10)
     views = (services.projections.positions(), client.get(f"/vms/{running_vm}").json(),
              client.get(f"/vms/{running_vm}/jobs").json())
     refused = _send(client, method, f"/vms/{running_vm}{query}", body,

@@ -1,0 +1,78 @@
+"""Persistence policies: what happens to a VM when the world changes under it (design.md,
+"Persistence policy", from Nova's persistent vs ephemeral instances).
+
+A VM's ``persistence`` is a preset name, or a mapping with an optional ``preset`` and any
+happening set one by one, e.g. ``{"preset": "persistent", "guest_crash": "destroy"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+
+class Happening(StrEnum):
+    """What a compute agent's reports reveal."""
+
+    HOST_REBOOT = "host_reboot"  # a new boot id: the VMs that ran there are gone
+    GUEST_SHUTDOWN = "guest_shutdown"
+    GUEST_CRASH = "guest_crash"
+    AGENT_FORGOT = "agent_forgot"  # same boot id, the agent no longer knows the VM
+
+
+class Response(StrEnum):
+    """What vmledger does about it."""
+
+    RESTART = "restart"  # an ordinary start job, queued behind the ticket
+    STAY_STOPPED = "stay_stopped"
+    DESTROY = "destroy"  # an ordinary destroy job
+    QUARANTINE = "quarantine"  # we cannot tell: never start a second copy
+
+
+PRESETS: Mapping[str, Mapping[Happening, Response]] = {
+    "persistent": {
+        Happening.HOST_REBOOT: Response.RESTART,
+        Happening.GUEST_SHUTDOWN: Response.STAY_STOPPED,
+        Happening.GUEST_CRASH: Response.RESTART,
+        Happening.AGENT_FORGOT: Response.QUARANTINE,
+    },
+    "ephemeral": {
+        Happening.HOST_REBOOT: Response.DESTROY,
+        Happening.GUEST_SHUTDOWN: Response.DESTROY,
+        Happening.GUEST_CRASH: Response.DESTROY,
+        Happening.AGENT_FORGOT: Response.QUARANTINE,
+    },
+}
+DEFAULT_PRESET = "persistent"
+
+
+def validate(persistence: Any) -> str | dict[str, str]:
+    """The policy as given, if valid. Raises ``ValueError`` naming what is wrong."""
+    if isinstance(persistence, str):
+        if persistence not in PRESETS:
+            raise ValueError(f"unknown preset {persistence!r}; one of {', '.join(PRESETS)}")
+        return persistence
+    if not isinstance(persistence, Mapping):
+        raise ValueError("must be a preset name or a mapping of happenings to responses")
+    checked: dict[str, str] = {}
+    for key, value in persistence.items():
+        if key == "preset":
+            validate(value)
+        elif key in {h.value for h in Happening}:
+            if value not in {r.value for r in Response}:
+                raise ValueError(f"{key}: unknown response {value!r}")
+        else:
+            raise ValueError(f"unknown happening {key!r}")
+        checked[str(key)] = str(value)
+    return checked
+
+
+def response(persistence: Any, happening: Happening) -> Response:
+    """What the VM's policy says to do about ``happening``."""
+    if isinstance(persistence, Mapping):
+        chosen = persistence.get(happening.value)
+        if chosen is not None:
+            return Response(chosen)
+        return PRESETS[persistence.get("preset", DEFAULT_PRESET)][happening]
+    return PRESETS.get(persistence, PRESETS[DEFAULT_PRESET])[happening]

@@ -1,0 +1,120 @@
+"""``server_view``: compute nodes with their allocated and free capacity (``GET /servers``),
+and the placement's list of candidates. Built from the ``Server`` events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from domain.server import Server
+from projections.db import Database, Tx
+from projections.runner import ReadModel
+
+_COLUMNS = ("uuid", "hostname", "boot_id", "status", "ram_mib", "cpus", "generation")
+
+
+class ServerView(ReadModel):
+    """One row per server, and one per claim (which VM holds how much where)."""
+
+    name = "server_view"
+    tables = ("server_view", "server_view_claims")
+
+    def create_statements(self, db: Database) -> list[str]:
+        return [
+            "CREATE TABLE IF NOT EXISTS server_view (uuid TEXT PRIMARY KEY, "
+            "hostname TEXT NOT NULL, boot_id TEXT NOT NULL, status TEXT NOT NULL, "
+            "ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, generation BIGINT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS server_view_claims (server_uuid TEXT NOT NULL, "
+            "vm_uuid TEXT NOT NULL, ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, "
+            "PRIMARY KEY (server_uuid, vm_uuid))",
+        ]
+
+    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+        for _position, event in events:
+            if not isinstance(event, Server.Event):
+                continue
+            server_uuid = str(event.originator_id)
+            if isinstance(event, Server.Registered):
+                tx.execute(
+                    f"INSERT INTO server_view ({', '.join(_COLUMNS)}) "
+                    "VALUES (?, ?, ?, 'running', ?, ?, 0)",
+                    (server_uuid, event.hostname, event.boot_id, event.ram_mib, event.cpus),
+                )
+            elif isinstance(event, Server.Claimed):
+                tx.execute(
+                    "INSERT INTO server_view_claims (server_uuid, vm_uuid, ram_mib, cpus) "
+                    "VALUES (?, ?, ?, ?)",
+                    (server_uuid, event.vm_uuid, event.ram_mib, event.cpus),
+                )
+            elif isinstance(event, Server.ClaimReleased):
+                tx.execute("DELETE FROM server_view_claims WHERE server_uuid = ? AND vm_uuid = ?",
+                           (server_uuid, event.vm_uuid))
+            elif isinstance(event, Server.Rebooted):
+                tx.execute("UPDATE server_view SET boot_id = ? WHERE uuid = ?",
+                           (event.boot_id, server_uuid))
+            elif isinstance(event, Server.StatusChanged):
+                tx.execute("UPDATE server_view SET status = ? WHERE uuid = ?",
+                           (event.status, server_uuid))
+            elif isinstance(event, Server.ReportApplied):
+                tx.execute("UPDATE server_view SET generation = ? WHERE uuid = ?",
+                           (event.generation, server_uuid))
+
+
+_SELECT = (
+    "SELECT s.uuid, s.hostname, s.boot_id, s.status, s.ram_mib, s.cpus, s.generation, "
+    "COALESCE(SUM(c.ram_mib), 0) AS ram_allocated_mib, "
+    "COALESCE(SUM(c.cpus), 0) AS cpus_allocated, COUNT(c.vm_uuid) AS vm_count "
+    "FROM server_view s LEFT JOIN server_view_claims c ON c.server_uuid = s.uuid"
+)
+_GROUP = " GROUP BY s.uuid, s.hostname, s.boot_id, s.status, s.ram_mib, s.cpus, s.generation"
+
+
+def render_server(row: dict[str, Any]) -> dict[str, Any]:
+    """The server object: capacity in MiB and CPUs, allocated and free."""
+    return {
+        "uuid": row["uuid"],
+        "hostname": row["hostname"],
+        "boot_id": row["boot_id"],
+        "status": row["status"],
+        "ram_mib": row["ram_mib"],
+        "cpus": row["cpus"],
+        "ram_allocated_mib": int(row["ram_allocated_mib"]),
+        "ram_free_mib": row["ram_mib"] - int(row["ram_allocated_mib"]),
+        "cpus_allocated": int(row["cpus_allocated"]),
+        "cpus_free": row["cpus"] - int(row["cpus_allocated"]),
+        "vm_count": int(row["vm_count"]),
+        "generation": row["generation"],
+    }
+
+
+class ServerQueries:
+    """Read-only queries of ``server_view``."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every server, by hostname."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute(f"{_SELECT}{_GROUP} ORDER BY s.hostname, s.uuid")
+            return [render_server(row) for row in tx.fetchall()]
+
+    def get(self, server_uuid: str) -> dict[str, Any] | None:
+        """One server, or None."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute(f"{_SELECT} WHERE s.uuid = ?{_GROUP}", (server_uuid,))
+            row = tx.fetchone()
+        return None if row is None else render_server(row)
+
+    def candidates(self, ram_mib: int, cpus: int) -> list[str]:
+        """Running servers that seem to have room, the most free RAM first (the placement's
+        shortlist; the claim on the server's stream decides)."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute(
+                f"{_SELECT} WHERE s.status = 'running'{_GROUP} "
+                "HAVING s.ram_mib - COALESCE(SUM(c.ram_mib), 0) >= ? "
+                "AND s.cpus - COALESCE(SUM(c.cpus), 0) >= ? "
+                "ORDER BY s.ram_mib - COALESCE(SUM(c.ram_mib), 0) DESC, s.hostname",
+                (ram_mib, cpus),
+            )
+            return [row["uuid"] for row in tx.fetchall()]

@@ -1,0 +1,168 @@
+"""What compute agents report, and what vmledger does about it (design.md, "Compute nodes"
+and "Persistence policy"; api.md ``PUT /vms/{uuid}`` and ``PUT /vms?server_uuid=``).
+
+A report carries the agent's ``generation``; one not newer than the last applied changes
+nothing (``StaleGenerationError``, Omicron's generation numbers), and a report that changes
+nothing appends nothing. A whole report applies in one transaction: the VMs it changes and the
+server's record of its generation. A destroyed VM is never brought back by a report, and a VM
+whose job is running is left to its job (the job holds the ticket; the next report, after it,
+reconciles).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid as uuidlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from eventsourcing.persistence import IntegrityError
+
+from domain import policy
+from domain.policy import Happening, Response
+from domain.server import Server
+from domain.states import Action, DesiredState, JobName, VmState
+from domain.vm import Cause, Vm
+from service.application import Commands, ConflictRetriesExhaustedError
+from service.versioning import NEWEST
+
+OBSERVED_STATES = ("running", "stopped", "failed")
+
+# How a reported power state differs from what the log says, for a VM that is present.
+_DIFFERENCES: dict[tuple[str, str], Happening | str] = {
+    ("running", "stopped"): Happening.GUEST_SHUTDOWN,
+    ("running", "failed"): Happening.GUEST_CRASH,
+    ("stopped", "running"): "started_out_of_band",
+}
+
+
+class Agents:
+    """Applies agent reports (and the operator's record of a host reboot) to VMs and servers."""
+
+    def __init__(self, commands: Commands):
+        self.commands = commands
+
+    def report_inventory(self, server_uuid: str, *, boot_id: str, generation: int,
+                         vms: Mapping[str, str], cause: Cause) -> dict[str, str]:
+        """The agent's whole inventory ``{vm_uuid: observed state}``. Returns what happened
+        to each VM it changed. Raises ``StaleGenerationError``, ``ServerNotFoundError``."""
+
+        def affected(server: Server, rebooted: bool) -> dict[str, Happening | str]:
+            found: dict[str, Happening | str] = {}
+            for vm_uuid in set(server.claims) | set(vms):
+                observed = vms.get(vm_uuid)
+                if observed is None:
+                    found[vm_uuid] = Happening.HOST_REBOOT if rebooted else Happening.AGENT_FORGOT
+                else:
+                    found[vm_uuid] = observed
+            return found
+
+        return self._apply(server_uuid, boot_id, generation, affected, cause)
+
+    def report_vm(self, vm_uuid: str, *, server_uuid: str, state: str, boot_id: str,
+                  generation: int, cause: Cause) -> dict[str, str]:
+        """One VM's observed state on ``server_uuid``. A new ``boot_id`` is a host reboot for
+        the server's other VMs too. Raises ``StaleGenerationError``, ``ServerNotFoundError``."""
+
+        def affected(server: Server, rebooted: bool) -> dict[str, Happening | str]:
+            found: dict[str, Happening | str] = {vm_uuid: state}
+            if rebooted:
+                found.update({other: Happening.HOST_REBOOT for other in server.claims
+                              if other != vm_uuid})
+            return found
+
+        return self._apply(server_uuid, boot_id, generation, affected, cause)
+
+    def host_rebooted(self, server_uuid: str, boot_id: str, *, cause: Cause) -> dict[str, str]:
+        """The operator records that the host rebooted with ``boot_id`` (its VMs are gone)."""
+        return self._apply(server_uuid, boot_id, None,
+                           lambda server, rebooted: {v: Happening.HOST_REBOOT for v in server.claims}
+                           if rebooted else {}, cause)
+
+    # -- one transaction per report -----------------------------------------------------------
+
+    def _apply(self, server_uuid: str, boot_id: str, generation: int | None,
+               affected: Callable[[Server, bool], dict[str, Happening | str]],
+               cause: Cause) -> dict[str, str]:
+        commands = self.commands
+        for attempt in range(commands.retries):
+            server = commands.load_server(server_uuid)
+            if generation is not None:
+                server.check_generation(generation)
+            rebooted = server.record_reboot(boot_id, cause=cause)
+            servers = {server_uuid: server}
+            changed: list[Vm] = []
+            outcome: dict[str, str] = {}
+            for vm_uuid, happening in affected(server, rebooted).items():
+                vm = self._vm(vm_uuid)
+                if vm is None or vm.server_uuid != server_uuid:
+                    continue  # unknown to the log, or placed elsewhere since
+                what = self._react(vm, happening, cause)
+                if what and vm.pending_events:
+                    outcome[vm_uuid] = what
+                    changed.append(vm)
+            if not changed and not server.pending_events:
+                return outcome
+            if generation is not None:
+                server.record_report(generation, cause=cause)
+            for vm in changed:
+                commands._server_effects(vm, servers)  # noqa: SLF001 - same transaction
+            try:
+                commands.save(*changed, *[s for s in servers.values() if s.pending_events])
+            except IntegrityError:
+                commands.on_conflict()
+                time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+                continue
+            return outcome
+        raise ConflictRetriesExhaustedError(f"report of server {server_uuid}: conflicting writes")
+
+    def _vm(self, vm_uuid: str) -> Vm | None:
+        try:
+            return self.commands.load(vm_uuid)
+        except Exception:  # noqa: BLE001 - a report may name VMs this log never had
+            return None
+
+    def _react(self, vm: Vm, happening: Happening | str, cause: Cause) -> str | None:
+        """Record what the report reveals about ``vm``; the name of what happened, or None."""
+        state = str(vm.state)
+        if state in (VmState.DESTROYED, VmState.QUARANTINED, VmState.PROVISIONING):
+            return None  # never revived; an operator's; or its provision decides
+        head = vm.head_job
+        if head is not None and head["execution"] == "running":
+            return None  # the job holding the ticket is authoritative until it ends
+        if not isinstance(happening, Happening):
+            happening_or_start = _DIFFERENCES.get((state, happening))
+            if happening_or_start is None:
+                return None  # the report agrees with the log
+            if happening_or_start == "started_out_of_band":
+                vm.record_started(cause=cause)
+                return "started"
+            happening = Happening(happening_or_start)
+        if happening is Happening.AGENT_FORGOT:
+            if state in (VmState.RUNNING, VmState.STOPPED):
+                vm.record_quarantined(
+                    f"the agent on server {vm.server_uuid} no longer knows the VM (same boot "
+                    "id): it may still run there, so it is not restarted", cause=cause)
+                return happening.value
+            return None
+        response = policy.response(vm.persistence, happening)
+        if happening is Happening.GUEST_SHUTDOWN:
+            vm.record_stopped(cause=cause)
+        elif state == VmState.RUNNING:
+            reason = "crashed" if happening is Happening.GUEST_CRASH else happening.value
+            vm.record_failed(reason, f"reported by the agent of server {vm.server_uuid}",
+                             cause=cause)
+        if response is Response.DESTROY:
+            self._queue(vm, Action.DESTROY, JobName.DESTROY, happening, cause)
+        elif response is Response.RESTART and vm.desired_state == DesiredState.RUNNING \
+                and str(vm.state) == VmState.FAILED:
+            self._queue(vm, Action.START, JobName.START, happening, cause)
+        return happening.value
+
+    @staticmethod
+    def _queue(vm: Vm, action: Action, name: JobName, happening: Happening, cause: Cause) -> None:
+        params: dict[str, Any] = {"args": {}, "if_already": "succeed",
+                                  "api_version": NEWEST.version, "because": happening.value}
+        vm.queue_job(action=action, job_uuid=str(uuidlib.uuid4()), name=name.value,
+                     params=params, cause=cause)

@@ -1,0 +1,101 @@
+"""Server routes: compute nodes, their capacity, and the operator's record of host reboots and
+removals (api.md, ``/servers``)."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from typing import Any
+
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field
+
+from domain.errors import ServerNotFoundError
+from service.api.deps import cause_of, parse_body, read_your_writes, services_of
+from service.api.params import Query
+from service.api.schemas import StrictModel
+
+router = APIRouter(tags=["servers"])
+
+
+class CreateServerRequest(StrictModel):
+    """``POST /servers``: a compute node joining the fleet (RAM in MiB)."""
+
+    uuid: uuidlib.UUID | None = None
+    hostname: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    ram_mib: int = Field(ge=1, le=64 * 1024 * 1024)
+    cpus: int = Field(ge=1, le=4096)
+    boot_id: str = Field(default_factory=lambda: str(uuidlib.uuid4()), min_length=1,
+                         max_length=64)
+
+
+class ServerActionRequest(StrictModel):
+    """The body of ``?action=reboot``: the boot id the host came back with (new if absent)."""
+
+    boot_id: str | None = Field(None, min_length=1, max_length=64)
+
+
+@router.get("/servers")
+def list_servers(request: Request) -> JSONResponse:
+    """Every server with its allocated and free capacity and VM count."""
+    services = services_of(request)
+    query = Query(request, set())
+    query.check()
+    read_your_writes(request, services, ("server_view",), eventual=query.eventual)
+    return JSONResponse(services.servers.list())
+
+
+@router.get("/servers/{server_uuid}")
+def get_server(server_uuid: str, request: Request) -> JSONResponse:
+    """One server with its allocated and free capacity and VM count."""
+    services = services_of(request)
+    query = Query(request, set())
+    query.check()
+    read_your_writes(request, services, ("server_view",), eventual=query.eventual)
+    server = services.servers.get(server_uuid.lower())
+    if server is None:
+        raise ServerNotFoundError(server_uuid)
+    return JSONResponse(server)
+
+
+@router.post("/servers", status_code=201)
+def create_server(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """Record a compute node (201); an existing uuid with the same description is 200."""
+    Query(request, set()).check()
+    asked = parse_body(request, CreateServerRequest, data)
+    services = services_of(request)
+    server_uuid = str(asked.uuid or uuidlib.uuid4())
+    created = services.commands.register_server(
+        server_uuid, hostname=asked.hostname, boot_id=asked.boot_id, ram_mib=asked.ram_mib,
+        cpus=asked.cpus, cause=cause_of(request))
+    services.projections.wake()
+    read_your_writes(request, services, ("server_view",), eventual=False)
+    return JSONResponse(services.servers.get(server_uuid), status_code=201 if created else 200,
+                        headers={"Location": f"/servers/{server_uuid}"})
+
+
+@router.post("/servers/{server_uuid}")
+def server_action(server_uuid: str, request: Request,
+                  data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """Operator: ``?action=reboot`` records a host reboot (a new boot id: the VMs that ran
+    there are gone, and each VM's persistence policy decides what follows); ``remove``
+    records that the server left the fleet."""
+    query = Query(request, {"action"})
+    action = query.params.get("action")
+    if action not in ("reboot", "remove"):
+        query.invalid("action", "must be reboot or remove",
+                      code="Missing" if action is None else "Invalid")
+    query.check()
+    body = parse_body(request, ServerActionRequest, data)
+    services = services_of(request)
+    cause = cause_of(request)
+    if action == "reboot":
+        boot_id = body.boot_id or str(uuidlib.uuid4())
+        services.agents.host_rebooted(server_uuid.lower(), boot_id, cause=cause)
+        status = 202
+    else:
+        services.commands.change_server(server_uuid.lower(),
+                                        lambda s: s.set_status("removed", cause=cause))
+        status = 200
+    read_your_writes(request, services, ("server_view",), eventual=False)
+    return JSONResponse(services.servers.get(server_uuid.lower()), status_code=status)

@@ -1,0 +1,124 @@
+"""Volume routes: volumes, the networks they are reachable on and their address on each (api.md,
+``/volumes``; design.md, lesson 6)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field, IPvAnyAddress
+
+from domain.errors import VolumeNotFoundError
+from service.api.deps import cause_of, parse_body, read_your_writes, services_of
+from service.api.params import MAX_LIMIT, Query
+from service.api.schemas import Alias, StrictModel
+from service.container import Services
+
+router = APIRouter(tags=["volumes"])
+
+MAX_NETWORKS = 32
+ACTIONS = ("attach_network", "detach_network")
+
+
+class CreateVolumeRequest(StrictModel):
+    """``POST /volumes``: a name, and the networks it is reachable on with its address on each
+    (``{network_uuid: address}``; none by default)."""
+
+    uuid: UUID | None = None
+    name: Alias
+    networks: dict[UUID, IPvAnyAddress] = Field(default_factory=dict, max_length=MAX_NETWORKS)
+
+
+class AttachNetworkRequest(StrictModel):
+    """``?action=attach_network``: the network, and the volume's address on it."""
+
+    network_uuid: UUID
+    address: IPvAnyAddress
+
+
+class DetachNetworkRequest(StrictModel):
+    """``?action=detach_network``: the network the volume leaves."""
+
+    network_uuid: UUID
+
+
+def _volume(request: Request, services: Services, volume_uuid: str, *, status: int,
+            position: int | None) -> JSONResponse:
+    """The volume as the read model has it once it reflects this request's change."""
+    read_your_writes(request, services, ("volume_mounts",), eventual=False)
+    volume = services.volumes.get(volume_uuid)
+    if volume is None:  # pragma: no cover - read-your-writes saw the change
+        raise VolumeNotFoundError(volume_uuid)
+    headers = {"ETag": f'"{volume["version"]}"', "Location": f"/volumes/{volume_uuid}"}
+    if position is not None:
+        headers["x-log-position"] = str(position)
+    return JSONResponse(volume, status_code=status, headers=headers)
+
+
+@router.get("/volumes")
+def list_volumes(request: Request) -> JSONResponse:
+    """ListVolumes: oldest first, paged by ``limit`` and ``offset``; the total in
+    x-joyent-resource-count."""
+    services = services_of(request)
+    query = Query(request, {"limit", "offset"})
+    limit = query.integer("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT
+    offset = query.integer("offset", minimum=0) or 0
+    query.check()
+    read_your_writes(request, services, ("volume_mounts",), eventual=query.eventual)
+    volumes, total = services.volumes.list(limit=limit, offset=offset)
+    return JSONResponse(volumes, headers={"x-joyent-resource-count": str(total)})
+
+
+@router.get("/volumes/{volume_uuid}")
+def get_volume(volume_uuid: str, request: Request) -> JSONResponse:
+    """GetVolume: its networks, its address on each, and the address VMs mount."""
+    services = services_of(request)
+    query = Query(request, set())
+    query.check()
+    read_your_writes(request, services, ("volume_mounts",), eventual=query.eventual)
+    volume = services.volumes.get(volume_uuid.lower())
+    if volume is None:
+        raise VolumeNotFoundError(volume_uuid)
+    return JSONResponse(volume, headers={"ETag": f'"{volume["version"]}"'})
+
+
+@router.post("/volumes", status_code=201)
+def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """CreateVolume (201): a volume on the given networks."""
+    Query(request, set()).check()
+    asked = parse_body(request, CreateVolumeRequest, data)
+    services = services_of(request)
+    volume, position = services.commands.create_volume(
+        name=asked.name, cause=cause_of(request),
+        volume_uuid=str(asked.uuid) if asked.uuid else None,
+        networks={str(network): str(address) for network, address in asked.networks.items()},
+    )
+    return _volume(request, services, str(volume.id), status=201, position=position)
+
+
+@router.post("/volumes/{volume_uuid}")
+def volume_action(volume_uuid: str, request: Request,
+                  data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """``?action=attach_network`` (body ``{network_uuid, address}``) or ``detach_network``
+    (body ``{network_uuid}``), 202 with the volume: the VMs mounting it keep the addresses
+    they booted with until they boot again (``GET /vms?stale_mounts=true``). A repeat
+    changes nothing."""
+    query = Query(request, {"action"})
+    action = query.params.get("action")
+    if action not in ACTIONS:
+        query.invalid("action", f"must be one of {', '.join(ACTIONS)}",
+                      code="Missing" if action is None else "Invalid")
+    query.check()
+    services = services_of(request)
+    cause = cause_of(request)
+    if action == "attach_network":
+        attach = parse_body(request, AttachNetworkRequest, data)
+        volume, position = services.commands.attach_network(
+            volume_uuid.lower(), str(attach.network_uuid), str(attach.address), cause=cause)
+    else:
+        detach = parse_body(request, DetachNetworkRequest, data)
+        volume, position = services.commands.detach_network(
+            volume_uuid.lower(), str(detach.network_uuid), cause=cause)
+    return _volume(request, services, str(volume.id), status=202, position=position)
