@@ -152,6 +152,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, Aggregate):
             job["attempt"] = self.attempt
             job["worker"] = self.worker
             job["lease_expires_at"] = self.lease_expires_at.isoformat()
+            job.setdefault("started_at", self.timestamp.isoformat())  # the first start
 
     class JobLeaseRenewed(Event):
         """The worker running the head job still works on it: its lease is extended."""

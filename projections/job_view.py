@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from domain.states import Execution
@@ -169,3 +170,24 @@ class JobQueries:
                 (limit,),
             )
             return [row["vm_uuid"] for row in tx.fetchall()]
+
+
+class StuckCandidates:
+    """VMs the read models say may be stuck (the aggregate has the last word): provisioning
+    since before the transient threshold, or under a job running since before the job
+    threshold."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def __call__(self, now: datetime, thresholds: Any) -> list[str]:
+        transient = rfc3339(now - timedelta(seconds=thresholds.transient_s))
+        job = rfc3339(now - timedelta(seconds=thresholds.job_s))
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT uuid FROM vm_view WHERE state = 'provisioning' "
+                       "AND create_timestamp < ?", (transient,))
+            found = {row["uuid"] for row in tx.fetchall()}
+            tx.execute("SELECT vm_uuid FROM job_view WHERE execution = 'running' "
+                       "AND started_at < ?", (job,))
+            found |= {row["vm_uuid"] for row in tx.fetchall()}
+        return sorted(found)

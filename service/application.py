@@ -95,6 +95,8 @@ class Commands:
                  server_status: Callable[[str], str | None] = lambda _server_uuid: None):
         self.app = app
         self.server_status = server_status
+        # Why a VM is stuck now, or None (wired to service.quarantine; lesson 3 of design.md).
+        self.is_stuck: Callable[[Vm], str | None] = lambda _vm: None
         # The trace replay records where the trace says tasks ran, whatever the capacity.
         self.enforce_capacity = True
         self.keys = keys
@@ -356,6 +358,10 @@ class Commands:
             existing = vm.matching_active_job(name.value, args)
             if existing is not None:
                 return existing["uuid"]
+            if action is Action.DESTROY:
+                stuck = self.is_stuck(vm)
+                if stuck is not None and VmState(vm.state) is not VmState.QUARANTINED:
+                    return self._quarantine_instead(vm, stuck, {**cause, "job_uuid": None})
             server_removed = (action is Action.DESTROY and vm.server_uuid is not None
                               and self.server_status(vm.server_uuid) == "removed")
             plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
@@ -451,6 +457,21 @@ class Commands:
                 self.on_conflict()
                 _back_off(attempt)
         raise ConflictRetriesExhaustedError(f"volume {volume_uuid}: conflicting writes")
+
+    @staticmethod
+    def _quarantine_instead(vm: Vm, stuck: str, cause: Cause) -> str:
+        """A DELETE of a stuck VM quarantines it rather than racing the stuck job (design.md,
+        lesson 3): the owner gets the usual accepted answer, and a destroy job that records,
+        canceled, why it did not run."""
+        job_uuid = str(uuidlib.uuid4())
+        vm.queue_job(action=Action.DESTROY, job_uuid=job_uuid, name=JobName.DESTROY.value,
+                     params={"args": {}, "if_already": "succeed"}, cause=cause)
+        for job in list(vm.active_jobs):
+            if job["execution"] == "queued":
+                vm.cancel_job(job["uuid"], f"not run: the VM was {stuck}; it was quarantined "
+                              "for troubleshooting instead", cause=cause)
+        vm.record_quarantined(f"deleted by its owner while {stuck}", cause=cause)
+        return job_uuid
 
     # -- facts observed on compute nodes ------------------------------------------------------
 

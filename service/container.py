@@ -11,10 +11,11 @@ import threading
 from dataclasses import dataclass, field
 
 from domain.errors import ServerNotFoundError
+from domain.stuck import StuckThresholds
 from domain.vm import make_cause
 from projections.analytics import AnalyticsView
 from projections.db import Database
-from projections.job_view import JobQueries, JobView
+from projections.job_view import JobQueries, JobView, StuckCandidates
 from projections.runner import ProjectionConflictError, ProjectionRunner, ReadModel
 from projections.server_view import ServerQueries, ServerView
 from projections.vm_queries import VmQueries
@@ -26,7 +27,8 @@ from service.compute.simulated import SimulatedFleet
 from service.idempotency import IdempotencyStore
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.settings import Settings
-from service.worker import Worker
+from service.quarantine import Quarantine
+from service.worker import Worker, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ class Services:
     fleet: SimulatedFleet
     worker: Worker
     agents: Agents
+    quarantine: Quarantine
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
 
@@ -97,6 +100,10 @@ class Services:
         jobs = JobQueries(db)
         servers = ServerQueries(db)
         _register_simulated_servers(commands, fleet, runner)
+        quarantine = Quarantine(
+            commands, StuckThresholds(settings.stuck_transient_s, settings.stuck_job_s), utcnow)
+        commands.is_stuck = quarantine.stuck
+        stuck_candidates = StuckCandidates(db)
         worker = Worker(
             commands,
             fleet,
@@ -106,12 +113,15 @@ class Services:
             paused=fleet.faults.workers_paused,
             step_attempts=settings.job_step_attempts,
             max_attempts=settings.job_max_attempts,
+            periodic=lambda: [quarantine.quarantine_if_stuck(vm) for vm in stuck_candidates(
+                quarantine.clock(), quarantine.thresholds)],
+            periodic_s=settings.stuck_check_s,
         )
         commands.after_save.append(lambda _position: runner.wake())
         runner.add_listener(worker.wake)
         return cls(settings=settings, app=app, commands=commands, db=db, projections=runner,
                    vms=VmQueries(db), jobs=jobs, servers=servers, fleet=fleet, worker=worker,
-                   agents=Agents(commands))
+                   agents=Agents(commands), quarantine=quarantine)
 
     @property
     def volumes(self) -> VolumeQueries:

@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     job_max_attempts: int = Field(
         3, ge=1, le=20, description="workers a job may be started by (takeovers) before it fails"
     )
+    stuck_transient_s: float = Field(
+        3600.0, gt=0, description="a VM provisioning longer than this is stuck (quarantined)")
+    stuck_job_s: float = Field(
+        3600.0, gt=0, description="a job running longer than this leaves its VM stuck")
+    stuck_check_s: float = Field(30.0, gt=0, description="how often workers look for stuck VMs")
     command_retries: int = Field(
         30, ge=1, description="attempts at a command that meets another writer's conflict"
     )

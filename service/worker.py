@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid as uuidlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -204,6 +205,8 @@ class Worker:
         paused: Callable[[], bool] = lambda: False,
         step_attempts: int = 3,
         max_attempts: int = 3,
+        periodic: Callable[[], object] | None = None,
+        periodic_s: float = 30.0,
     ):
         self.commands = commands
         self.driver = driver
@@ -215,6 +218,9 @@ class Worker:
         self.paused = paused
         self.step_attempts = step_attempts
         self.max_attempts = max_attempts
+        self.periodic = periodic  # the stuck-VM check, every ``periodic_s`` seconds
+        self.periodic_s = periodic_s
+        self._periodic_at = 0.0
         self._wake = threading.Event()
 
     def run_vm(self, vm_uuid: str) -> bool:
@@ -262,6 +268,12 @@ class Worker:
                 ran += 1
         return ran
 
+    def _run_periodic(self) -> None:
+        now = time.monotonic()
+        if self.periodic is not None and not self.paused() and now - self._periodic_at >= self.periodic_s:
+            self._periodic_at = now
+            self.periodic()
+
     def wake(self) -> None:
         """Look for work now rather than at the next poll."""
         self._wake.set()
@@ -271,6 +283,7 @@ class Worker:
         while not stop.is_set():
             self._wake.clear()
             try:
+                self._run_periodic()
                 self.run_pending()
             except Exception:  # noqa: BLE001 - a worker must outlive one bad pass
                 log.exception("worker pass failed")

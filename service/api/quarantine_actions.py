@@ -1,0 +1,43 @@
+"""``POST /vms/{uuid}?action=quarantine|release`` (operator): answered at once with the VM
+(200), no job, so a stuck job cannot stand in the way (api.md, design.md lesson 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import Field
+
+from domain.errors import VmNotFoundError
+from service.api.deps import cause_of, parse_body, read_your_writes, services_of
+from service.api.params import Query, int_or_none
+from service.api.schemas import StrictModel
+
+QUARANTINE_ACTIONS = ("quarantine", "release")
+
+
+class QuarantineRequest(StrictModel):
+    """Why the operator takes the VM."""
+
+    reason: str = Field(min_length=1, max_length=1024)
+
+
+def quarantine_action(vm_uuid: str, request: Request, data: Any) -> JSONResponse:
+    """Quarantine (with ``reason``) or release the VM; answers the VM as it now is."""
+    query = Query(request, {"action"})
+    query.check()
+    services = services_of(request)
+    if_match = int_or_none(request.headers["if-match"]) if "if-match" in request.headers else None
+    if request.query_params["action"] == "quarantine":
+        reason = parse_body(request, QuarantineRequest, data).reason
+        services.quarantine.quarantine(vm_uuid.lower(), reason, cause=cause_of(request),
+                                       if_match=if_match)
+    else:
+        parse_body(request, StrictModel, data)
+        services.quarantine.release(vm_uuid.lower(), cause=cause_of(request), if_match=if_match)
+    read_your_writes(request, services, ("vm_view",), eventual=False)
+    vm = services.vms.get(vm_uuid.lower())
+    if vm is None:
+        raise VmNotFoundError(vm_uuid)
+    return JSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})

@@ -1,0 +1,83 @@
+"""The operator quarantine (design.md, lesson 3): take a VM from its owner for
+troubleshooting, with its full history, and give it back; and the worker's periodic check that
+quarantines VMs stuck past a threshold."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from domain import rules
+from domain.errors import InvalidTransitionError
+from domain.rules import Verdict
+from domain.states import Action, VmState
+from domain.stuck import StuckThresholds, stuck_reason
+from domain.vm import Cause, Vm, make_cause
+from service.application import Accepted, Commands
+
+
+class Quarantine:
+    """Quarantine and release commands, and the stuck-VM check."""
+
+    def __init__(self, commands: Commands, thresholds: StuckThresholds,
+                 clock: Callable[[], datetime]):
+        self.commands = commands
+        self.thresholds = thresholds
+        self.clock = clock
+
+    def quarantine(self, vm_uuid: str, reason: str, *, cause: Cause,
+                   if_match: int | None = None) -> Accepted:
+        """Take the VM into the operator quarantine now (no job: a stuck job must not stand
+        in the way); its queued jobs are canceled. Quarantining a quarantined VM changes
+        nothing. Raises ``InvalidTransitionError`` (a destroyed VM), ``VmNotFoundError``,
+        ``VersionMismatchError``."""
+
+        def decide(vm: Vm) -> None:
+            verdict = rules.verdict(VmState(vm.state), Action.QUARANTINE)
+            if verdict is Verdict.REFUSED:
+                raise InvalidTransitionError(vm.state, "quarantine",
+                                             rules.allowed_actions(VmState(vm.state)))
+            if verdict is Verdict.ALREADY:
+                return
+            self._quarantine(vm, reason, cause)
+
+        _, vm, position = self.commands.change(vm_uuid, decide, if_match=if_match)
+        return Accepted(str(vm.id), None, vm.version, position)
+
+    def release(self, vm_uuid: str, *, cause: Cause, if_match: int | None = None) -> Accepted:
+        """Give a quarantined VM back to its owner in the state it had. Raises
+        ``InvalidTransitionError`` when it is not quarantined."""
+
+        def decide(vm: Vm) -> None:
+            if VmState(vm.state) is not VmState.QUARANTINED:
+                raise InvalidTransitionError(vm.state, "release",
+                                             rules.allowed_actions(VmState(vm.state)))
+            vm.record_released(cause=cause)
+
+        _, vm, position = self.commands.change(vm_uuid, decide, if_match=if_match)
+        return Accepted(str(vm.id), None, vm.version, position)
+
+    def stuck(self, vm: Vm) -> str | None:
+        """Why the VM is stuck now, or None."""
+        return stuck_reason(vm, self.clock(), self.thresholds)
+
+    def quarantine_if_stuck(self, vm_uuid: str) -> bool:
+        """The periodic check for one VM: quarantine it if it is stuck (re-checked on the
+        aggregate, not the read model). True if it was quarantined."""
+
+        def decide(vm: Vm) -> bool:
+            reason = self.stuck(vm)
+            if reason is None or VmState(vm.state) in (VmState.QUARANTINED, VmState.DESTROYED):
+                return False
+            self._quarantine(vm, reason, make_cause("stuck-check"))
+            return True
+
+        quarantined, _, _ = self.commands.change(vm_uuid, decide)
+        return quarantined
+
+    @staticmethod
+    def _quarantine(vm: Vm, reason: str, cause: Cause) -> None:
+        for job in list(vm.active_jobs):
+            if job["execution"] == "queued":
+                vm.cancel_job(job["uuid"], "canceled: the VM was quarantined", cause=cause)
+        vm.record_quarantined(reason, cause=cause)

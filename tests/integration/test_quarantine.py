@@ -1,0 +1,134 @@
+"""The operator quarantine (design.md, lesson 3): taken from the owner with its history,
+given back as it was; stuck VMs are quarantined by the worker's check and by their owner's
+DELETE, and nothing else is."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from domain.errors import InvalidTransitionError
+from domain.states import Action
+from domain.vm import QUARANTINE_OWNER_UUID, make_cause
+from service.application import VmSpec
+from service.versioning import NEWEST, OLDEST
+from service.worker import utcnow
+
+OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
+
+
+def settle(services) -> None:
+    while True:
+        services.projections.catch_up()
+        if not services.worker.run_pending():
+            services.projections.catch_up()
+            return
+
+
+def create(services, *, run: bool = True) -> str:
+    vm_uuid = services.commands.create_vm(VmSpec(owner_uuid=OWNER, brand="bhyve", ram=256),
+                                          cause=make_cause()).vm_uuid
+    if run:
+        settle(services)
+    return vm_uuid
+
+
+def later(services, seconds: float):
+    """Make the quarantine's clock read ``seconds`` from now."""
+    services.quarantine.clock = lambda: utcnow() + timedelta(seconds=seconds)
+
+
+def test_quarantine_takes_the_vm_from_its_owner_and_release_gives_it_back_as_it_was(client):
+    created = client.post("/vms", json={"owner_uuid": OWNER, "brand": "bhyve", "ram": 256})
+    client.get(f"/jobs/{created.json()['job_uuid']}/wait", params={"timeout": 10})
+    vm_uuid = created.json()["vm_uuid"]
+    taken = client.post(f"/vms/{vm_uuid}?action=quarantine", json={"reason": "disk errors"})
+    assert taken.status_code == 200, taken.text
+    vm = taken.json()
+    assert (vm["state"], vm["owner_uuid"]) == ("quarantined", QUARANTINE_OWNER_UUID)
+    assert vm["quarantine"]["reason"] == "disk errors"
+    assert vm["quarantine"]["previous_owner_uuid"] == OWNER
+    assert client.get(f"/vms/{vm_uuid}", params={"owner_uuid": OWNER}).status_code == 404
+    refused = client.post(f"/vms/{vm_uuid}", params={"action": "stop", "owner_uuid": OWNER})
+    assert refused.status_code == 404, refused.text
+    listed = client.get("/vms", params={"owner_uuid": OWNER}).json()
+    assert vm_uuid not in [v["uuid"] for v in listed]
+    history = client.get(f"/vms/{vm_uuid}/history").json()
+    quarantined = next(e for e in history if e["type"] == "Quarantined")
+    assert quarantined["data"]["reason"] == "disk errors" and quarantined["cause"]["actor"]
+    back = client.post(f"/vms/{vm_uuid}?action=release")
+    assert back.status_code == 200, back.text
+    assert (back.json()["state"], back.json()["owner_uuid"]) == ("running", OWNER)
+    assert back.json()["quarantine"] is None
+
+
+def test_quarantine_of_a_destroyed_vm_and_release_of_a_free_one_are_refused(services):
+    vm_uuid = create(services)
+    with pytest.raises(InvalidTransitionError):
+        services.quarantine.release(vm_uuid, cause=make_cause())
+    services.commands.request_action(vm_uuid, Action.DESTROY, behaviour=NEWEST,
+                                     cause=make_cause())
+    settle(services)
+    with pytest.raises(InvalidTransitionError):
+        services.quarantine.quarantine(vm_uuid, "too late", cause=make_cause())
+
+
+def test_the_stuck_check_quarantines_a_vm_stuck_past_the_threshold_and_nothing_else(services):
+    fine = create(services)
+    services.fleet.faults.pause_workers(True)  # the next provision never runs: stuck
+    stuck = create(services, run=False)
+    services.projections.catch_up()
+    threshold = services.quarantine.thresholds.transient_s
+    later(services, threshold / 2)
+    services.worker.periodic()
+    assert services.commands.load(stuck).state == "provisioning"  # not past it yet
+    later(services, threshold + 1)
+    services.worker.periodic()
+    assert services.commands.load(stuck).state == "quarantined"
+    assert "stuck in provisioning" in services.commands.load(stuck).quarantine["reason"]
+    assert services.commands.load(fine).state == "running"
+
+
+def test_a_job_running_past_its_deadline_gets_its_vm_quarantined(services):
+    vm_uuid = create(services)
+    services.commands.request_action(vm_uuid, Action.STOP, behaviour=NEWEST, cause=make_cause())
+    head = services.commands.load(vm_uuid).head_job
+    now = utcnow()
+    services.commands.change(vm_uuid, lambda vm: vm.start_job(
+        head["uuid"], worker="hung", now=now, lease_expires_at=now + timedelta(days=1),
+        cause=make_cause("hung")))
+    services.projections.catch_up()
+    later(services, services.quarantine.thresholds.job_s + 1)
+    services.worker.periodic()
+    vm = services.commands.load(vm_uuid)
+    assert vm.state == "quarantined" and "running since" in vm.quarantine["reason"]
+
+
+@pytest.mark.parametrize("behaviour", [OLDEST, NEWEST], ids=["v1", "v2"])
+def test_an_owners_delete_of_a_stuck_vm_quarantines_it_instead_of_racing_the_stuck_job(
+        services, behaviour):
+    services.fleet.faults.pause_workers(True)
+    vm_uuid = create(services, run=False)
+    later(services, services.quarantine.thresholds.transient_s + 1)
+    accepted = services.commands.request_action(vm_uuid, Action.DESTROY, behaviour=behaviour,
+                                                cause=make_cause("owner"), owner_uuid=OWNER)
+    assert accepted.job_uuid is not None  # the usual accepted answer
+    vm = services.commands.load(vm_uuid)
+    assert vm.state == "quarantined" and vm.owner_uuid == QUARANTINE_OWNER_UUID
+    assert "deleted by its owner while stuck" in vm.quarantine["reason"]
+    services.projections.catch_up()
+    destroy = services.jobs.get(accepted.job_uuid)
+    assert destroy["execution"] == "canceled" and "quarantined" in destroy["error"]
+    services.fleet.faults.pause_workers(False)
+    settle(services)
+    assert services.commands.load(vm_uuid).state == "quarantined"  # nothing raced it
+
+
+def test_a_delete_of_a_vm_that_is_not_stuck_is_an_ordinary_destroy(services):
+    vm_uuid = create(services)
+    later(services, 10 * services.quarantine.thresholds.transient_s)  # old, but running
+    services.commands.request_action(vm_uuid, Action.DESTROY, behaviour=NEWEST,
+                                     cause=make_cause())
+    settle(services)
+    assert services.commands.load(vm_uuid).state == "destroyed"
