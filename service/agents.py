@@ -11,8 +11,6 @@ reconciles).
 
 from __future__ import annotations
 
-import random
-import time
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,7 +22,8 @@ from domain.policy import Happening, Response
 from domain.server import Server
 from domain.states import Action, DesiredState, JobName, VmState
 from domain.vm import Cause, Vm
-from service.application import Commands, ConflictRetriesExhaustedError
+from service.application import Commands
+from service.retry import ConflictRetriesExhaustedError, back_off
 from service.versioning import NEWEST
 
 OBSERVED_STATES = ("running", "stopped", "failed")
@@ -112,7 +111,7 @@ class Agents:
                 commands.save(*changed, *[s for s in servers.values() if s.pending_events])
             except IntegrityError:
                 commands.on_conflict()
-                time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+                back_off(attempt)
                 continue
             return outcome
         raise ConflictRetriesExhaustedError(f"report of server {server_uuid}: conflicting writes")

@@ -1,0 +1,17 @@
+"""Retrying a command that met another writer's conflict (api.md, "Concurrency and
+idempotency")."""
+
+from __future__ import annotations
+
+import random
+import time
+
+
+def back_off(attempt: int) -> None:
+    """Sleep a random few milliseconds, growing with ``attempt``, so writers that keep
+    colliding on one stream stop moving in lockstep."""
+    time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+
+
+class ConflictRetriesExhaustedError(Exception):
+    """Other writers kept winning; the client may retry (503)."""
