@@ -150,13 +150,14 @@ class Replayer:
         self.tasks[record.task] = (incarnation, uuid)
         self.summary.vms_created += 1
 
-    def _know_machine(self, machine_id: str) -> None:
-        """Record a trace machine as a ``Server`` the first time a task is scheduled on it."""
-        uuid = server_uuid(machine_id)
+    def _know_machine(self, record: TraceRecord) -> None:
+        """Record a trace machine as a ``Server`` the first time a task is scheduled on it,
+        with the scale's capacity (``service.trace``)."""
+        uuid = server_uuid(record.machine_id)
         if uuid not in self.machines:
             self.commands.register_server(
-                uuid, hostname=f"trace-{machine_id}", boot_id="trace", ram_mib=MACHINE_RAM_MIB,
-                cpus=MACHINE_CPUS, cause=make_cause("replay"))
+                uuid, hostname=f"trace-{record.machine_id}", boot_id="trace",
+                ram_mib=MACHINE_RAM_MIB, cpus=MACHINE_CPUS, cause=self._cause(record))
             self.machines.add(uuid)
 
     def schedule(self, record: TraceRecord) -> None:
@@ -167,7 +168,7 @@ class Replayer:
         if not jobs:
             raise RefusedRowError(f"SCHEDULE of a {state} VM with no job queued")
         self.placement.machine = server_uuid(record.machine_id)
-        self._know_machine(record.machine_id)
+        self._know_machine(record)
         try:
             self.worker.run_vm(vm)
         finally:
