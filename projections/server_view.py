@@ -20,43 +20,45 @@ class ServerView(ReadModel):
     tables = ("server_view", "server_view_claims")
 
     def create_statements(self, db: Database) -> list[str]:
+        servers, claims = self.table("server_view"), self.table("server_view_claims")
         return [
-            "CREATE TABLE IF NOT EXISTS server_view (uuid TEXT PRIMARY KEY, "
+            f"CREATE TABLE IF NOT EXISTS {servers} (uuid TEXT PRIMARY KEY, "
             "hostname TEXT NOT NULL, boot_id TEXT NOT NULL, status TEXT NOT NULL, "
             "ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, generation BIGINT NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS server_view_claims (server_uuid TEXT NOT NULL, "
+            f"CREATE TABLE IF NOT EXISTS {claims} (server_uuid TEXT NOT NULL, "
             "vm_uuid TEXT NOT NULL, ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, "
             "PRIMARY KEY (server_uuid, vm_uuid))",
         ]
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+        servers, claims = self.table("server_view"), self.table("server_view_claims")
         for _position, event in events:
             if not isinstance(event, Server.Event):
                 continue
             server_uuid = str(event.originator_id)
             if isinstance(event, Server.Registered):
                 tx.execute(
-                    f"INSERT INTO server_view ({', '.join(_COLUMNS)}) "
+                    f"INSERT INTO {servers} ({', '.join(_COLUMNS)}) "
                     "VALUES (?, ?, ?, 'running', ?, ?, 0)",
                     (server_uuid, event.hostname, event.boot_id, event.ram_mib, event.cpus),
                 )
             elif isinstance(event, Server.Claimed):
                 tx.execute(
-                    "INSERT INTO server_view_claims (server_uuid, vm_uuid, ram_mib, cpus) "
+                    f"INSERT INTO {claims} (server_uuid, vm_uuid, ram_mib, cpus) "
                     "VALUES (?, ?, ?, ?)",
                     (server_uuid, event.vm_uuid, event.ram_mib, event.cpus),
                 )
             elif isinstance(event, Server.ClaimReleased):
-                tx.execute("DELETE FROM server_view_claims WHERE server_uuid = ? AND vm_uuid = ?",
+                tx.execute(f"DELETE FROM {claims} WHERE server_uuid = ? AND vm_uuid = ?",
                            (server_uuid, event.vm_uuid))
             elif isinstance(event, Server.Rebooted):
-                tx.execute("UPDATE server_view SET boot_id = ? WHERE uuid = ?",
+                tx.execute(f"UPDATE {servers} SET boot_id = ? WHERE uuid = ?",
                            (event.boot_id, server_uuid))
             elif isinstance(event, Server.StatusChanged):
-                tx.execute("UPDATE server_view SET status = ? WHERE uuid = ?",
+                tx.execute(f"UPDATE {servers} SET status = ? WHERE uuid = ?",
                            (event.status, server_uuid))
             elif isinstance(event, Server.ReportApplied):
-                tx.execute("UPDATE server_view SET generation = ? WHERE uuid = ?",
+                tx.execute(f"UPDATE {servers} SET generation = ? WHERE uuid = ?",
                            (event.generation, server_uuid))
 
 

@@ -90,15 +90,15 @@ def stats_failures(request: Request) -> JSONResponse:
 
 @router.get("/stats/stuck")
 def stats_stuck(request: Request) -> JSONResponse:
-    """VMs in a transient state (provisioning) for ``older_than`` seconds or more, longest
-    first (``limit``, default and max 1000); the total in x-joyent-resource-count."""
+    """VMs in a transient state (provisioning) for ``older_than`` seconds or more (default:
+    the service's stuck threshold, ``VMLEDGER_STUCK_TRANSIENT_S``), longest first (``limit``,
+    default and max 1000); the total in x-joyent-resource-count."""
     query = Query(request, {"older_than", "limit"})
     older_than = query.integer("older_than", minimum=0)
-    if "older_than" not in query.params:
-        query.invalid("older_than", "Missing parameter", code="Missing")
     limit = query.integer("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT
     analytics = _analytics(request, query)
-    assert older_than is not None
-    stuck, total = analytics.stuck(older_than * 1000, int(time.time() * 1000),
+    older_than_ms = (round(services_of(request).settings.stuck_transient_s * 1000)
+                     if older_than is None else older_than * 1000)
+    stuck, total = analytics.stuck(older_than_ms, int(time.time() * 1000),
                                    owner_uuid=query.owner_uuid, limit=limit)
     return JSONResponse(stuck, headers={"x-joyent-resource-count": str(total)})

@@ -179,14 +179,19 @@ def test_stuck_lists_vms_in_a_transient_state_for_at_least_older_than_seconds(pa
     assert vm["ms_in_state"] >= 0
     an_hour = client.get("/stats/stuck", params={"older_than": 3600})
     assert an_hour.json() == [] and an_hour.headers["x-joyent-resource-count"] == "0"
+    # without older_than: the service's own threshold (VMLEDGER_STUCK_TRANSIENT_S)
+    assert paused.services.settings.stuck_transient_s >= 60
+    assert client.get("/stats/stuck").json() == []
     paused.run_jobs()
     assert client.get("/stats/stuck", params={"older_than": 0}).json() == []
 
 
-def test_stuck_needs_older_than_in_whole_seconds(client) -> None:
-    body = assert_error(client.get("/stats/stuck"), 409, "ValidationFailed")
-    assert error_fields(body) == {"older_than": "Missing"}
+def test_stuck_takes_older_than_in_whole_seconds_and_a_limit_from_1_to_1000(client) -> None:
     body = assert_error(client.get("/stats/stuck", params={"older_than": "-1", "limit": "0"}),
+                        409, "ValidationFailed")
+    assert error_fields(body) == {"older_than": "Invalid", "limit": "Invalid"}
+    body = assert_error(client.get("/stats/stuck", params={"older_than": "1.5",
+                                                           "limit": "1001"}),
                         409, "ValidationFailed")
     assert error_fields(body) == {"older_than": "Invalid", "limit": "Invalid"}
 
