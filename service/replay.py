@@ -146,7 +146,6 @@ class Replayer:
                   "priority": record.priority, "scheduling_class": record.scheduling_class},
         )
         self.commands.create_vm(spec, cause=self._cause(record), vm_uuid=uuid)
-        self.commands.seen[uuid] = (VmState.PROVISIONING, 1)
         self.tasks[record.task] = (incarnation, uuid)
         self.summary.vms_created += 1
 

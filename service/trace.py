@@ -249,17 +249,18 @@ class TracePlacement:
 
 class ReplayCommands(Commands):
     """The API's command handlers, unchanged, with two additions for a replay that is the
-    database's only writer: they note each VM's state and job count after every change (so
-    the replay follows the trace without reading VMs), and ``load`` answers from the VMs they
-    last saved (a copy, as the library's own aggregate cache does) instead of folding the
-    stream again. A conflict with another writer empties that cache, so the retry reads the
-    stream: a stale copy can cost a retry, never a lost update.
+    database's only writer: they note each VM's state and job count whenever they save it (so
+    the replay follows the trace without reading VMs), and ``load`` and ``load_server``
+    answer from the aggregates they last saved (a copy, as the library's own aggregate cache
+    does) instead of reading and folding the stream again. A conflict with another writer
+    empties that cache, so the retry reads the stream: a stale copy can cost a retry, never a
+    lost update.
     """
 
-    def __init__(self, base: Commands, *, cache_size: int = 20_000):
+    def __init__(self, base: Commands, *, cache_size: int = 40_000):
         vars(self).update(vars(base))  # the same store, keys, retries and hooks as the service
         self.seen: dict[str, tuple[VmState, int]] = {}  # vm uuid -> (state, active jobs)
-        self._saved: OrderedDict[str, Vm] = OrderedDict()
+        self._saved: OrderedDict[str, Any] = OrderedDict()  # uuid -> Vm or Server, LRU
         self._cache_size = cache_size
         base_on_conflict = base.on_conflict
 
@@ -269,23 +270,33 @@ class ReplayCommands(Commands):
 
         self.on_conflict = on_conflict
 
-    def load(self, vm_uuid: Any, version: int | None = None) -> Vm:
-        saved = self._saved.get(str(vm_uuid)) if version is None else None
+    def _cached(self, uuid: Any) -> Any:
+        saved = self._saved.get(str(uuid))
         if saved is None:
-            return super().load(vm_uuid, version)
+            return None
         clone = object.__new__(type(saved))
         clone.__dict__.update({k: _copied(v) for k, v in vars(saved).items()})
         return clone
 
-    def change(self, vm_uuid: Any, decide: Any, **options: Any) -> Any:
-        decision, vm, position = super().change(vm_uuid, decide, **options)
-        key = str(vm.id)
-        self.seen[key] = (VmState(vm.state), len(vm.active_jobs))
-        self._saved[key] = vm
-        self._saved.move_to_end(key)
-        if len(self._saved) > self._cache_size:
-            self._saved.popitem(last=False)
-        return decision, vm, position
+    def load(self, vm_uuid: Any, version: int | None = None) -> Vm:
+        cached = self._cached(vm_uuid) if version is None else None
+        return cached if cached is not None else super().load(vm_uuid, version)
+
+    def load_server(self, server_uuid: Any) -> Any:
+        cached = self._cached(server_uuid)
+        return cached if cached is not None else super().load_server(server_uuid)
+
+    def save(self, *aggregates: Any, **options: Any) -> int:
+        position = super().save(*aggregates, **options)
+        for aggregate in aggregates:
+            key = str(aggregate.id)
+            if isinstance(aggregate, Vm):
+                self.seen[key] = (VmState(aggregate.state), len(aggregate.active_jobs))
+            self._saved[key] = aggregate
+            self._saved.move_to_end(key)
+            if len(self._saved) > self._cache_size:
+                self._saved.popitem(last=False)
+        return position
 
 
 def _copied(value: Any) -> Any:
