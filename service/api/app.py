@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -16,7 +16,9 @@ from service.api import (
     errors, routes_agents, routes_jobs, routes_ops, routes_servers, routes_sim, routes_stats,
     routes_vms, routes_volumes,
 )
+from service.api.auth import Tokens, authorize
 from service.api.deps import new_request_id
+from service.api.openapi import declare_request_bodies
 from service.container import Services
 from service.settings import Settings
 from service.versioning import InvalidVersionError, behaviour_for, negotiate
@@ -43,6 +45,7 @@ def create_app(
     ``settings.embedded_runners``, which defaults to yes on SQLite (embedded mode).
     """
     settings = settings or (services.settings if services else Settings())
+    tokens = Tokens.load(settings.tokens_file)  # a bad file stops start-up, naming the entry
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -66,7 +69,10 @@ def create_app(
         version="2.0.0",
         description="An event-sourced VM lifecycle service with Triton VMAPI's shapes.",
         lifespan=lifespan,
+        dependencies=[Depends(authorize)],  # every route's roles: auth.ROUTE_ROLES
     )
+    app.state.tokens = tokens
+    declare_request_bodies(app)
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.include_router(routes_ops.router)
@@ -97,7 +103,14 @@ def create_app(
                     status_code=400)
             else:
                 request.state.behaviour = behaviour_for(version)
-                response = await call_next(request)
+                try:
+                    principal = tokens.authenticate(request.headers.get("authorization"))
+                except errors.UnauthorizedError as error:
+                    response = errors.api_error_response(error)
+                else:
+                    request.state.principal = principal
+                    request.state.actor = principal.name
+                    response = await call_next(request)
                 response.headers["Api-Version"] = version
         response.headers["x-request-id"] = request.state.request_id
         response.headers["Keep-Alive"] = f"timeout={KEEP_ALIVE_S}"

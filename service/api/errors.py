@@ -40,12 +40,30 @@ RETRY_AFTER_S = "1"
 class ApiError(Exception):
     """An error the API layer itself raises (not a domain refusal)."""
 
-    def __init__(self, status: int, code: str, message: str, **extra: Any):
+    def __init__(self, status: int, code: str, message: str, *,
+                 headers: dict[str, str] | None = None, **extra: Any):
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
         self.extra = extra
+
+
+class UnauthorizedError(ApiError):
+    """No bearer token, or one that matches no configured token (401)."""
+
+    def __init__(self, message: str):
+        super().__init__(401, "Unauthorized", message,
+                         headers={"WWW-Authenticate": 'Bearer realm="vmledger"'})
+
+
+class ForbiddenError(ApiError):
+    """The caller's role is not allowed on the route, or an agent reports for another server
+    (403)."""
+
+    def __init__(self, message: str):
+        super().__init__(403, "Forbidden", message)
 
 
 class UnavailableError(ApiError):
@@ -111,6 +129,15 @@ def _domain_response(request: Request, error: DomainError) -> JSONResponse:
     return JSONResponse(body("InternalError", "unmapped refusal"), status_code=500)
 
 
+def api_error_response(error: ApiError) -> JSONResponse:
+    """The response to an ``ApiError`` (also used by middleware, outside the handlers)."""
+    headers = dict(error.headers or {})
+    if error.status == 503:
+        headers["Retry-After"] = RETRY_AFTER_S
+    return JSONResponse(body(error.code, error.message, **error.extra),
+                        status_code=error.status, headers=headers or None)
+
+
 def _unavailable(message: str) -> JSONResponse:
     return JSONResponse(body("Unavailable", message), status_code=503,
                         headers={"Retry-After": RETRY_AFTER_S})
@@ -125,9 +152,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        headers = {"Retry-After": RETRY_AFTER_S} if error.status == 503 else None
-        return JSONResponse(body(error.code, error.message, **error.extra),
-                            status_code=error.status, headers=headers)
+        return api_error_response(error)
 
     @app.exception_handler(InvalidVersionError)
     async def invalid_version(request: Request, error: InvalidVersionError) -> JSONResponse:

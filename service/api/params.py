@@ -13,6 +13,7 @@ from fastapi import Request
 
 from domain.states import VmState
 from projections.vm_queries import SORT_FIELDS, Page, VmFilter
+from service.api.auth import scoped_owner
 from service.api.errors import invalid_parameters
 
 # Accepted everywhere: read consistency, and the VMAPI client's owner scoping.
@@ -35,7 +36,8 @@ class Query:
         if consistency not in (None, "strong", "eventual"):
             self.invalid("consistency", "must be strong or eventual")
         # Every route scopes by owner_uuid the same way: a malformed one names its field.
-        self.owner_uuid = self.uuid("owner_uuid")
+        # An owner token is always scoped to its own owner (auth.scoped_owner).
+        self.owner_uuid = scoped_owner(request, self.uuid("owner_uuid"))
 
     def invalid(self, field: str, message: str, code: str = "Invalid") -> None:
         self.errors.append({"field": field, "code": code, "message": message})

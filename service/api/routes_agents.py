@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from domain.errors import VmNotFoundError
+from service.api.auth import require_server
 from service.api.deps import cause_of, parse_body, read_your_writes, services_of
 from service.api.errors import invalid_parameters
 from service.api.params import Query
@@ -50,6 +51,7 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
     """PutVm: apply one VM's observed state; answers the VM as it now is."""
     Query(request, set()).check()
     report = parse_body(request, VmReport, data)
+    require_server(request, str(report.server_uuid))
     services = services_of(request)
     services.commands.load(vm_uuid)  # 404 for a VM the log never had
     services.agents.report_vm(vm_uuid.lower(), server_uuid=str(report.server_uuid),
@@ -73,6 +75,7 @@ def put_vms(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONR
                                             "message": "required"}])
     query.check()
     report = parse_body(request, InventoryReport, data)
+    require_server(request, server_uuid)
     services = services_of(request)
     changes = services.agents.report_inventory(
         server_uuid, boot_id=report.boot_id, generation=report.generation,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -9,6 +11,7 @@ from domain.errors import JobNotFoundError, VmNotFoundError
 from domain.states import Execution, JobName
 from service.api.deps import read_your_writes, services_of, wait_for_job
 from service.api.params import Query
+from service.container import Services
 
 router = APIRouter()
 
@@ -67,9 +70,17 @@ def get_job(job_uuid: str, request: Request) -> JSONResponse:
     query.check()
     read_your_writes(request, services, ("job_view",), eventual=query.eventual)
     job = services.jobs.get(job_uuid.lower())
-    if job is None:
+    if job is None or not _visible(services, job, query.owner_uuid):
         raise JobNotFoundError(job_uuid)
     return JSONResponse(job)
+
+
+def _visible(services: Services, job: dict[str, Any], owner_uuid: str | None) -> bool:
+    """Whether a job is visible to a request scoped to ``owner_uuid`` (its VM's owner now)."""
+    if owner_uuid is None:
+        return True
+    vm = services.vms.get(job["vm_uuid"])
+    return vm is not None and vm["owner_uuid"] == owner_uuid
 
 
 @router.get("/jobs/{job_uuid}/wait")
@@ -81,6 +92,9 @@ def wait_job(job_uuid: str, request: Request) -> JSONResponse:
     query.check()
     # Read-your-writes first: a job just accepted is found even with timeout=0.
     read_your_writes(request, services, ("job_view",), eventual=query.eventual)
+    found = services.jobs.get(job_uuid.lower())
+    if found is None or not _visible(services, found, query.owner_uuid):
+        raise JobNotFoundError(job_uuid)
     job = wait_for_job(services, job_uuid.lower(), float(30 if timeout is None else timeout))
     if job is None:
         raise JobNotFoundError(job_uuid)

@@ -12,16 +12,24 @@ from domain.errors import VmNotFoundError
 from domain.states import Action
 from projections.vm_queries import InvalidMarkerError
 from projections.vm_view import render_vm
+from service.api.auth import require_owner
 from service.api.deps import (
-    accepted, behaviour_of, cause_of, idempotency_of, parse_body, read_your_writes, services_of,
+    accepted,
+    behaviour_of,
+    cause_of,
+    idempotency_of,
+    parse_body,
+    read_your_writes,
+    services_of,
     wait_for_job,
 )
 from service.api.errors import invalid_parameters
 from service.api.params import Query, int_or_none, list_vms_query
+from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
 from service.api.schemas import ActionBody, CreateVmRequest, KillBody, UpdateVmRequest
 from service.application import VmSpec
-from service.idempotency import IdempotencyKey
 from service.history import vm_history
+from service.idempotency import IdempotencyKey
 
 router = APIRouter()
 
@@ -73,6 +81,8 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     query.check()
     owner_uuid = query.owner_uuid
     if version is not None or at is not None:
+        if owner_uuid is not None and services.commands.load(vm_uuid).owner_uuid != owner_uuid:
+            raise VmNotFoundError(vm_uuid)  # scoped by who owns it now (e.g. quarantined)
         vm = _as_it_was(services, vm_uuid, version, at)
     else:
         read_your_writes(request, services, ("vm_view", "volume_mounts"),
@@ -118,6 +128,7 @@ def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSO
     """CreateVm: records the VM and queues its provision job."""
     Query(request, {"sync"}).check()
     spec_in = parse_body(request, CreateVmRequest, data)
+    require_owner(request, str(spec_in.owner_uuid))
     spec = VmSpec(
         owner_uuid=str(spec_in.owner_uuid),
         brand=spec_in.brand,
@@ -146,7 +157,10 @@ def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSO
 @router.post("/vms/{vm_uuid}")
 def act_on_vm(vm_uuid: str, request: Request,
               data: dict[str, Any] | None = Body(None)) -> JSONResponse:
-    """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job)."""
+    """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job);
+    ``quarantine|release`` (operator; 200 with the VM)."""
+    if request.query_params.get("action") in QUARANTINE_ACTIONS:
+        return quarantine_action(vm_uuid, request, data)
     query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout"})
     idempotent = query.boolean("idempotent")
     sync = query.boolean("sync")

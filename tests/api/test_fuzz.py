@@ -1,0 +1,77 @@
+"""Fuzzing every operation of the OpenAPI schema with schemathesis, in-process over the ASGI app
+on SQLite, bounded (a few examples per operation and mode): no 5xx but 503, and a refused
+(4xx) request appends nothing to the log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+
+from service.api.app import create_app
+from service.container import Services
+from service.settings import Settings
+
+MAX_EXAMPLES = 20
+# Every operation the schema lists (building the app connects to nothing).
+OPERATIONS = sorted(
+    (method.upper(), path)
+    for path, operations in create_app(Settings()).openapi()["paths"].items()
+    for method in operations
+)
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    """SQLite services with the projection runner in the background and no job worker: only
+    the fuzzed requests append to the log, so a refused one can be seen appending nothing."""
+    folder: Path = tmp_path_factory.mktemp("fuzz")
+    built = Services.build(Settings(
+        database_url=f"sqlite:///{folder / 'vmledger.db'}", sim_servers=2,
+        sim_server_ram_mib=65_536, projection_poll_s=0.01, worker_poll_s=0.02,
+        read_timeout_s=5.0))
+    built.start_background(projections=True, worker=False)
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+@pytest.fixture(scope="module")
+def api_schema(services: Services) -> schemathesis.schemas.BaseSchema:
+    """The app's OpenAPI schema, called in-process over ASGI."""
+    app = create_app(services.settings, services=services, background=False)
+    return schemathesis.openapi.from_asgi("/openapi.json", app)
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
+                         ids=lambda m: m.value)
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[" ".join(o) for o in OPERATIONS])
+def test_no_request_gets_a_5xx_but_503_and_a_refused_one_appends_nothing(
+        api_schema, services: Services, method: str, path: str, mode: GenerationMode) -> None:
+    operation = api_schema[path][method]
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    def check(case) -> None:
+        before = services.commands.head_position()
+        response = case.call()
+        status = response.status_code
+        assert status < 500 or status == 503, (case.method, case.formatted_path, case.query,
+                                               case.body, response.text)
+        if 400 <= status < 500:
+            assert services.commands.head_position() == before, (
+                case.method, case.formatted_path, case.query, case.body, status, response.text)
+
+    try:
+        check()
+    except Unsatisfiable:
+        # The schema declares nothing of this operation that can be made invalid.
+        assert mode is GenerationMode.NEGATIVE
+        pytest.skip("negative mode: nothing to negate in this operation's schema")
