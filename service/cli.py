@@ -152,6 +152,36 @@ def audit_verify() -> None:
     typer.echo(f"audit verify: every stream's chain and every read model held ({head} events)")
 
 
+token = typer.Typer(help="Bearer tokens (docs/operations.md, \"Tokens and roles\").",
+                    no_args_is_help=True)
+cli.add_typer(token, name="token")
+
+
+@token.command("create")
+def token_create(
+    name: Annotated[str, typer.Option(help="the token's name (the events' cause.actor)")],
+    role: Annotated[str, typer.Option(help="operator, owner, agent, auditor or analyst")],
+    owner_uuid: Annotated[str | None, typer.Option(help="owner tokens: their owner")] = None,
+    server_uuid: Annotated[str | None, typer.Option(help="agent tokens: their server")] = None,
+) -> None:
+    """Make a new random token: prints the token (give it to its holder; it is not stored)
+    and, on stderr, the entry to append to VMLEDGER_TOKENS_FILE (its SHA-256 only)."""
+    from service.api.auth import ROLES, new_token
+
+    if role not in ROLES:
+        raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
+    bound = {"owner": ("owner_uuid", owner_uuid), "agent": ("server_uuid", server_uuid)}
+    plain, digest = new_token()
+    lines = ["[[tokens]]", f'name = "{name}"', f'role = "{role}"', f'sha256 = "{digest}"']
+    if role in bound:
+        field, value = bound[role]
+        if value is None:
+            raise typer.BadParameter(f"role {role} needs --{field.replace('_', '-')}")
+        lines.append(f'{field} = "{value}"')
+    typer.echo(plain)
+    typer.echo("\n".join(lines), err=True)
+
+
 def main() -> None:
     """Entry point of the ``vmledger`` console script."""
     from service import replay  # noqa: F401  (registers the replay command)

@@ -250,3 +250,20 @@ def test_a_tokens_file_holds_hashes_and_a_bad_entry_is_refused_naming_it(tmp_pat
         bad.write_text(json.dumps([entry]))
         with pytest.raises(TokenFileError, match=complaint):
             Tokens.load(bad)
+
+
+def test_token_create_prints_a_token_whose_entry_holds_only_its_hash(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from service.cli import cli
+
+    result = CliRunner().invoke(cli, ["token", "create", "--name", "ci", "--role", "agent",
+                                      "--server-uuid", AGENT_SERVER])
+    assert result.exit_code == 0, result.output
+    token = result.stdout.strip()
+    entry = result.stderr
+    assert token not in entry
+    (tmp_path / "tokens.toml").write_text(entry)
+    principal = Tokens.load(tmp_path / "tokens.toml").authenticate(f"Bearer {token}")
+    assert (principal.name, principal.role, principal.server_uuid) == ("ci", "agent",
+                                                                       AGENT_SERVER)
