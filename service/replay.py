@@ -26,10 +26,12 @@ from rich.table import Table
 
 from domain.errors import DomainError
 from domain.states import Action, VmState
+from domain.stuck import StuckThresholds
 from domain.vm import make_cause
 from service.application import VmSpec
 from service.cli import cli
 from service.container import Services
+from service.quarantine import Quarantine
 from service.settings import Settings
 from service.trace import (
     MACHINE_CPUS, MACHINE_RAM_MIB, MalformedRowError, ReplayCommands, TraceDriver, TraceEvent,
@@ -37,7 +39,7 @@ from service.trace import (
     count_rows, cpu_cap, owner_uuid, parse_row, ram_mib, read_rows, server_uuid, vm_uuid,
 )
 from service.versioning import NEWEST
-from service.worker import Worker
+from service.worker import Worker, utcnow
 
 ACTOR = "trace:google2011"
 _MAX_JOBS_PER_ROW = 8  # a VM's queue never holds more than a start and a destroy
@@ -87,9 +89,13 @@ class Replayer:
                              worker_id="replay")
         self.tasks: dict[tuple[str, str], tuple[int, str]] = {}  # task -> (incarnation, vm)
         self.machines: set[str] = set()  # trace machines recorded as servers
-        # The trace says where tasks ran; its requests are not what machines really hold, so
-        # claims record placement without refusing a machine the trace used.
+        # The trace is the truth about what ran where, and when; two policies of the live
+        # service would contradict it. Capacity: Borg overcommits, so claims are recorded but
+        # never refused. The stuck-VM rule (a DELETE of a VM provisioning for an hour
+        # quarantines it): it measures wall-clock time, which a replay squeezes or stretches.
         commands.enforce_capacity = False
+        commands.is_stuck = lambda _vm: None
+        self.quarantine = Quarantine(commands, StuckThresholds(), utcnow)
 
     def apply(self, line: int, fields: list[str]) -> None:
         """Apply one CSV row, counting it as applied, refused or ignored."""
@@ -204,9 +210,8 @@ class Replayer:
     def lost(self, record: TraceRecord) -> None:
         """Nobody knows where the VM is: into the operator quarantine (reason ``lost``)."""
         vm, state, _ = self._vm(record, "LOST")
-        cause = self._cause(record)
         try:
-            self.commands.change(vm, lambda v: v.record_quarantined("lost", cause=cause))
+            self.quarantine.quarantine(vm, "lost", cause=self._cause(record))
         except DomainError:
             raise RefusedRowError(f"LOST of a {state} VM") from None
         self.driver.forget(vm)

@@ -212,9 +212,18 @@ def test_evict_and_fail_leave_the_vm_failed_and_still_wanted_running(services):
     assert (evicted.state, evicted.error["reason"]) == ("failed", "evicted")
 
 
-def test_lost_quarantines_the_vm(services):
-    feed(services, row(SUBMIT), row(SCHEDULE, machine="1"), row(LOST))
-    assert services.commands.load(vm_uuid("7", "0", 0)).state == "quarantined"
+def test_lost_quarantines_the_vm_and_cancels_its_queued_start(services):
+    feed(services, row(SUBMIT), row(SCHEDULE, machine="1"), row(EVICT), row(SUBMIT), row(LOST))
+    vm = services.commands.load(vm_uuid("7", "0", 0))
+    assert (vm.state, vm.quarantine["reason"], vm.active_jobs) == ("quarantined", "lost", [])
+
+
+def test_kill_destroys_a_vm_the_live_service_would_call_stuck(services):
+    # A replay squeezes or stretches time: the wall-clock stuck-VM rule (a DELETE of a VM
+    # provisioning for an hour quarantines it) must not decide what a KILL does.
+    services.commands.is_stuck = lambda _vm: "stuck in provisioning (as if for hours)"
+    feed(services, row(SUBMIT), row(KILL))
+    assert services.commands.load(vm_uuid("7", "0", 0)).state == "destroyed"
 
 
 def test_rows_that_do_not_fit_are_counted_never_raised(services):
