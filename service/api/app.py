@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -19,6 +20,7 @@ from service.api import (
 from service.api.auth import Tokens, authorize
 from service.api.deps import new_request_id
 from service.api.openapi import declare_request_bodies
+from service import metrics
 from service.container import Services
 from service.settings import Settings
 from service.versioning import InvalidVersionError, behaviour_for, negotiate
@@ -110,8 +112,16 @@ def create_app(
                 else:
                     request.state.principal = principal
                     request.state.actor = principal.name
+                    started = time.perf_counter()
                     response = await call_next(request)
+                    route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+                    if request.method in ("POST", "PUT", "DELETE"):
+                        metrics.COMMAND_LATENCY.labels(route=f"{request.method} {route}").observe(
+                            time.perf_counter() - started)
                 response.headers["Api-Version"] = version
+        metrics.REQUESTS.labels(
+            route=getattr(request.scope.get("route"), "path", None) or "unmatched",
+            status=str(response.status_code)).inc()
         response.headers["x-request-id"] = request.state.request_id
         response.headers["Keep-Alive"] = f"timeout={KEEP_ALIVE_S}"
         return response

@@ -98,3 +98,14 @@ def test_a_chunked_body_over_the_limit_is_refused_with_413_too(client, services)
                            headers={"content-type": "application/json"})
     assert_error(response, 413, "PayloadTooLarge")
     assert services.commands.head_position() == head
+
+
+def test_metrics_count_requests_by_route_template_and_status(client) -> None:
+    from prometheus_client import REGISTRY
+
+    labels = {"route": "/vms/{vm_uuid}", "status": "404"}
+    before = REGISTRY.get_sample_value("vmledger_http_requests_total", labels) or 0
+    client.get("/vms/6c8a8f2e-1a8d-4b9e-9a51-1b6b6e3a0c99")
+    assert REGISTRY.get_sample_value("vmledger_http_requests_total", labels) == before + 1
+    text = client.get("/metrics").text
+    assert 'vmledger_http_requests_total{route="/vms/{vm_uuid}",status="404"}' in text
