@@ -26,7 +26,7 @@ from tests.integration.processes import deployment
 
 OWNER = "00000000-0000-4000-8000-0000000000aa"
 CLIENTS = 8
-COMMANDS_PER_CLIENT = 60
+COMMANDS_PER_CLIENT = 40
 
 
 @pytest.fixture
