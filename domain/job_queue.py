@@ -12,7 +12,7 @@ from typing import Any
 
 from domain import rules
 from domain.errors import InvalidTransitionError, JobNotRunnableError
-from domain.states import Action, Execution, VmState
+from domain.states import Action, Execution, JobName, VmState
 
 Cause = dict[str, Any]
 
@@ -60,6 +60,17 @@ class JobQueue:
                 self.state, action.value, rules.allowed_actions(VmState(self.state))
             )
         self.trigger_event(self.JobQueued, cause=cause, job_uuid=job_uuid, name=name, params=params)
+
+    def queue_provision(self, *, job_uuid: str, params: dict[str, Any], cause: Cause) -> bool:
+        """Queue a provision for a VM in ``provisioning`` that has none (one given back from
+        the quarantine after its provision was canceled). False (nothing recorded) if it is
+        not provisioning or a provision is already queued or running."""
+        if VmState(self.state) is not VmState.PROVISIONING or any(
+                job["name"] == JobName.PROVISION for job in self.active_jobs):
+            return False
+        self.trigger_event(self.JobQueued, cause=cause, job_uuid=job_uuid,
+                           name=JobName.PROVISION.value, params=params)
+        return True
 
     def start_job(
         self, job_uuid: str, *, worker: str, now: datetime, lease_expires_at: datetime,

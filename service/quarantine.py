@@ -4,6 +4,7 @@ quarantines VMs stuck past a threshold."""
 
 from __future__ import annotations
 
+import uuid as uuidlib
 from collections.abc import Callable
 from datetime import datetime
 
@@ -45,14 +46,19 @@ class Quarantine:
         return Accepted(str(vm.id), None, vm.version, position)
 
     def release(self, vm_uuid: str, *, cause: Cause, if_match: int | None = None) -> Accepted:
-        """Give a quarantined VM back to its owner in the state it had. Raises
-        ``InvalidTransitionError`` when it is not quarantined."""
+        """Give a quarantined VM back to its owner in the state it had (a VM given back in
+        ``provisioning`` gets its provision queued again). Raises ``InvalidTransitionError``
+        when it is not quarantined."""
 
         def decide(vm: Vm) -> None:
             if VmState(vm.state) is not VmState.QUARANTINED:
                 raise InvalidTransitionError(vm.state, "release",
                                              rules.allowed_actions(VmState(vm.state)))
             vm.record_released(cause=cause)
+            # Given back still provisioning, its provision canceled by the quarantine: queue
+            # a new one, or it would stay provisioning with no job for ever.
+            vm.queue_provision(job_uuid=str(uuidlib.uuid4()),
+                               params={"args": {}, "if_already": "succeed"}, cause=cause)
 
         _, vm, position = self.commands.change(vm_uuid, decide, if_match=if_match)
         return Accepted(str(vm.id), None, vm.version, position)

@@ -19,6 +19,7 @@ from service.api.errors import invalid_parameters
 # Accepted everywhere: read consistency, and the VMAPI client's owner scoping.
 COMMON = frozenset({"consistency", "owner_uuid"})
 MAX_LIMIT = 1000
+MAX_INTEGER = 2**53 - 1
 
 
 class Query:
@@ -64,7 +65,9 @@ class Query:
             self.invalid(name, "Invalid UUID")
             return None
 
-    def integer(self, name: str, *, minimum: int, maximum: int | None = None) -> int | None:
+    def integer(self, name: str, *, minimum: int, maximum: int = MAX_INTEGER) -> int | None:
+        """An integer from ``minimum`` to ``maximum`` (at most ``MAX_INTEGER``: every number
+        that reaches the database fits its 64-bit integers, and JSON's exact range)."""
         value = self.params.get(name)
         if value is None:
             return None
@@ -73,9 +76,8 @@ class Query:
         except ValueError:
             self.invalid(name, "must be an integer")
             return None
-        if number < minimum or (maximum is not None and number > maximum):
-            bound = f"{minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
-            self.invalid(name, f"must be {bound}")
+        if not minimum <= number <= maximum:
+            self.invalid(name, f"must be {minimum} to {maximum}")
             return None
         return number
 

@@ -14,7 +14,7 @@ from domain.errors import VmNotFoundError
 from service.api.auth import require_server
 from service.api.deps import cause_of, parse_body, read_your_writes, services_of
 from service.api.errors import invalid_parameters
-from service.api.params import Query
+from service.api.params import MAX_INTEGER, Query
 from service.api.schemas import StrictModel
 
 router = APIRouter(tags=["agents"])
@@ -28,7 +28,7 @@ class VmReport(StrictModel):
     state: Observed
     server_uuid: uuidlib.UUID
     boot_id: str = Field(min_length=1, max_length=64)
-    generation: int = Field(ge=1)
+    generation: int = Field(ge=1, le=MAX_INTEGER)
 
 
 class ReportedVm(StrictModel):
@@ -41,7 +41,7 @@ class InventoryReport(StrictModel):
     """``PUT /vms?server_uuid=S``: every VM the agent knows, with its boot id and generation."""
 
     boot_id: str = Field(min_length=1, max_length=64)
-    generation: int = Field(ge=1)
+    generation: int = Field(ge=1, le=MAX_INTEGER)
     vms: dict[uuidlib.UUID, ReportedVm] = Field(max_length=100_000)
 
 

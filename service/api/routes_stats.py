@@ -94,7 +94,7 @@ def stats_stuck(request: Request) -> JSONResponse:
     the service's stuck threshold, ``VMLEDGER_STUCK_TRANSIENT_S``), longest first (``limit``,
     default and max 1000); the total in x-joyent-resource-count."""
     query = Query(request, {"older_than", "limit"})
-    older_than = query.integer("older_than", minimum=0)
+    older_than = query.integer("older_than", minimum=0, maximum=10**9)  # 31 years, in s
     limit = query.integer("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT
     analytics = _analytics(request, query)
     older_than_ms = (round(services_of(request).settings.stuck_transient_s * 1000)

@@ -132,3 +132,16 @@ def test_a_delete_of_a_vm_that_is_not_stuck_is_an_ordinary_destroy(services):
                                      cause=make_cause())
     settle(services)
     assert services.commands.load(vm_uuid).state == "destroyed"
+
+
+def test_a_vm_released_still_provisioning_gets_its_provision_queued_again(services):
+    services.fleet.faults.pause_workers(True)
+    vm_uuid = create(services, run=False)
+    services.quarantine.quarantine(vm_uuid, "look at it", cause=make_cause("operator"))
+    assert services.commands.load(vm_uuid).active_jobs == []  # its provision was canceled
+    services.quarantine.release(vm_uuid, cause=make_cause("operator"))
+    vm = services.commands.load(vm_uuid)
+    assert vm.state == "provisioning" and [j["name"] for j in vm.active_jobs] == ["provision"]
+    services.fleet.faults.pause_workers(False)
+    settle(services)
+    assert services.commands.load(vm_uuid).state == "running"
