@@ -114,10 +114,15 @@ def history(vm_uuid: str) -> None:
     """Print every event of a VM as JSON lines."""
     from service.history import vm_history
 
+    from domain.errors import VmNotFoundError
+
     services = _services()
     try:
         for entry in vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000):
             typer.echo(json.dumps(entry))
+    except VmNotFoundError as error:
+        typer.echo(f"vmledger history: {error}", err=True)
+        raise typer.Exit(1) from None
     finally:
         services.close()
 
