@@ -64,9 +64,9 @@ class CreateVmRequest(MetadataFields):
 
     owner_uuid: UUID
     brand: Brand
-    ram: int = Field(ge=1, le=MAX_RAM_MIB)
+    ram: int = Field(ge=1, le=MAX_RAM_MIB, strict=True)  # true or "1024" is no size
     image_uuid: UUID | None = None
-    cpu_cap: int | None = Field(None, ge=0, le=100_000)
+    cpu_cap: int | None = Field(None, ge=0, le=100_000, strict=True)
     server_uuid: UUID | None = None
     persistence: Literal["persistent", "ephemeral"] = "persistent"
     volumes: list[VolumeMount] = Field(default_factory=list, max_length=MAX_VOLUMES)

@@ -43,3 +43,11 @@ def test_an_agent_report_with_a_huge_generation_is_refused_and_reads_go_on(clien
     refused = client.put("/vms", params={"server_uuid": server["uuid"]}, json=inventory)
     assert refused.status_code == 409, refused.text
     assert get_vm(client, vm_uuid)["state"] == "running"  # a strong read still answers
+
+
+@pytest.mark.parametrize("ram", [True, "1024", 1.5])
+def test_ram_must_be_a_json_integer(client, ram):
+    response = client.post("/vms", json={"owner_uuid": "930896af-bf8c-48d4-885c-6573a94b1853",
+                                         "brand": "bhyve", "ram": ram})
+    assert response.status_code == 409, response.text
+    assert response.json()["errors"][0]["field"] == "ram"
