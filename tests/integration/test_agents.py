@@ -14,18 +14,10 @@ from domain.states import Action
 from domain.vm import Vm, make_cause
 from service.application import VmSpec
 from service.versioning import NEWEST
+from tests.builders import settle
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
 AGENT = make_cause("agent")
-
-
-def settle(services) -> None:
-    """Run every job due until none is left (projections caught up in between)."""
-    while True:
-        services.projections.catch_up()
-        if not services.worker.run_pending():
-            services.projections.catch_up()
-            return
 
 
 def running_vm(services, persistence="persistent") -> str:

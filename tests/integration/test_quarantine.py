@@ -14,16 +14,9 @@ from domain.vm import QUARANTINE_OWNER_UUID, make_cause
 from service.application import VmSpec
 from service.versioning import NEWEST, OLDEST
 from service.worker import utcnow
+from tests.builders import settle
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
-
-
-def settle(services) -> None:
-    while True:
-        services.projections.catch_up()
-        if not services.worker.run_pending():
-            services.projections.catch_up()
-            return
 
 
 def create(services, *, run: bool = True) -> str:
