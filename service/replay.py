@@ -119,7 +119,9 @@ class Replayer:
     # -- one method per trace event --------------------------------------------------------
 
     def _cause(self, record: TraceRecord) -> dict[str, Any]:
-        return make_cause(ACTOR, request_id=f"trace-row-{record.row}",
+        # The row and its event in the cause: an auditor tells a FINISH from a KILL by it.
+        event = TraceEvent(record.event).name
+        return make_cause(ACTOR, request_id=f"trace-row-{record.row}-{event}",
                           api_version=NEWEST.version)
 
     def _vm(self, record: TraceRecord, name: str) -> tuple[str, VmState, int]:

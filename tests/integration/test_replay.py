@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from service.container import Services
+from service.history import vm_history
 from service.replay import Replayer, Summary, catch_up, replay
 from service.trace import ReplayCommands, server_uuid, vm_uuid
 
@@ -183,6 +184,9 @@ def test_kill_during_provisioning_ends_destroyed_without_a_server(services):
     jobs = {j["name"]: j for j in services.jobs.list(vm_uuid=str(vm.id))}
     assert jobs["provision"]["execution"] == "canceled"
     assert jobs["destroy"]["execution"] == "succeeded"
+    queued_by = [e["cause"]["request_id"] for e in vm_history(services.commands, str(vm.id))
+                 if e["type"] == "JobQueued"]
+    assert queued_by == ["trace-row-1-SUBMIT", "trace-row-2-KILL"]
 
 
 def test_evicted_vm_resubmitted_restarts_on_the_machine_of_the_next_schedule(services):
