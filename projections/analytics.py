@@ -41,6 +41,13 @@ CURRENT_COLUMNS = (
 )
 
 
+def _loaded(stored: dict[str, dict[str, Any]], vm_uuid: str) -> dict[str, Any]:
+    row = stored.get(vm_uuid)
+    if row is None:
+        raise LookupError(f"vm_current has no row for {vm_uuid}: an event was missed")
+    return row
+
+
 def epoch_ms(moment: datetime) -> int:
     """Whole milliseconds since the Unix epoch (floored, like the text form)."""
     return (moment - _EPOCH) // _MS
@@ -85,6 +92,10 @@ class AnalyticsView(ReadModel):
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
         current: dict[str, dict[str, Any]] = {}  # this batch's VMs, written once at the end
+        moves: list[dict[str, Any]] = []  # this batch's state changes, in log order
+        stored = tx.rows_by_key(self.table("vm_current"), "vm_uuid", {
+            str(e.originator_id) for _, e in events
+            if isinstance(e, Vm.Event) and type(e).__name__ in transitions.STATE_EVENTS})
         for position, event in events:
             if not isinstance(event, Vm.Event):
                 continue
@@ -95,17 +106,20 @@ class AnalyticsView(ReadModel):
             kind = type(event).__name__
             if kind not in transitions.STATE_EVENTS:
                 continue
-            vm = current.get(vm_uuid) or self._load(tx, vm_uuid)
-            current[vm_uuid] = self._transition(tx, vm, position, kind, event)
-        columns = ", ".join(CURRENT_COLUMNS)
+            vm = current.get(vm_uuid) or _loaded(stored, vm_uuid)
+            current[vm_uuid] = self._transition(moves, vm, position, kind, event)
+        tx.executemany(
+            f"INSERT INTO {self.table('vm_transitions')} ({', '.join(TRANSITION_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(TRANSITION_COLUMNS))})",
+            [[row[c] for c in TRANSITION_COLUMNS] for row in moves],
+        )
         updates = ", ".join(f"{c} = excluded.{c}" for c in CURRENT_COLUMNS[1:])
-        for vm in current.values():
-            tx.execute(
-                f"INSERT INTO {self.table('vm_current')} ({columns}) "
-                f"VALUES ({', '.join('?' * len(CURRENT_COLUMNS))}) "
-                f"ON CONFLICT (vm_uuid) DO UPDATE SET {updates}",
-                [vm[c] for c in CURRENT_COLUMNS],
-            )
+        tx.executemany(
+            f"INSERT INTO {self.table('vm_current')} ({', '.join(CURRENT_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(CURRENT_COLUMNS))}) "
+            f"ON CONFLICT (vm_uuid) DO UPDATE SET {updates}",
+            [[vm[c] for c in CURRENT_COLUMNS] for vm in current.values()],
+        )
 
     @staticmethod
     def _created(vm_uuid: str, position: int, event: Any) -> dict[str, Any]:
@@ -116,16 +130,11 @@ class AnalyticsView(ReadModel):
             "version": event.originator_version, "position": position,
         }
 
-    def _load(self, tx: Tx, vm_uuid: str) -> dict[str, Any]:
-        tx.execute(f"SELECT * FROM {self.table('vm_current')} WHERE vm_uuid = ?", (vm_uuid,))
-        row = tx.fetchone()
-        if row is None:
-            raise LookupError(f"vm_current has no row for {vm_uuid}: an event was missed")
-        return row
-
-    def _transition(self, tx: Tx, vm: dict[str, Any], position: int, kind: str,
+    @staticmethod
+    def _transition(moves: list[dict[str, Any]], vm: dict[str, Any], position: int, kind: str,
                     event: Any) -> dict[str, Any]:
-        """Record one state change; return the VM's ``vm_current`` row after it."""
+        """Add one state change's ``vm_transitions`` row to ``moves``; return the VM's
+        ``vm_current`` row after it."""
         before = VmState(vm["state"])
         previous = VmState(vm["quarantined_from"]) if vm["quarantined_from"] else None
         after = transitions.after(before, kind, previous)
@@ -141,11 +150,7 @@ class AnalyticsView(ReadModel):
             "owner_uuid": vm["owner_uuid"], "reason": reason, "message": message,
             "actor": cause.get("actor"), "job_uuid": cause.get("job_uuid"),
         }
-        tx.execute(
-            f"INSERT INTO {self.table('vm_transitions')} ({', '.join(TRANSITION_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * len(TRANSITION_COLUMNS))})",
-            [row[c] for c in TRANSITION_COLUMNS],
-        )
+        moves.append(row)
         changed = after != before  # a reboot stays in running: "since" does not move
         return {
             **vm,

@@ -6,7 +6,7 @@ backend (``%s`` for psycopg). Values are always passed as parameters, never spli
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
@@ -26,17 +26,37 @@ class Dialect(StrEnum):
 
 
 class Tx:
-    """One open transaction: execute statements and fetch rows as dicts."""
+    """One open transaction: execute statements and fetch rows as dicts.
 
-    def __init__(self, cursor: Any, dialect: Dialect):
+    ``new_cursor`` (PostgreSQL pipeline mode) gives every statement a cursor of its own: in a
+    pipeline an earlier statement's result can reach a shared cursor after a later statement
+    was sent, and a fetch would then read the earlier result (psycopg fetches only for a
+    cursor that holds no result)."""
+
+    def __init__(self, cursor: Any, dialect: Dialect, *,
+                 new_cursor: Callable[[], Any] | None = None):
         self._cursor = cursor
         self.dialect = dialect
+        self._new_cursor = new_cursor
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
         """Run ``statement`` (``?`` placeholders) with ``params``."""
         if self.dialect is Dialect.POSTGRES:
             statement = statement.replace("?", "%s")
+        if self._new_cursor is not None:
+            self._cursor = self._new_cursor()
         self._cursor.execute(statement, tuple(params))
+
+    def executemany(self, statement: str, params_seq: Sequence[Sequence[Any]]) -> None:
+        """Run ``statement`` once per entry of ``params_seq`` (nothing when it is empty): one
+        call rather than a Python round of ``execute`` per row (psycopg pipelines them)."""
+        if not params_seq:
+            return
+        if self.dialect is Dialect.POSTGRES:
+            statement = statement.replace("?", "%s")
+        if self._new_cursor is not None:
+            self._cursor = self._new_cursor()
+        self._cursor.executemany(statement, [tuple(params) for params in params_seq])
 
     def fetchall(self) -> list[dict[str, Any]]:
         """The remaining rows of the last statement."""
@@ -46,6 +66,22 @@ class Tx:
         """The next row of the last statement, or None."""
         row = self._cursor.fetchone()
         return None if row is None else dict(row)
+
+    def rows_by_key(self, table: str, column: str, keys: Iterable[str], *,
+                    columns: str = "*", chunk: int = 500) -> dict[str, dict[str, Any]]:
+        """The rows of ``table`` whose ``column`` is one of ``keys``, by that column's value
+        (keys without a row are absent): one query per ``chunk`` keys rather than one per key,
+        so a read model loads a batch's rows in a round trip or two (docs/performance.md, P3).
+        ``table``, ``column`` and ``columns`` (which must include ``column``) are ours, never
+        input."""
+        found: dict[str, dict[str, Any]] = {}
+        ordered = sorted(set(keys))
+        for start in range(0, len(ordered), chunk):
+            part = ordered[start:start + chunk]
+            self.execute(f"SELECT {columns} FROM {table} WHERE {column} IN "
+                         f"({', '.join('?' * len(part))})", part)
+            found.update((row[column], row) for row in self.fetchall())
+        return found
 
 
 class Database:
@@ -61,8 +97,26 @@ class Database:
             raise TypeError(f"unsupported datastore {datastore!r}")
 
     @contextmanager
-    def transaction(self, *, commit: bool = True) -> Iterator[Tx]:
-        """A transaction that commits on success (if ``commit``) and rolls back on error."""
+    def transaction(self, *, commit: bool = True, pipeline: bool = False,
+                    durable: bool = True) -> Iterator[Tx]:
+        """A transaction that commits on success (if ``commit``) and rolls back on error.
+
+        PostgreSQL only (ignored on SQLite), for the projection runner's batches
+        (docs/performance.md, P3 and P5): ``pipeline`` sends statements without waiting for
+        their results, which are fetched when a ``fetch*`` needs them (an error surfaces at the
+        next fetch or at the end, and rolls the transaction back as usual); ``durable=False``
+        commits without waiting for the WAL to reach the disk (``synchronous_commit = off``):
+        a crash may lose the last such commits, rows and tracking position together, and the
+        runner applies those events again. Only for what can be rebuilt from the log."""
+        if pipeline and isinstance(self._datastore, PostgresDatastore):
+            # BEGIN and COMMIT travel in the pipeline too: no round trip of their own.
+            with self._datastore.get_connection() as conn, conn.pipeline(), \
+                    conn.transaction(force_rollback=not commit):
+                tx = Tx(conn.cursor(), self.dialect, new_cursor=conn.cursor)
+                if not durable:
+                    tx.execute("SET LOCAL synchronous_commit = off")
+                yield tx
+            return
         with self._datastore.transaction(commit=commit) as cursor:
             yield Tx(cursor, self.dialect)
 

@@ -39,67 +39,84 @@ class JobView(ReadModel):
         ]
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+        # The batch's jobs are changed in memory and each written once at the end: a step no
+        # longer costs a read and a write of its job's row (docs/performance.md, P3).
+        mine = [(position, e) for position, e in events if isinstance(e, _JOB_EVENTS)]
+        if not mine:
+            return
+        queued = {e.job_uuid for _, e in mine if isinstance(e, Vm.JobQueued)}
         jobs = self.table("job_view")
-        for position, event in events:
+        stored = tx.rows_by_key(jobs, "uuid", {e.job_uuid for _, e in mine} - queued)
+        changed: dict[str, dict[str, Any]] = {}
+        for position, event in mine:
             if isinstance(event, Vm.JobQueued):
-                tx.execute(
-                    f"INSERT INTO {jobs} (uuid, vm_uuid, name, execution, params, created_at, "
-                    "attempt, chain_results, position) VALUES (?, ?, ?, ?, ?, ?, 0, '[]', ?)",
-                    (
-                        event.job_uuid, str(event.originator_id), event.name,
-                        Execution.QUEUED.value, json.dumps(event.params),
-                        rfc3339(event.timestamp), position,
-                    ),
-                )
-            elif isinstance(event, Vm.JobStarted):
-                tx.execute(
-                    f"UPDATE {jobs} SET execution = ?, started_at = COALESCE(started_at, ?), "
-                    "attempt = ?, worker = ?, lease_expires_at = ? WHERE uuid = ?",
-                    (
-                        Execution.RUNNING.value, rfc3339(event.timestamp), event.attempt,
-                        event.worker, rfc3339(event.lease_expires_at), event.job_uuid,
-                    ),
-                )
-            elif isinstance(event, Vm.JobLeaseRenewed):
-                tx.execute(
-                    f"UPDATE {jobs} SET lease_expires_at = ? WHERE uuid = ?",
-                    (rfc3339(event.lease_expires_at), event.job_uuid),
-                )
-            elif isinstance(event, Vm.JobStepRecorded):
-                self._append_step(tx, jobs, event.job_uuid, event.step)
-            elif isinstance(event, Vm.JobSucceeded):
-                self._finish(tx, jobs, event, Execution.SUCCEEDED, None)
-            elif isinstance(event, Vm.JobFailed):
-                self._finish(tx, jobs, event, Execution.FAILED, event.error)
-            elif isinstance(event, Vm.JobCanceled):
-                # A canceled job ran no step; VMAPI clients judge a job by its last chain
-                # result, so the cancellation itself is recorded as one.
-                when = rfc3339(event.timestamp)
-                self._append_step(tx, jobs, event.job_uuid, {
-                    "name": "cancel", "result": None, "error": event.reason,
-                    "started_at": when, "finished_at": when,
-                })
-                self._finish(tx, jobs, event, Execution.CANCELED, event.reason)
+                changed[event.job_uuid] = _queued(position, event)
+                continue
+            job = changed.get(event.job_uuid) or _loaded(stored, event.job_uuid)
+            changed[event.job_uuid] = job
+            _apply(job, event)
+        rows = [{**job, "chain_results": json.dumps(job["chain_results"])}
+                for job in changed.values()]
+        tx.executemany(f"UPDATE {jobs} SET {_SETS} WHERE uuid = ?",
+                       [[row[c] for c in _UPDATED] + [row["uuid"]]
+                        for row in rows if row["uuid"] in stored])
+        tx.executemany(f"INSERT INTO {jobs} ({', '.join(_COLUMNS)}) "
+                       f"VALUES ({', '.join('?' * len(_COLUMNS))})",
+                       [[row[c] for c in _COLUMNS] for row in rows if row["uuid"] not in stored])
 
-    @staticmethod
-    def _append_step(tx: Tx, jobs: str, job_uuid: str, step: dict[str, Any]) -> None:
-        tx.execute(f"SELECT chain_results FROM {jobs} WHERE uuid = ?", (job_uuid,))
-        row = tx.fetchone()
-        if row is None:
-            raise LookupError(f"job_view has no row for job {job_uuid}: an event was missed")
-        chain = json.loads(row["chain_results"])
-        chain.append(step)
-        tx.execute(
-            f"UPDATE {jobs} SET chain_results = ? WHERE uuid = ?", (json.dumps(chain), job_uuid)
-        )
 
-    @staticmethod
-    def _finish(tx: Tx, jobs: str, event: Any, execution: Execution, error: str | None) -> None:
-        tx.execute(
-            f"UPDATE {jobs} SET execution = ?, finished_at = ?, error = ?, "
-            "lease_expires_at = NULL WHERE uuid = ?",
-            (execution.value, rfc3339(event.timestamp), error, event.job_uuid),
-        )
+_JOB_EVENTS = (Vm.JobQueued, Vm.JobStarted, Vm.JobLeaseRenewed, Vm.JobStepRecorded,
+               Vm.JobSucceeded, Vm.JobFailed, Vm.JobCanceled)
+_COLUMNS = ("uuid", "vm_uuid", "name", "execution", "params", "created_at", "started_at",
+            "finished_at", "attempt", "error", "chain_results", "worker", "lease_expires_at",
+            "position")
+_UPDATED = ("execution", "started_at", "finished_at", "attempt", "error", "chain_results",
+            "worker", "lease_expires_at")
+_SETS = ", ".join(f"{column} = ?" for column in _UPDATED)
+
+
+def _queued(position: int, event: Any) -> dict[str, Any]:
+    return {
+        "uuid": event.job_uuid, "vm_uuid": str(event.originator_id), "name": event.name,
+        "execution": Execution.QUEUED.value, "params": json.dumps(event.params),
+        "created_at": rfc3339(event.timestamp), "started_at": None, "finished_at": None,
+        "attempt": 0, "error": None, "chain_results": [], "worker": None,
+        "lease_expires_at": None, "position": position,
+    }
+
+
+def _loaded(stored: dict[str, dict[str, Any]], job_uuid: str) -> dict[str, Any]:
+    row = stored.get(job_uuid)
+    if row is None:
+        raise LookupError(f"job_view has no row for job {job_uuid}: an event was missed")
+    return {**row, "chain_results": json.loads(row["chain_results"])}
+
+
+def _apply(job: dict[str, Any], event: Any) -> None:
+    """Change ``job`` (a row, ``chain_results`` as a list) by one of its events."""
+    when = rfc3339(event.timestamp)
+    if isinstance(event, Vm.JobStarted):
+        job.update(execution=Execution.RUNNING.value, started_at=job["started_at"] or when,
+                   attempt=event.attempt, worker=event.worker,
+                   lease_expires_at=rfc3339(event.lease_expires_at))
+    elif isinstance(event, Vm.JobLeaseRenewed):
+        job["lease_expires_at"] = rfc3339(event.lease_expires_at)
+    elif isinstance(event, Vm.JobStepRecorded):
+        job["chain_results"].append(event.step)
+    elif isinstance(event, Vm.JobCanceled):
+        # A canceled job ran no step; VMAPI clients judge a job by its last chain result,
+        # so the cancellation itself is recorded as one.
+        job["chain_results"].append({"name": "cancel", "result": None, "error": event.reason,
+                                     "started_at": when, "finished_at": when})
+        _finish(job, Execution.CANCELED, when, event.reason)
+    else:
+        failed = isinstance(event, Vm.JobFailed)
+        _finish(job, Execution.FAILED if failed else Execution.SUCCEEDED, when,
+                event.error if failed else None)
+
+
+def _finish(job: dict[str, Any], execution: Execution, when: str, error: str | None) -> None:
+    job.update(execution=execution.value, finished_at=when, error=error, lease_expires_at=None)
 
 
 def render_job(row: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@
    indexes ``<index>__rebuild``: the read model's own DDL, named through ``ReadModel.table``
    and ``ReadModel.index``.
 2. **Build.** Apply the log from position 1 to the shadow in batches, each in one transaction
-   with the shadow's own tracking row ``<name>__rebuild``, until the head. The live tables
+   with the shadow's own tracking row ``<name>__rebuild``, until the head. Several read
+   models rebuilt together share each batch (one read and one decoding of the log). The live tables
    keep serving reads, and the live runner keeps them up to date, all along.
 3. **Switch**, in one transaction: hold the live tracking row (PostgreSQL: ``FOR UPDATE``;
    SQLite: the database write lock), so no runner moves it; apply to the shadow whatever the
@@ -28,7 +29,7 @@ it is rebuilt in place (emptied, then replayed; readers see it fill up again), w
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from projections.db import Database, Dialect, Tx
@@ -41,23 +42,26 @@ SUFFIX = "__rebuild"
 log = logging.getLogger(__name__)
 
 
-def rebuild_beside(runner: ProjectionRunner, live: ReadModel,
+def rebuild_beside(runner: ProjectionRunner, lives: Sequence[ReadModel],
                    progress: Callable[[int], None] | None = None) -> int:
-    """Rebuild ``live`` from position 1 beside its tables, then switch; return how many
-    events were applied. ``progress(n)`` is called after each batch of the build."""
-    shadow = live.beside(SUFFIX)
-    if shadow.create_statements(runner.db) == live.create_statements(runner.db):
+    """Rebuild ``lives`` from position 1 beside their tables, built together (each batch is
+    read and decoded once for all of them), then switch each; return how many events were
+    applied in all. ``progress(n)`` is called after each batch of the build with its ``n``
+    log events."""
+    in_place = [live for live in lives if live.beside(SUFFIX).create_statements(runner.db)
+                == live.create_statements(runner.db)]
+    for live in in_place:
         log.warning("%s does not name its tables through ReadModel.table(): rebuilt in place, "
                     "so it is empty until the rebuild ends", live.name)
-        runner.reset([live.name])
-        return runner.catch_up([live.name], progress)
-    prepare(runner.db, shadow)
-    total = 0
-    while count := runner.apply_next_batch(shadow):
-        total += count
-        if progress:
-            progress(count)
-    return total + switch(runner, live, shadow)
+    runner.reset([live.name for live in in_place])
+    beside = [live for live in lives if live not in in_place]
+    shadows = [live.beside(SUFFIX) for live in beside]
+    for shadow in shadows:
+        prepare(runner.db, shadow)
+    total = runner.catch_up_models(in_place + shadows, progress)
+    for live, shadow in zip(beside, shadows):
+        total += switch(runner, live, shadow)
+    return total
 
 
 def prepare(db: Database, shadow: ReadModel) -> None:

@@ -131,8 +131,14 @@ class ProjectionRunner:
 
     def positions(self) -> dict[str, int]:
         """Every read model's position."""
-        with self.db.transaction(commit=False) as tx:
-            return {name: self.position_in(tx, name) for name in self.read_models}
+        return self._positions_of(self.read_models)
+
+    def _positions_of(self, names: Iterable[str]) -> dict[str, int]:
+        """The positions of read models ``names``, in one query (one round trip)."""
+        with self.db.transaction(commit=False, pipeline=True) as tx:
+            tx.execute("SELECT name, position FROM projection_tracking")
+            found = {row["name"]: int(row["position"]) for row in tx.fetchall()}
+        return {name: found.get(name, 0) for name in names}
 
     @staticmethod
     def position_in(tx: Tx, name: str) -> int:
@@ -152,19 +158,32 @@ class ProjectionRunner:
     def apply_next_batch(self, read_model: ReadModel) -> int:
         """Apply the next batch to ``read_model`` (a live one, or one built beside) in one
         transaction with its tracking row; return how many events it held."""
-        start = self.position(read_model.name)
+        return self._apply_batch([read_model], self.position(read_model.name))
+
+    def _apply_batch(self, group: Sequence[ReadModel], start: int) -> int:
+        """Read the batch after position ``start`` once, decode it once, and apply it to every
+        read model of ``group`` (all at ``start``) in one transaction that also moves their
+        tracking rows; return how many events the batch held.
+
+        Sharing decoded events between read models relies on ``apply`` never changing an
+        event (the domain's fold copies what it keeps: tests/projections/test_runner.py).
+        The transaction commits without waiting for the WAL on PostgreSQL
+        (``Database.transaction(durable=False)``): a crash may lose the last batches, rows and
+        positions together, and they are applied again (docs/performance.md, P3 and P5)."""
         notifications = self.source.select_notifications(
             start, self.batch_size, inclusive_of_start=False
         )
         if not notifications:
             return 0
         events = self.decode(notifications)
-        with self.db.transaction() as tx:
+        with self.db.transaction(pipeline=True, durable=False) as tx:
             # Claim first, then apply: a runner that read a stale position (its batch may
             # overlap what a rival applied, or reach further) applies nothing, and on
-            # PostgreSQL the claimed row holds a rival runner until this transaction ends.
-            self._advance(tx, read_model.name, start, notifications[-1].id)
-            read_model.apply(tx, events)
+            # PostgreSQL the claimed rows hold a rival runner until this transaction ends.
+            for read_model in group:
+                self._advance(tx, read_model.name, start, notifications[-1].id)
+            for read_model in group:
+                read_model.apply(tx, events)
         return len(notifications)
 
     def decode(self, notifications: Sequence[Notification]) -> list[tuple[int, Any]]:
@@ -188,19 +207,36 @@ class ProjectionRunner:
 
     def catch_up(self, names: Iterable[str] | None = None,
                  progress: Callable[[int], None] | None = None) -> int:
-        """Apply batches until the named read models (all by default) reach the head."""
-        total = 0
-        for name in names or list(self.read_models):
-            while True:
-                count = self.run_once(name)
-                if not count:
-                    break
-                total += count
-                if progress:
-                    progress(count)
+        """Apply batches until the named read models (all by default) reach the head; return
+        how many events were applied in all (an event applied to k read models counts k
+        times). ``progress(n)`` is called after each batch with its ``n`` log events."""
+        chosen = [self.read_models[name] for name in (names or list(self.read_models))]
+        total = self.catch_up_models(chosen, progress)
         if total:
             self._notify()
         self.report_lag(force=bool(total))
+        return total
+
+    def catch_up_models(self, read_models: Sequence[ReadModel],
+                        progress: Callable[[int], None] | None = None) -> int:
+        """``catch_up`` for read model instances (live ones, or ones built beside).
+
+        Read models at the same position (the live runner's usual case, and a rebuild's) share
+        each batch: one log read, one decoding, one transaction (``_apply_batch``). A batch
+        shorter than ``batch_size`` reached the head as it was read, so no empty read follows
+        it (round trips are most of a live pass: docs/performance.md, P5)."""
+        total = 0
+        pending = list(read_models)
+        while pending:
+            positions = self._positions_of(rm.name for rm in pending)
+            start = min(positions.values())
+            group = [rm for rm in pending if positions[rm.name] == start]
+            applied = self._apply_batch(group, start)
+            if applied < self.batch_size:
+                pending = [rm for rm in pending if rm not in group]
+            total += applied * len(group)
+            if applied and progress:
+                progress(applied)
         return total
 
     def report_lag(self, *, force: bool = True) -> None:
@@ -227,11 +263,12 @@ class ProjectionRunner:
     def rebuild(self, names: Iterable[str] | None = None,
                 progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the named read models (all by default) from position 1 while they keep
-        serving: each is built beside its live tables, then switched in one transaction
-        (``projections.rebuild``). Returns how many events were applied."""
-        total = 0
-        for name in names or list(self.read_models):
-            total += rebuild_beside(self, self.read_models[name], progress)
+        serving: built together beside their live tables (one read of the log), then each
+        switched in one transaction (``projections.rebuild``). Returns how many events were
+        applied in all; ``progress(n)`` is called after each batch with its ``n`` log
+        events."""
+        chosen = [self.read_models[name] for name in (names or list(self.read_models))]
+        total = rebuild_beside(self, chosen, progress)
         self._notify()
         self.report_lag()
         return total

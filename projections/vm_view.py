@@ -106,6 +106,10 @@ class VmView(ReadModel):
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
         folded: dict[UUID, Vm] = {}
+        stored = tx.rows_by_key(self.table("vm_view"), "uuid", {
+            str(e.originator_id) for _, e in events
+            if isinstance(e, Vm.Event) and not isinstance(e, Vm.Created)},
+            columns="uuid, version, snapshot")
         for _position, event in events:
             if not isinstance(event, Vm.Event):
                 continue
@@ -113,15 +117,12 @@ class VmView(ReadModel):
             if isinstance(event, Vm.Created):
                 folded[vm_id] = event.mutate(None)
                 continue
-            vm = folded.get(vm_id) or self._load(tx, vm_id)
+            vm = folded.get(vm_id) or self._load(stored, vm_id)
             folded[vm_id] = event.mutate(vm)
-        for vm in folded.values():
-            self._store(tx, vm)
+        self._store(tx, list(folded.values()))
 
-    def _load(self, tx: Tx, vm_id: UUID) -> Vm:
-        tx.execute(f"SELECT version, snapshot FROM {self.table('vm_view')} WHERE uuid = ?",
-                   (str(vm_id),))
-        row = tx.fetchone()
+    def _load(self, stored: dict[str, dict[str, Any]], vm_id: UUID) -> Vm:
+        row = stored.get(str(vm_id))
         if row is None:
             raise LookupError(f"vm_view has no row for {vm_id}: an event was missed")
         return self.thaw(vm_id, int(row["version"]), bytes(row["snapshot"]))
@@ -137,24 +138,20 @@ class VmView(ReadModel):
         )
         return snapshot.mutate(None)
 
-    def _store(self, tx: Tx, vm: Vm) -> None:
-        snapshot = Snapshot.take(vm)
-        values = (
-            str(vm.id), vm.owner_uuid, vm.server_uuid, vm.brand, str(vm.state), vm.alias,
-            vm.image_uuid, vm.ram, rfc3339(vm.created_on), vm.version,
-            json.dumps(render_vm(vm)), self.transcoder.encode(snapshot.state),
-        )
+    def _store(self, tx: Tx, vms: Sequence[Vm]) -> None:
+        """Write the rows of ``vms`` (their tags replaced), a statement per kind of row."""
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
-        tx.execute(
+        tx.executemany(
             f"INSERT INTO {self.table('vm_view')} ({', '.join(_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
             f"ON CONFLICT (uuid) DO UPDATE SET {updates}",
-            values,
+            [(str(vm.id), vm.owner_uuid, vm.server_uuid, vm.brand, str(vm.state), vm.alias,
+              vm.image_uuid, vm.ram, rfc3339(vm.created_on), vm.version,
+              json.dumps(render_vm(vm)), self.transcoder.encode(Snapshot.take(vm).state))
+             for vm in vms],
         )
         tags = self.table("vm_view_tags")
-        tx.execute(f"DELETE FROM {tags} WHERE vm_uuid = ?", (str(vm.id),))
-        for key, value in vm.tags.items():
-            tx.execute(
-                f"INSERT INTO {tags} (vm_uuid, key, value) VALUES (?, ?, ?)",
-                (str(vm.id), key, tag_text(value)),
-            )
+        tx.executemany(f"DELETE FROM {tags} WHERE vm_uuid = ?", [(str(vm.id),) for vm in vms])
+        tx.executemany(f"INSERT INTO {tags} (vm_uuid, key, value) VALUES (?, ?, ?)",
+                       [(str(vm.id), key, tag_text(value))
+                        for vm in vms for key, value in vm.tags.items()])

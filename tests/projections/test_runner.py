@@ -3,15 +3,17 @@ both apply a batch, rebuilds replay from position 1, and ``wait_for`` waits on a
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import pytest
 
 from domain.states import Action
 from projections.job_view import JobView
+from projections.rebuild import prepare
 from projections.runner import ProjectionConflictError, ProjectionRunner
 from projections.vm_view import VmView
-from tests.builders import a_mix_of_commands_and_jobs, act, create, rows, settle
+from tests.builders import a_mix_of_commands_and_jobs, act, cause, create, rows, settle
 
 VIEWS = ("vm_view", "job_view")
 
@@ -221,3 +223,55 @@ def test_two_runners_catching_up_at_once_give_the_rows_one_runner_gives(services
         thread.join(60)
     assert not errors and not any(t.is_alive() for t in threads)
     assert snapshot(services) == expected
+
+
+class CountingSource:
+    """The log, counting the runner's batch reads."""
+
+    def __init__(self, recorder):
+        self.recorder = recorder
+        self.reads = 0
+
+    def select_notifications(self, *args, **kwargs):
+        self.reads += 1
+        return self.recorder.select_notifications(*args, **kwargs)
+
+    def max_notification_id(self):
+        return self.recorder.max_notification_id()
+
+
+def test_no_read_model_changes_the_events_it_applies_so_read_models_can_share_a_batch(
+    services,
+):
+    vms = a_mix_of_commands_and_jobs(services)
+    volume, _ = services.commands.create_volume(
+        name="data", cause=cause(), networks={"5f3c7d2e-1111-4222-8333-444455556666": "10.0.0.5"})
+    create(services, volumes=[{"volume_uuid": str(volume.id), "mountpoint": "/data"}])
+    services.commands.record_failure(vms[1], "crashed", "guest died", cause=cause())
+    settle(services)
+    runner = services.projections
+    events = runner.decode(services.app.recorder.select_notifications(
+        0, 100_000, inclusive_of_start=False))
+    untouched = copy.deepcopy(events)
+    assert {type(e).__name__ for _, e in events} >= {
+        "Created", "JobQueued", "JobStarted", "JobStepRecorded", "JobSucceeded",
+        "MetadataUpdated", "CapacityClaimed", "Registered"}
+    shadows = [rm.beside("__shared") for rm in runner.read_models.values()]
+    for shadow in shadows:
+        prepare(services.db, shadow)
+    with services.db.transaction() as tx:
+        for shadow in shadows:
+            shadow.apply(tx, events)
+    assert events == untouched
+
+
+def test_read_models_at_the_same_position_read_each_batch_once(services):
+    a_mix_of_commands_and_jobs(services)
+    head = services.commands.head_position()
+    services.projections.reset(VIEWS)
+    source = CountingSource(services.app.recorder)
+    runner = second_runner(services, source, batch_size=10)
+    expected = -(-head // 10)  # one read per batch; the last batch is short, no empty read
+    assert runner.catch_up() == 2 * head
+    assert source.reads == expected + (head % 10 == 0)
+    assert runner.positions() == {view: head for view in VIEWS}
