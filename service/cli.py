@@ -63,8 +63,11 @@ def serve(
 def project() -> None:
     """Run the projection runner until interrupted (production mode)."""
     logging.basicConfig(level=logging.INFO)
+    from service.storage import wake_on_appends
+
     services = _services()
     stop = _wait_for_signal()
+    wake_on_appends(services.app.recorder, services.projections.wake, stop)
     try:
         services.projections.run_forever(stop, services.settings.projection_poll_s,
                                          on_error=lambda e: logging.error("projection: %s", e))
@@ -88,8 +91,9 @@ def work() -> None:
 def rebuild(
     names: Annotated[list[str] | None, typer.Argument(help="read models (default: all)")] = None,
 ) -> None:
-    """Rebuild read models from position 1 while the service keeps serving them: each is
-    built beside its live tables in batches, then switched in one transaction."""
+    """Rebuild read models from position 1 while the service keeps serving them: built
+    together beside their live tables in batches (one read of the log), then each switched
+    in one transaction."""
     services = _services()
     try:
         chosen = names or list(services.projections.read_models)
@@ -97,13 +101,10 @@ def rebuild(
         if unknown:
             raise typer.BadParameter(f"unknown read models: {', '.join(sorted(unknown))}")
         head = services.projections.head()
-        count = 0
         with progress_bar() as bar:
-            for name in chosen:
-                task = bar.add_task(f"rebuilding {name}", total=head)
-                count += services.projections.rebuild(
-                    [name], progress=lambda n, task=task: bar.advance(task, n))
-                bar.update(task, completed=head, description=f"rebuilt {name}, switched")
+            task = bar.add_task(f"rebuilding {', '.join(chosen)}", total=head)
+            count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
+            bar.update(task, completed=head, description=f"rebuilt {', '.join(chosen)}, switched")
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied, head {head}")
     finally:
         services.close()

@@ -1,16 +1,20 @@
 """The event store: the ``eventsourcing`` recorders, extended with a stream read that keeps
-each event's global position (for ``GET /vms/{uuid}/history``).
+each event's global position (for ``GET /vms/{uuid}/history``), and a wake-up on other
+processes' appends.
 
 Selected by ``Settings.eventsourcing_env`` through ``APPLICATION_RECORDER_TOPIC``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import threading
+from collections.abc import Callable, Sequence
 from uuid import UUID
 
 from typing import Any
 
+import psycopg
 from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
@@ -79,6 +83,40 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
                 )
                 for row in curs.fetchall()
             ]
+
+
+def wake_on_appends(recorder: object, wake: Callable[[], None], stop: threading.Event,
+                    ) -> threading.Thread | None:
+    """PostgreSQL: call ``wake`` as soon as any process appends to the log, until ``stop``.
+
+    Every insert transaction of the event store sends ``NOTIFY`` on the events table's
+    channel; a thread holding its own connection ``LISTEN``s to it, so a projection runner
+    in another process than the command's no longer waits for its next poll
+    (docs/performance.md, P5). It reconnects after a connection error; the runner's poll
+    stays the fallback. None on SQLite (no notifications there; the runner is woken in
+    process).
+    """
+    if not isinstance(recorder, PostgresLedgerRecorder):
+        return None
+    params = {k: v for k, v in recorder.datastore.pool.kwargs.items() if k != "row_factory"}
+    channel = SQL("LISTEN {0}").format(Identifier(recorder.channel_name))
+
+    def listen() -> None:
+        while not stop.is_set():
+            try:
+                with psycopg.connect(**params, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(channel)
+                    wake()  # whatever was appended while not listening
+                    while not stop.is_set():
+                        for _notify in conn.notifies(timeout=0.5):
+                            wake()
+            except psycopg.Error as error:
+                logging.getLogger(__name__).warning("listening for appends: %s", error)
+                stop.wait(1.0)
+
+    thread = threading.Thread(target=listen, name="vmledger-wake-on-appends", daemon=True)
+    thread.start()
+    return thread
 
 
 def select_stream(recorder: object, originator_id: UUID, after_version: int, limit: int) -> Sequence[Notification]:
