@@ -1,0 +1,173 @@
+"""P3: rebuild of every read model from a 1,000,000-event log, in log events per second,
+divided by the raw notification-log read rate (``recorder.select_notifications``, no
+decoding) in the same run; and the rebuild's peak RSS. Goals: >= 0.3; <= 300 MB.
+
+The log is made by ``bench/_log.py`` (template VMs lived through the real service, cloned and
+interleaved; 14 to 19 events per VM plus the servers' claims). The rebuild is what
+``vmledger rebuild`` runs (``services.projections.rebuild()``: every read model, built beside
+its live tables and switched), in a child process of its own, so its peak RSS
+(``resource.getrusage``) is the rebuild's alone. The raw read runs in child processes too,
+before and after the rebuild, in pages of 500 (the runner's batch) and of 5,000; the
+reference is the fastest of them.
+
+The default log has 100,000 events so that a run takes a few minutes; the figure in
+docs/performance.md is from ``--events 1000000``.
+
+    python bench/p3_rebuild.py [--quick] [--backend postgres|sqlite|both] [--events 1000000]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import emit, parser, say, scratch_postgres
+
+GOAL_RATIO = 0.3
+GOAL_RSS_MB = 300
+
+
+def _rss_now_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def child(mode: str, url: str, page: int) -> None:
+    """Run in a child process; print one JSON line. For the rebuild, ``page`` other than 0
+    replaces the runner's batch size (a what-if: ``--batch-size``)."""
+    from service.container import Services
+    from service.settings import Settings
+
+    services = Services.build(Settings(database_url=url))
+    if mode == "rebuild" and page:
+        services.projections.batch_size = page
+    rss_built = _rss_now_mib()
+    try:
+        started = time.perf_counter()
+        if mode == "read":
+            count, position = 0, 0
+            while page_ := services.app.recorder.select_notifications(
+                    position, page, inclusive_of_start=False):
+                count += len(page_)
+                position = page_[-1].id
+            result = {"events": count}
+        else:
+            result = {"applied": services.projections.rebuild(),
+                      "read_models": list(services.projections.read_models),
+                      "batch_size": services.projections.batch_size}
+        result["seconds"] = time.perf_counter() - started
+        result["head"] = services.projections.head()
+    finally:
+        services.close()
+    result["rss_after_build_mib"] = round(rss_built, 1)
+    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print(json.dumps(result), flush=True)
+
+
+def run_child(mode: str, url: str, page: int = 0, profile: str | None = None) -> dict:
+    command = [sys.executable, __file__, "--child", mode, url, str(page)]
+    if profile:
+        from _profile import py_spy
+
+        out = os.path.join(profile, f"p3-{mode}-{url.split(':', 1)[0]}.txt")
+        os.makedirs(profile, exist_ok=True)
+        command = [py_spy(), "record", "--rate", "100", "--format", "raw", "-o", out, "--",
+                   *command]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{mode} child failed:\n{done.stderr[-3000:]}")
+    return json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+
+
+def measure(backend: str, url: str, args) -> dict:
+    from service.container import Services
+    from service.settings import Settings
+
+    from _log import build_log
+
+    services = Services.build(Settings(database_url=url))
+    try:
+        made = build_log(services, args.events)
+    finally:
+        services.close()
+    head = made["head"]
+    say(f"[{backend}] log: {head:,} events ({made['templates']} template VMs of "
+        f"{made['mean_events_per_vm']} events, cloned) built in {made['build_s']} s")
+    reads = []
+    for page in (500, 5000):
+        reads.append(run_child("read", url, page))
+        say(f"[{backend}] raw read, pages of {page}: "
+            f"{reads[-1]['events'] / reads[-1]['seconds']:,.0f} events/s")
+    rebuild = run_child("rebuild", url, args.batch_size, profile=args.profile)
+    rate = head / rebuild["seconds"]
+    say(f"[{backend}] rebuild of {', '.join(rebuild['read_models'])}: {rebuild['seconds']:.1f} s"
+        f" = {rate:,.0f} log events/s ({rebuild['applied']:,} events applied in all); "
+        f"peak RSS {rebuild['peak_rss_mib']:.0f} MiB (after start-up "
+        f"{rebuild['rss_after_build_mib']:.0f} MiB)")
+    for page in (500, 5000):
+        reads.append(run_child("read", url, page))
+        say(f"[{backend}] raw read, pages of {page} (after): "
+            f"{reads[-1]['events'] / reads[-1]['seconds']:,.0f} events/s")
+    reference = max(r["events"] / r["seconds"] for r in reads)
+    ratio = rate / reference
+    say(f"[{backend}] P3 = {rate:,.0f} / {reference:,.0f} = {ratio:.3f} (goal >= {GOAL_RATIO}); "
+        f"peak RSS {rebuild['peak_rss_mib']:.0f} MiB (goal <= {GOAL_RSS_MB} MB)")
+    return {
+        "log_events": head, "log_build_s": made["build_s"],
+        "rebuild_s": round(rebuild["seconds"], 2), "rebuild_events_per_s": round(rate, 1),
+        "events_applied": rebuild["applied"], "read_models": rebuild["read_models"],
+        "batch_size": rebuild["batch_size"],
+        "raw_read_events_per_s": {f"page_{r_page}_{when}": round(r["events"] / r["seconds"], 1)
+                                  for r, (when, r_page) in zip(reads, [
+                                      ("before", 500), ("before", 5000),
+                                      ("after", 500), ("after", 5000)], strict=True)},
+        "reference_events_per_s": round(reference, 1),
+        "peak_rss_mib": rebuild["peak_rss_mib"],
+        "rss_after_start_mib": rebuild["rss_after_build_mib"],
+        "ratio": round(ratio, 4),
+    }
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
+    p = parser(__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=("postgres", "sqlite", "both"), default="both")
+    p.add_argument("--events", type=int, default=100_000,
+                   help="log size (the figure is defined at 1,000,000: about 20 minutes "
+                   "for both backends on 2 cores)")
+    p.add_argument("--profile", metavar="DIR", help="py-spy the rebuild child")
+    p.add_argument("--batch-size", type=int, default=0,
+                   help="what-if: the runner's batch size for the rebuild (default: the "
+                   "service's own, 500)")
+    args = p.parse_args()
+    if args.quick:
+        args.events = 20_000
+    results = {}
+    for backend in (("postgres", "sqlite") if args.backend == "both" else (args.backend,)):
+        if backend == "postgres":
+            with scratch_postgres("p3") as url:
+                results[backend] = measure(backend, url, args)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                results[backend] = measure(backend, f"sqlite:///{tmp}/p3.db", args)
+    main_result = results.get("postgres", results.get("sqlite"))
+    met = all(r["ratio"] >= GOAL_RATIO and r["peak_rss_mib"] * 1.048576 <= GOAL_RSS_MB
+              for r in results.values())
+    emit("P3", "rebuild of all read models, log events/s / raw notification-log read rate; "
+         "peak RSS", raw=results, ratio=main_result["ratio"],
+         goal=f">= {GOAL_RATIO}; peak RSS <= {GOAL_RSS_MB} MB", met=met,
+         peak_rss_mib=main_result["peak_rss_mib"], profiled=bool(args.profile))
+
+
+if __name__ == "__main__":
+    main()
