@@ -17,7 +17,7 @@ from service.api import (
     errors, routes_agents, routes_jobs, routes_ops, routes_servers, routes_sim, routes_stats,
     routes_vms, routes_volumes,
 )
-from service.api.auth import Tokens, authorize
+from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.deps import new_request_id
 from service.api.openapi import declare_request_bodies
 from service import metrics
@@ -47,7 +47,7 @@ def create_app(
     ``settings.embedded_runners``, which defaults to yes on SQLite (embedded mode).
     """
     settings = settings or (services.settings if services else Settings())
-    tokens = Tokens.load(settings.tokens_file)  # a bad file stops start-up, naming the entry
+    tokens = Tokens.from_settings(settings)  # a bad entry stops start-up, naming it
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -157,11 +157,16 @@ class BodyLimit:
 
 
 def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:
-    """With no tokens configured, refuse to listen on anything but loopback (api.md, "Roles").
+    """Check the tokens before serving: bad tokens stop start-up with a message naming the
+    entry, and with no tokens configured only loopback is allowed (api.md, "Roles").
 
     Raises ``SystemExit`` with the reason.
     """
-    if settings.tokens_file is not None:
+    try:
+        Tokens.from_settings(settings)
+    except TokenFileError as error:
+        raise SystemExit(f"vmledger: {error}") from None
+    if settings.tokens_configured:
         return
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -169,6 +174,7 @@ def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:
         loopback = False
     if not loopback:
         raise SystemExit(
-            f"refusing to listen on {host}: no tokens are configured (VMLEDGER_TOKENS_FILE), "
-            "so only loopback addresses (127.0.0.1, ::1, localhost) are allowed"
+            f"refusing to listen on {host}: no tokens are configured (VMLEDGER_TOKENS_FILE or "
+            "VMLEDGER_TOKENS), so only loopback addresses (127.0.0.1, ::1, localhost) are "
+            "allowed"
         )
