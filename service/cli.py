@@ -16,6 +16,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from service.container import Services
+from service.metrics import serve_process_metrics
 from service.settings import Settings
 
 cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_args_is_help=True)
@@ -78,6 +79,7 @@ def work() -> None:
     logging.basicConfig(level=logging.INFO)
     services = _services()
     stop = _wait_for_signal()
+    serve_process_metrics(services.settings.metrics_address)  # lease takeovers, retries
     try:
         services.worker.run_forever(stop, services.settings.worker_poll_s)
     finally:

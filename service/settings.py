@@ -68,6 +68,10 @@ class Settings(BaseSettings):
         "(default: yes on SQLite, no on PostgreSQL where `project` and `work` run apart)",
     )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="request body size limit")
+    metrics_address: str | None = Field(
+        None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):[0-9]{1,5}$",
+        description="HOST:PORT where `vmledger work` serves its process's metrics "
+        "(unset: it serves none)")
 
     @field_validator("database_url")
     @classmethod

@@ -19,6 +19,7 @@ from typing import Any
 from domain.errors import DomainError, JobNotRunnableError
 from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
+from service import metrics
 from service.application import Commands
 from service.compute.driver import ComputeDriver, ComputeError
 
@@ -243,6 +244,10 @@ class Worker:
         except JobNotRunnableError:
             return False
         run = JobRun(self, vm, vm.head_job)
+        if run.attempt > 1:
+            # Started before and still running, but its lease had expired (``start_job``
+            # refuses otherwise): the worker that held it was lost, and this one took it over.
+            metrics.LEASE_TAKEOVERS.inc()
         run.keep_lease()
         try:
             if run.attempt > self.max_attempts:

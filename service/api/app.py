@@ -53,6 +53,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own = services is None
         app.state.services = services or Services.build(settings)
+        app.state.metrics_registry = metrics.fleet_registry(app.state.services.jobs.gauges)
         run_here = background
         if run_here is None:
             run_here = settings.embedded_runners
