@@ -16,6 +16,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from service.container import Services
+from service.logs import setup_logging
 from service.metrics import serve_process_metrics
 from service.settings import Settings
 
@@ -53,17 +54,18 @@ def serve(
 
     settings = Settings()
     refuse_open_bind_without_tokens(settings, host)
-    logging.basicConfig(level=logging.INFO)
+    log_config = setup_logging(settings)
     uvicorn.run(
         "service.api.app:create_app", factory=True, host=host, port=port, workers=workers,
-        log_level="info", timeout_keep_alive=KEEP_ALIVE_S,
+        log_config=log_config, log_level=settings.log_level.lower(), access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
 
 
 @cli.command()
 def project() -> None:
     """Run the projection runner until interrupted (production mode)."""
-    logging.basicConfig(level=logging.INFO)
+    setup_logging(Settings())
     services = _services()
     stop = _wait_for_signal()
     try:
@@ -76,7 +78,7 @@ def project() -> None:
 @cli.command()
 def work() -> None:
     """Run a job worker until interrupted (production mode; several may run at once)."""
-    logging.basicConfig(level=logging.INFO)
+    setup_logging(Settings())
     services = _services()
     stop = _wait_for_signal()
     serve_process_metrics(services.settings.metrics_address)  # lease takeovers, retries

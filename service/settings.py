@@ -68,6 +68,10 @@ class Settings(BaseSettings):
         "(default: yes on SQLite, no on PostgreSQL where `project` and `work` run apart)",
     )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="request body size limit")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
+        "INFO", description="the lowest level logged (any case)")
+    log_format: Literal["json", "text"] = Field(
+        "json", description="json: one JSON object per line; text: for a terminal")
     metrics_address: str | None = Field(
         None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):[0-9]{1,5}$",
         description="HOST:PORT where `vmledger work` serves its process's metrics "
@@ -79,6 +83,16 @@ class Settings(BaseSettings):
         if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
             raise ValueError("must start with sqlite:/// or postgresql://")
         return url
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _format_any_case(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_token_source(self) -> Settings:

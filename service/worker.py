@@ -8,6 +8,7 @@ next begins, and every save re-checks that this worker still holds the job.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -17,11 +18,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from domain.errors import DomainError, JobNotRunnableError
-from domain.vm import Vm, make_cause
+from domain.vm import Cause, Vm, make_cause
 from projections.formats import rfc3339
 from service import metrics
 from service.application import Commands
 from service.compute.driver import ComputeDriver, ComputeError
+from service.logs import log_context
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,8 @@ class JobRun:
         # What the steps assume of the VM: where it was, as it was, when the job was claimed.
         self.expected = (str(vm.state), vm.server_uuid)
         self._lost: JobNotRunnableError | None = None
+        # How the job ended here: succeeded, failed, lost (taken over), None while running.
+        self.outcome: str | None = None
         self._done = threading.Event()
         self._heartbeat: threading.Thread | None = None
 
@@ -70,8 +74,9 @@ class JobRun:
 
     def keep_lease(self) -> None:
         """Renew the lease every third of its length until ``release`` (a daemon thread)."""
-        self._heartbeat = threading.Thread(
-            target=self._renew_until_done, name=f"lease-{self.job_uuid[:8]}", daemon=True)
+        self._heartbeat = threading.Thread(  # in a copy of the job's log scope
+            target=contextvars.copy_context().run, args=(self._renew_until_done,),
+            name=f"lease-{self.job_uuid[:8]}", daemon=True)
         self._heartbeat.start()
 
     def release(self) -> None:
@@ -174,6 +179,7 @@ class JobRun:
             vm.succeed_job(self.job_uuid, cause=self.cause, worker=self.worker.worker_id)
 
         self._change(finish)
+        self.outcome = "succeeded"
 
     def fail(self, error: str, record: Callable[[Vm], None] | None = None) -> None:
         """Record the outcome and end the job failed with ``error``."""
@@ -188,6 +194,7 @@ class JobRun:
             vm.fail_job(self.job_uuid, error, cause=self.cause, worker=self.worker.worker_id)
 
         self._change(finish)
+        self.outcome = "failed"
 
 
 class Worker:
@@ -225,9 +232,8 @@ class Worker:
         self._wake = threading.Event()
 
     def run_vm(self, vm_uuid: str) -> bool:
-        """Claim and run the VM's head job if it is free; True if a job ran."""
-        from service import jobs  # the handlers use JobRun, defined above
-
+        """Claim and run the VM's head job if it is free; True if a job ran. Its log lines
+        carry the VM, the job and this worker as the actor (service/logs.py)."""
         vm = self.commands.load(vm_uuid)
         head = vm.head_job
         if head is None:
@@ -235,8 +241,14 @@ class Worker:
         now = self.clock()
         if head["execution"] == "running" and datetime.fromisoformat(head["lease_expires_at"]) > now:
             return False
-        job_uuid = head["uuid"]
-        cause = make_cause(f"worker:{self.worker_id}", job_uuid=job_uuid)
+        actor = f"worker:{self.worker_id}"
+        with log_context(actor=actor, vm_uuid=vm_uuid, job_uuid=head["uuid"]):
+            return self._claim_and_run(vm_uuid, head["uuid"], now,
+                                       make_cause(actor, job_uuid=head["uuid"]))
+
+    def _claim_and_run(self, vm_uuid: str, job_uuid: str, now: datetime, cause: Cause) -> bool:
+        from service import jobs  # the handlers use JobRun, defined above
+
         try:
             _, vm, _ = self.commands.change(vm_uuid, lambda v: v.start_job(
                 job_uuid, worker=self.worker_id, now=now, lease_expires_at=now + self.lease,
@@ -244,10 +256,14 @@ class Worker:
         except JobNotRunnableError:
             return False
         run = JobRun(self, vm, vm.head_job)
+        fields = {"job_name": run.job["name"], "attempt": run.attempt, "worker": self.worker_id}
         if run.attempt > 1:
             # Started before and still running, but its lease had expired (``start_job``
             # refuses otherwise): the worker that held it was lost, and this one took it over.
             metrics.LEASE_TAKEOVERS.inc()
+        log.info("job %s started (attempt %d%s)", run.job["name"], run.attempt,
+                 ", taken over after its lease expired" if run.attempt > 1 else "",
+                 extra=fields)
         run.keep_lease()
         try:
             if run.attempt > self.max_attempts:
@@ -255,12 +271,21 @@ class Worker:
             else:
                 jobs.run(run)
         except JobNotRunnableError as lost:
-            log.info("job %s was taken from %s: %s", job_uuid, self.worker_id, lost.reason)
+            run.outcome = "lost"
+            log.info("job %s was taken from %s: %s", job_uuid, self.worker_id, lost.reason,
+                     extra=fields)
         except DomainError as refusal:
-            log.exception("job %s hit a domain refusal", job_uuid)
+            log.exception("job %s hit a domain refusal", job_uuid, extra=fields)
             run.fail(str(refusal) or type(refusal).__name__)
         finally:
             run.release()
+            if run.outcome in ("succeeded", "failed"):
+                log.info("job %s %s", run.job["name"], run.outcome,
+                         extra={**fields, "outcome": run.outcome})
+            elif run.outcome is None:
+                log.warning("job %s left unfinished: another worker takes it over once its "
+                            "lease expires", run.job["name"],
+                            extra={**fields, "outcome": "unfinished"})
         return True
 
     def run_pending(self) -> int:

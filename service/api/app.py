@@ -18,14 +18,18 @@ from service.api import (
     routes_vms, routes_volumes,
 )
 from service.api.auth import TokenFileError, Tokens, authorize
-from service.api.deps import new_request_id
+from service.api.deps import bind_log_fields, new_request_id
 from service.api.openapi import declare_request_bodies
 from service import metrics
 from service.container import Services
+from service.logs import bind, log_context
 from service.settings import Settings
 from service.versioning import InvalidVersionError, behaviour_for, negotiate
 
 log = logging.getLogger(__name__)
+# One line per request, when it is answered (uvicorn's own access log is off: this one has
+# the route template, the duration and the scope's fields).
+access_log = logging.getLogger("vmledger.access")
 
 # How long `serve` keeps an idle keep-alive connection (seconds; uvicorn's default is 5), also
 # announced on every response as `Keep-Alive: timeout=N`. The VMAPI client pools connections
@@ -72,7 +76,8 @@ def create_app(
         version="2.0.0",
         description="An event-sourced VM lifecycle service with Triton VMAPI's shapes.",
         lifespan=lifespan,
-        dependencies=[Depends(authorize)],  # every route's roles: auth.ROUTE_ROLES
+        # every route's roles (auth.ROUTE_ROLES); the VM and job of the path in the logs
+        dependencies=[Depends(authorize), Depends(bind_log_fields)],
     )
     app.state.tokens = tokens
     declare_request_bodies(app)
@@ -92,42 +97,68 @@ def create_app(
     async def envelope(request: Request,
                        call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         request.state.request_id = request.headers.get("x-request-id") or new_request_id()
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
-            response: Response = JSONResponse(
-                errors.body("PayloadTooLarge", f"body over {settings.max_body_bytes} bytes"),
-                status_code=413)
-        else:
+        started = time.perf_counter()
+        # Every line logged while handling the request carries its id (and, once known, the
+        # actor, and the VM and job its route handles: deps.bind_log_fields, deps.accepted).
+        with log_context(request_id=request.state.request_id):
             try:
-                version = negotiate(request.headers.get("accept-version"))
-            except InvalidVersionError as error:
-                response = JSONResponse(
-                    errors.body("InvalidVersion", str(error), supported=error.supported),
-                    status_code=400)
-            else:
-                request.state.behaviour = behaviour_for(version)
-                try:
-                    principal = tokens.authenticate(request.headers.get("authorization"))
-                except errors.UnauthorizedError as error:
-                    response = errors.api_error_response(error)
-                else:
-                    request.state.principal = principal
-                    request.state.actor = principal.name
-                    started = time.perf_counter()
-                    response = await call_next(request)
-                    route = getattr(request.scope.get("route"), "path", None) or "unmatched"
-                    if request.method in ("POST", "PUT", "DELETE"):
-                        metrics.COMMAND_LATENCY.labels(route=f"{request.method} {route}").observe(
-                            time.perf_counter() - started)
-                response.headers["Api-Version"] = version
-        metrics.REQUESTS.labels(
-            route=getattr(request.scope.get("route"), "path", None) or "unmatched",
-            status=str(response.status_code)).inc()
+                response = await _respond(request, call_next)
+            except Exception:
+                access_log.exception("%s %s failed", request.method, request.url.path,
+                                     extra=_access_fields(request, 500, started))
+                raise
+            route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+            metrics.REQUESTS.labels(route=route, status=str(response.status_code)).inc()
+            access_log.info("%s %s %s", request.method, request.url.path,
+                            response.status_code,
+                            extra=_access_fields(request, response.status_code, started))
         response.headers["x-request-id"] = request.state.request_id
         response.headers["Keep-Alive"] = f"timeout={KEEP_ALIVE_S}"
         return response
 
+    async def _respond(request: Request,
+                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
+            return JSONResponse(
+                errors.body("PayloadTooLarge", f"body over {settings.max_body_bytes} bytes"),
+                status_code=413)
+        try:
+            version = negotiate(request.headers.get("accept-version"))
+        except InvalidVersionError as error:
+            return JSONResponse(errors.body("InvalidVersion", str(error),
+                                            supported=error.supported), status_code=400)
+        request.state.behaviour = behaviour_for(version)
+        try:
+            principal = tokens.authenticate(request.headers.get("authorization"))
+        except errors.UnauthorizedError as error:
+            response: Response = errors.api_error_response(error)
+        else:
+            request.state.principal = principal
+            request.state.actor = principal.name
+            bind(actor=principal.name)
+            started = time.perf_counter()
+            response = await call_next(request)
+            route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+            if request.method in ("POST", "PUT", "DELETE"):
+                metrics.COMMAND_LATENCY.labels(route=f"{request.method} {route}").observe(
+                    time.perf_counter() - started)
+        response.headers["Api-Version"] = version
+        return response
+
     return app
+
+
+def _access_fields(request: Request, status: int, started: float) -> dict[str, object]:
+    """The fields of a request's closing log line (beside the scope's request id, actor, VM
+    and job)."""
+    return {
+        "method": request.method,
+        "path": request.url.path,
+        "route": getattr(request.scope.get("route"), "path", None) or "unmatched",
+        "status": status,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+    }
 
 
 class BodyLimit:
