@@ -77,10 +77,14 @@ def project() -> None:
 
 @cli.command()
 def work() -> None:
-    """Run a job worker until interrupted (production mode; several may run at once)."""
+    """Run a job worker until interrupted (production mode; several may run at once). The
+    first SIGINT or SIGTERM stops it taking jobs and lets the job in hand finish; a second
+    leaves that job to its lease (docs/operations.md, "Stopping processes")."""
+    from service.worker import stop_on_signals
+
     setup_logging(Settings())
     services = _services()
-    stop = _wait_for_signal()
+    stop = stop_on_signals(services.worker)
     serve_process_metrics(services.settings.metrics_address)  # lease takeovers, retries
     try:
         services.worker.run_forever(stop, services.settings.worker_poll_s)

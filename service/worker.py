@@ -9,6 +9,7 @@ next begins, and every save re-checks that this worker still holds the job.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 import time
 import uuid as uuidlib
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 # The servers to try, best first (the claim on each server's stream decides).
 Placement = Callable[[Vm], list[str]]
 
-__all__ = ["Placement", "Worker", "utcnow"]
+__all__ = ["Placement", "Worker", "stop_on_signals", "utcnow"]
 
 
 class Worker:
@@ -65,9 +66,12 @@ class Worker:
         self._periodic_at = 0.0
         self._wake = threading.Event()
 
-    def run_vm(self, vm_uuid: str) -> bool:
+    def run_vm(self, vm_uuid: str, stop: threading.Event | None = None) -> bool:
         """Claim and run the VM's head job if it is free; True if a job ran. Its log lines
-        carry the VM, the job and this worker as the actor (service/logs.py)."""
+        carry the VM, the job and this worker as the actor (service/logs.py).
+
+        Once ``stop`` is set no job is claimed (False); a job claimed before is run to its end.
+        """
         vm = self.commands.load(vm_uuid)
         head = vm.head_job
         if head is None:
@@ -78,9 +82,12 @@ class Worker:
         actor = f"worker:{self.worker_id}"
         with log_context(actor=actor, vm_uuid=vm_uuid, job_uuid=head["uuid"]):
             return self._claim_and_run(vm_uuid, head["uuid"], now,
-                                       make_cause(actor, job_uuid=head["uuid"]))
+                                       make_cause(actor, job_uuid=head["uuid"]), stop)
 
-    def _claim_and_run(self, vm_uuid: str, job_uuid: str, now: datetime, cause: Cause) -> bool:
+    def _claim_and_run(self, vm_uuid: str, job_uuid: str, now: datetime, cause: Cause,
+                       stop: threading.Event | None) -> bool:
+        if stop is not None and stop.is_set():
+            return False  # stopping: the last moment a claim can be given up
         try:
             _, vm, _ = self.commands.change(vm_uuid, lambda v: v.start_job(
                 job_uuid, worker=self.worker_id, now=now, lease_expires_at=now + self.lease,
@@ -120,14 +127,17 @@ class Worker:
                             extra={**fields, "outcome": "unfinished"})
         return True
 
-    def run_pending(self) -> int:
-        """One pass over the VMs with unfinished jobs; how many jobs ran (none while paused)."""
+    def run_pending(self, stop: threading.Event | None = None) -> int:
+        """One pass over the VMs with unfinished jobs; how many jobs ran (none while paused).
+        Once ``stop`` is set it claims no further job and ends the pass."""
         if self.paused():
             return 0
         ran = 0
         for vm_uuid in self.find_work():
-            while self.run_vm(vm_uuid):
+            while self.run_vm(vm_uuid, stop):
                 ran += 1
+            if stop is not None and stop.is_set():
+                break
         return ran
 
     def _run_periodic(self) -> None:
@@ -141,13 +151,49 @@ class Worker:
         self._wake.set()
 
     def run_forever(self, stop: threading.Event, poll_s: float) -> None:
-        """Run pending jobs until ``stop`` is set, waiting ``poll_s`` (or a wake-up) between."""
+        """Run pending jobs until ``stop`` is set, waiting ``poll_s`` (or a wake-up) between.
+
+        Shutting down (docs/operations.md, "Stopping processes"): once ``stop`` is set the
+        worker claims no new job; the job it is running goes on to its end (its lease still
+        renewed), and then this returns. Nothing is released or failed on the way out: a job
+        the process does not live to finish keeps its lease until it expires, and then
+        another worker takes it over.
+        """
         while not stop.is_set():
             self._wake.clear()
             try:
                 self._run_periodic()
-                self.run_pending()
+                self.run_pending(stop)
             except Exception:  # noqa: BLE001 - a worker must outlive one bad pass
                 log.exception("worker pass failed")
                 stop.wait(poll_s)
-            self._wake.wait(poll_s)
+            if not stop.is_set():
+                self._wake.wait(poll_s)
+        log.info("worker %s stopped: it takes no more jobs", self.worker_id)
+
+
+def stop_on_signals(worker: Worker) -> threading.Event:
+    """Shutdown of a ``vmledger work`` process (docs/operations.md, "Stopping processes").
+
+    Returns the event to give ``worker.run_forever``. The first SIGINT or SIGTERM sets it: the
+    worker takes no new job and finishes the one in hand. A second raises ``SystemExit(1)``
+    in the main thread (where the job runs), so the process ends at once, leaving that job
+    running under its lease: no event is appended for it, and another worker takes it over
+    when the lease expires. Call from the main thread.
+    """
+    stop = threading.Event()
+
+    def handle(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if stop.is_set():
+            log.warning("%s again: exiting now; a job in hand keeps its lease until it "
+                        "expires, then another worker takes it over", name)
+            raise SystemExit(1)
+        stop.set()
+        worker.wake()
+        log.info("%s: taking no new jobs; a job in hand runs to its end (send %s again to "
+                 "leave it to its lease)", name, name)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handle)
+    return stop
