@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -187,6 +188,33 @@ class JobQueries:
                 (limit,),
             )
             return [row["vm_uuid"] for row in tx.fetchall()]
+
+
+    def gauges(self) -> JobGauges:
+        """The job figures ``/metrics`` publishes, read in one transaction: how many jobs are
+        in each execution state (every state listed, 0 when none) and the most unfinished
+        (queued + running) jobs any one VM has (0 with none)."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT execution, COUNT(*) AS n FROM job_view GROUP BY execution")
+            counts = {row["execution"]: int(row["n"]) for row in tx.fetchall()}
+            tx.execute(
+                "SELECT COALESCE(MAX(n), 0) AS depth FROM (SELECT COUNT(*) AS n FROM job_view "
+                "WHERE execution IN ('queued', 'running') GROUP BY vm_uuid) AS per_vm"
+            )
+            row = tx.fetchone()
+        return JobGauges(
+            by_execution={e.value: counts.get(e.value, 0) for e in Execution},
+            max_queue_depth=int(row["depth"]) if row else 0,
+        )
+
+
+@dataclass(frozen=True)
+class JobGauges:
+    """Job figures at one moment of ``job_view``: jobs per execution state, and the largest
+    number of unfinished (queued + running) jobs of any one VM."""
+
+    by_execution: dict[str, int]
+    max_queue_depth: int
 
 
 class StuckCandidates:

@@ -16,6 +16,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from service.container import Services
+from service.logs import setup_logging
+from service.metrics import serve_process_metrics
 from service.settings import Settings
 
 cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_args_is_help=True)
@@ -52,19 +54,20 @@ def serve(
 
     settings = Settings()
     refuse_open_bind_without_tokens(settings, host)
-    logging.basicConfig(level=logging.INFO)
+    log_config = setup_logging(settings)
     uvicorn.run(
         "service.api.app:create_app", factory=True, host=host, port=port, workers=workers,
-        log_level="info", timeout_keep_alive=KEEP_ALIVE_S,
+        log_config=log_config, log_level=settings.log_level.lower(), access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
 
 
 @cli.command()
 def project() -> None:
     """Run the projection runner until interrupted (production mode)."""
-    logging.basicConfig(level=logging.INFO)
     from service.storage import wake_on_appends
 
+    setup_logging(Settings())
     services = _services()
     stop = _wait_for_signal()
     wake_on_appends(services.app.recorder, services.projections.wake, stop)
@@ -77,10 +80,15 @@ def project() -> None:
 
 @cli.command()
 def work() -> None:
-    """Run a job worker until interrupted (production mode; several may run at once)."""
-    logging.basicConfig(level=logging.INFO)
+    """Run a job worker until interrupted (production mode; several may run at once). The
+    first SIGINT or SIGTERM stops it taking jobs and lets the job in hand finish; a second
+    leaves that job to its lease (docs/operations.md, "Stopping processes")."""
+    from service.worker import stop_on_signals
+
+    setup_logging(Settings())
     services = _services()
-    stop = _wait_for_signal()
+    stop = stop_on_signals(services.worker)
+    serve_process_metrics(services.settings.metrics_address)  # lease takeovers, retries
     try:
         services.worker.run_forever(stop, services.settings.worker_poll_s)
     finally:

@@ -13,7 +13,7 @@ from domain.server import InsufficientCapacityError
 from domain.states import JobName, VmState
 from domain.vm import Vm
 from service.compute.driver import ComputeError
-from service.worker import JobRun, StepFailedError
+from service.job_run import JobRun, StepFailedError
 
 
 def run(job: JobRun) -> None:

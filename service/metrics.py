@@ -1,8 +1,30 @@
-"""Prometheus metrics of this process (served at ``GET /metrics``)."""
+"""Prometheus metrics (served at ``GET /metrics``; docs/operations.md, "Health and metrics").
+
+Two kinds, because vmledger runs as several processes:
+
+- counters, gauges and histograms of what *this process* did (requests, command latency,
+  version-conflict retries, lease takeovers by its job worker, the lag its projection runner
+  saw), kept in the process-wide ``prometheus_client.REGISTRY``;
+- figures of the whole fleet's jobs (``JobCollector``), read from the ``job_view`` read model
+  at scrape time, so every process that serves them publishes the same numbers whichever
+  process ran or projected the jobs (sum the former across processes, never the latter).
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import logging
+from collections.abc import Callable, Iterator
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, \
+    generate_latest, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from domain.states import Execution
+from projections.job_view import JobGauges
+
+log = logging.getLogger(__name__)
 
 VERSION_CONFLICT_RETRIES = Counter(
     "vmledger_version_conflict_retries_total",
@@ -20,8 +42,86 @@ PROJECTION_LAG = Gauge(
     "runner last saw it)",
     ["read_model"],
 )
+LEASE_TAKEOVERS = Counter(
+    "vmledger_job_lease_takeovers_total",
+    "Jobs this process's worker took over from another worker whose lease had expired",
+)
 
 
 def report_projection_lag(read_model: str, lag: int) -> None:
     """The projection runner's ``on_lag`` callback: set the read model's lag gauge."""
     PROJECTION_LAG.labels(read_model=read_model).set(lag)
+
+
+class JobCollector(Collector):
+    """The fleet's job figures, read from ``job_view`` at every scrape (``read`` is
+    ``JobQueries.gauges``):
+
+    - ``vmledger_jobs{execution}``: jobs per execution state (queued, running, succeeded,
+      failed, canceled; ``domain.states.Execution``);
+    - ``vmledger_vm_queue_depth_max``: the most unfinished (queued + running) jobs any one VM
+      has.
+
+    They are as current as ``job_view`` (its lag is ``vmledger_projection_lag_events`` and
+    ``/ping``). If the database cannot be read the scrape leaves both out (and logs a
+    warning) rather than failing: alert on their absence.
+    """
+
+    def __init__(self, read: Callable[[], JobGauges]):
+        self.read = read
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        """The families, without reading the database (for the registry's name check)."""
+        yield from self._families(None)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """The families with their values, read now."""
+        try:
+            gauges = self.read()
+        except Exception as error:  # noqa: BLE001 - a scrape must not fail on the database
+            log.warning("job metrics left out of this scrape: %s: %s",
+                        type(error).__name__, error)
+            return
+        yield from self._families(gauges)
+
+    @staticmethod
+    def _families(gauges: JobGauges | None) -> Iterator[GaugeMetricFamily]:
+        jobs = GaugeMetricFamily(
+            "vmledger_jobs", "Jobs by execution state (from the job_view read model)",
+            labels=["execution"])
+        depth = GaugeMetricFamily(
+            "vmledger_vm_queue_depth_max",
+            "The most queued and running jobs any one VM has (from the job_view read model)")
+        if gauges is not None:
+            for execution in Execution:
+                jobs.add_metric([execution.value], gauges.by_execution.get(execution.value, 0))
+            depth.add_metric([], gauges.max_queue_depth)
+        yield jobs
+        yield depth
+
+
+def fleet_registry(read: Callable[[], JobGauges]) -> CollectorRegistry:
+    """A registry holding one ``JobCollector`` (one per app: the collector reads that app's
+    database, so it is not put in the process-wide registry)."""
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(JobCollector(read))
+    return registry
+
+
+def exposition(*registries: CollectorRegistry) -> bytes:
+    """The text format of this process's metrics followed by those of ``registries``."""
+    return b"".join(generate_latest(r) for r in (REGISTRY, *registries))
+
+
+def serve_process_metrics(address: str | None) -> WSGIServer | None:
+    """Serve this process's metrics (the process-wide registry only) over HTTP at
+    ``address`` (``HOST:PORT``; an empty host is 127.0.0.1) from a daemon thread, for
+    processes that serve no API (``vmledger work``). Returns the server (``server_port`` is
+    the port bound, ``shutdown()`` stops it), or None when ``address`` is unset. Raises
+    ``OSError`` if the address cannot be bound."""
+    if not address:
+        return None
+    host, _, port = address.rpartition(":")
+    server, _ = start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1")
+    log.info("serving this process's metrics on port %s at /metrics", server.server_port)
+    return server

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -23,7 +23,11 @@ class Settings(BaseSettings):
         description="sqlite:///PATH or postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME",
     )
     driver: Literal["simulated"] = "simulated"
-    tokens_file: Path | None = None
+    tokens_file: Path | None = Field(
+        None, description="the bearer-token file (TOML, or JSON if it ends in .json)")
+    tokens: str | None = Field(
+        None, description="the bearer tokens as JSON: a list of the tokens file's entries "
+        "(not together with tokens_file)")
     sim_servers: int = Field(8, ge=1, le=10_000, description="simulated compute nodes")
     sim_server_ram_mib: int = Field(262_144, ge=1, description="RAM of each simulated server")
     sim_server_cpus: int = Field(64, ge=1, description="CPUs of each simulated server")
@@ -64,6 +68,14 @@ class Settings(BaseSettings):
         "(default: yes on SQLite, no on PostgreSQL where `project` and `work` run apart)",
     )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="request body size limit")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
+        "INFO", description="the lowest level logged (any case)")
+    log_format: Literal["json", "text"] = Field(
+        "json", description="json: one JSON object per line; text: for a terminal")
+    metrics_address: str | None = Field(
+        None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):[0-9]{1,5}$",
+        description="HOST:PORT where `vmledger work` serves its process's metrics "
+        "(unset: it serves none)")
 
     @field_validator("database_url")
     @classmethod
@@ -71,6 +83,30 @@ class Settings(BaseSettings):
         if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
             raise ValueError("must start with sqlite:/// or postgresql://")
         return url
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level_any_case(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _format_any_case(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> Settings:
+        # Two sources would make revoking a token a matter of remembering both: refuse.
+        if self.tokens is not None and self.tokens_file is not None:
+            raise ValueError("VMLEDGER_TOKENS and VMLEDGER_TOKENS_FILE are both set: "
+                             "configure the tokens in one place only")
+        return self
+
+    @property
+    def tokens_configured(self) -> bool:
+        """Whether tokens are configured at all (a file or ``VMLEDGER_TOKENS``); without them
+        the service runs in open local mode, on loopback only."""
+        return self.tokens is not None or self.tokens_file is not None
 
     @property
     def backend(self) -> Literal["sqlite", "postgres"]:

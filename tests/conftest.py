@@ -9,9 +9,12 @@ PostgreSQL cannot be reached the PostgreSQL tests skip with a message, unless
 
 from __future__ import annotations
 
+import io
+import json
+import logging
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -20,6 +23,7 @@ from fastapi.testclient import TestClient
 
 from service.api.app import create_app
 from service.container import Services
+from service.logs import JsonFormatter
 from service.settings import Settings
 
 ADMIN_URL = os.environ.get(
@@ -98,3 +102,22 @@ def client(services: Services) -> Iterator[TestClient]:
     app = create_app(services=services, background=True)
     with TestClient(app) as http:
         yield http
+
+
+@pytest.fixture
+def json_logs() -> Iterator[Callable[[], list[dict]]]:
+    """What the JSON formatter writes while the test runs (the root logger at INFO, from every
+    thread): call it for the lines so far, each parsed (a line that is not one JSON object
+    fails the test)."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)

@@ -17,15 +17,19 @@ from service.api import (
     errors, routes_agents, routes_jobs, routes_ops, routes_servers, routes_sim, routes_stats,
     routes_vms, routes_volumes,
 )
-from service.api.auth import Tokens, authorize
-from service.api.deps import new_request_id
+from service.api.auth import TokenFileError, Tokens, authorize
+from service.api.deps import bind_log_fields, new_request_id
 from service.api.openapi import declare_request_bodies
 from service import metrics
 from service.container import Services
+from service.logs import bind, log_context
 from service.settings import Settings
 from service.versioning import InvalidVersionError, behaviour_for, negotiate
 
 log = logging.getLogger(__name__)
+# One line per request, when it is answered (uvicorn's own access log is off: this one has
+# the route template, the duration and the scope's fields).
+access_log = logging.getLogger("vmledger.access")
 
 # How long `serve` keeps an idle keep-alive connection (seconds; uvicorn's default is 5), also
 # announced on every response as `Keep-Alive: timeout=N`. The VMAPI client pools connections
@@ -47,12 +51,13 @@ def create_app(
     ``settings.embedded_runners``, which defaults to yes on SQLite (embedded mode).
     """
     settings = settings or (services.settings if services else Settings())
-    tokens = Tokens.load(settings.tokens_file)  # a bad file stops start-up, naming the entry
+    tokens = Tokens.from_settings(settings)  # a bad entry stops start-up, naming it
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own = services is None
         app.state.services = services or Services.build(settings)
+        app.state.metrics_registry = metrics.fleet_registry(app.state.services.jobs.gauges)
         run_here = background
         if run_here is None:
             run_here = settings.embedded_runners
@@ -71,7 +76,8 @@ def create_app(
         version="2.0.0",
         description="An event-sourced VM lifecycle service with Triton VMAPI's shapes.",
         lifespan=lifespan,
-        dependencies=[Depends(authorize)],  # every route's roles: auth.ROUTE_ROLES
+        # every route's roles (auth.ROUTE_ROLES); the VM and job of the path in the logs
+        dependencies=[Depends(authorize), Depends(bind_log_fields)],
     )
     app.state.tokens = tokens
     declare_request_bodies(app)
@@ -91,42 +97,68 @@ def create_app(
     async def envelope(request: Request,
                        call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         request.state.request_id = request.headers.get("x-request-id") or new_request_id()
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
-            response: Response = JSONResponse(
-                errors.body("PayloadTooLarge", f"body over {settings.max_body_bytes} bytes"),
-                status_code=413)
-        else:
+        started = time.perf_counter()
+        # Every line logged while handling the request carries its id (and, once known, the
+        # actor, and the VM and job its route handles: deps.bind_log_fields, deps.accepted).
+        with log_context(request_id=request.state.request_id):
             try:
-                version = negotiate(request.headers.get("accept-version"))
-            except InvalidVersionError as error:
-                response = JSONResponse(
-                    errors.body("InvalidVersion", str(error), supported=error.supported),
-                    status_code=400)
-            else:
-                request.state.behaviour = behaviour_for(version)
-                try:
-                    principal = tokens.authenticate(request.headers.get("authorization"))
-                except errors.UnauthorizedError as error:
-                    response = errors.api_error_response(error)
-                else:
-                    request.state.principal = principal
-                    request.state.actor = principal.name
-                    started = time.perf_counter()
-                    response = await call_next(request)
-                    route = getattr(request.scope.get("route"), "path", None) or "unmatched"
-                    if request.method in ("POST", "PUT", "DELETE"):
-                        metrics.COMMAND_LATENCY.labels(route=f"{request.method} {route}").observe(
-                            time.perf_counter() - started)
-                response.headers["Api-Version"] = version
-        metrics.REQUESTS.labels(
-            route=getattr(request.scope.get("route"), "path", None) or "unmatched",
-            status=str(response.status_code)).inc()
+                response = await _respond(request, call_next)
+            except Exception:
+                access_log.exception("%s %s failed", request.method, request.url.path,
+                                     extra=_access_fields(request, 500, started))
+                raise
+            route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+            metrics.REQUESTS.labels(route=route, status=str(response.status_code)).inc()
+            access_log.info("%s %s %s", request.method, request.url.path,
+                            response.status_code,
+                            extra=_access_fields(request, response.status_code, started))
         response.headers["x-request-id"] = request.state.request_id
         response.headers["Keep-Alive"] = f"timeout={KEEP_ALIVE_S}"
         return response
 
+    async def _respond(request: Request,
+                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
+            return JSONResponse(
+                errors.body("PayloadTooLarge", f"body over {settings.max_body_bytes} bytes"),
+                status_code=413)
+        try:
+            version = negotiate(request.headers.get("accept-version"))
+        except InvalidVersionError as error:
+            return JSONResponse(errors.body("InvalidVersion", str(error),
+                                            supported=error.supported), status_code=400)
+        request.state.behaviour = behaviour_for(version)
+        try:
+            principal = tokens.authenticate(request.headers.get("authorization"))
+        except errors.UnauthorizedError as error:
+            response: Response = errors.api_error_response(error)
+        else:
+            request.state.principal = principal
+            request.state.actor = principal.name
+            bind(actor=principal.name)
+            started = time.perf_counter()
+            response = await call_next(request)
+            route = getattr(request.scope.get("route"), "path", None) or "unmatched"
+            if request.method in ("POST", "PUT", "DELETE"):
+                metrics.COMMAND_LATENCY.labels(route=f"{request.method} {route}").observe(
+                    time.perf_counter() - started)
+        response.headers["Api-Version"] = version
+        return response
+
     return app
+
+
+def _access_fields(request: Request, status: int, started: float) -> dict[str, object]:
+    """The fields of a request's closing log line (beside the scope's request id, actor, VM
+    and job)."""
+    return {
+        "method": request.method,
+        "path": request.url.path,
+        "route": getattr(request.scope.get("route"), "path", None) or "unmatched",
+        "status": status,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+    }
 
 
 class BodyLimit:
@@ -157,11 +189,16 @@ class BodyLimit:
 
 
 def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:
-    """With no tokens configured, refuse to listen on anything but loopback (api.md, "Roles").
+    """Check the tokens before serving: bad tokens stop start-up with a message naming the
+    entry, and with no tokens configured only loopback is allowed (api.md, "Roles").
 
     Raises ``SystemExit`` with the reason.
     """
-    if settings.tokens_file is not None:
+    try:
+        Tokens.from_settings(settings)
+    except TokenFileError as error:
+        raise SystemExit(f"vmledger: {error}") from None
+    if settings.tokens_configured:
         return
     try:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
@@ -169,6 +206,7 @@ def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:
         loopback = False
     if not loopback:
         raise SystemExit(
-            f"refusing to listen on {host}: no tokens are configured (VMLEDGER_TOKENS_FILE), "
-            "so only loopback addresses (127.0.0.1, ::1, localhost) are allowed"
+            f"refusing to listen on {host}: no tokens are configured (VMLEDGER_TOKENS_FILE or "
+            "VMLEDGER_TOKENS), so only loopback addresses (127.0.0.1, ::1, localhost) are "
+            "allowed"
         )

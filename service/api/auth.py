@@ -1,10 +1,11 @@
 """Bearer tokens and roles (api.md, "Roles"; docs/operations.md, "Tokens and roles").
 
-Tokens are configured in ``VMLEDGER_TOKENS_FILE``: one entry per token with its ``name``,
+Tokens are configured in ``VMLEDGER_TOKENS_FILE`` or, as JSON, in ``VMLEDGER_TOKENS`` (one or
+the other, never both: ``Settings`` refuses that): one entry per token with its ``name``,
 ``role``, ``owner_uuid`` (owner) or ``server_uuid`` (agent) and the token's SHA-256 (never the
 token itself). A presented token is hashed and compared with every configured hash in constant
-time (``hmac.compare_digest``). With no tokens file the service runs in open local mode: every
-caller is an ``operator`` named ``anonymous`` (and ``serve`` listens on loopback only).
+time (``hmac.compare_digest``). With no tokens configured the service runs in open local mode:
+every caller is an ``operator`` named ``anonymous`` (and ``serve`` listens on loopback only).
 
 Who may call what is one table, ``ROUTE_ROLES`` ((method, path template) → roles), enforced by
 ``authorize``, an app-wide dependency; a route missing from the table is refused to everyone
@@ -27,6 +28,7 @@ from typing import Any
 from fastapi import Request
 
 from service.api.errors import ForbiddenError, UnauthorizedError
+from service.settings import Settings
 
 OPERATOR, OWNER, AGENT, AUDITOR, ANALYST = "operator", "owner", "agent", "auditor", "analyst"
 ROLES = (OPERATOR, OWNER, AGENT, AUDITOR, ANALYST)
@@ -104,7 +106,8 @@ OPEN = Principal("anonymous", OPERATOR)
 
 
 class TokenFileError(ValueError):
-    """The tokens file cannot be used (the message names the entry and the problem)."""
+    """The configured tokens (the file, or ``VMLEDGER_TOKENS``) cannot be used; the message
+    names the source, the entry and the problem."""
 
 
 @dataclass(frozen=True)
@@ -125,27 +128,60 @@ class Tokens:
         return not self._entries
 
     @classmethod
+    def from_settings(cls, settings: Settings) -> Tokens:
+        """The tokens of ``VMLEDGER_TOKENS`` (JSON) or of ``VMLEDGER_TOKENS_FILE``; none
+        configured is open local mode. Raises ``TokenFileError`` naming the source, the entry
+        and the problem."""
+        if settings.tokens is not None:
+            return cls.from_json(settings.tokens, source="VMLEDGER_TOKENS")
+        return cls.load(settings.tokens_file)
+
+    @classmethod
     def load(cls, path: Path | None) -> Tokens:
         """Read a tokens file: TOML (``[[tokens]]`` tables) or, for a ``.json`` file, a JSON
         list of objects. Raises ``TokenFileError`` naming the bad entry."""
         if path is None:
             return cls([])
+        source = f"tokens file {path}"
         try:
             text = Path(path).read_text()
-            if str(path).endswith(".json"):
-                raw = json.loads(text)
-                entries = raw.get("tokens", []) if isinstance(raw, dict) else raw
-            else:
-                entries = tomllib.loads(text).get("tokens", [])
-        except (OSError, ValueError) as error:
-            raise TokenFileError(f"tokens file {path}: {error}") from None
+        except OSError as error:
+            raise TokenFileError(f"{source}: {error}") from None
+        if str(path).endswith(".json"):
+            return cls.from_json(text, source=source)
+        try:
+            entries = tomllib.loads(text).get("tokens", [])
+        except ValueError as error:
+            raise TokenFileError(f"{source}: {error}") from None
+        return cls._build(entries, source, expected="[[tokens]] entries")
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str) -> Tokens:
+        """Tokens from JSON text: a list of entry objects (or ``{"tokens": [...]}``), as in a
+        ``.json`` tokens file. Raises ``TokenFileError`` starting with ``source``."""
+        if not text.strip():
+            raise TokenFileError(f"{source}: is empty (unset it for open local mode, or give "
+                                 "a JSON list of token entries)")
+        try:
+            raw = json.loads(text)
+        except ValueError as error:
+            raise TokenFileError(f"{source}: not valid JSON ({error}); expected a JSON list "
+                                 "of token entries") from None
+        entries = raw.get("tokens", []) if isinstance(raw, dict) else raw
+        return cls._build(entries, source, expected="a JSON list of token entries")
+
+    @classmethod
+    def _build(cls, entries: Any, source: str, *, expected: str) -> Tokens:
         if not isinstance(entries, list) or not entries:
-            raise TokenFileError(f"tokens file {path}: no tokens (expected [[tokens]] entries)")
-        tokens = [_parse(entry, i) for i, entry in enumerate(entries)]
+            raise TokenFileError(f"{source}: no tokens (expected {expected})")
+        try:
+            tokens = [_parse(entry, i) for i, entry in enumerate(entries)]
+        except TokenFileError as error:
+            raise TokenFileError(f"{source}: {error}") from None
         names = [t.principal.name for t in tokens]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise TokenFileError(f"tokens file {path}: duplicate names {duplicates}")
+            raise TokenFileError(f"{source}: duplicate names {duplicates}")
         return cls(tokens)
 
     def authenticate(self, authorization: str | None) -> Principal:

@@ -20,6 +20,7 @@ from service.api.errors import UnavailableError, invalid_parameters
 from service.application import Accepted
 from service.container import Services
 from service.idempotency import IdempotencyKey
+from service.logs import bind
 from service.versioning import OLDEST, Behaviour
 
 M = TypeVar("M", bound=BaseModel)
@@ -110,9 +111,18 @@ def wait_for_job(services: Services, job_uuid: str, timeout_s: float) -> dict[st
         time.sleep(0.01)
 
 
+async def bind_log_fields(request: Request) -> None:
+    """An app-wide dependency: the ``vm_uuid`` and ``job_uuid`` of the route's path go into
+    the request's log scope (service/logs.py), so its lines, the closing one included, carry
+    them. Async, so it runs in the request's own context."""
+    bind(vm_uuid=request.path_params.get("vm_uuid"),
+         job_uuid=request.path_params.get("job_uuid"))
+
+
 def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> JSONResponse:
     """The answer to an accepted command: ``{vm_uuid, job_uuid}`` (VMAPI), the VM version as
     ``ETag``, the log position, and ``workflow-api`` (where the VMAPI client polls jobs)."""
+    bind(vm_uuid=result.vm_uuid, job_uuid=result.job_uuid)  # the request's closing log line
     headers = {
         "ETag": f'"{result.version}"',
         "Location": f"/vms/{result.vm_uuid}",

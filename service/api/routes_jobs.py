@@ -68,7 +68,8 @@ def get_job(job_uuid: str, request: Request) -> JSONResponse:
     services = services_of(request)
     query = Query(request, set())
     query.check()
-    read_your_writes(request, services, ("job_view",), eventual=query.eventual)
+    # vm_view too: an owner's visibility is its VM's owner there (_visible)
+    read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
     job = services.jobs.get(job_uuid.lower())
     if job is None or not _visible(services, job, query.owner_uuid):
         raise JobNotFoundError(job_uuid)
@@ -90,8 +91,9 @@ def wait_job(job_uuid: str, request: Request) -> JSONResponse:
     query = Query(request, {"timeout"})
     timeout = query.integer("timeout", minimum=0, maximum=MAX_WAIT_S)
     query.check()
-    # Read-your-writes first: a job just accepted is found even with timeout=0.
-    read_your_writes(request, services, ("job_view",), eventual=query.eventual)
+    # Read-your-writes first: a job just accepted is found even with timeout=0 (vm_view too:
+    # an owner's visibility is its VM's owner there).
+    read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
     found = services.jobs.get(job_uuid.lower())
     if found is None or not _visible(services, found, query.owner_uuid):
         raise JobNotFoundError(job_uuid)

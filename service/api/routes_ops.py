@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
+from service import metrics as process_metrics
 from service.api.deps import services_of
 from service.api.errors import UnavailableError
 
@@ -30,6 +31,7 @@ def ping(request: Request) -> JSONResponse:
 
 
 @router.get("/metrics")
-def metrics() -> Response:
-    """Prometheus metrics."""
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+def metrics(request: Request) -> Response:
+    """Prometheus metrics: this process's, and the fleet's jobs from ``job_view``."""
+    fleet = request.app.state.metrics_registry
+    return Response(process_metrics.exposition(fleet), media_type=CONTENT_TYPE_LATEST)

@@ -140,3 +140,27 @@ def test_every_terminal_job_has_a_chain_result_whose_last_error_is_empty_iff_it_
         assert (not last_error) == (job["execution"] == "succeeded"), job
         assert (not job["error"]) == (job["execution"] == "succeeded"), job
         assert job["finished_at"] is not None
+
+
+def test_an_owner_scoped_read_of_a_job_just_accepted_finds_it(services, monkeypatch) -> None:
+    # An owner sees a job through its VM's owner in vm_view: GetJob and WaitJob must wait for
+    # vm_view as well as job_view, or a job just accepted is 404 while vm_view lags.
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+    from tests.api.helpers import OWNER
+
+    wait_for = services.projections.wait_for
+
+    def runner_catches_up_what_is_waited_for(position, names, timeout):
+        services.projections.catch_up(list(names))  # as a runner would meanwhile
+        return wait_for(position, names, timeout)
+
+    monkeypatch.setattr(services.projections, "wait_for", runner_catches_up_what_is_waited_for)
+    with TestClient(create_app(services=services, background=False)) as http:
+        job_uuid = create_vm(http)["job_uuid"]
+        got = http.get(f"/jobs/{job_uuid}", params={"owner_uuid": OWNER})
+        assert got.status_code == 200, got.text
+        waited = http.get(f"/jobs/{job_uuid}/wait", params={"owner_uuid": OWNER, "timeout": 0})
+        assert waited.status_code == 200, waited.text
+        assert waited.json()["execution"] == "queued"

@@ -1,0 +1,192 @@
+"""One claimed job as its worker works on it (``JobRun``): its steps, its lease and its outcome,
+recorded as the worker that holds it (service/worker.py claims jobs; service/jobs.py says what
+each job does).
+
+Each finished step is recorded before the next begins, and every save re-checks that this
+worker still holds the job.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from domain.errors import JobNotRunnableError
+from domain.vm import Vm, make_cause
+from projections.formats import rfc3339
+from service.compute.driver import ComputeDriver, ComputeError
+
+if TYPE_CHECKING:
+    from service.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class StepFailedError(Exception):
+    """A job step failed; the job ends failed with this message."""
+
+
+class PreconditionFailedError(StepFailedError):
+    """The VM changed under the job (another writer moved it on): the next step is not run."""
+
+
+class JobRun:
+    """One claimed job being worked on: records steps and the outcome as this worker, keeps
+    its lease alive, and runs no step whose preconditions no longer hold (Omicron #2209)."""
+
+    def __init__(self, worker: Worker, vm: Vm, job: dict[str, Any]):
+        self.worker = worker
+        self.vm = vm
+        self.job = job
+        self.job_uuid: str = job["uuid"]
+        self.params: dict[str, Any] = job["params"]
+        self.attempt: int = job["attempt"]
+        self.steps_recorded = 0
+        self.last_step_failed = False
+        self.cause = make_cause(f"worker:{worker.worker_id}", job_uuid=self.job_uuid)
+        # What the steps assume of the VM: where it was, as it was, when the job was claimed.
+        self.expected = (str(vm.state), vm.server_uuid)
+        self._lost: JobNotRunnableError | None = None
+        # How the job ended here: succeeded, failed, lost (taken over), None while running.
+        self.outcome: str | None = None
+        self._done = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    @property
+    def driver(self) -> ComputeDriver:
+        return self.worker.driver
+
+    # -- the lease --------------------------------------------------------------------------
+
+    def keep_lease(self) -> None:
+        """Renew the lease every third of its length until ``release`` (a daemon thread)."""
+        self._heartbeat = threading.Thread(  # in a copy of the job's log scope
+            target=contextvars.copy_context().run, args=(self._renew_until_done,),
+            name=f"lease-{self.job_uuid[:8]}", daemon=True)
+        self._heartbeat.start()
+
+    def release(self) -> None:
+        """Stop renewing the lease (the job ended, or was lost)."""
+        self._done.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+
+    def _renew_until_done(self) -> None:
+        lease = self.worker.lease
+        while not self._done.wait(lease.total_seconds() / 3):
+            expires = self.worker.clock() + lease
+            try:
+                self.worker.commands.change(self.vm.id, lambda vm: vm.renew_lease(
+                    self.job_uuid, worker=self.worker.worker_id, lease_expires_at=expires,
+                    cause=self.cause))
+            except JobNotRunnableError as lost:
+                self._lost = lost
+                return
+            except Exception:  # noqa: BLE001 - keep trying: the lease is not lost yet
+                log.exception("renewing the lease of job %s failed", self.job_uuid)
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _change(self, mutate: Callable[[Vm], None]) -> Vm:
+        if self._lost is not None:
+            raise self._lost
+        _, vm, _ = self.worker.commands.change(self.vm.id, mutate)
+        self.vm = vm
+        return vm
+
+    def _check_preconditions(self, name: str) -> None:
+        found = (str(self.vm.state), self.vm.server_uuid)
+        if found != self.expected:
+            error = (f"not run: the VM changed while the job ran (state {self.expected[0]} on "
+                     f"{self.expected[1]}, now {found[0]} on {found[1]})")
+            self.record_step(name, result=None, error=error)
+            raise PreconditionFailedError(error)
+
+    def step(self, name: str, operation: Callable[[], Any]) -> Any:
+        """Run ``operation`` as step ``name`` and record it (a ``chain_results`` entry); a
+        failed call is recorded and tried again, ``worker.step_attempts`` times in all.
+
+        Raises ``StepFailedError`` when every attempt failed (``PreconditionFailedError`` when
+        the VM changed under the job, before anything was run), and ``JobNotRunnableError`` if
+        the job was taken from this worker.
+        """
+        for attempt in range(1, self.worker.step_attempts + 1):
+            self._check_preconditions(name)
+            started = utcnow()
+            try:
+                result = operation()
+            except ComputeError as failure:
+                error = str(failure) or type(failure).__name__
+                self.record_step(name, result=None, error=error, started=started)
+                if attempt == self.worker.step_attempts:
+                    raise StepFailedError(error) from failure
+                continue
+            self.record_step(name, result=result, started=started)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def claim(self, server_uuid: str) -> None:
+        """Claim the VM's capacity on ``server_uuid`` (both streams, one transaction). Raises
+        ``InsufficientCapacityError``, ``ServerNotFoundError`` or ``JobNotRunnableError``."""
+        def claim(vm: Vm) -> None:
+            self._held(vm)
+            vm.claim_capacity(server_uuid, cause=self.cause)
+
+        self._change(claim)
+
+    def _held(self, vm: Vm) -> None:
+        head = vm.head_job
+        if head is None or head["uuid"] != self.job_uuid or head["worker"] != self.worker.worker_id:
+            raise JobNotRunnableError(self.job_uuid, "no longer held by this worker")
+
+    def record_step(self, name: str, *, result: Any, error: str | None = None,
+                    started: datetime | None = None) -> None:
+        """Record a step that needed no compute call (or whose outcome is known)."""
+        step = {
+            "name": name,
+            "result": result,
+            "error": error,
+            "started_at": rfc3339(started or utcnow()),
+            "finished_at": rfc3339(utcnow()),
+        }
+        self._change(lambda vm: vm.record_step(
+            self.job_uuid, step, cause=self.cause, worker=self.worker.worker_id))
+        self.steps_recorded += 1
+        self.last_step_failed = error is not None
+
+    def succeed(self, record: Callable[[Vm], None] | None = None, *, note: str = "done") -> None:
+        """Record the outcome (``record`` adds lifecycle events) and end the job well."""
+        if not self.steps_recorded:
+            self.record_step(self.job["name"], result=note)
+
+        def finish(vm: Vm) -> None:
+            if record:
+                record(vm)
+            vm.succeed_job(self.job_uuid, cause=self.cause, worker=self.worker.worker_id)
+
+        self._change(finish)
+        self.outcome = "succeeded"
+
+    def fail(self, error: str, record: Callable[[Vm], None] | None = None) -> None:
+        """Record the outcome and end the job failed with ``error``."""
+        # VMAPI clients judge a job by its last chain result alone: a failure that came
+        # after a step that went well must still end the chain with an error.
+        if not self.last_step_failed:
+            self.record_step(self.job["name"], result=None, error=error)
+
+        def finish(vm: Vm) -> None:
+            if record:
+                record(vm)
+            vm.fail_job(self.job_uuid, error, cause=self.cause, worker=self.worker.worker_id)
+
+        self._change(finish)
+        self.outcome = "failed"

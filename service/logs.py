@@ -1,0 +1,138 @@
+"""Logs: one set-up for ``vmledger serve``, ``work`` and ``project`` (``setup_logging``), and
+the fields every line carries from where it was logged (docs/operations.md, "Logs").
+
+Each line is one JSON object (``JsonFormatter``), or, with ``VMLEDGER_LOG_FORMAT=text``, one
+line of text for people at a terminal (``TextFormatter``). Beside the time, level, logger and
+message, a line carries the fields of the scope it was logged in: ``request_id`` and ``actor``
+inside an HTTP request, ``vm_uuid`` and ``job_uuid`` where a command or a job is handled.
+Scopes are ``contextvars``, so they follow a request into the thread pool that runs its route,
+and stay apart between threads (each worker's job is its own scope).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.config
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any
+
+from service.settings import Settings
+
+# The fields a scope may carry, in the order lines show them.
+FIELDS = ("request_id", "actor", "vm_uuid", "job_uuid")
+
+_SCOPE: ContextVar[dict[str, str] | None] = ContextVar("vmledger_log_scope", default=None)
+
+# Attributes every LogRecord has: anything else on a record came from ``extra=``, except
+# uvicorn's ``color_message`` (its message again, with terminal colour codes).
+_RECORD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({}))) | {
+    "message", "asctime", "color_message"}
+
+
+@contextmanager
+def log_context(**fields: object) -> Iterator[None]:
+    """Open a scope: every line logged inside (in this context, and in contexts copied from
+    it, such as a route's thread) carries the enclosing scope's fields and ``fields``. A
+    ``None`` value is left out."""
+    scope = {**(_SCOPE.get() or {}), **_strings(fields)}
+    token = _SCOPE.set(scope)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
+
+
+def bind(**fields: object) -> None:
+    """Add ``fields`` to the current scope, for the rest of it: also to lines its opener logs
+    afterwards (a request's closing line learns the VM and job its route handled). Outside
+    any scope, starts one for the rest of the current context. ``None`` values are ignored."""
+    scope = _SCOPE.get()
+    if scope is None:
+        _SCOPE.set(_strings(fields))
+    else:
+        scope.update(_strings(fields))
+
+
+def current_fields() -> dict[str, str]:
+    """The fields of the current scope (a copy)."""
+    return dict(_SCOPE.get() or {})
+
+
+def _strings(fields: dict[str, object]) -> dict[str, str]:
+    return {name: str(value) for name, value in fields.items() if value is not None}
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    """RFC 3339 UTC with milliseconds, as the API's timestamps."""
+    moment = datetime.fromtimestamp(record.created, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (RFC 3339 UTC, ms), ``level``, ``logger``,
+    ``message``, the scope's fields (``FIELDS``), anything passed with ``extra=``, and
+    ``exc_info`` (the traceback text) when an exception is logged. Values JSON cannot hold
+    are written as their ``str``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": _timestamp(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name, value in {**current_fields(), **_extras(record)}.items():
+            entry.setdefault(name, value)
+        if record.exc_info:
+            entry["exc_info"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack_info"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    """``TIME LEVEL logger: message key=value ...`` (the scope's fields, then extras), with
+    the traceback on the following lines: for a terminal, not for log collectors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        pairs = {**current_fields(), **_extras(record)}
+        line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
+        if pairs:
+            line += " " + " ".join(f"{k}={v}" for k, v in pairs.items())
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def logging_config(settings: Settings) -> dict[str, Any]:
+    """The ``logging.config.dictConfig`` of a vmledger process: one handler on stderr with
+    the formatter ``settings.log_format`` names, at ``settings.log_level``; uvicorn's loggers
+    pass their lines to it (``serve`` also gives this to uvicorn, which applies it in each of
+    its worker processes)."""
+    formatter = {"json": JsonFormatter, "text": TextFormatter}[settings.log_format]
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"vmledger": {"()": f"{formatter.__module__}.{formatter.__qualname__}"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "vmledger",
+                                "stream": "ext://sys.stderr"}},
+        "root": {"level": settings.log_level, "handlers": ["stderr"]},
+        "loggers": {name: {"handlers": [], "propagate": True}
+                    for name in ("uvicorn", "uvicorn.error", "uvicorn.access")},
+    }
+
+
+def setup_logging(settings: Settings) -> dict[str, Any]:
+    """Configure this process's logging from ``settings`` (``VMLEDGER_LOG_LEVEL``,
+    ``VMLEDGER_LOG_FORMAT``); returns the configuration applied."""
+    config = logging_config(settings)
+    logging.config.dictConfig(config)
+    return config

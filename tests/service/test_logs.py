@@ -1,0 +1,124 @@
+"""Logs of the job worker and the shared set-up (docs/operations.md, "Logs")."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from service.logs import JsonFormatter, TextFormatter, bind, log_context, setup_logging
+from service.settings import Settings
+from tests.builders import create
+
+
+@pytest.fixture
+def restore_root_logger() -> Iterator[None]:
+    """Put the root logger back as it was after a test that configures logging."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def test_a_worker_job_logs_json_lines_with_its_vm_job_and_worker(
+    services, json_logs, monkeypatch
+) -> None:
+    accepted = create(services)
+    services.projections.catch_up()
+    ensure_state = services.fleet.ensure_state
+
+    def ensure_state_logging(*args, **kwargs):
+        # A line logged by the driver while the job runs, from inside a step.
+        logging.getLogger("test.driver").info("booting")
+        return ensure_state(*args, **kwargs)
+
+    monkeypatch.setattr(services.fleet, "ensure_state", ensure_state_logging)
+    assert services.worker.run_vm(accepted.vm_uuid)
+
+    lines = [line for line in json_logs() if line.get("job_uuid") == accepted.job_uuid]
+    assert [(line["logger"], line["message"]) for line in lines] == [
+        ("service.worker", "job provision started (attempt 1)"),
+        ("test.driver", "booting"),
+        ("service.worker", "job provision succeeded"),
+    ]
+    actor = f"worker:{services.worker.worker_id}"
+    for line in lines:
+        assert (line["vm_uuid"], line["actor"]) == (accepted.vm_uuid, actor)
+        assert "request_id" not in line
+    assert lines[-1]["outcome"] == "succeeded" and lines[-1]["attempt"] == 1
+    assert lines[0]["worker"] == services.worker.worker_id
+    assert lines[0]["job_name"] == "provision"
+
+
+def test_a_json_line_holds_the_scope_extras_and_the_traceback_on_one_line() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("test.json")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        with log_context(request_id="r1", vm_uuid=None):
+            bind(actor="alice")
+            try:
+                raise ValueError("boom")
+            except ValueError:
+                logger.exception("it failed: %s", "why", extra={"attempt": 2, "odd": {1, 2}})
+        logger.warning("outside")
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+    first, second = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert {k: first[k] for k in ("level", "logger", "message", "request_id", "actor",
+                                  "attempt")} == {
+        "level": "ERROR", "logger": "test.json", "message": "it failed: why",
+        "request_id": "r1", "actor": "alice", "attempt": 2}
+    assert "vm_uuid" not in first and first["odd"] == "{1, 2}"
+    assert "Traceback" in first["exc_info"] and "ValueError: boom" in first["exc_info"]
+    assert "request_id" not in second and "actor" not in second  # the scope ended
+
+
+@pytest.mark.usefixtures("restore_root_logger")
+def test_setup_logging_installs_the_chosen_format_and_level(capsys) -> None:
+    setup_logging(Settings(log_format="json", log_level="debug"))
+    root = logging.getLogger()
+    assert root.level == logging.DEBUG
+    assert [type(h.formatter) for h in root.handlers] == [JsonFormatter]
+    with log_context(job_uuid="j1"):
+        logging.getLogger("test.setup").debug("hello")
+    [line] = capsys.readouterr().err.splitlines()
+    assert json.loads(line)["job_uuid"] == "j1"
+
+    setup_logging(Settings(log_format="TEXT", log_level="warning"))
+    assert root.level == logging.WARNING
+    assert [type(h.formatter) for h in root.handlers] == [TextFormatter]
+    with log_context(job_uuid="j2"):
+        logging.getLogger("test.setup").info("not shown")
+        logging.getLogger("test.setup").warning("shown")
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.endswith("WARNING test.setup: shown job_uuid=j2")
+
+
+@pytest.mark.usefixtures("restore_root_logger")
+def test_serve_hands_the_same_logging_configuration_to_uvicorn(monkeypatch) -> None:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from service.cli import cli
+
+    called = {}
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: called.update(kwargs))
+    monkeypatch.delenv("VMLEDGER_TOKENS", raising=False)
+    monkeypatch.delenv("VMLEDGER_TOKENS_FILE", raising=False)
+    monkeypatch.setenv("VMLEDGER_LOG_FORMAT", "json")
+    result = CliRunner().invoke(cli, ["serve"])
+    assert result.exit_code == 0, result.output
+    formatter = called["log_config"]["formatters"]["vmledger"]["()"]
+    assert formatter == "service.logs.JsonFormatter"
+    assert called["access_log"] is False  # vmledger.access has the request's line
