@@ -51,6 +51,7 @@ def serve(
     import uvicorn
 
     from service.api.app import KEEP_ALIVE_S, refuse_open_bind_without_tokens
+    from service.api.http_protocol import NoDelayH11Protocol
 
     settings = Settings()
     refuse_open_bind_without_tokens(settings, host)
@@ -58,7 +59,7 @@ def serve(
     uvicorn.run(
         "service.api.app:create_app", factory=True, host=host, port=port, workers=workers,
         log_config=log_config, log_level=settings.log_level.lower(), access_log=False,
-        timeout_keep_alive=KEEP_ALIVE_S,
+        timeout_keep_alive=KEEP_ALIVE_S, http=NoDelayH11Protocol,
     )
 
 
