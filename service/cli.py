@@ -55,12 +55,18 @@ def serve(
 
     settings = Settings()
     refuse_open_bind_without_tokens(settings, host)
-    log_config = setup_logging(settings)
-    uvicorn.run(
-        "service.api.app:create_app", factory=True, host=host, port=port, workers=workers,
-        log_config=log_config, log_level=settings.log_level.lower(), access_log=False,
-        timeout_keep_alive=KEEP_ALIVE_S, http=NoDelayH11Protocol,
-    )
+    options = {"log_config": setup_logging(settings), "log_level": settings.log_level.lower(),
+               "access_log": False, "timeout_keep_alive": KEEP_ALIVE_S,
+               "http": NoDelayH11Protocol}
+    if workers > 1:  # processes of our own: uvicorn's share one socket and balance badly
+        from service.api.processes import serve_processes
+
+        try:
+            status = serve_processes(workers, host, port, options)
+        except (ValueError, OSError) as error:
+            raise typer.BadParameter(str(error)) from None
+        raise typer.Exit(status)
+    uvicorn.run("service.api.app:create_app", factory=True, host=host, port=port, **options)
 
 
 @cli.command()

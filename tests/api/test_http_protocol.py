@@ -63,15 +63,21 @@ def test_without_it_uvicorn_leaves_nagle_on_for_such_connections():
     assert nodelay_of_accepted_connection(H11Protocol) == 0
 
 
-def test_serve_runs_uvicorn_with_it(monkeypatch):
+def test_serve_runs_uvicorn_with_it_in_one_process_or_several(monkeypatch):
     from typer.testing import CliRunner
 
+    from service.api import processes
     from service.cli import cli
 
     given: dict = {}
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: given.update(kwargs))
-    result = CliRunner().invoke(cli, ["serve", "--workers", "2"])
-    assert result.exit_code == 0, result.output
+    monkeypatch.setattr(processes, "serve_processes",
+                        lambda workers, host, port, options: given.update(workers=workers,
+                                                                          **options) or 0)
+    assert CliRunner().invoke(cli, ["serve"]).exit_code == 0
+    assert given.pop("http") is NoDelayH11Protocol
+    assert "workers" not in given
+    assert CliRunner().invoke(cli, ["serve", "--workers", "2"]).exit_code == 0
     assert given["http"] is NoDelayH11Protocol
     assert given["workers"] == 2
 

@@ -1,0 +1,105 @@
+"""``vmledger serve --workers N``: N uvicorn processes, each accepting on a listening socket
+of its own bound with ``SO_REUSEPORT``, so that the kernel spreads new connections over them.
+
+uvicorn's own multiprocess mode shares one listening socket between its processes, and an
+asyncio event loop accepts every connection waiting when it wakes: a burst of keep-alive
+connections (16 clients starting together, or a client's connection pool) landed nearly all
+on one process, one core busy and the others idle (docs/performance.md, P1).
+
+Each process is a plain ``uvicorn.Server`` in a process group of its own, so that a terminal's
+^C reaches the parent only. The parent turns the first SIGINT or SIGTERM into a SIGTERM for
+every process (in-flight requests finish, then each ends) and any later one into a SIGINT
+(uvicorn's "force exit"). When one process ends by itself, the parent stops the others, so a
+process manager sees the service end.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import socket
+from typing import Any
+
+APP = "service.api.app:create_app"
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` with ``SO_REUSEPORT`` (not yet listening).
+    Raises ``OSError`` when the address cannot be bound."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def _serve_one(parent: int, host: str, port: int, options: dict[str, Any]) -> None:
+    import uvicorn
+
+    os.setpgid(0, 0)
+    _end_with(parent)
+    server = uvicorn.Server(uvicorn.Config(APP, factory=True, **options))
+    server.run(sockets=[reuse_port_socket(host, port)])
+
+
+def serve_processes(workers: int, host: str, port: int, options: dict[str, Any]) -> int:
+    """Run ``workers`` uvicorn processes on ``host:port`` with ``options`` (``uvicorn.Config``
+    keyword arguments) until they end; return 0 when they were asked to stop, else the exit
+    status of the first one that ended by itself. Raises ``ValueError`` for port 0 (each
+    process would get a port of its own) and ``OSError`` when the address is taken."""
+    if port == 0:
+        raise ValueError("--workers above 1 needs a fixed --port (with port 0 each process "
+                         "would listen on a port of its own)")
+    reuse_port_socket(host, port).close()  # fail here, once, if the address is taken
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=_serve_one, args=(os.getpid(), host, port, options),
+                                 name=f"vmledger-http-{n}") for n in range(workers)]
+    asked: list[int] = []
+
+    def pass_on(signum: int, _frame: object) -> None:
+        asked.append(signum)
+        for process in processes:
+            _signal(process, signal.SIGTERM if len(asked) == 1 else signal.SIGINT)
+
+    previous = {signum: signal.signal(signum, pass_on)
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for process in processes:
+            process.start()
+        by_sentinel = {process.sentinel: process for process in processes}
+        first = by_sentinel[multiprocessing.connection.wait(list(by_sentinel))[0]]
+        first.join()
+        for process in processes:
+            _signal(process, signal.SIGTERM)
+        for process in processes:
+            process.join()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 0 if asked else abs(first.exitcode or 0)
+
+
+def _end_with(parent: int) -> None:
+    """Linux: get a SIGTERM when ``parent`` ends, so that a parent killed with SIGKILL (which
+    it cannot pass on) leaves no process serving behind it."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # it ended before the line above
+        os._exit(1)
+
+
+def _signal(process: multiprocessing.process.BaseProcess, signum: int) -> None:
+    if process.pid is None or process.exitcode is not None:
+        return
+    try:
+        os.kill(process.pid, signum)
+    except ProcessLookupError:
+        pass  # it has just ended

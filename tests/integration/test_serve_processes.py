@@ -1,0 +1,137 @@
+"""``vmledger serve --workers N`` runs N processes, each on a listening socket of its own
+(``SO_REUSEPORT``): connections opened together are spread over them, a SIGTERM stops them
+all gracefully, and none outlives a parent killed outright."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from service.cli import cli
+from tests.integration.processes import free_port
+
+WORKERS = 2
+
+
+def children_of(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile
+        if int(fields[1]) == pid:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def sockets_on(port: int, pids: set[int], state: str) -> dict[int, int]:
+    """How many TCP sockets on local ``port`` in ``state`` (/proc/net/tcp's hex code: 01
+    established, 0A listening) each of ``pids`` holds."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] == state:
+            inodes.add(fields[9])
+    counts = {}
+    for pid in pids:
+        links = []
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                links.append(os.readlink(fd))
+            except OSError:
+                continue
+        counts[pid] = sum(link[8:-1] in inodes for link in links if link.startswith("socket:["))
+    return counts
+
+
+def wait_for(condition, what: str, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return result
+
+
+def answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+            conn.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return conn.recv(64).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+@contextmanager
+def serving(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = free_port()
+    env = {**os.environ, "VMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'vmledger.db'}",
+           "VMLEDGER_EMBEDDED_RUNNERS": "false"}
+    log = open(tmp_path / "serve.log", "ab")  # noqa: SIM115 - closed with the process
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "service", "serve", "--port", str(port), "--workers",
+         str(WORKERS)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: sum(1 for n in sockets_on(port, children_of(parent.pid), "0A").values()
+                             if n) == WORKERS and answers(port), "every process listening")
+        yield parent, port
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def test_connections_opened_together_are_spread_over_the_processes(tmp_path):
+    with serving(tmp_path) as (parent, port):
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(16)]
+        try:
+            for client in clients:  # keep-alive requests: each connection stays open
+                client.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            for client in clients:
+                assert client.recv(64).startswith(b"HTTP/1.1 200")
+            counts = sockets_on(port, children_of(parent.pid), "01")
+        finally:
+            for client in clients:
+                client.close()
+    serving_ones = [n for n in counts.values() if n]
+    assert sum(counts.values()) == 16
+    # The kernel hashes connections over the sockets: all 16 on one of 2 has odds of 2**-15.
+    assert len(serving_ones) == WORKERS, counts
+
+
+def test_a_sigterm_stops_every_process_and_the_parent_exits_0(tmp_path):
+    with serving(tmp_path) as (parent, port):
+        children = children_of(parent.pid)
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) == 0
+        wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children),
+                 "the processes to end")
+        assert not answers(port)
+
+
+def test_no_process_outlives_a_parent_killed_outright(tmp_path):
+    with serving(tmp_path) as (parent, port):
+        children = children_of(parent.pid)
+        parent.kill()
+        parent.wait()
+        wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children),
+                 "the processes to end")
+
+
+@pytest.mark.parametrize("port", ["0"])
+def test_workers_need_a_fixed_port(port):
+    result = CliRunner().invoke(cli, ["serve", "--workers", "2", "--port", port])
+    assert result.exit_code == 2
+    assert "fixed --port" in result.output
