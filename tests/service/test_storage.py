@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
+import pytest
+
+from domain.vm import make_cause
 from service.container import Services
 from service.settings import Settings
 from service.storage import wake_on_appends
@@ -47,3 +51,33 @@ def test_no_listener_on_sqlite(tmp_path):
         assert wake_on_appends(services.app.recorder, lambda: None, threading.Event()) is None
     finally:
         services.close()
+
+
+def test_a_conflicting_append_on_postgresql_commits_nothing_and_leaves_the_connection_clean(
+    postgres_url, caplog,
+):
+    # The insert sends COMMIT in the same flush as the INSERT (service/storage.py): when the
+    # INSERT fails, the COMMIT is skipped with it; nothing may be committed, and no connection
+    # may go back to the pool inside a transaction (the pool would warn and roll it back).
+    from eventsourcing.persistence import IntegrityError
+
+    from tests.conftest import _empty_schema
+
+    _empty_schema(postgres_url)
+    services = Services.build(settings_for(postgres_url))
+    try:
+        vm_uuid = create(services).vm_uuid
+        head = services.commands.head_position()
+        for attempt in range(12):  # more than the pool's connections
+            stale = services.commands.load(vm_uuid, version=1)
+            stale.update_metadata({"alias": f"loser-{attempt}"}, cause=make_cause())
+            with caplog.at_level(logging.WARNING), pytest.raises(IntegrityError):
+                services.app.save(stale)
+        assert services.commands.head_position() == head
+        vm = services.commands.load(vm_uuid)
+        vm.update_metadata({"alias": "winner"}, cause=make_cause())
+        services.app.save(vm)
+        assert services.commands.load(vm_uuid).alias == "winner"
+    finally:
+        services.close()
+    assert not [r for r in caplog.records if "rolling back" in r.getMessage()]
