@@ -25,6 +25,7 @@ from domain.vm import Cause, Vm
 from service.fleet_commands import ServerCommands, VolumeCommands
 from service.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
 from service.retry import ConflictRetriesExhaustedError, back_off
+from service.snapshots import snapshot_long_streams
 from service.versioning import Behaviour
 
 R = TypeVar("R")
@@ -35,6 +36,7 @@ class VmLedger(Application[UUID]):
 
     name = "vmledger"
     log_section_size = 1000
+    is_snapshotting_enabled = True  # taken by Commands.save (service/snapshots.py)
 
 
 class _Replayed(Exception):  # noqa: N818 - control flow, never leaves this module
@@ -177,6 +179,7 @@ class Commands(ServerCommands, VolumeCommands):
             }
         recordings = self.app.save(*aggregates, **kwargs)
         position = recordings[-1].notification.id
+        snapshot_long_streams(self.app, recordings)
         for callback in self.after_save:
             callback(position)
         return position

@@ -89,6 +89,7 @@ class Services:
         keys = IdempotencyStore(db, ttl_s=settings.idempotency_ttl_s)
         with db.schema_lock():
             app.recorder.create_table()
+            app.snapshots.recorder.create_table()  # type: ignore[union-attr] - always enabled
             runner.create_tables()
             fleet.create_tables()
             keys.create_tables()
