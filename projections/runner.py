@@ -206,15 +206,19 @@ class ProjectionRunner:
             )
 
     def catch_up(self, names: Iterable[str] | None = None,
-                 progress: Callable[[int], None] | None = None) -> int:
+                 progress: Callable[[int], None] | None = None, *,
+                 lag_now: bool = True) -> int:
         """Apply batches until the named read models (all by default) reach the head; return
         how many events were applied in all (an event applied to k read models counts k
-        times). ``progress(n)`` is called after each batch with its ``n`` log events."""
+        times). ``progress(n)`` is called after each batch with its ``n`` log events. The lag
+        is reported after a pass that applied events, or (``lag_now=False``, the background
+        loop) at most once every ``lag_interval_s``: two queries fewer on each wake-up of a
+        busy runner (docs/performance.md, P5)."""
         chosen = [self.read_models[name] for name in (names or list(self.read_models))]
         total = self.catch_up_models(chosen, progress)
         if total:
             self._notify()
-        self.report_lag(force=bool(total))
+        self.report_lag(force=bool(total) and lag_now)
         return total
 
     def catch_up_models(self, read_models: Sequence[ReadModel],
@@ -293,7 +297,7 @@ class ProjectionRunner:
         while not stop.is_set():
             self._wake.clear()
             try:
-                self.catch_up()
+                self.catch_up(lag_now=False)
             except ProjectionConflictError:
                 continue  # another runner applied it; read the new position and go on
             except Exception as error:  # noqa: BLE001 - keep serving; report and retry
