@@ -11,5 +11,5 @@ def rfc3339(moment: datetime | str | None) -> str | None:
         return None
     if isinstance(moment, str):
         moment = datetime.fromisoformat(moment)
-    utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    # isoformat ends in "+00:00" for UTC; it costs half of strftime (docs/performance.md, P3)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
