@@ -104,6 +104,20 @@ def client(services: Services) -> Iterator[TestClient]:
         yield http
 
 
+@pytest.fixture(autouse=True)
+def restore_root_logger() -> Iterator[None]:
+    """Put the root logger back as it was after every test: a test that runs a CLI command
+    configures logging (``setup_logging``) with a handler on a stream the test closes, and
+    later tests' background threads would log into it."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
 @pytest.fixture
 def json_logs() -> Iterator[Callable[[], list[dict]]]:
     """What the JSON formatter writes while the test runs (the root logger at INFO, from every

@@ -5,25 +5,10 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
-
-import pytest
 
 from service.logs import JsonFormatter, TextFormatter, bind, log_context, setup_logging
 from service.settings import Settings
 from tests.builders import create
-
-
-@pytest.fixture
-def restore_root_logger() -> Iterator[None]:
-    """Put the root logger back as it was after a test that configures logging."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        yield
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
 
 
 def test_a_worker_job_logs_json_lines_with_its_vm_job_and_worker(
@@ -84,7 +69,6 @@ def test_a_json_line_holds_the_scope_extras_and_the_traceback_on_one_line() -> N
     assert "request_id" not in second and "actor" not in second  # the scope ended
 
 
-@pytest.mark.usefixtures("restore_root_logger")
 def test_setup_logging_installs_the_chosen_format_and_level(capsys) -> None:
     setup_logging(Settings(log_format="json", log_level="debug"))
     root = logging.getLogger()
@@ -105,7 +89,6 @@ def test_setup_logging_installs_the_chosen_format_and_level(capsys) -> None:
     assert line.endswith("WARNING test.setup: shown job_uuid=j2")
 
 
-@pytest.mark.usefixtures("restore_root_logger")
 def test_serve_hands_the_same_logging_configuration_to_uvicorn(monkeypatch) -> None:
     import uvicorn
     from typer.testing import CliRunner
