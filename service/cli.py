@@ -45,7 +45,7 @@ def progress_bar() -> Progress:
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
-    workers: Annotated[int, typer.Option(help="HTTP worker processes")] = 1,
+    workers: Annotated[int, typer.Option(help="HTTP worker processes", min=1)] = 1,
 ) -> None:
     """Serve the HTTP API; on SQLite also run the projection runner and the job worker."""
     import uvicorn
@@ -204,7 +204,18 @@ def token_create(
 
 
 def main() -> None:
-    """Entry point of the ``vmledger`` console script."""
+    """Entry point of the ``vmledger`` console script. Bad settings end any command with one
+    line per problem naming the variable, and status 2, never with a traceback (which would
+    also print the values given, a database password included)."""
+    from pydantic import ValidationError
+
     from service import replay  # noqa: F401  (registers the replay command)
 
-    cli()
+    try:
+        cli()
+    except ValidationError as error:
+        for problem in error.errors(include_input=False, include_url=False):
+            name = "_".join(str(part) for part in problem["loc"]).upper()
+            typer.echo(f"VMLEDGER_{name}: {problem['msg']}" if name else problem["msg"],
+                       err=True)
+        raise SystemExit(2) from None

@@ -54,7 +54,9 @@ def _register_simulated_servers(commands: Commands, fleet: SimulatedFleet,
                 ram_mib=server.ram_mib, cpus=server.cpus, cause=make_cause("simulator"))
     if registered:
         with contextlib.suppress(ProjectionConflictError):  # another process got there first
-            runner.catch_up(["server_view"])
+            # Not catch_up: it would publish every read model's lag from a process that may
+            # run no runner, and that figure would never move again.
+            runner.catch_up_models([runner.read_models["server_view"]])
 
 
 @dataclass

@@ -20,6 +20,7 @@ from service.api import (
 from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.deps import bind_log_fields, new_request_id
 from service.api.openapi import declare_request_bodies
+from service.api.schemas import printable, unstorable
 from service import metrics
 from service.container import Services
 from service.logs import bind, log_context
@@ -129,6 +130,10 @@ def create_app(
             return JSONResponse(errors.body("InvalidVersion", str(error),
                                             supported=error.supported), status_code=400)
         request.state.behaviour = behaviour_for(version)
+        problem = _unstorable_in_url(request)
+        if problem:
+            return errors.api_error_response(errors.invalid_parameters(
+                request, [{"field": problem[0], "code": "Invalid", "message": problem[1]}]))
         try:
             principal = tokens.authenticate(request.headers.get("authorization"))
         except errors.UnauthorizedError as error:
@@ -147,6 +152,18 @@ def create_app(
         return response
 
     return app
+
+
+def _unstorable_in_url(request: Request) -> tuple[str, str] | None:
+    """The first path or query text no route could look up or store (a NUL character:
+    PostgreSQL's text refuses it), as (field, message), or None."""
+    if "\x00" in request.url.path:
+        return "path", "the path may not contain the NUL character"
+    for name, value in request.query_params.multi_items():
+        problem = unstorable({name: value})
+        if problem:
+            return printable(name), problem
+    return None
 
 
 def _access_fields(request: Request, status: int, started: float) -> dict[str, object]:

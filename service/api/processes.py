@@ -38,6 +38,16 @@ def reuse_port_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _check_free(host: str, port: int) -> None:
+    """Raise ``OSError`` if anything listens on ``host:port``, another ``serve --workers``
+    included: a socket without ``SO_REUSEPORT`` cannot share the port with those that have
+    it, so this bind fails where the processes' own would quietly share it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+
+
 def _serve_one(parent: int, host: str, port: int, options: dict[str, Any]) -> None:
     import uvicorn
 
@@ -55,7 +65,7 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
     if port == 0:
         raise ValueError("--workers above 1 needs a fixed --port (with port 0 each process "
                          "would listen on a port of its own)")
-    reuse_port_socket(host, port).close()  # fail here, once, if the address is taken
+    _check_free(host, port)
     context = multiprocessing.get_context("spawn")
     processes = [context.Process(target=_serve_one, args=(os.getpid(), host, port, options),
                                  name=f"vmledger-http-{n}") for n in range(workers)]

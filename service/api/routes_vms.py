@@ -26,7 +26,7 @@ from service.api.deps import (
 from service.api.errors import invalid_parameters
 from service.api.params import Query, int_or_none, list_vms_query
 from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
-from service.api.schemas import ActionBody, CreateVmRequest, KillBody, UpdateVmRequest
+from service.api.schemas import ActionBody, CreateVmRequest, KillBody, UpdateVmRequest, unstorable
 from service.application import VmSpec
 from service.history import vm_history
 from service.idempotency import IdempotencyKey
@@ -252,8 +252,13 @@ def _x_context(request: Request) -> dict[str, Any] | None:
     try:
         value = json.loads(header)
     except ValueError:
-        return {"raw": header}
-    return value if isinstance(value, dict) else {"value": value}
+        value = {"raw": header}
+    context = value if isinstance(value, dict) else {"value": value}
+    problem = unstorable(context, "x-context")
+    if problem:
+        raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
+                                            "message": problem}])
+    return context
 
 
 @router.get("/vms/{vm_uuid}/history")

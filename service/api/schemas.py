@@ -4,10 +4,11 @@ bounded (api.md, "Errors"; issue "Security": bad input changes nothing)."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_METADATA_KEYS = 128
 MAX_METADATA_BYTES = 64 * 1024
@@ -28,10 +29,54 @@ def _bounded(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+def unstorable(value: Any, path: str = "") -> str | None:
+    """Why ``value`` (a parsed JSON value) cannot be stored and served, naming where in it,
+    or None. A NUL character or a lone surrogate in a string or key (PostgreSQL's text refuses
+    the first, UTF-8 the second: a stored event holding one stopped every read model on it)
+    and a non-finite number (``NaN``, ``Infinity``: no JSON response can carry it) are refused
+    before anything is appended."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"{path or 'value'}: strings may not contain the NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{path or 'value'}: strings must be valid Unicode (a lone surrogate)"
+    elif isinstance(value, float) and not math.isfinite(value):
+        return f"{path or 'value'}: numbers must be finite"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            shown = printable(str(key))
+            where = f"{path}.{shown}" if path else shown
+            found = unstorable(str(key), f"{where} (the key)") or unstorable(item, where)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = unstorable(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def printable(text: str) -> str:
+    """``text`` safe to put in an error message: NUL and lone surrogates escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
 class StrictModel(BaseModel):
-    """Refuses unknown fields."""
+    """Refuses unknown fields, and strings, keys and numbers that cannot be stored
+    (``unstorable``)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        problem = unstorable(data)
+        if problem:
+            raise ValueError(problem)
+        return data
 
 
 class MetadataFields(StrictModel):

@@ -105,3 +105,4 @@ def test_serve_hands_the_same_logging_configuration_to_uvicorn(monkeypatch) -> N
     formatter = called["log_config"]["formatters"]["vmledger"]["()"]
     assert formatter == "service.logs.JsonFormatter"
     assert called["access_log"] is False  # vmledger.access has the request's line
+
