@@ -109,15 +109,15 @@ def verify_read_models(services: Any, progress: Callable[[int], None] | None = N
     try:
         scratch = Database(datastore)
         differences: list[Difference] = []
-        positions = services.projections.positions()
         for fresh in read_models(services.app):
-            stop = positions.get(fresh.name, 0)
+            stop, live = _live(services.db, fresh)
             with scratch.transaction() as tx:
                 for statement in fresh.create_statements(scratch):
                     tx.execute(statement)
             _fold(services.app, fresh, scratch, stop, progress)
-            for table in fresh.tables:
-                differences += _compare(table, _rows(services.db, table), _rows(scratch, table))
+            with scratch.transaction(commit=False) as tx:
+                for table in fresh.tables:
+                    differences += _compare(table, live[table], _rows(tx, table))
         return differences
     finally:
         datastore.close()
@@ -142,10 +142,23 @@ def _fold(app: VmLedger, read_model: Any, db: Any, stop: int,
             read_model.apply(tx, batch)
 
 
-def _rows(db: Any, table: str) -> dict[str, dict[str, Any]]:
+def _live(db: Any, read_model: Any) -> tuple[int, dict[str, dict[str, dict[str, Any]]]]:
+    """The live read model's tracking position and rows, read in one snapshot of the database,
+    so that a runner applying batches meanwhile cannot move one apart from the other (a verify
+    on a busy service reported rows newer than the position it folded to)."""
+    from projections.db import Dialect
+    from projections.runner import ProjectionRunner
+
     with db.transaction(commit=False) as tx:
-        tx.execute(f"SELECT * FROM {table}")  # table names are the read models' own
-        rows = tx.fetchall()
+        if tx.dialect is Dialect.POSTGRES:  # READ COMMITTED would see each statement anew
+            tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        position = ProjectionRunner.position_in(tx, read_model.name)
+        return position, {table: _rows(tx, table) for table in read_model.tables}
+
+
+def _rows(tx: Any, table: str) -> dict[str, dict[str, Any]]:
+    tx.execute(f"SELECT * FROM {table}")  # table names are the read models' own
+    rows = tx.fetchall()
     plain = [{k: v for k, v in row.items() if not isinstance(v, bytes | memoryview)}
              for row in rows]
     # Keyed by the first column (the primary key of every table but the tags', whose key is

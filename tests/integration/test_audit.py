@@ -118,3 +118,35 @@ def test_the_audit_verify_command_exits_0_when_all_held_and_1_naming_the_tampere
     failed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert failed.returncode == 1
     assert f"tampered: stream {vm_uuid} version {version}" in failed.stdout
+
+
+def test_read_models_verify_while_commands_and_the_runner_keep_writing(services):
+    # A new-user test found differences reported on a busy service: the rows were read after
+    # the fold, by which time the runner had applied more. Commands and the runner now race
+    # the verification on purpose.
+    import threading
+
+    services.start_background(projections=True, worker=True)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def keep_writing() -> None:
+        try:
+            while not stop.is_set():
+                accepted = services.commands.create_vm(
+                    VmSpec(owner_uuid=str(UUID(int=7)), brand="bhyve", ram=128),
+                    cause=make_cause())
+                services.commands.request_action(accepted.vm_uuid, Action.STOP,
+                                                 cause=make_cause(), behaviour=NEWEST)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    writer = threading.Thread(target=keep_writing, daemon=True)
+    writer.start()
+    try:
+        for _ in range(3):
+            assert verify_read_models(services) == []
+    finally:
+        stop.set()
+        writer.join(30)
+    assert not errors
