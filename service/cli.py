@@ -120,7 +120,8 @@ def rebuild(
             task = bar.add_task(f"rebuilding {', '.join(chosen)}", total=head)
             count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
             bar.update(task, completed=head, description=f"rebuilt {', '.join(chosen)}, switched")
-        typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied, head {head}")
+        typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
+                   f"({len(chosen)} read models), head {head}")
     finally:
         services.close()
 

@@ -16,6 +16,7 @@ process manager sees the service end.
 from __future__ import annotations
 
 import ctypes
+import logging
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -24,6 +25,7 @@ import socket
 from typing import Any
 
 APP = "service.api.app:create_app"
+log = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -84,6 +86,9 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
         by_sentinel = {process.sentinel: process for process in processes}
         first = by_sentinel[multiprocessing.connection.wait(list(by_sentinel))[0]]
         first.join()
+        if not asked:
+            log.error("HTTP process %s (pid %s) ended with status %s: stopping the others",
+                      first.name, first.pid, first.exitcode)
         for process in processes:
             _signal(process, signal.SIGTERM)
         for process in processes:
