@@ -14,24 +14,15 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
-from domain import chain, transitions
+from domain import chain, transitions, vm_events
 from domain.job_queue import JobQueue
 from domain.lifecycle import Lifecycle
-from domain.states import DesiredState, Execution, JobName, VmState
+from domain.states import DesiredState, JobName, VmState
+from domain.vm_events import Cause
 
-Cause = dict[str, Any]
 
 # The operator quarantine takes over a quarantined VM (design.md, lesson 3).
 QUARANTINE_OWNER_UUID = str(uuid5(UUID(int=0), "vmledger:quarantine"))
-
-_DESIRED_AFTER_JOB: dict[str, DesiredState] = {
-    JobName.PROVISION: DesiredState.RUNNING,
-    JobName.START: DesiredState.RUNNING,
-    JobName.REBOOT: DesiredState.RUNNING,
-    JobName.STOP: DesiredState.STOPPED,
-    JobName.DESTROY: DesiredState.DESTROYED,
-}
-
 
 def make_cause(
     actor: str = "system",
@@ -60,12 +51,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, Aggregate):
 
     TOPIC = "vm"
 
-    class Event(chain.ChainedEvent, Aggregate.Event):
-        """Base of every VM event: carries the cause, and the stream's hash chain."""
-
-        TOPIC = "vm.event"
-        cause: Cause
-        chain: str
+    Event = vm_events.VmEvent
 
     class Created(Event, Aggregate.Created):
         """A VM was asked for; it is provisioning."""
@@ -112,99 +98,13 @@ class Vm(chain.Chained, JobQueue, Lifecycle, Aggregate):
             vm.active_jobs = []
             vm.claim = None
 
-    class JobQueued(Event):
-        """A job was queued for the VM (behind any active job)."""
-
-        TOPIC = "vm.job_queued"
-        job_uuid: str
-        name: str
-        params: dict[str, Any]
-
-        def apply(self, vm: Vm) -> None:
-            vm.active_jobs.append(
-                {
-                    "uuid": self.job_uuid,
-                    "name": self.name,
-                    "params": self.params,
-                    "execution": Execution.QUEUED.value,
-                    "attempt": 0,
-                    "worker": None,
-                    "lease_expires_at": None,
-                    "steps_done": [],
-                }
-            )
-            desired = _DESIRED_AFTER_JOB.get(self.name)
-            if desired is not None:
-                vm.desired_state = desired
-
-    class JobStarted(Event):
-        """A worker claimed the head job (or took it over after its lease expired)."""
-
-        TOPIC = "vm.job_started"
-        job_uuid: str
-        worker: str
-        attempt: int
-        lease_expires_at: datetime
-
-        def apply(self, vm: Vm) -> None:
-            job = vm.active_jobs[0]
-            job["execution"] = Execution.RUNNING.value
-            job["attempt"] = self.attempt
-            job["worker"] = self.worker
-            job["lease_expires_at"] = self.lease_expires_at.isoformat()
-            job.setdefault("started_at", self.timestamp.isoformat())  # the first start
-
-    class JobLeaseRenewed(Event):
-        """The worker running the head job still works on it: its lease is extended."""
-
-        TOPIC = "vm.job_lease_renewed"
-        job_uuid: str
-        lease_expires_at: datetime
-
-        def apply(self, vm: Vm) -> None:
-            vm.active_jobs[0]["lease_expires_at"] = self.lease_expires_at.isoformat()
-
-    class JobStepRecorded(Event):
-        """A step of the running job ended (a ``chain_results`` entry)."""
-
-        TOPIC = "vm.job_step_recorded"
-        job_uuid: str
-        step: dict[str, Any]
-
-        def apply(self, vm: Vm) -> None:
-            # What a takeover needs to know: which steps an earlier attempt finished.
-            job = vm.active_job(self.job_uuid)
-            if job is not None and self.step.get("error") is None:
-                job.setdefault("steps_done", []).append(self.step["name"])
-
-    class JobSucceeded(Event):
-        """The head job ended well; it leaves the queue."""
-
-        TOPIC = "vm.job_succeeded"
-        job_uuid: str
-
-        def apply(self, vm: Vm) -> None:
-            vm._drop_job(self.job_uuid)
-
-    class JobFailed(Event):
-        """The head job ended in failure; it leaves the queue."""
-
-        TOPIC = "vm.job_failed"
-        job_uuid: str
-        error: str
-
-        def apply(self, vm: Vm) -> None:
-            vm._drop_job(self.job_uuid)
-
-    class JobCanceled(Event):
-        """A job that had not started was canceled; it leaves the queue."""
-
-        TOPIC = "vm.job_canceled"
-        job_uuid: str
-        reason: str
-
-        def apply(self, vm: Vm) -> None:
-            vm._drop_job(self.job_uuid)
+    JobQueued = vm_events.JobQueued
+    JobStarted = vm_events.JobStarted
+    JobLeaseRenewed = vm_events.JobLeaseRenewed
+    JobStepRecorded = vm_events.JobStepRecorded
+    JobSucceeded = vm_events.JobSucceeded
+    JobFailed = vm_events.JobFailed
+    JobCanceled = vm_events.JobCanceled
 
     class Provisioned(Event):
         """The VM exists on a server and runs there."""

@@ -1,0 +1,137 @@
+"""The ``Vm`` aggregate's base event and its job-queue events (``domain.job_queue`` triggers
+them; ``domain.vm.Vm`` names each, e.g. ``Vm.JobQueued``). Defined apart from the aggregate's
+other events only to keep modules small; their topics (``TOPIC``), which the stored events
+carry, do not depend on where they are defined.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from eventsourcing.domain import Aggregate
+
+from domain import chain
+from domain.states import DesiredState, Execution, JobName
+
+if TYPE_CHECKING:
+    from domain.vm import Vm
+
+Cause = dict[str, Any]
+
+_DESIRED_AFTER_JOB: dict[str, DesiredState] = {
+    JobName.PROVISION: DesiredState.RUNNING,
+    JobName.START: DesiredState.RUNNING,
+    JobName.REBOOT: DesiredState.RUNNING,
+    JobName.STOP: DesiredState.STOPPED,
+    JobName.DESTROY: DesiredState.DESTROYED,
+}
+
+
+class VmEvent(chain.ChainedEvent, Aggregate.Event):
+    """Base of every VM event: carries the cause, and the stream's hash chain."""
+
+    TOPIC = "vm.event"
+    cause: Cause
+    chain: str
+
+
+class JobQueued(VmEvent):
+    """A job was queued for the VM (behind any active job)."""
+
+    TOPIC = "vm.job_queued"
+    job_uuid: str
+    name: str
+    params: dict[str, Any]
+
+    def apply(self, vm: Vm) -> None:
+        vm.active_jobs.append(
+            {
+                "uuid": self.job_uuid,
+                "name": self.name,
+                "params": self.params,
+                "execution": Execution.QUEUED.value,
+                "attempt": 0,
+                "worker": None,
+                "lease_expires_at": None,
+                "steps_done": [],
+            }
+        )
+        desired = _DESIRED_AFTER_JOB.get(self.name)
+        if desired is not None:
+            vm.desired_state = desired
+
+
+class JobStarted(VmEvent):
+    """A worker claimed the head job (or took it over after its lease expired)."""
+
+    TOPIC = "vm.job_started"
+    job_uuid: str
+    worker: str
+    attempt: int
+    lease_expires_at: datetime
+
+    def apply(self, vm: Vm) -> None:
+        job = vm.active_jobs[0]
+        job["execution"] = Execution.RUNNING.value
+        job["attempt"] = self.attempt
+        job["worker"] = self.worker
+        job["lease_expires_at"] = self.lease_expires_at.isoformat()
+        job.setdefault("started_at", self.timestamp.isoformat())  # the first start
+
+
+class JobLeaseRenewed(VmEvent):
+    """The worker running the head job still works on it: its lease is extended."""
+
+    TOPIC = "vm.job_lease_renewed"
+    job_uuid: str
+    lease_expires_at: datetime
+
+    def apply(self, vm: Vm) -> None:
+        vm.active_jobs[0]["lease_expires_at"] = self.lease_expires_at.isoformat()
+
+
+class JobStepRecorded(VmEvent):
+    """A step of the running job ended (a ``chain_results`` entry)."""
+
+    TOPIC = "vm.job_step_recorded"
+    job_uuid: str
+    step: dict[str, Any]
+
+    def apply(self, vm: Vm) -> None:
+        # What a takeover needs to know: which steps an earlier attempt finished.
+        job = vm.active_job(self.job_uuid)
+        if job is not None and self.step.get("error") is None:
+            job.setdefault("steps_done", []).append(self.step["name"])
+
+
+class JobSucceeded(VmEvent):
+    """The head job ended well; it leaves the queue."""
+
+    TOPIC = "vm.job_succeeded"
+    job_uuid: str
+
+    def apply(self, vm: Vm) -> None:
+        vm._drop_job(self.job_uuid)
+
+
+class JobFailed(VmEvent):
+    """The head job ended in failure; it leaves the queue."""
+
+    TOPIC = "vm.job_failed"
+    job_uuid: str
+    error: str
+
+    def apply(self, vm: Vm) -> None:
+        vm._drop_job(self.job_uuid)
+
+
+class JobCanceled(VmEvent):
+    """A job that had not started was canceled; it leaves the queue."""
+
+    TOPIC = "vm.job_canceled"
+    job_uuid: str
+    reason: str
+
+    def apply(self, vm: Vm) -> None:
+        vm._drop_job(self.job_uuid)
