@@ -47,8 +47,8 @@ def make_templates(services, copies_per_life: int = 3) -> list[Template]:
     """Live the template VMs through the real command handlers and worker."""
     from domain.states import Action
     from domain.vm import make_cause
-    from service.application import VmSpec
-    from service.versioning import NEWEST
+    from service.commands.application import VmSpec
+    from service.commands.versioning import NEWEST
 
     cause = make_cause("bench")
     made: list[str] = []

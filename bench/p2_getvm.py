@@ -35,7 +35,7 @@ BATCH = 1_000
 def build_vms(database_url: str, lengths: dict[str, int]) -> dict[str, str]:
     """Create one VM per entry of ``lengths`` with exactly that many events; their uuids."""
     from domain.vm import make_cause
-    from service.application import VmSpec
+    from service.commands.application import VmSpec
     from service.container import Services
     from service.settings import Settings
 

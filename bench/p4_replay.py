@@ -39,7 +39,7 @@ class ReferenceLoop:
 
     def __init__(self, database_url: str, vms: int = 1000):
         from domain.vm import Vm, make_cause
-        from service.application import VmLedger
+        from service.commands.application import VmLedger
         from service.settings import Settings
 
         self.app = VmLedger(env=Settings(database_url=database_url).eventsourcing_env())
@@ -78,7 +78,7 @@ def run_replay(database_url: str, max_jobs: int | None, reference: ReferenceLoop
                every: int, burst: int) -> dict[str, float]:
     """The replay, with a burst of the reference loop after every ``every`` commands (its
     time is taken out of the replay's), so both see the same machine at the same moments."""
-    from service import replay as replay_module
+    from service.replay import run as replay_module
     from service.container import Services
     from service.settings import Settings
 

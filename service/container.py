@@ -21,14 +21,14 @@ from projections.server_view import ServerQueries, ServerView
 from projections.vm_queries import VmQueries
 from projections.vm_view import VmView
 from projections.volume_mounts import VolumeMounts, VolumeQueries
-from service.agents import Agents
-from service.application import Commands, VmLedger
-from service.compute.simulated import SimulatedFleet
-from service.idempotency import IdempotencyStore
+from service.commands.agents import Agents
+from service.commands.application import Commands, VmLedger
+from service.jobs.compute.simulated import SimulatedFleet
+from service.commands.idempotency import IdempotencyStore
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.settings import Settings
-from service.quarantine import Quarantine
-from service.worker import Worker, utcnow
+from service.commands.quarantine import Quarantine
+from service.jobs.worker import Worker, utcnow
 
 log = logging.getLogger(__name__)
 

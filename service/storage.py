@@ -22,7 +22,7 @@ from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
 from projections.db import Dialect
-from service.idempotency import insert_in_recorder
+from service.commands.idempotency import insert_in_recorder
 
 
 class SQLiteLedgerRecorder(SQLiteApplicationRecorder):

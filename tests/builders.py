@@ -9,9 +9,9 @@ from uuid import UUID
 
 from domain.states import JOB_FOR_ACTION, Action, VmState
 from domain.vm import Cause, Vm, make_cause
-from service.application import Accepted, VmSpec
+from service.commands.application import Accepted, VmSpec
 from service.container import Services
-from service.versioning import NEWEST, OLDEST, Behaviour
+from service.commands.versioning import NEWEST, OLDEST, Behaviour
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

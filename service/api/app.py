@@ -25,7 +25,7 @@ from service import metrics
 from service.container import Services
 from service.logs import bind, log_context
 from service.settings import Settings
-from service.versioning import InvalidVersionError, behaviour_for, negotiate
+from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
 
 log = logging.getLogger(__name__)
 # One line per request, when it is answered (uvicorn's own access log is off: this one has

@@ -17,11 +17,11 @@ from pydantic import ValidationError as PydanticValidationError
 from domain.states import TERMINAL_EXECUTIONS
 from domain.vm import Cause, make_cause
 from service.api.errors import UnavailableError, invalid_parameters
-from service.application import Accepted
+from service.commands.application import Accepted
 from service.container import Services
-from service.idempotency import IdempotencyKey
+from service.commands.idempotency import IdempotencyKey
 from service.logs import bind
-from service.versioning import OLDEST, Behaviour
+from service.commands.versioning import OLDEST, Behaviour
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -28,9 +28,9 @@ from domain.errors import (
     VmNotFoundError,
     VolumeNotFoundError,
 )
-from service.application import ConflictRetriesExhaustedError
-from service.idempotency import IdempotencyKeyReusedError
-from service.versioning import InvalidVersionError
+from service.commands.application import ConflictRetriesExhaustedError
+from service.commands.idempotency import IdempotencyKeyReusedError
+from service.commands.versioning import InvalidVersionError
 
 log = logging.getLogger(__name__)
 

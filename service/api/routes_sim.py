@@ -13,8 +13,8 @@ from service.api.deps import cause_of, parse_body, services_of
 from service.api.errors import ApiError
 from service.api.params import Query
 from service.api.schemas import StrictModel
-from service.compute.driver import ComputeError
-from service.compute.faults import OPERATIONS
+from service.jobs.compute.driver import ComputeError
+from service.jobs.compute.faults import OPERATIONS
 
 router = APIRouter(prefix="/sim", tags=["simulation"])
 

@@ -27,9 +27,9 @@ from service.api.errors import invalid_parameters
 from service.api.params import Query, int_or_none, list_vms_query
 from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
 from service.api.schemas import ActionBody, CreateVmRequest, KillBody, UpdateVmRequest, unstorable
-from service.application import VmSpec
-from service.history import vm_history
-from service.idempotency import IdempotencyKey
+from service.commands.application import VmSpec
+from service.audit.history import vm_history
+from service.commands.idempotency import IdempotencyKey
 
 router = APIRouter()
 

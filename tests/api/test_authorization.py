@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from service.api.app import create_app
 from service.api.auth import ROLES, ROUTE_ROLES, TokenFileError, Tokens, new_token
-from service.compute.simulated import simulated_server_uuid
+from service.jobs.compute.simulated import simulated_server_uuid
 from service.container import Services
 from tests.api.helpers import OTHER_OWNER, OWNER, assert_error, vm_body, wait_job
 
@@ -255,7 +255,7 @@ def test_a_tokens_file_holds_hashes_and_a_bad_entry_is_refused_naming_it(tmp_pat
 def test_token_create_prints_a_token_whose_entry_holds_only_its_hash(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from service.cli import cli
+    from service.cli.app import cli
 
     result = CliRunner().invoke(cli, ["token", "create", "--name", "ci", "--role", "agent",
                                       "--server-uuid", AGENT_SERVER])

@@ -67,7 +67,7 @@ def test_serve_runs_uvicorn_with_it_in_one_process_or_several(monkeypatch):
     from typer.testing import CliRunner
 
     from service.api import processes
-    from service.cli import cli
+    from service.cli.app import cli
 
     given: dict = {}
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: given.update(kwargs))

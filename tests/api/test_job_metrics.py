@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from domain.states import Execution
 from service.metrics import JobCollector, serve_process_metrics
-from service.worker import Worker, utcnow
+from service.jobs.worker import Worker, utcnow
 from tests.api.conftest import PausedWorker
 from tests.api.helpers import V2, act, create_vm
 from tests.builders import cause

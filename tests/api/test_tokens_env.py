@@ -99,7 +99,7 @@ def test_a_malformed_vmledger_tokens_is_refused_naming_the_problem(
 def test_serve_with_a_malformed_vmledger_tokens_exits_with_the_message(monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from service.cli import cli
+    from service.cli.app import cli
 
     monkeypatch.setenv("VMLEDGER_TOKENS", "[{oops}]")
     result = CliRunner().invoke(cli, ["serve", "--host", "0.0.0.0"])

@@ -95,7 +95,7 @@ def test_serve_keeps_idle_connections_well_past_the_clients_5_s_poll(monkeypatch
     import uvicorn
     from typer.testing import CliRunner
 
-    from service.cli import cli
+    from service.cli.app import cli
 
     ran: dict[str, object] = {}
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: ran.update(kwargs))

@@ -12,8 +12,8 @@ import pytest
 from domain.errors import StaleGenerationError
 from domain.states import Action
 from domain.vm import Vm, make_cause
-from service.application import VmSpec
-from service.versioning import NEWEST
+from service.commands.application import VmSpec
+from service.commands.versioning import NEWEST
 from tests.builders import settle
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"

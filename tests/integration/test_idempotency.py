@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from domain.vm import Vm, make_cause
-from service.application import VmSpec
-from service.idempotency import IdempotencyKey, IdempotencyKeyReusedError
+from service.commands.application import VmSpec
+from service.commands.idempotency import IdempotencyKey, IdempotencyKeyReusedError
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
 BODY = {"owner_uuid": OWNER, "brand": "bhyve", "ram": 256}

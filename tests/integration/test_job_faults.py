@@ -19,8 +19,8 @@ import pytest
 from domain.errors import UnallocatedVmError
 from domain.states import Action
 from domain.vm import Vm
-from service.job_run import JobRun
-from service.worker import Worker, utcnow
+from service.jobs.run import JobRun
+from service.jobs.worker import Worker, utcnow
 from tests.builders import act, create, stream
 
 

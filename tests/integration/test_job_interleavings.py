@@ -28,10 +28,10 @@ from domain.errors import (
 from domain.states import Action
 from domain.vm import Vm, make_cause
 from projections.vm_view import render_vm
-from service.application import VmSpec
+from service.commands.application import VmSpec
 from service.container import Services
-from service.versioning import NEWEST, OLDEST
-from service.worker import Worker, utcnow
+from service.commands.versioning import NEWEST, OLDEST
+from service.jobs.worker import Worker, utcnow
 
 OWNER = "5d0c4f4e-2b6a-4d43-9a53-7d0c0c1f0a11"
 # What a client may be told instead of 202: the documented refusals, nothing else (no 5xx).

@@ -11,9 +11,9 @@ import pytest
 from domain.errors import InvalidTransitionError
 from domain.states import Action
 from domain.vm import QUARANTINE_OWNER_UUID, make_cause
-from service.application import VmSpec
-from service.versioning import NEWEST, OLDEST
-from service.worker import utcnow
+from service.commands.application import VmSpec
+from service.commands.versioning import NEWEST, OLDEST
+from service.jobs.worker import utcnow
 from tests.builders import settle
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"

@@ -18,10 +18,10 @@ import pytest
 from domain.states import Action
 from domain.vm import Vm, make_cause
 from projections.vm_view import render_vm
-from service.application import VmSpec
+from service.commands.application import VmSpec
 from service.container import Services
 from service.settings import Settings
-from service.versioning import NEWEST
+from service.commands.versioning import NEWEST
 from tests.integration.processes import deployment
 
 OWNER = "00000000-0000-4000-8000-0000000000aa"

@@ -20,9 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from service.container import Services
-from service.history import vm_history
-from service.replay import Replayer, Summary, catch_up, replay
-from service.trace import ReplayCommands, server_uuid, vm_uuid
+from service.audit.history import vm_history
+from service.replay.run import Replayer, Summary, catch_up, replay
+from service.replay.trace import ReplayCommands, server_uuid, vm_uuid
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = Path(os.environ.get(
@@ -266,7 +266,7 @@ def test_replay_refuses_a_database_that_already_has_events(services, tmp_path):
 def test_cli_replays_into_the_configured_database_and_prints_json(
     settings, tmp_path, monkeypatch
 ):
-    from service.cli import cli
+    from service.cli.app import cli
 
     trace = tmp_path / "t.csv.gz"
     with gzip.open(trace, "wt") as stream:

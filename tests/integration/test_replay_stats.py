@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from domain.transitions import STATE_EVENTS
 from service.api.app import create_app
 from service.container import Services
-from service.replay import catch_up, replay
+from service.replay.run import catch_up, replay
 
 TRACE = Path(os.environ.get(
     "VMLEDGER_TRACE",

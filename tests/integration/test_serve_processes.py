@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from service.cli import cli
+from service.cli.app import cli
 from tests.integration.processes import free_port
 
 WORKERS = 2

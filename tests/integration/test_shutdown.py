@@ -23,7 +23,7 @@ import pytest
 
 from service.container import Services
 from service.settings import Settings
-from service.worker import Worker, utcnow
+from service.jobs.worker import Worker, utcnow
 from tests.builders import create, settle, stream
 from tests.conftest import _empty_schema
 from tests.integration.processes import free_port

@@ -15,7 +15,7 @@ from domain.states import Action
 from projections.db import Dialect
 from projections.rebuild import SUFFIX, prepare, switch
 from projections.vm_queries import VmFilter
-from service.cli import cli
+from service.cli.app import cli
 from tests.builders import (
     a_mix_of_commands_and_jobs,
     act,

@@ -1,4 +1,4 @@
-"""The command line's handling of bad settings (service/cli.py, ``main``)."""
+"""The command line's handling of bad settings (service/cli/app.py, ``main``)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.errors import UnallocatedVmError, VersionMismatchError, VmNotFoundError
 from domain.states import Action
-from service.application import ConflictRetriesExhaustedError
+from service.commands.application import ConflictRetriesExhaustedError
 from tests.builders import OWNER, act, create, event_names, stream
 
 

@@ -28,9 +28,9 @@ def test_a_worker_job_logs_json_lines_with_its_vm_job_and_worker(
 
     lines = [line for line in json_logs() if line.get("job_uuid") == accepted.job_uuid]
     assert [(line["logger"], line["message"]) for line in lines] == [
-        ("service.worker", "job provision started (attempt 1)"),
+        ("service.jobs.worker", "job provision started (attempt 1)"),
         ("test.driver", "booting"),
-        ("service.worker", "job provision succeeded"),
+        ("service.jobs.worker", "job provision succeeded"),
     ]
     actor = f"worker:{services.worker.worker_id}"
     for line in lines:
@@ -93,7 +93,7 @@ def test_serve_hands_the_same_logging_configuration_to_uvicorn(monkeypatch) -> N
     import uvicorn
     from typer.testing import CliRunner
 
-    from service.cli import cli
+    from service.cli.app import cli
 
     called = {}
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: called.update(kwargs))

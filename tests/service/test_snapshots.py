@@ -1,4 +1,4 @@
-"""Snapshots of long streams (service/snapshots.py): taken every 100 versions after a save,
+"""Snapshots of long streams (service/commands/snapshots.py): taken every 100 versions after a save,
 used by loads, equal to the fold of the events, and never a reason for a command to fail."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from uuid import UUID
 
 from domain.vm import Vm, make_cause
 from service.container import Services
-from service.snapshots import SNAPSHOT_EVERY, snapshot_long_streams
+from service.commands.snapshots import SNAPSHOT_EVERY, snapshot_long_streams
 from tests.builders import create
 
 

@@ -8,7 +8,7 @@ import pytest
 from domain.errors import InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError
 from domain.rules import allowed_actions
 from domain.states import Action, VmState
-from service.versioning import (
+from service.commands.versioning import (
     NEWEST, OLDEST, SUPPORTED_VERSIONS, Behaviour, IfAlready, InvalidVersionError, JobPlan,
     negotiate,
 )

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from domain.states import Action
-from service.compute.simulated import place
-from service.worker import Worker, utcnow
+from service.jobs.compute.simulated import place
+from service.jobs.worker import Worker, utcnow
 from tests.builders import act, cause, create, settle, stream
 
 

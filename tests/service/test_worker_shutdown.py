@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from service.worker import Worker
+from service.jobs.worker import Worker
 from tests.builders import create, stream
 
 

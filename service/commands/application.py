@@ -22,11 +22,11 @@ from domain.errors import (
 from domain.server import Server
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
-from service.fleet_commands import ServerCommands, VolumeCommands
-from service.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
-from service.retry import ConflictRetriesExhaustedError, back_off
-from service.snapshots import snapshot_long_streams
-from service.versioning import Behaviour
+from service.commands.fleet import ServerCommands, VolumeCommands
+from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
+from service.commands.retry import ConflictRetriesExhaustedError, back_off
+from service.commands.snapshots import snapshot_long_streams
+from service.commands.versioning import Behaviour
 
 R = TypeVar("R")
 
@@ -36,7 +36,7 @@ class VmLedger(Application[UUID]):
 
     name = "vmledger"
     log_section_size = 1000
-    is_snapshotting_enabled = True  # taken by Commands.save (service/snapshots.py)
+    is_snapshotting_enabled = True  # taken by Commands.save (service/commands/snapshots.py)
 
 
 class _Replayed(Exception):  # noqa: N818 - control flow, never leaves this module
@@ -85,7 +85,7 @@ class Commands(ServerCommands, VolumeCommands):
                  server_status: Callable[[str], str | None] = lambda _server_uuid: None):
         self.app = app
         self.server_status = server_status
-        # Why a VM is stuck now, or None (wired to service.quarantine; lesson 3 of design.md).
+        # Why a VM is stuck now, or None (wired to service.commands.quarantine; lesson 3 of design.md).
         self.is_stuck: Callable[[Vm], str | None] = lambda _vm: None
         # The trace replay records where the trace says tasks ran, whatever the capacity.
         self.enforce_capacity = True

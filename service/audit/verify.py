@@ -16,7 +16,7 @@ from uuid import UUID
 from eventsourcing.persistence import Mapper, Notification
 
 from domain import chain
-from service.application import VmLedger
+from service.commands.application import VmLedger
 
 BATCH = 1000
 

@@ -22,9 +22,9 @@ from domain.policy import Happening, Response
 from domain.server import Server
 from domain.states import Action, DesiredState, JobName, VmState
 from domain.vm import Cause, Vm
-from service.application import Commands
-from service.retry import ConflictRetriesExhaustedError, back_off
-from service.versioning import NEWEST
+from service.commands.application import Commands
+from service.commands.retry import ConflictRetriesExhaustedError, back_off
+from service.commands.versioning import NEWEST
 
 OBSERVED_STATES = ("running", "stopped", "failed")
 

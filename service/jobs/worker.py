@@ -18,10 +18,11 @@ from datetime import datetime, timedelta
 
 from domain.errors import DomainError, JobNotRunnableError
 from domain.vm import Cause, Vm, make_cause
-from service import jobs, metrics
-from service.application import Commands
-from service.compute.driver import ComputeDriver
-from service.job_run import JobRun, utcnow
+from service import metrics
+from service.jobs import handlers as jobs
+from service.commands.application import Commands
+from service.jobs.compute.driver import ComputeDriver
+from service.jobs.run import JobRun, utcnow
 from service.logs import log_context
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Servers and the VMs on them live in tables of the service's own database, so the simulated
 world survives restarts and every process sees the same one. Faults can be injected
-(``service.compute.faults``; HTTP under ``/sim/``, see docs/simulation.md).
+(``service.jobs.compute.faults``; HTTP under ``/sim/``, see docs/simulation.md).
 
 A VM row is one copy of a VM on one server. ``known`` is whether that server's agent knows
 the copy: after an agent restart the copies keep running but the agent no longer reports them,
@@ -15,8 +15,8 @@ import uuid as uuidlib
 from uuid import UUID
 
 from projections.db import Database
-from service.compute.driver import ComputeError, PowerState, ServerInfo, TargetState
-from service.compute.faults import FAULTS_DDL, Faults, Operation
+from service.jobs.compute.driver import ComputeError, PowerState, ServerInfo, TargetState
+from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
 
 _NAMESPACE = uuidlib.uuid5(UUID(int=0), "vmledger:simulated-fleet")
 

@@ -3,7 +3,7 @@
 Each row goes through the command handlers the HTTP API uses (``Commands.create_vm``,
 ``Commands.request_action`` with the newest API behaviour, ``Commands.record_failure``) and the
 real job worker (``Worker.run_vm``), with a compute driver and a placement that take their
-outcomes from the trace (``service.trace``). The mapping of each trace event is on the
+outcomes from the trace (``service.replay.trace``). The mapping of each trace event is on the
 ``Replayer`` method named after it, and in ``docs/replay.md`` with the reasons for it.
 
 A row that does not fit the VM's state (EVICT of a VM that is not running, SCHEDULE of an
@@ -28,18 +28,18 @@ from domain.errors import DomainError
 from domain.states import Action, VmState
 from domain.stuck import StuckThresholds
 from domain.vm import make_cause
-from service.application import VmSpec
-from service.cli import cli
+from service.commands.application import VmSpec
+from service.cli.app import cli
 from service.container import Services
-from service.quarantine import Quarantine
+from service.commands.quarantine import Quarantine
 from service.settings import Settings
-from service.trace import (
+from service.replay.trace import (
     MACHINE_CPUS, MACHINE_RAM_MIB, MalformedRowError, ReplayCommands, TraceDriver, TraceEvent,
     TracePlacement, TraceRecord,
     count_rows, cpu_cap, owner_uuid, parse_row, ram_mib, read_rows, server_uuid, vm_uuid,
 )
-from service.versioning import NEWEST
-from service.worker import Worker, utcnow
+from service.commands.versioning import NEWEST
+from service.jobs.worker import Worker, utcnow
 
 ACTOR = "trace:google2011"
 _MAX_JOBS_PER_ROW = 8  # a VM's queue never holds more than a start and a destroy
@@ -159,7 +159,7 @@ class Replayer:
 
     def _know_machine(self, record: TraceRecord) -> None:
         """Record a trace machine as a ``Server`` the first time a task is scheduled on it,
-        with the scale's capacity (``service.trace``)."""
+        with the scale's capacity (``service.replay.trace``)."""
         uuid = server_uuid(record.machine_id)
         if uuid not in self.machines:
             self.commands.register_server(

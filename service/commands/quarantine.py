@@ -14,7 +14,7 @@ from domain.rules import Verdict
 from domain.states import Action, VmState
 from domain.stuck import StuckThresholds, stuck_reason
 from domain.vm import Cause, Vm, make_cause
-from service.application import Accepted, Commands
+from service.commands.application import Accepted, Commands
 
 
 class Quarantine:

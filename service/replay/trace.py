@@ -1,4 +1,4 @@
-"""What the trace replay (``service.replay``) puts in place of the real world: the rows of the
+"""What the trace replay (``service.replay.run``) puts in place of the real world: the rows of the
 Google 2011 ``task_events`` trace, the names and sizes they map to, compute nodes whose
 operations the trace has already decided, and the command handlers as the only writer sees
 them.
@@ -27,8 +27,8 @@ from uuid import UUID, uuid5
 
 from domain.states import VmState
 from domain.vm import Vm
-from service.application import Commands
-from service.compute.driver import ComputeError, PowerState, ServerInfo, TargetState
+from service.commands.application import Commands
+from service.jobs.compute.driver import ComputeError, PowerState, ServerInfo, TargetState
 
 MACHINE_RAM_MIB = 65_536
 MACHINE_CPUS = 64

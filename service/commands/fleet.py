@@ -16,7 +16,7 @@ from domain.errors import ServerNotFoundError, ValidationError, VolumeNotFoundEr
 from domain.server import Server
 from domain.vm import Cause, Vm
 from domain.volume import Volume
-from service.retry import ConflictRetriesExhaustedError, back_off
+from service.commands.retry import ConflictRetriesExhaustedError, back_off
 
 R = TypeVar("R")
 

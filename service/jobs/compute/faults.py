@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Literal
 
 from projections.db import Database
-from service.compute.driver import ComputeError
+from service.jobs.compute.driver import ComputeError
 
 Operation = Literal["ensure_registered", "ensure_state", "unregister", "inventory"]
 OPERATIONS: tuple[str, ...] = ("ensure_registered", "ensure_state", "unregister", "inventory")

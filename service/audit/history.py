@@ -8,7 +8,7 @@ from uuid import UUID
 
 from domain.errors import VmNotFoundError
 from projections.formats import rfc3339
-from service.application import Commands
+from service.commands.application import Commands
 from service.storage import select_stream
 
 _ENVELOPE = {"originator_id", "originator_version", "timestamp", "cause", "originator_topic"}

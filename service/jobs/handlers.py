@@ -12,8 +12,8 @@ from domain.errors import ServerNotFoundError, VolumeNotFoundError
 from domain.server import InsufficientCapacityError
 from domain.states import JobName, VmState
 from domain.vm import Vm
-from service.compute.driver import ComputeError
-from service.job_run import JobRun, StepFailedError
+from service.jobs.compute.driver import ComputeError
+from service.jobs.run import JobRun, StepFailedError
 
 
 def run(job: JobRun) -> None:

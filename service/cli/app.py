@@ -90,7 +90,7 @@ def work() -> None:
     """Run a job worker until interrupted (production mode; several may run at once). The
     first SIGINT or SIGTERM stops it taking jobs and lets the job in hand finish; a second
     leaves that job to its lease (docs/operations.md, "Stopping processes")."""
-    from service.worker import stop_on_signals
+    from service.jobs.worker import stop_on_signals
 
     setup_logging(Settings())
     services = _services()
@@ -129,7 +129,7 @@ def rebuild(
 @cli.command()
 def history(vm_uuid: str) -> None:
     """Print every event of a VM as JSON lines."""
-    from service.history import vm_history
+    from service.audit.history import vm_history
 
     from domain.errors import VmNotFoundError
 
@@ -152,7 +152,7 @@ cli.add_typer(audit, name="audit")
 def audit_verify() -> None:
     """Replay every stream, check its hash chain, and compare every read model with a fresh
     fold of the log. Exit status 0 when all held, 1 when anything differed."""
-    from service.audit import verify_chains, verify_read_models
+    from service.audit.verify import verify_chains, verify_read_models
 
     services = _services()
     try:
@@ -210,7 +210,7 @@ def main() -> None:
     also print the values given, a database password included)."""
     from pydantic import ValidationError
 
-    from service import replay  # noqa: F401  (registers the replay command)
+    from service.replay import run  # noqa: F401  (registers the replay command)
 
     try:
         cli()

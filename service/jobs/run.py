@@ -1,5 +1,5 @@
 """One claimed job as its worker works on it (``JobRun``): its steps, its lease and its outcome,
-recorded as the worker that holds it (service/worker.py claims jobs; service/jobs.py says what
+recorded as the worker that holds it (service/jobs/worker.py claims jobs; service/jobs/handlers.py says what
 each job does).
 
 Each finished step is recorded before the next begins, and every save re-checks that this
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from domain.errors import JobNotRunnableError
 from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
-from service.compute.driver import ComputeDriver, ComputeError
+from service.jobs.compute.driver import ComputeDriver, ComputeError
 
 if TYPE_CHECKING:
-    from service.worker import Worker
+    from service.jobs.worker import Worker
 
 log = logging.getLogger(__name__)
 
