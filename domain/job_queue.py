@@ -23,6 +23,7 @@ class JobQueue:
     # Provided by ``Vm``.
     active_jobs: list[dict[str, Any]]
     state: Any
+    desired_state: Any
     JobQueued: Any
     JobStarted: Any
     JobLeaseRenewed: Any
