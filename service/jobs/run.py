@@ -101,7 +101,7 @@ class JobRun:
         while not self._done.wait(lease.total_seconds() / 3):
             expires = self.context.clock() + lease
             try:
-                self.context.commands.change(self.vm.id, lambda vm: vm.renew_lease(
+                self.context.commands.change(Vm, self.vm.id, lambda vm: vm.renew_lease(
                     self.job_uuid, worker=self.context.worker_id, lease_expires_at=expires,
                     cause=self.cause))
             except JobNotRunnableError as lost:
@@ -115,7 +115,7 @@ class JobRun:
     def _change(self, mutate: Callable[[Vm], None]) -> Vm:
         if self._lost is not None:
             raise self._lost
-        _, vm, _ = self.context.commands.change(self.vm.id, mutate)
+        _, vm, _, _ = self.context.commands.change(Vm, self.vm.id, mutate)
         self.vm = vm
         return vm
 

@@ -93,7 +93,7 @@ class Worker:
         if stop is not None and stop.is_set():
             return False  # stopping: the last moment a claim can be given up
         try:
-            _, vm, _ = self.commands.change(vm_uuid, lambda v: v.start_job(
+            _, vm, _, _ = self.commands.change(Vm, vm_uuid, lambda v: v.start_job(
                 job_uuid, worker=self.worker_id, now=now, lease_expires_at=now + self.lease,
                 cause=cause))
         except JobNotRunnableError:
