@@ -23,6 +23,7 @@ class JobQueue:
     # Provided by ``Vm``.
     active_jobs: list[dict[str, Any]]
     state: Any
+    desired_state: Any
     JobQueued: Any
     JobStarted: Any
     JobLeaseRenewed: Any
@@ -141,6 +142,17 @@ class JobQueue:
         if job is None or job["execution"] != Execution.QUEUED.value:
             raise JobNotRunnableError(job_uuid, "only a queued job can be canceled")
         self.trigger_event(self.JobCanceled, cause=cause, job_uuid=job_uuid, reason=reason)
+
+    def cancel_queued(self, reason: str, *, cause: Cause, name: JobName | None = None
+                      ) -> list[str]:
+        """Cancel every job that has not started (only those named ``name``, if given), in
+        queue order; a running job is left to its worker. Returns the canceled jobs' uuids."""
+        canceled = [job["uuid"] for job in self.active_jobs
+                    if job["execution"] == Execution.QUEUED.value
+                    and (name is None or job["name"] == name)]
+        for job_uuid in canceled:
+            self.cancel_job(job_uuid, reason, cause=cause)
+        return canceled
 
     def _drop_job(self, job_uuid: str) -> None:
         self.active_jobs = [j for j in self.active_jobs if j["uuid"] != job_uuid]

@@ -15,7 +15,8 @@ from domain import chain
 from domain.states import DesiredState, Execution, JobName
 
 if TYPE_CHECKING:
-    from domain.vm import Vm
+    # The queue these events change (a mixin of ``domain.vm.Vm``, which imports this module).
+    from domain.job_queue import JobQueue as Vm
 
 Cause = dict[str, Any]
 

@@ -29,20 +29,38 @@ it is rebuilt in place (emptied, then replayed; readers see it fill up again), w
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from eventsourcing.persistence import Notification
 
 from projections.db import Database, Dialect, Tx
-
-if TYPE_CHECKING:
-    from projections.runner import ProjectionRunner, ReadModel
+from projections.read_model import ReadModel
 
 SUFFIX = "__rebuild"
 
 log = logging.getLogger(__name__)
 
 
-def rebuild_beside(runner: ProjectionRunner, lives: Sequence[ReadModel],
+class Runner(Protocol):
+    """What a rebuild needs of the runner (``projections.runner.ProjectionRunner``, which
+    calls ``rebuild_beside``; a protocol, so the two modules do not import each other)."""
+
+    db: Database
+    source: Any  # the runner's NotificationSource
+    batch_size: int
+
+    def reset(self, names: Iterable[str]) -> None: ...
+
+    def catch_up_models(self, read_models: Sequence[ReadModel],
+                        progress: Callable[[int], None] | None = None) -> int: ...
+
+    def position_in(self, tx: Tx, name: str) -> int: ...
+
+    def decode(self, notifications: Sequence[Notification]) -> list[tuple[int, Any]]: ...
+
+
+def rebuild_beside(runner: Runner, lives: Sequence[ReadModel],
                    progress: Callable[[int], None] | None = None) -> int:
     """Rebuild ``lives`` from position 1 beside their tables, built together (each batch is
     read and decoded once for all of them), then switch each; return how many events were
@@ -74,7 +92,7 @@ def prepare(db: Database, shadow: ReadModel) -> None:
             tx.execute(statement)
 
 
-def switch(runner: ProjectionRunner, live: ReadModel, shadow: ReadModel) -> int:
+def switch(runner: Runner, live: ReadModel, shadow: ReadModel) -> int:
     """Put the shadow tables in the live ones' place and move the tracking row, in one
     transaction; return how many events the shadow still needed to apply first."""
     db = runner.db

@@ -10,16 +10,15 @@ because SQLite has no subscriptions; the same loop serves PostgreSQL.
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from eventsourcing.persistence import Notification
 
 from projections.db import Database, Tx
+from projections.read_model import ReadModel
 from projections.rebuild import rebuild_beside
 
 TRACKING_DDL = (
@@ -43,48 +42,6 @@ class EventDecoder(Protocol):
     """What the runner needs of the application's mapper."""
 
     def to_domain_event(self, stored: Any) -> Any: ...
-
-
-class ReadModel(ABC):
-    """A read model: tables, and how a batch of events changes them.
-
-    ``tables`` are the live tables' names. Every statement (DDL and ``apply``) names its tables
-    through ``table()`` and its indexes through ``index()``, so a copy made by ``beside()``
-    writes into shadow tables (``vm_view__rebuild``) with their own indexes, tracked under its
-    own name: how a rebuild builds beside the live tables while they keep serving.
-    """
-
-    name: str
-    tables: tuple[str, ...]
-    suffix: str = ""
-
-    def table(self, name: str) -> str:
-        """The real name of table ``name`` (one of ``tables``) for this instance."""
-        return name + self.suffix
-
-    def index(self, name: str) -> str:
-        """The real name of index ``name`` (index names are global in both backends)."""
-        return name + self.suffix
-
-    def real_tables(self) -> list[str]:
-        """The real names of every table, in ``tables`` order."""
-        return [self.table(name) for name in self.tables]
-
-    def beside(self, suffix: str) -> ReadModel:
-        """A copy writing into ``<table><suffix>`` tables, tracked as ``<name><suffix>``."""
-        shadow = copy.copy(self)
-        shadow.suffix = self.suffix + suffix
-        shadow.name = self.name + suffix
-        return shadow
-
-    @abstractmethod
-    def create_statements(self, db: Database) -> list[str]:
-        """DDL creating the tables and indexes (idempotent), named through ``table()`` and
-        ``index()``."""
-
-    @abstractmethod
-    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
-        """Apply ``(position, domain event)`` pairs in log order, inside ``tx``."""
 
 
 class ProjectionConflictError(Exception):

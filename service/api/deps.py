@@ -16,7 +16,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from domain.states import TERMINAL_EXECUTIONS
 from domain.vm import Cause, make_cause
-from service.api.errors import UnavailableError, invalid_parameters
+from service.api.errors import UnavailableError, field_errors, invalid_parameters
+from service.api.params import int_or_none
 from service.commands.application import Accepted
 from service.container import Services
 from service.commands.idempotency import IdempotencyKey
@@ -66,6 +67,20 @@ def idempotency_of(request: Request, data: Any) -> IdempotencyKey | None:
     return IdempotencyKey(getattr(request.state, "actor", "anonymous"), key, fingerprint)
 
 
+def if_match_of(request: Request) -> int | None:
+    """The VM version the request's ``If-Match`` names (``"7"`` or ``7``), or None without
+    the header; every command route reads it here (api.md, "Concurrency and idempotency").
+    Raises the ``ValidationFailed`` error naming ``If-Match`` for anything else."""
+    header = request.headers.get("if-match")
+    if header is None:
+        return None
+    version = int_or_none(header)
+    if version is None:
+        raise invalid_parameters(request, [{"field": "If-Match", "code": "Invalid",
+                                            "message": 'must be a version, e.g. "7"'}])
+    return version
+
+
 def read_your_writes(request: Request, services: Services, names: tuple[str, ...],
                      *, eventual: bool) -> None:
     """Wait (bounded) until read models ``names`` reflect every command acknowledged before
@@ -85,15 +100,7 @@ def parse_body(request: Request, model: type[M], data: Any) -> M:
     try:
         return model.model_validate(data if data is not None else {})
     except PydanticValidationError as error:
-        errors = [
-            {
-                "field": ".".join(str(p) for p in item["loc"]) or "body",
-                "code": "Missing" if item["type"] == "missing" else "Invalid",
-                "message": item["msg"],
-            }
-            for item in error.errors()
-        ]
-        raise invalid_parameters(request, errors) from None
+        raise invalid_parameters(request, field_errors(error.errors())) from None
 
 
 def wait_for_job(services: Services, job_uuid: str, timeout_s: float) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from eventsourcing.persistence import InterfaceError, OperationalError
@@ -87,6 +88,23 @@ def invalid_parameters(request: Request, errors: list[dict[str, str]],
     )
 
 
+def field_errors(items: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """pydantic's (or FastAPI's) validation errors as VMAPI's ``errors`` list: one
+    ``{field, code: Missing|Invalid, message}`` per problem. FastAPI prefixes a location with
+    where the value came from (``body``, ``query``, ``path``): that first part is not the field."""
+    errors = []
+    for item in items:
+        location = [str(part) for part in item.get("loc", ())]
+        if location[:1] in (["body"], ["query"], ["path"]):
+            location = location[1:]
+        errors.append({
+            "field": ".".join(location) or "body",
+            "code": "Missing" if item.get("type") == "missing" else "Invalid",
+            "message": item.get("msg", "invalid"),
+        })
+    return errors
+
+
 def body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     """The error body: ``{"code", "message", ...}``."""
     return {"code": code, "message": message, **extra}
@@ -161,16 +179,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def request_validation(request: Request, error: RequestValidationError) -> JSONResponse:
-        errors = []
-        for item in error.errors():
-            location = [str(p) for p in item.get("loc", ()) if p not in ("body", "query", "path")]
-            kind = item.get("type", "")
-            errors.append({
-                "field": ".".join(location) or "body",
-                "code": "Missing" if kind == "missing" else "Invalid",
-                "message": item.get("msg", "invalid"),
-            })
-        return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=errors),
+        return JSONResponse(body("ValidationFailed", "Invalid parameters",
+                                 errors=field_errors(error.errors())),
                             status_code=validation_status(request))
 
     @app.exception_handler(StarletteHTTPException)

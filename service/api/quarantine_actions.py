@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from domain.errors import VmNotFoundError
-from service.api.deps import cause_of, parse_body, read_your_writes, services_of
-from service.api.params import Query, int_or_none
+from service.api.deps import cause_of, if_match_of, parse_body, read_your_writes, services_of
+from service.api.params import Query
 from service.api.schemas import StrictModel
 
 QUARANTINE_ACTIONS = ("quarantine", "release")
@@ -28,7 +28,7 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any) -> JSONResponse
     query = Query(request, {"action"})
     query.check()
     services = services_of(request)
-    if_match = int_or_none(request.headers["if-match"]) if "if-match" in request.headers else None
+    if_match = if_match_of(request)
     if request.query_params["action"] == "quarantine":
         reason = parse_body(request, QuarantineRequest, data).reason
         services.quarantine.quarantine(vm_uuid.lower(), reason, cause=cause_of(request),

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from domain.errors import ServerNotFoundError
+from domain.server import Server
 from service.api.deps import cause_of, parse_body, read_your_writes, services_of
 from service.api.params import Query
 from service.api.schemas import StrictModel
@@ -94,8 +95,8 @@ def server_action(server_uuid: str, request: Request,
         services.agents.host_rebooted(server_uuid.lower(), boot_id, cause=cause)
         status = 202
     else:
-        services.commands.change_server(server_uuid.lower(),
-                                        lambda s: s.set_status("removed", cause=cause))
+        services.commands.change(Server, server_uuid.lower(),
+                                 lambda s: s.set_status("removed", cause=cause))
         status = 200
     read_your_writes(request, services, ("server_view",), eventual=False)
     return JSONResponse(services.servers.get(server_uuid.lower()), status_code=status)

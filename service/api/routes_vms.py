@@ -18,13 +18,14 @@ from service.api.deps import (
     behaviour_of,
     cause_of,
     idempotency_of,
+    if_match_of,
     parse_body,
     read_your_writes,
     services_of,
     wait_for_job,
 )
 from service.api.errors import invalid_parameters
-from service.api.params import Query, int_or_none, list_vms_query
+from service.api.params import Query, list_vms_query
 from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
 from service.api.schemas import ActionBody, CreateVmRequest, KillBody, UpdateVmRequest, unstorable
 from service.commands.application import VmSpec
@@ -217,7 +218,7 @@ def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, 
         args=args,
         context=context,
         idempotent=idempotent,
-        if_match=_if_match(request),
+        if_match=if_match_of(request),
         owner_uuid=owner_uuid.lower() if owner_uuid else None,
         idempotency=idempotency,
     )
@@ -230,17 +231,6 @@ def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, 
     if sync:
         wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
     return accepted(request, result)
-
-
-def _if_match(request: Request) -> int | None:
-    header = request.headers.get("if-match")
-    if header is None:
-        return None
-    version = int_or_none(header)
-    if version is None:
-        raise invalid_parameters(request, [{"field": "If-Match", "code": "Invalid",
-                                            "message": 'must be a version, e.g. "7"'}])
-    return version
 
 
 def _x_context(request: Request) -> dict[str, Any] | None:

@@ -13,8 +13,9 @@ import threading
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from service.cli.progress import progress_bar
+from service.cli.replay import replay_command
 from service.container import Services
 from service.logs import setup_logging
 from service.metrics import serve_process_metrics
@@ -32,13 +33,6 @@ def _wait_for_signal() -> threading.Event:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     return stop
-
-
-def progress_bar() -> Progress:
-    """The progress bar every long command shows."""
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
-    )
 
 
 @cli.command()
@@ -204,13 +198,16 @@ def token_create(
     typer.echo("\n".join(lines), err=True)
 
 
+# Commands defined in modules of their own are registered here, explicitly: importing a module
+# never registers anything by itself.
+cli.command("replay")(replay_command)
+
+
 def main() -> None:
     """Entry point of the ``vmledger`` console script. Bad settings end any command with one
     line per problem naming the variable, and status 2, never with a traceback (which would
     also print the values given, a database password included)."""
     from pydantic import ValidationError
-
-    from service.replay import run  # noqa: F401  (registers the replay command)
 
     try:
         cli()

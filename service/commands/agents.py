@@ -15,15 +15,12 @@ import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError
-
 from domain import policy
 from domain.policy import Happening, Response
 from domain.server import Server
 from domain.states import Action, DesiredState, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.application import Commands
-from service.commands.retry import ConflictRetriesExhaustedError, back_off
 from service.commands.versioning import NEWEST
 
 OBSERVED_STATES = ("running", "stopped", "failed")
@@ -84,13 +81,10 @@ class Agents:
     def _apply(self, server_uuid: str, boot_id: str, generation: int | None,
                affected: Callable[[Server, bool], dict[str, Happening | str]],
                cause: Cause) -> dict[str, str]:
-        commands = self.commands
-        for attempt in range(commands.retries):
-            server = commands.load_server(server_uuid)
+        def decide(server: Server) -> tuple[dict[str, str], list[Vm]]:
             if generation is not None:
                 server.check_generation(generation)
             rebooted = server.record_reboot(boot_id, cause=cause)
-            servers = {server_uuid: server}
             changed: list[Vm] = []
             outcome: dict[str, str] = {}
             for vm_uuid, happening in affected(server, rebooted).items():
@@ -101,20 +95,14 @@ class Agents:
                 if what and vm.pending_events:
                     outcome[vm_uuid] = what
                     changed.append(vm)
-            if not changed and not server.pending_events:
-                return outcome
-            if generation is not None:
+            if generation is not None and (changed or server.pending_events):
                 server.record_report(generation, cause=cause)
-            for vm in changed:
-                commands._server_effects(vm, servers)  # noqa: SLF001 - same transaction
-            try:
-                commands.save(*changed, *[s for s in servers.values() if s.pending_events])
-            except IntegrityError:
-                commands.on_conflict()
-                back_off(attempt)
-                continue
-            return outcome
-        raise ConflictRetriesExhaustedError(f"report of server {server_uuid}: conflicting writes")
+            return outcome, changed
+
+        # The VMs changed are saved with the server, in one transaction.
+        (outcome, _), _, _, _ = self.commands.change(Server, server_uuid, decide,
+                                                     also=lambda decision: decision[1])
+        return outcome
 
     def _vm(self, vm_uuid: str) -> Vm | None:
         try:

@@ -1,34 +1,33 @@
 """The vmledger application: the event store and the command handlers.
 
-Each command loads the VM, lets the aggregate decide, and saves with optimistic concurrency.
-A conflict with another writer (worker, agent, another API process) is resolved by reloading
-and deciding again, ``retries`` times at most (api.md, "Concurrency and idempotency").
+Each command is a ``decide`` function given to the change loop (``service.commands.change``):
+load the VM, let the aggregate decide, save with optimistic concurrency; a conflict with
+another writer (worker, agent, another API process) is resolved by reloading and deciding
+again, ``retries`` times at most (api.md, "Concurrency and idempotency").
 """
 
 from __future__ import annotations
 
 import uuid as uuidlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.application import Application
 
-from domain.errors import (
-    DuplicateVmError, VersionMismatchError, VmNotFoundError,
-)
-from domain.server import Server
+from domain.errors import DuplicateVmError, VmNotFoundError
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
+from service.commands.change import Accepted, Changed, Changes
 from service.commands.fleet import ServerCommands, VolumeCommands
-from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
-from service.commands.retry import ConflictRetriesExhaustedError, back_off
-from service.commands.snapshots import snapshot_long_streams
+from service.commands.idempotency import IdempotencyKey, IdempotencyStore
+from service.commands.retry import ConflictRetriesExhaustedError
 from service.commands.versioning import Behaviour
 
-R = TypeVar("R")
+# Imported from here by the API and the tests.
+__all__ = ["Accepted", "Changed", "Commands", "ConflictRetriesExhaustedError", "VmLedger",
+           "VmSpec"]
 
 
 class VmLedger(Application[UUID]):
@@ -37,13 +36,6 @@ class VmLedger(Application[UUID]):
     name = "vmledger"
     log_section_size = 1000
     is_snapshotting_enabled = True  # taken by Commands.save (service/commands/snapshots.py)
-
-
-class _Replayed(Exception):  # noqa: N818 - control flow, never leaves this module
-    """The idempotency key was already used for this request: its first outcome."""
-
-    def __init__(self, outcome: Accepted):
-        self.outcome = outcome
 
 
 @dataclass(frozen=True)
@@ -64,20 +56,7 @@ class VmSpec:
     volumes: list[dict[str, str]] = field(default_factory=list)  # [{volume_uuid, mountpoint}]
 
 
-@dataclass(frozen=True)
-class Accepted:
-    """A command's outcome: the VM, its job, the VM version and the log position after it.
-
-    ``position`` is None when nothing was appended (a repeat that returned an existing job).
-    """
-
-    vm_uuid: str
-    job_uuid: str | None
-    version: int
-    position: int | None
-
-
-class Commands(ServerCommands, VolumeCommands):
+class Commands(Changes, ServerCommands, VolumeCommands):
     """The command handlers shared by the HTTP API, the worker and the trace replay."""
 
     def __init__(self, app: VmLedger, *, keys: IdempotencyStore, retries: int = 30,
@@ -94,95 +73,13 @@ class Commands(ServerCommands, VolumeCommands):
         self.on_conflict = on_conflict or (lambda: None)
         self.after_save: list[Callable[[int], None]] = []
 
-    # -- reading the truth ------------------------------------------------------------------
-
     def load(self, vm_uuid: str | UUID, version: int | None = None) -> Vm:
         """The VM folded from its stream (at ``version`` if given). Raises VmNotFoundError."""
-        try:
-            vm_id = vm_uuid if isinstance(vm_uuid, UUID) else UUID(str(vm_uuid))
-            vm = self.app.repository.get(vm_id, version=version)
-        except (AggregateNotFoundError, ValueError):
-            raise VmNotFoundError(vm_uuid) from None
-        if not isinstance(vm, Vm):
-            raise VmNotFoundError(vm_uuid)  # another aggregate's stream (a server's)
-        return vm
+        return self.load_aggregate(Vm, vm_uuid, version)
 
     def head_position(self) -> int:
         """The log's last position (0 when empty)."""
         return self.app.recorder.max_notification_id() or 0
-
-    # -- the retry loop every change goes through ---------------------------------------------
-
-    def change(
-        self,
-        vm_uuid: str | UUID,
-        decide: Callable[[Vm], R],
-        *,
-        if_match: int | None = None,
-        idempotency: IdempotencyKey | None = None,
-        outcome: Callable[[R, Vm], Accepted] | None = None,
-    ) -> tuple[R, Vm, int | None]:
-        """Load, ``decide`` (which may record events on the VM), save; on a conflict with
-        another writer reload and decide again. Returns (decision, VM, position or None).
-
-        With ``idempotency`` (and ``outcome``, which says what to remember), the key is stored
-        with the events; a key already used for this request raises ``_Replayed``.
-        Raises ``VersionMismatchError`` when ``if_match`` is not the current version, whatever
-        ``decide`` raises, ``IdempotencyKeyReusedError`` or ``ConflictRetriesExhaustedError``.
-        """
-        for _attempt in range(self.retries):
-            self._replay_if_known(idempotency)
-            vm = self.load(vm_uuid)
-            if if_match is not None and vm.version != if_match:
-                raise VersionMismatchError(if_match, vm.version)
-            decision = decide(vm)
-            record = None
-            if idempotency is not None and outcome is not None:
-                record = self.keys.record(idempotency, 202, outcome(decision, vm))
-            if not vm.pending_events:
-                if record is not None:
-                    self._store_key_alone(record)
-                return decision, vm, None
-            servers = self._server_effects(vm)
-            try:
-                position = self.save(vm, *servers, idempotency=record)
-            except IntegrityError:
-                self.on_conflict()
-                back_off(_attempt)
-                continue
-            return decision, vm, position
-        raise ConflictRetriesExhaustedError(f"VM {vm_uuid}: {self.retries} conflicting writes")
-
-    def _replay_if_known(self, idempotency: IdempotencyKey | None) -> None:
-        if idempotency is None:
-            return
-        prior = self.keys.find(idempotency)
-        if prior is not None:
-            prior.pop("status")
-            raise _Replayed(Accepted(**prior))
-
-    def _store_key_alone(self, record: KeyRecord) -> None:
-        try:
-            self.keys.insert_alone(record)
-        except IntegrityError:
-            self._replay_if_known(record.key)  # a twin request stored it first
-
-    def save(self, *aggregates: Vm | Server, idempotency: KeyRecord | None = None) -> int:
-        """Append the aggregates' pending events in one transaction (with the idempotency
-        key, if any); returns the log position of the last. Raises ``IntegrityError`` when
-        another writer changed one of the streams first."""
-        kwargs: dict[str, Any] = {}
-        if idempotency is not None:
-            kwargs = {
-                "idempotency": idempotency,
-                "idempotency_expired_before": idempotency.created_at - self.keys.ttl_s,
-            }
-        recordings = self.app.save(*aggregates, **kwargs)
-        position = recordings[-1].notification.id
-        snapshot_long_streams(self.app, recordings)
-        for callback in self.after_save:
-            callback(position)
-        return position
 
     # -- client commands ----------------------------------------------------------------------
 
@@ -198,28 +95,25 @@ class Commands(ServerCommands, VolumeCommands):
         naming ``volumes`` when a volume to mount does not exist.
         """
         self._check_volumes(spec.volumes)
-        try:
-            for _attempt in range(self.retries):
-                self._replay_if_known(idempotency)
-                vm = self._new_vm(spec, cause, vm_uuid, context)
-                result = Accepted(str(vm.id), vm.head_job["uuid"], vm.version, None)
-                record = self.keys.record(idempotency, 202, result) if idempotency else None
-                try:
-                    position = self.save(vm, idempotency=record)
-                except IntegrityError:
-                    if vm_uuid is not None and self._exists(vm_uuid):
-                        return self._same_create(vm_uuid, spec)
-                    continue  # a twin request with the same key won; the next pass replays it
-                return Accepted(result.vm_uuid, result.job_uuid, result.version, position)
-        except _Replayed as replayed:
-            return replayed.outcome
-        raise ConflictRetriesExhaustedError(f"create: {self.retries} conflicting writes")
+        vm_id = UUID(vm_uuid) if vm_uuid else uuidlib.uuid4()
+
+        def decide(vm: Vm) -> Accepted:
+            if vm.pending_events:  # made by this request
+                return Accepted(str(vm.id), vm.head_job["uuid"], vm.version, None)
+            return self._same_create(str(vm_id), spec)  # the uuid was taken
+
+        changed = self.change(Vm, vm_id, decide, idempotency_key=idempotency,
+                              outcome=lambda result, _vm: result,
+                              new=lambda: self._new_vm(spec, cause, vm_id, context))
+        if changed.replayed is not None:
+            return changed.replayed
+        return replace(changed.decision, position=changed.position)
 
     @staticmethod
-    def _new_vm(spec: VmSpec, cause: Cause, vm_uuid: str | None,
+    def _new_vm(spec: VmSpec, cause: Cause, vm_id: UUID,
                 context: dict[str, Any] | None = None) -> Vm:
         return Vm.create(
-            vm_uuid=UUID(vm_uuid) if vm_uuid else uuidlib.uuid4(),
+            vm_uuid=vm_id,
             provision_job_uuid=str(uuidlib.uuid4()),
             provision_params={
                 "args": {"server_uuid": spec.server_uuid} if spec.server_uuid else {},
@@ -239,13 +133,6 @@ class Commands(ServerCommands, VolumeCommands):
             tags=spec.tags,
             volumes=[dict(mount) for mount in spec.volumes],
         )
-
-    def _exists(self, vm_uuid: str) -> bool:
-        try:
-            self.load(vm_uuid, version=1)
-        except VmNotFoundError:
-            return False
-        return True
 
     def _same_create(self, vm_uuid: str, spec: VmSpec) -> Accepted:
         """The first create's result if ``spec`` repeats it; else ``DuplicateVmError``."""
@@ -305,17 +192,13 @@ class Commands(ServerCommands, VolumeCommands):
                                    idempotent=idempotent, server_removed=server_removed)
             job_cause = {**cause, "job_uuid": None}
             if plan.destroy_now:
-                for job in list(vm.active_jobs):
-                    if job["execution"] == "queued":
-                        vm.cancel_job(job["uuid"], "canceled: the VM was destroyed",
-                                      cause=job_cause)
+                vm.cancel_queued("canceled: the VM was destroyed", cause=job_cause)
                 vm.record_destroyed(cause=job_cause)
                 return None
             job_uuid = str(uuidlib.uuid4())
             if plan.cancel_queued_provision:
-                for job in list(vm.active_jobs):
-                    if job["name"] == JobName.PROVISION and job["execution"] == "queued":
-                        vm.cancel_job(job["uuid"], "canceled by a DeleteVm", cause=job_cause)
+                vm.cancel_queued("canceled by a DeleteVm", cause=job_cause,
+                                 name=JobName.PROVISION)
             params = {"args": args, "if_already": plan.if_already.value,
                       "api_version": behaviour.version}
             if context is not None:
@@ -324,13 +207,12 @@ class Commands(ServerCommands, VolumeCommands):
                          cause=job_cause)
             return job_uuid
 
-        try:
-            job_uuid, vm, position = self.change(
-                vm_uuid, decide, if_match=if_match, idempotency=idempotency,
-                outcome=lambda job, vm: Accepted(str(vm.id), job, vm.version, None),
-            )
-        except _Replayed as replayed:
-            return replayed.outcome
+        job_uuid, vm, position, replayed = self.change(
+            Vm, vm_uuid, decide, if_match=if_match, idempotency_key=idempotency,
+            outcome=lambda job, vm: Accepted(str(vm.id), job, vm.version, None),
+        )
+        if replayed is not None:
+            return replayed
         return Accepted(str(vm.id), job_uuid, vm.version, position)
 
     @staticmethod
@@ -341,10 +223,8 @@ class Commands(ServerCommands, VolumeCommands):
         job_uuid = str(uuidlib.uuid4())
         vm.queue_job(action=Action.DESTROY, job_uuid=job_uuid, name=JobName.DESTROY.value,
                      params={"args": {}, "if_already": "succeed"}, cause=cause)
-        for job in list(vm.active_jobs):
-            if job["execution"] == "queued":
-                vm.cancel_job(job["uuid"], f"not run: the VM was {stuck}; it was quarantined "
-                              "for troubleshooting instead", cause=cause)
+        vm.cancel_queued(f"not run: the VM was {stuck}; it was quarantined for "
+                         "troubleshooting instead", cause=cause)
         vm.record_quarantined(f"deleted by its owner while {stuck}", cause=cause)
         return job_uuid
 
@@ -355,7 +235,6 @@ class Commands(ServerCommands, VolumeCommands):
         it away, ``crashed`` when its guest died); its desired state is left as it was, so a
         VM that should run is told apart (design.md). Raises ``VmNotFoundError`` and
         ``IllegalTransitionError`` (the VM is not running)."""
-        _, vm, position = self.change(
-            vm_uuid, lambda vm: vm.record_failed(reason, message, cause=cause)
-        )
+        _, vm, position, _ = self.change(
+            Vm, vm_uuid, lambda vm: vm.record_failed(reason, message, cause=cause))
         return Accepted(str(vm.id), None, vm.version, position)

@@ -42,7 +42,7 @@ class Quarantine:
                 return
             self._quarantine(vm, reason, cause)
 
-        _, vm, position = self.commands.change(vm_uuid, decide, if_match=if_match)
+        _, vm, position, _ = self.commands.change(Vm, vm_uuid, decide, if_match=if_match)
         return Accepted(str(vm.id), None, vm.version, position)
 
     def release(self, vm_uuid: str, *, cause: Cause, if_match: int | None = None) -> Accepted:
@@ -60,7 +60,7 @@ class Quarantine:
             vm.queue_provision(job_uuid=str(uuidlib.uuid4()),
                                params={"args": {}, "if_already": "succeed"}, cause=cause)
 
-        _, vm, position = self.commands.change(vm_uuid, decide, if_match=if_match)
+        _, vm, position, _ = self.commands.change(Vm, vm_uuid, decide, if_match=if_match)
         return Accepted(str(vm.id), None, vm.version, position)
 
     def stuck(self, vm: Vm) -> str | None:
@@ -78,12 +78,10 @@ class Quarantine:
             self._quarantine(vm, reason, make_cause("stuck-check"))
             return True
 
-        quarantined, _, _ = self.commands.change(vm_uuid, decide)
+        quarantined, _, _, _ = self.commands.change(Vm, vm_uuid, decide)
         return quarantined
 
     @staticmethod
     def _quarantine(vm: Vm, reason: str, cause: Cause) -> None:
-        for job in list(vm.active_jobs):
-            if job["execution"] == "queued":
-                vm.cancel_job(job["uuid"], "canceled: the VM was quarantined", cause=cause)
+        vm.cancel_queued("canceled: the VM was quarantined", cause=cause)
         vm.record_quarantined(reason, cause=cause)

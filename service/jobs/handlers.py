@@ -146,7 +146,7 @@ def _claim_a_server(job: JobRun, candidates: list[str] | None = None) -> str:
     vm = job.vm
     if vm.claim is not None:
         return vm.claim["server_uuid"]
-    shortlist = candidates if candidates is not None else job.worker.placement(vm)
+    shortlist = candidates if candidates is not None else job.context.placement(vm)
     if isinstance(shortlist, str):
         shortlist = [shortlist]
     for server_uuid in shortlist or []:
@@ -272,7 +272,7 @@ def _booted(job: JobRun, record: Callable[[Vm], None]) -> Callable[[Vm], None]:
         addresses: dict[str, str | None] = {}
         for mount in vm.volumes:
             try:
-                volume = job.worker.commands.load_volume(mount["volume_uuid"])
+                volume = job.context.commands.load_volume(mount["volume_uuid"])
             except VolumeNotFoundError:
                 addresses[mount["volume_uuid"]] = None
             else:

@@ -1,6 +1,6 @@
 """One claimed job as its worker works on it (``JobRun``): its steps, its lease and its outcome,
-recorded as the worker that holds it (service/jobs/worker.py claims jobs; service/jobs/handlers.py says what
-each job does).
+recorded as the worker that holds it (service/jobs/worker.py claims jobs and builds the run's
+``JobContext``; service/jobs/handlers.py says what each job does).
 
 Each finished step is recorded before the next begins, and every save re-checks that this
 worker still holds the job.
@@ -12,18 +12,20 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from domain.errors import JobNotRunnableError
 from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
+from service.commands.application import Commands
 from service.jobs.compute.driver import ComputeDriver, ComputeError
 
-if TYPE_CHECKING:
-    from service.jobs.worker import Worker
-
 log = logging.getLogger(__name__)
+
+# The servers to try, best first (the claim on each server's stream decides).
+Placement = Callable[[Vm], list[str]]
 
 
 def utcnow() -> datetime:
@@ -39,12 +41,26 @@ class PreconditionFailedError(StepFailedError):
     """The VM changed under the job (another writer moved it on): the next step is not run."""
 
 
+@dataclass(frozen=True)
+class JobContext:
+    """What a job run needs of the worker that claimed it (the worker builds one per run;
+    a run never reaches back into its worker). ``lease`` is the lease's length."""
+
+    commands: Commands
+    driver: ComputeDriver
+    placement: Placement
+    worker_id: str
+    lease: timedelta
+    clock: Callable[[], datetime]
+    step_attempts: int
+
+
 class JobRun:
     """One claimed job being worked on: records steps and the outcome as this worker, keeps
     its lease alive, and runs no step whose preconditions no longer hold (Omicron #2209)."""
 
-    def __init__(self, worker: Worker, vm: Vm, job: dict[str, Any]):
-        self.worker = worker
+    def __init__(self, context: JobContext, vm: Vm, job: dict[str, Any]):
+        self.context = context
         self.vm = vm
         self.job = job
         self.job_uuid: str = job["uuid"]
@@ -52,7 +68,7 @@ class JobRun:
         self.attempt: int = job["attempt"]
         self.steps_recorded = 0
         self.last_step_failed = False
-        self.cause = make_cause(f"worker:{worker.worker_id}", job_uuid=self.job_uuid)
+        self.cause = make_cause(f"worker:{context.worker_id}", job_uuid=self.job_uuid)
         # What the steps assume of the VM: where it was, as it was, when the job was claimed.
         self.expected = (str(vm.state), vm.server_uuid)
         self._lost: JobNotRunnableError | None = None
@@ -63,7 +79,7 @@ class JobRun:
 
     @property
     def driver(self) -> ComputeDriver:
-        return self.worker.driver
+        return self.context.driver
 
     # -- the lease --------------------------------------------------------------------------
 
@@ -81,12 +97,12 @@ class JobRun:
             self._heartbeat.join()
 
     def _renew_until_done(self) -> None:
-        lease = self.worker.lease
+        lease = self.context.lease
         while not self._done.wait(lease.total_seconds() / 3):
-            expires = self.worker.clock() + lease
+            expires = self.context.clock() + lease
             try:
-                self.worker.commands.change(self.vm.id, lambda vm: vm.renew_lease(
-                    self.job_uuid, worker=self.worker.worker_id, lease_expires_at=expires,
+                self.context.commands.change(Vm, self.vm.id, lambda vm: vm.renew_lease(
+                    self.job_uuid, worker=self.context.worker_id, lease_expires_at=expires,
                     cause=self.cause))
             except JobNotRunnableError as lost:
                 self._lost = lost
@@ -99,7 +115,7 @@ class JobRun:
     def _change(self, mutate: Callable[[Vm], None]) -> Vm:
         if self._lost is not None:
             raise self._lost
-        _, vm, _ = self.worker.commands.change(self.vm.id, mutate)
+        _, vm, _, _ = self.context.commands.change(Vm, self.vm.id, mutate)
         self.vm = vm
         return vm
 
@@ -113,13 +129,13 @@ class JobRun:
 
     def step(self, name: str, operation: Callable[[], Any]) -> Any:
         """Run ``operation`` as step ``name`` and record it (a ``chain_results`` entry); a
-        failed call is recorded and tried again, ``worker.step_attempts`` times in all.
+        failed call is recorded and tried again, ``context.step_attempts`` times in all.
 
         Raises ``StepFailedError`` when every attempt failed (``PreconditionFailedError`` when
         the VM changed under the job, before anything was run), and ``JobNotRunnableError`` if
         the job was taken from this worker.
         """
-        for attempt in range(1, self.worker.step_attempts + 1):
+        for attempt in range(1, self.context.step_attempts + 1):
             self._check_preconditions(name)
             started = utcnow()
             try:
@@ -127,7 +143,7 @@ class JobRun:
             except ComputeError as failure:
                 error = str(failure) or type(failure).__name__
                 self.record_step(name, result=None, error=error, started=started)
-                if attempt == self.worker.step_attempts:
+                if attempt == self.context.step_attempts:
                     raise StepFailedError(error) from failure
                 continue
             self.record_step(name, result=result, started=started)
@@ -145,7 +161,8 @@ class JobRun:
 
     def _held(self, vm: Vm) -> None:
         head = vm.head_job
-        if head is None or head["uuid"] != self.job_uuid or head["worker"] != self.worker.worker_id:
+        if (head is None or head["uuid"] != self.job_uuid
+                or head["worker"] != self.context.worker_id):
             raise JobNotRunnableError(self.job_uuid, "no longer held by this worker")
 
     def record_step(self, name: str, *, result: Any, error: str | None = None,
@@ -159,7 +176,7 @@ class JobRun:
             "finished_at": rfc3339(utcnow()),
         }
         self._change(lambda vm: vm.record_step(
-            self.job_uuid, step, cause=self.cause, worker=self.worker.worker_id))
+            self.job_uuid, step, cause=self.cause, worker=self.context.worker_id))
         self.steps_recorded += 1
         self.last_step_failed = error is not None
 
@@ -171,7 +188,7 @@ class JobRun:
         def finish(vm: Vm) -> None:
             if record:
                 record(vm)
-            vm.succeed_job(self.job_uuid, cause=self.cause, worker=self.worker.worker_id)
+            vm.succeed_job(self.job_uuid, cause=self.cause, worker=self.context.worker_id)
 
         self._change(finish)
         self.outcome = "succeeded"
@@ -186,7 +203,7 @@ class JobRun:
         def finish(vm: Vm) -> None:
             if record:
                 record(vm)
-            vm.fail_job(self.job_uuid, error, cause=self.cause, worker=self.worker.worker_id)
+            vm.fail_job(self.job_uuid, error, cause=self.cause, worker=self.context.worker_id)
 
         self._change(finish)
         self.outcome = "failed"

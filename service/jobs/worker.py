@@ -22,13 +22,10 @@ from service import metrics
 from service.jobs import handlers as jobs
 from service.commands.application import Commands
 from service.jobs.compute.driver import ComputeDriver
-from service.jobs.run import JobRun, utcnow
+from service.jobs.run import JobContext, JobRun, Placement, utcnow
 from service.logs import log_context
 
 log = logging.getLogger(__name__)
-
-# The servers to try, best first (the claim on each server's stream decides).
-Placement = Callable[[Vm], list[str]]
 
 __all__ = ["Placement", "Worker", "stop_on_signals", "utcnow"]
 
@@ -67,6 +64,12 @@ class Worker:
         self._periodic_at = 0.0
         self._wake = threading.Event()
 
+    def job_context(self) -> JobContext:
+        """What a run of a job this worker claimed works with."""
+        return JobContext(commands=self.commands, driver=self.driver, placement=self.placement,
+                          worker_id=self.worker_id, lease=self.lease, clock=self.clock,
+                          step_attempts=self.step_attempts)
+
     def run_vm(self, vm_uuid: str, stop: threading.Event | None = None) -> bool:
         """Claim and run the VM's head job if it is free; True if a job ran. Its log lines
         carry the VM, the job and this worker as the actor (service/logs.py).
@@ -90,12 +93,12 @@ class Worker:
         if stop is not None and stop.is_set():
             return False  # stopping: the last moment a claim can be given up
         try:
-            _, vm, _ = self.commands.change(vm_uuid, lambda v: v.start_job(
+            _, vm, _, _ = self.commands.change(Vm, vm_uuid, lambda v: v.start_job(
                 job_uuid, worker=self.worker_id, now=now, lease_expires_at=now + self.lease,
                 cause=cause))
         except JobNotRunnableError:
             return False
-        run = JobRun(self, vm, vm.head_job)
+        run = JobRun(self.job_context(), vm, vm.head_job)
         fields = {"job_name": run.job["name"], "attempt": run.attempt, "worker": self.worker_id}
         if run.attempt > 1:
             # Started before and still running, but its lease had expired (``start_job``

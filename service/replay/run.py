@@ -12,27 +12,21 @@ unknown task, ...) is refused and counted by reason, never raised. See ``docs/re
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.progress import Progress
 
 from domain.errors import DomainError
 from domain.states import Action, VmState
 from domain.stuck import StuckThresholds
 from domain.vm import make_cause
 from service.commands.application import VmSpec
-from service.cli.app import cli
 from service.container import Services
 from service.commands.quarantine import Quarantine
-from service.settings import Settings
 from service.replay.trace import (
     MACHINE_CPUS, MACHINE_RAM_MIB, MalformedRowError, ReplayCommands, TraceDriver, TraceEvent,
     TracePlacement, TraceRecord,
@@ -289,48 +283,3 @@ def catch_up(services: Services, summary: Summary, progress: Progress | None = N
     services.projections.catch_up(
         progress=None if task is None else (lambda n: progress.advance(task, n)))
     summary.catch_up_s = time.perf_counter() - started
-
-
-def _print(summary: Summary, console: Console) -> None:
-    table = Table(title=f"replay of {Path(summary.trace).name}", show_header=False)
-    data = summary.as_dict()
-    for key in ("rows_read", "rows_applied", "rows_refused", "rows_ignored", "vms_created"):
-        table.add_row(key.replace("_", " "), f"{data[key]:,}")
-    for group, prefix in (("final_states", "VMs "), ("refused", "refused: "),
-                          ("ignored", "ignored: ")):
-        for name, count in data[group].items():
-            table.add_row(f"  {prefix}{name}", f"{count:,}")
-    table.add_row("wall time (replay)", f"{summary.wall_time_s:.1f} s")
-    table.add_row("read models caught up in", f"{summary.catch_up_s:.1f} s")
-    console.print(table)
-
-
-@cli.command("replay")
-def replay_command(
-    trace: Annotated[Path, typer.Argument(help="task_events CSV (.csv.gz or .csv)")],
-    max_jobs: Annotated[int | None, typer.Option(
-        help="replay only the first N distinct job_ids, in file order (whole tasks)")] = None,
-    skip_jobs: Annotated[int, typer.Option(
-        help="skip the first K distinct job_ids (--max-jobs counts after them)")] = 0,
-    max_rows: Annotated[int | None, typer.Option(help="stop after N rows")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
-) -> None:
-    """Replay a Google 2011 task_events trace through the service (docs/replay.md)."""
-    if not trace.is_file():
-        raise typer.BadParameter(f"no such file: {trace}", param_hint="TRACE")
-    services = Services.build(Settings())
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=Console(stderr=True))
-    try:
-        with progress:
-            summary = replay(services, trace, skip_jobs=skip_jobs, max_jobs=max_jobs,
-                             max_rows=max_rows, progress=progress)
-            catch_up(services, summary, progress)
-    except ValueError as error:
-        raise typer.BadParameter(str(error)) from None
-    finally:
-        services.close()
-    if as_json:
-        typer.echo(json.dumps(summary.as_dict(), indent=2))
-    else:
-        _print(summary, Console())

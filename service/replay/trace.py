@@ -250,8 +250,8 @@ class TracePlacement:
 class ReplayCommands(Commands):
     """The API's command handlers, unchanged, with two additions for a replay that is the
     database's only writer: they note each VM's state and job count whenever they save it (so
-    the replay follows the trace without reading VMs), and ``load`` and ``load_server``
-    answer from the aggregates they last saved (a copy, as the library's own aggregate cache
+    the replay follows the trace without reading VMs), and ``load_aggregate`` (the one loader)
+    answers from the aggregates they last saved (a copy, as the library's own aggregate cache
     does) instead of reading and folding the stream again. A conflict with another writer
     empties that cache, so the retry reads the stream: a stale copy can cost a retry, never a
     lost update.
@@ -278,13 +278,11 @@ class ReplayCommands(Commands):
         clone.__dict__.update({k: _copied(v) for k, v in vars(saved).items()})
         return clone
 
-    def load(self, vm_uuid: Any, version: int | None = None) -> Vm:
-        cached = self._cached(vm_uuid) if version is None else None
-        return cached if cached is not None else super().load(vm_uuid, version)
-
-    def load_server(self, server_uuid: Any) -> Any:
-        cached = self._cached(server_uuid)
-        return cached if cached is not None else super().load_server(server_uuid)
+    def load_aggregate(self, kind: Any, uuid: Any, version: int | None = None) -> Any:
+        cached = self._cached(uuid) if version is None else None
+        if cached is not None and isinstance(cached, kind):
+            return cached
+        return super().load_aggregate(kind, uuid, version)
 
     def save(self, *aggregates: Any, **options: Any) -> int:
         position = super().save(*aggregates, **options)

@@ -16,7 +16,7 @@ from domain.errors import (
     DomainError, IllegalTransitionError, InvalidTransitionError, JobNotRunnableError,
 )
 from domain.rules import Verdict, allowed_actions, verdict
-from domain.states import JOB_FOR_ACTION, Action, DesiredState, Execution, VmState
+from domain.states import JOB_FOR_ACTION, Action, DesiredState, Execution, JobName, VmState
 from domain.vm import QUARANTINE_OWNER_UUID, Vm
 from tests.builders import LEASE, OWNER, T0, cause, new_vm, queue, recorded, run_head_job, vm_in
 
@@ -149,6 +149,28 @@ def test_an_unknown_or_finished_job_cannot_be_canceled():
     with pytest.raises(JobNotRunnableError):
         vm.cancel_job("00000000-0000-4000-8000-000000000000", "no", cause=cause())
     assert recorded(vm) == []
+
+
+def test_cancel_queued_cancels_every_job_not_started_in_queue_order_and_leaves_the_running():
+    vm = vm_in(VmState.RUNNING)
+    running = queue(vm, Action.STOP)
+    waiting = [queue(vm, Action.START), queue(vm, Action.REBOOT)]
+    claim(vm)
+    recorded(vm)
+    assert vm.cancel_queued("the VM was quarantined", cause=cause()) == waiting
+    assert recorded(vm) == ["JobCanceled", "JobCanceled"]
+    assert [j["uuid"] for j in vm.active_jobs] == [running]
+    assert vm.cancel_queued("again", cause=cause()) == [] and recorded(vm) == []
+
+
+def test_cancel_queued_by_name_cancels_only_the_jobs_of_that_name():
+    vm = vm_in(VmState.PROVISIONING)  # its provision is queued
+    provision = vm.head_job["uuid"]
+    destroy = queue(vm, Action.DESTROY)
+    recorded(vm)
+    assert vm.cancel_queued("canceled by a DeleteVm", cause=cause(),
+                            name=JobName.PROVISION) == [provision]
+    assert [j["uuid"] for j in vm.active_jobs] == [destroy]
 
 
 # -- queue_job follows the rules table --------------------------------------------------------

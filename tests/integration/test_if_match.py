@@ -1,5 +1,7 @@
 """If-Match on every command (api.md, "Concurrency and idempotency"): a mismatch is 412 with
-``current_version``, appends nothing and leaves every read model unchanged."""
+``current_version``, appends nothing and leaves every read model unchanged; a malformed value
+is bad input (ValidationFailed naming ``If-Match``) on every route that takes the header, and
+changes nothing either (issue #14: the quarantine actions used to ignore it)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,11 @@ COMMANDS = [
     ("post", "?action=reboot", None),
     ("post", "?action=update", {"alias": "renamed"}),
     ("delete", "", None),
+]
+# The operator's quarantine actions answer 200 with the VM, not 202 with a job.
+QUARANTINE_COMMANDS = [
+    ("post", "?action=quarantine", {"reason": "looked odd"}),
+    ("post", "?action=release", None),
 ]
 
 
@@ -31,7 +38,7 @@ def _send(client, method: str, path: str, body, headers):
     return client.post(path, json=body, headers=headers)
 
 
-@pytest.mark.parametrize(("method", "query", "body"), COMMANDS)
+@pytest.mark.parametrize(("method", "query", "body"), COMMANDS + QUARANTINE_COMMANDS)
 def test_a_stale_if_match_is_412_and_changes_nothing(client, services, running_vm,
                                                      method, query, body):
     vm = client.get(f"/vms/{running_vm}")
@@ -57,3 +64,29 @@ def test_a_current_if_match_is_accepted(client, running_vm, method, query, body)
                      {"If-Match": etag, "Accept-Version": "~2"})
     assert accepted.status_code == 202, accepted.json()
     assert int(accepted.headers["etag"].strip('"')) > int(etag.strip('"'))
+
+
+@pytest.mark.parametrize(("method", "query", "body"), COMMANDS + QUARANTINE_COMMANDS)
+@pytest.mark.parametrize(("version", "status"), [("~1", 409), ("~2", 422)])
+def test_a_malformed_if_match_is_refused_naming_it_and_changes_nothing(
+        client, services, running_vm, method, query, body, version, status):
+    head = services.commands.head_position()
+    refused = _send(client, method, f"/vms/{running_vm}{query}", body,
+                    {"If-Match": "yesterday", "Accept-Version": version})
+    assert refused.status_code == status, refused.json()
+    assert refused.json()["code"] == "ValidationFailed"
+    assert [e["field"] for e in refused.json()["errors"]] == ["If-Match"]
+    assert services.commands.head_position() == head
+
+
+def test_a_current_if_match_is_accepted_by_quarantine_and_release(client, running_vm):
+    etag = client.get(f"/vms/{running_vm}").headers["etag"]
+    taken = client.post(f"/vms/{running_vm}?action=quarantine", json={"reason": "looked odd"},
+                        headers={"If-Match": etag})
+    assert taken.status_code == 200, taken.json()
+    assert taken.json()["state"] == "quarantined"
+    assert int(taken.headers["etag"].strip('"')) > int(etag.strip('"'))
+    given_back = client.post(f"/vms/{running_vm}?action=release",
+                             headers={"If-Match": taken.headers["etag"]})
+    assert given_back.status_code == 200, given_back.json()
+    assert given_back.json()["state"] == "running"

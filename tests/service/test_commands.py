@@ -10,6 +10,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.errors import UnallocatedVmError, VersionMismatchError, VmNotFoundError
 from domain.states import Action
+from domain.vm import Vm
 from service.commands.application import ConflictRetriesExhaustedError
 from tests.builders import OWNER, act, create, event_names, stream
 
@@ -101,16 +102,16 @@ def test_a_conflict_with_another_writer_is_retried_and_both_writes_land(services
     # barrier holds each thread's first load until the other has loaded too.
     barrier = threading.Barrier(2, timeout=10)
     first_load = threading.local()
-    load = services.commands.load
+    load = services.commands.load_aggregate  # the change loop's one loader
 
-    def load_then_wait(vm_uuid, version=None):
-        loaded = load(vm_uuid, version)
+    def load_then_wait(kind, uuid, version=None):
+        loaded = load(kind, uuid, version)
         if version is None and not getattr(first_load, "done", False):
             first_load.done = True
             barrier.wait()
         return loaded
 
-    monkeypatch.setattr(services.commands, "load", load_then_wait)
+    monkeypatch.setattr(services.commands, "load_aggregate", load_then_wait)
     results: dict[str, object] = {}
 
     def queue_update(alias: str) -> None:
@@ -131,7 +132,7 @@ def test_a_conflict_with_another_writer_is_retried_and_both_writes_land(services
     queued = [e for e in stream(services, vm.vm_uuid) if type(e).__name__ == "JobQueued"]
     assert sorted(e.params["args"]["alias"] for e in queued[1:]) == ["left", "right"]
     assert {e.job_uuid for e in queued[1:]} == {r.job_uuid for r in results.values()}
-    assert load(vm.vm_uuid).version == 4
+    assert load(Vm, vm.vm_uuid).version == 4
 
 
 def test_a_writer_that_always_loses_gives_up_after_the_configured_retries(services, monkeypatch):

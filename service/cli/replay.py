@@ -1,0 +1,63 @@
+"""``vmledger replay TRACE``: the command line of the trace replay (``service.replay.run``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from service.cli.progress import progress_bar
+
+if TYPE_CHECKING:
+    from service.replay.run import Summary
+
+
+def _print(summary: Summary, console: Console) -> None:
+    table = Table(title=f"replay of {Path(summary.trace).name}", show_header=False)
+    data = summary.as_dict()
+    for key in ("rows_read", "rows_applied", "rows_refused", "rows_ignored", "vms_created"):
+        table.add_row(key.replace("_", " "), f"{data[key]:,}")
+    for group, prefix in (("final_states", "VMs "), ("refused", "refused: "),
+                          ("ignored", "ignored: ")):
+        for name, count in data[group].items():
+            table.add_row(f"  {prefix}{name}", f"{count:,}")
+    table.add_row("wall time (replay)", f"{summary.wall_time_s:.1f} s")
+    table.add_row("read models caught up in", f"{summary.catch_up_s:.1f} s")
+    console.print(table)
+
+
+def replay_command(
+    trace: Annotated[Path, typer.Argument(help="task_events CSV (.csv.gz or .csv)")],
+    max_jobs: Annotated[int | None, typer.Option(
+        help="replay only the first N distinct job_ids, in file order (whole tasks)")] = None,
+    skip_jobs: Annotated[int, typer.Option(
+        help="skip the first K distinct job_ids (--max-jobs counts after them)")] = 0,
+    max_rows: Annotated[int | None, typer.Option(help="stop after N rows")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Replay a Google 2011 task_events trace through the service (docs/replay.md)."""
+    if not trace.is_file():
+        raise typer.BadParameter(f"no such file: {trace}", param_hint="TRACE")
+    from service.container import Services
+    from service.replay.run import catch_up, replay
+    from service.settings import Settings
+
+    services = Services.build(Settings())
+    progress = progress_bar(Console(stderr=True))
+    try:
+        with progress:
+            summary = replay(services, trace, skip_jobs=skip_jobs, max_jobs=max_jobs,
+                             max_rows=max_rows, progress=progress)
+            catch_up(services, summary, progress)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    finally:
+        services.close()
+    if as_json:
+        typer.echo(json.dumps(summary.as_dict(), indent=2))
+    else:
+        _print(summary, Console())

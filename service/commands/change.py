@@ -1,0 +1,223 @@
+"""The one way to change a stream: load, decide, save; on a conflict with another writer,
+reload and decide again (api.md, "Concurrency and idempotency"; docs/architecture.md,
+"Optimistic concurrency and the change loop").
+
+Every writer goes through ``Changes.change``: the API's commands (``Commands``), the job
+worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and volume commands
+(``service.commands.fleet``), the quarantine and the trace replay. What one attempt does:
+
+1. the idempotency key, if any: a key already used for this request returns its first outcome;
+2. load the aggregate (``load_aggregate``, the one loader), or make it with ``new``;
+3. ``If-Match``: a version other than the current one raises ``VersionMismatchError``;
+4. ``decide(aggregate)``: records events, or raises a domain refusal (nothing is saved);
+5. the servers' side of the VMs' capacity claims and releases (``_server_effects``);
+6. nothing pending: nothing is appended (the idempotency key is stored alone);
+7. otherwise ONE call, ``save``, appends every pending event (and the key) in one
+   transaction; a conflict (``IntegrityError``) counts, backs off and starts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import IntegrityError
+
+from domain.errors import (
+    DomainError, ServerNotFoundError, VersionMismatchError, VmNotFoundError, VolumeNotFoundError,
+)
+from domain.server import Server
+from domain.vm import Vm
+from domain.volume import Volume
+from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
+from service.commands.retry import ConflictRetriesExhaustedError, back_off
+from service.commands.snapshots import snapshot_long_streams
+
+R = TypeVar("R")
+A = TypeVar("A", Vm, Server, Volume)
+
+# The refusal for a stream that does not exist (or is another kind's), by aggregate kind.
+NOT_FOUND: dict[type, type[DomainError]] = {
+    Vm: VmNotFoundError, Server: ServerNotFoundError, Volume: VolumeNotFoundError,
+}
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A command's outcome: the VM, its job, the VM version and the log position after it.
+
+    ``position`` is None when nothing was appended (a repeat that returned an existing job).
+    """
+
+    vm_uuid: str
+    job_uuid: str | None
+    version: int
+    position: int | None
+
+
+class Changed(NamedTuple, Generic[R]):
+    """What ``change`` did: ``decide``'s answer, the aggregate as saved, and the log position
+    of the save (None: nothing was appended). ``replayed`` is the first outcome of a request
+    whose idempotency key was already used (then nothing was decided)."""
+
+    decision: R
+    aggregate: Any
+    position: int | None
+    replayed: Accepted | None = None
+
+
+class Changes:
+    """The change loop and the one loader; a mixin of ``service.commands.application.Commands``,
+    which provides the event store and its hooks."""
+
+    app: Any  # the eventsourcing Application (service.commands.application.VmLedger)
+    keys: IdempotencyStore
+    retries: int
+    enforce_capacity: bool
+    on_conflict: Callable[[], None]
+    after_save: list[Callable[[int], None]]
+
+    def load_aggregate(self, kind: type[A], uuid: str | UUID, version: int | None = None) -> A:
+        """The ``kind`` aggregate folded from its stream (at ``version`` if given). Raises
+        ``VmNotFoundError``, ``ServerNotFoundError`` or ``VolumeNotFoundError`` (by kind) when
+        there is no such stream, or it is another kind's."""
+        try:
+            aggregate_id = uuid if isinstance(uuid, UUID) else UUID(str(uuid))
+            aggregate = self.app.repository.get(aggregate_id, version=version)
+        except (AggregateNotFoundError, ValueError):
+            raise NOT_FOUND[kind](uuid) from None
+        if not isinstance(aggregate, kind):
+            raise NOT_FOUND[kind](uuid)
+        return aggregate
+
+    def change(
+        self,
+        kind: type[A],
+        uuid: str | UUID,
+        decide: Callable[[A], R] | None = None,
+        *,
+        if_match: int | None = None,
+        idempotency_key: IdempotencyKey | None = None,
+        outcome: Callable[[R, A], Accepted] | None = None,
+        new: Callable[[], A] | None = None,
+        also: Callable[[R], Iterable[Vm | Server | Volume]] | None = None,
+    ) -> Changed[R]:
+        """Load the ``kind`` aggregate ``uuid``, ``decide``, save; on a conflict with another
+        writer reload and decide again, ``retries`` times at most (the steps are in the module
+        docstring).
+
+        - ``idempotency_key`` with ``outcome`` (what to remember of the decision): the key is
+          stored in the transaction of the events; one already used for this request returns
+          ``Changed(replayed=its first outcome)``.
+        - ``new`` makes the aggregate when its stream does not exist (the first attempt makes
+          it without reading); ``decide`` is then given it with its creation pending, and can
+          tell it from an existing one by ``pending_events``.
+        - ``also`` names other aggregates ``decide`` changed, saved in the same transaction.
+
+        Raises ``VersionMismatchError`` when ``if_match`` is not the current version, the
+        not-found refusal of ``kind``, whatever ``decide`` raises,
+        ``IdempotencyKeyReusedError`` and ``ConflictRetriesExhaustedError``.
+        """
+        if not isinstance(kind, type):  # the form before #14, change(vm_uuid, decide, ...)
+            kind, uuid, decide = Vm, kind, uuid  # type: ignore[assignment]
+        assert decide is not None
+        for attempt in range(self.retries):
+            prior = self._first_outcome(idempotency_key)
+            if prior is not None:
+                return Changed(None, None, None, prior)  # type: ignore[arg-type]
+            aggregate = self._load_or_new(kind, uuid, new, first=attempt == 0)
+            if if_match is not None and aggregate.version != if_match:
+                raise VersionMismatchError(if_match, aggregate.version)
+            decision = decide(aggregate)
+            record = None
+            if idempotency_key is not None and outcome is not None:
+                record = self.keys.record(idempotency_key, 202, outcome(decision, aggregate))
+            pending = self._pending(aggregate, list(also(decision)) if also else [])
+            if not pending:
+                prior = self._store_key_alone(record) if record is not None else None
+                return Changed(decision, aggregate, None, prior)
+            try:
+                position = self.save(*pending, idempotency=record)
+            except IntegrityError:
+                self.on_conflict()
+                back_off(attempt)
+                continue
+            return Changed(decision, aggregate, position)
+        raise ConflictRetriesExhaustedError(
+            f"{kind.__name__.lower()} {uuid}: {self.retries} conflicting writes")
+
+    def save(self, *aggregates: Vm | Server | Volume, idempotency: KeyRecord | None = None) -> int:
+        """THE append: the aggregates' pending events in one transaction (with the idempotency
+        key, if any); returns the log position of the last. Raises ``IntegrityError`` when
+        another writer changed one of the streams first. (Group commit goes here.)"""
+        kwargs: dict[str, Any] = {}
+        if idempotency is not None:
+            kwargs = {
+                "idempotency": idempotency,
+                "idempotency_expired_before": idempotency.created_at - self.keys.ttl_s,
+            }
+        recordings = self.app.save(*aggregates, **kwargs)
+        position = recordings[-1].notification.id
+        snapshot_long_streams(self.app, recordings)
+        for callback in self.after_save:
+            callback(position)
+        return position
+
+    # -- one attempt's parts ------------------------------------------------------------------
+
+    def _load_or_new(self, kind: type[A], uuid: str | UUID, new: Callable[[], A] | None,
+                     *, first: bool) -> A:
+        if new is not None and first:
+            return new()  # a create reads nothing first: its stream is almost always new
+        try:
+            return self.load_aggregate(kind, uuid)
+        except DomainError:
+            if new is None:
+                raise
+            return new()
+
+    def _first_outcome(self, key: IdempotencyKey | None) -> Accepted | None:
+        if key is None:
+            return None
+        prior = self.keys.find(key)
+        if prior is None:
+            return None
+        prior.pop("status")
+        return Accepted(**prior)
+
+    def _store_key_alone(self, record: KeyRecord) -> Accepted | None:
+        try:
+            self.keys.insert_alone(record)
+        except IntegrityError:
+            return self._first_outcome(record.key)  # a twin request stored it first
+        return None
+
+    def _pending(self, aggregate: Vm | Server | Volume,
+                 others: list[Vm | Server | Volume]) -> list[Vm | Server | Volume]:
+        """Everything to save, servers last: the aggregates, and the servers' side of the VMs'
+        capacity claims and releases (so both streams always agree)."""
+        changed = [aggregate, *others]
+        servers = {str(s.id): s for s in changed if isinstance(s, Server)}
+        for vm in changed:
+            if isinstance(vm, Vm):
+                self._server_effects(vm, servers)
+        ordered = [a for a in changed if not isinstance(a, Server)] + list(servers.values())
+        return [a for a in ordered if a.pending_events]
+
+    def _server_effects(self, vm: Vm, servers: dict[str, Server]) -> None:
+        """Record on ``servers`` (loaded into it as needed) the VM's pending claims and
+        releases. Raises ``InsufficientCapacityError``."""
+        for event in vm.pending_events:
+            if isinstance(event, Vm.CapacityClaimed | Vm.CapacityReleased):
+                server = servers.get(event.server_uuid)
+                if server is None:
+                    server = servers[event.server_uuid] = self.load_aggregate(
+                        Server, event.server_uuid)
+                if isinstance(event, Vm.CapacityClaimed):
+                    server.claim(str(vm.id), ram_mib=event.ram_mib, cpus=event.cpus,
+                                 cause=event.cause, enforce=self.enforce_capacity)
+                else:
+                    server.release(str(vm.id), cause=event.cause)

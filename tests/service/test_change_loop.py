@@ -1,0 +1,94 @@
+"""The one change loop (service/commands/change.py): every writer goes through it, for every
+kind of aggregate (docs/architecture.md, "Optimistic concurrency and the change loop")."""
+
+from __future__ import annotations
+
+import ast
+import uuid
+from pathlib import Path
+
+import pytest
+from eventsourcing.persistence import IntegrityError
+
+from domain.errors import ServerNotFoundError, VmNotFoundError, VolumeNotFoundError
+from domain.server import Server
+from domain.vm import Vm
+from domain.volume import Volume
+from tests.builders import cause, create
+
+ROOT = Path(__file__).resolve().parents[2]
+LOOP = ROOT / "service" / "commands" / "change.py"
+
+
+def _names_used(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    return names
+
+
+def test_only_the_change_loop_reads_streams_saves_and_retries_conflicts() -> None:
+    # What a second loop or loader would need: the repository, the app's save, the conflict
+    # error and the back-off. Outside change.py no source module of service/ uses them.
+    loop_only = {"IntegrityError", "back_off", "repository", "AggregateNotFoundError"}
+    offending = {
+        str(path.relative_to(ROOT)): sorted(loop_only & _names_used(path))
+        for path in sorted((ROOT / "service").rglob("*.py"))
+        if path != LOOP and loop_only & _names_used(path)
+    }
+    assert not offending, offending
+
+
+@pytest.fixture
+def one_conflict(services, monkeypatch) -> list[int]:
+    """The next save conflicts once, as if another writer had won; returns the conflicts
+    counted by the loop."""
+    save = services.app.save
+    failed: list[int] = []
+    counted: list[int] = []
+
+    def conflicting_once(*aggregates, **kwargs):
+        if not failed:
+            failed.append(1)
+            raise IntegrityError("simulated conflict")
+        return save(*aggregates, **kwargs)
+
+    monkeypatch.setattr(services.app, "save", conflicting_once)
+    monkeypatch.setattr(services.commands, "on_conflict", lambda: counted.append(1))
+    return counted
+
+
+def test_a_volume_change_that_meets_a_conflict_is_retried(services, one_conflict) -> None:
+    volume, _ = services.commands.create_volume(name="data", cause=cause())
+    assert one_conflict == [1]  # the create itself met the conflict, and was made again
+    attached, position = services.commands.attach_network(
+        str(volume.id), str(uuid.uuid4()), "10.0.0.5", cause=cause())
+    assert position == services.commands.head_position()
+    assert services.commands.load_volume(volume.id).version == attached.version == 2
+
+
+def test_a_server_change_that_meets_a_conflict_is_retried(services, one_conflict) -> None:
+    server_uuid = str(uuid.uuid4())
+    assert services.commands.register_server(server_uuid, hostname="cn9", boot_id="b1",
+                                             ram_mib=1024, cpus=2, cause=cause())
+    assert one_conflict == [1]
+    assert not services.commands.register_server(server_uuid, hostname="cn9", boot_id="b1",
+                                                 ram_mib=1024, cpus=2, cause=cause())
+    _, server, position, _ = services.commands.change(
+        Server, server_uuid, lambda s: s.set_status("removed", cause=cause()))
+    assert position is not None and server.status == "removed"
+
+
+@pytest.mark.parametrize(("kind", "refusal"), [
+    (Server, ServerNotFoundError), (Volume, VolumeNotFoundError)])
+def test_the_loader_refuses_another_kinds_stream_with_the_kinds_not_found(
+        services, kind, refusal) -> None:
+    vm = create(services)
+    with pytest.raises(refusal):
+        services.commands.load_aggregate(kind, vm.vm_uuid)
+    assert isinstance(services.commands.load_aggregate(Vm, vm.vm_uuid), Vm)
+    with pytest.raises(VmNotFoundError):
+        services.commands.load_aggregate(Vm, "not-a-uuid")
