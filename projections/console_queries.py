@@ -21,8 +21,9 @@ from projections.vm_queries import VmFilter
 # RFC 3339 prefixes as time buckets (docs/analytics.md, "Times"): the finest whose number of
 # buckets over the fleet's lifetime stays within MAX_BUCKETS.
 # (name, prefix length, seconds)
-BUCKETS = (("minute", 16, 60), ("ten minutes", 15, 600), ("hour", 13, 3600),
-           ("day", 10, 86400), ("month", 7, 31 * 86400))
+BUCKETS = (("second", 19, 1), ("ten seconds", 18, 10), ("minute", 16, 60),
+           ("ten minutes", 15, 600), ("hour", 13, 3600), ("day", 10, 86400),
+           ("month", 7, 31 * 86400))
 MAX_BUCKETS = 120
 UNFINISHED = (Execution.QUEUED.value, Execution.RUNNING.value)
 

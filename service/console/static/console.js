@@ -72,6 +72,13 @@ function wire(root) {
       load(formUrl(form, event.submitter), target, (form.getAttribute("method") || "get").toUpperCase());
     });
   }
+  // A filter form navigates to its page's address without the fields left empty.
+  for (const form of root.querySelectorAll("form[data-navigate]")) {
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      window.location.assign(formUrl(form, event.submitter));
+    });
+  }
   for (const stepper of root.querySelectorAll("form.stepper")) wireStepper(stepper);
   for (const logout of root.querySelectorAll("#logout")) {
     logout.addEventListener("click", () => {
