@@ -109,15 +109,19 @@ class ConsoleQueries:
 
     @staticmethod
     def _vms_matching(vm_filter: VmFilter) -> tuple[str, list[Any]]:
-        """A condition on ``job_view.vm_uuid``: the VM matches ``vm_filter`` (empty when the
-        filter is empty, so the unfiltered count reads ``job_view`` alone)."""
-        where, params = vm_filter.where()
+        """A condition on ``job_view.vm_uuid``: the VM has the filter's owner and server
+        (empty without either, so the unfiltered count reads ``job_view`` alone). The other
+        filters do not narrow jobs: a state holds tens of thousands of VMs, and matching
+        their jobs would cost a probe per VM on every page."""
+        narrowed = VmFilter(owner_uuid=vm_filter.owner_uuid, server_uuid=vm_filter.server_uuid)
+        where, params = narrowed.where()
         if not where:
             return "", []
         return f"vm_uuid IN (SELECT uuid FROM vm_view{where})", params
 
     def jobs_by_execution(self, vm_filter: VmFilter) -> dict[str, int]:
-        """Jobs of the matching VMs in each execution state (every state listed)."""
+        """Jobs of the VMs of the filter's owner and server in each execution state (every
+        state listed)."""
         condition, params = self._vms_matching(vm_filter)
         where = f" WHERE {condition}" if condition else ""
         rows = self._rows(
@@ -127,8 +131,8 @@ class ConsoleQueries:
         return counts
 
     def deepest_queues(self, vm_filter: VmFilter, limit: int = 10) -> list[dict[str, Any]]:
-        """The matching VMs with the most unfinished (queued + running) jobs, deepest first:
-        ``[{vm_uuid, depth, oldest_job_at}]``."""
+        """The VMs (of the filter's owner and server) with the most unfinished (queued +
+        running) jobs, deepest first: ``[{vm_uuid, depth, oldest_job_at}]``."""
         condition, params = self._vms_matching(vm_filter)
         extra = f" AND {condition}" if condition else ""
         rows = self._rows(

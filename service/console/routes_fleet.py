@@ -94,8 +94,8 @@ def fleet(request: Request) -> HTMLResponse:
 @router.get("/console/fragments/servers", response_class=HTMLResponse)
 def servers(request: Request) -> HTMLResponse:
     """Servers by hostname (``offset``, ``SERVERS_PAGE`` a page): capacity from the claims
-    the log records, used and free, and the VMs on each by state; networks, where the
-    service has them."""
+    the log records, used and free, and the VMs on each by state. (The page's script lists
+    the networks from ``GET /networks`` itself, where the service has it.)"""
     query = Query(request, {"offset"})
     offset = query.integer("offset", minimum=0) or 0
     query.check()
@@ -107,13 +107,4 @@ def servers(request: Request) -> HTMLResponse:
         "servers.html", servers=page, total=total, offset=offset, capacity=console.capacity(),
         previous=f"/console/servers?offset={max(offset - SERVERS_PAGE, 0)}" if offset else None,
         next=f"/console/servers?offset={offset + SERVERS_PAGE}"
-        if offset + SERVERS_PAGE < total else None,
-        networks=_networks(request))
-
-
-def _networks(request: Request) -> list[dict[str, Any]] | None:
-    """The networks, if this service keeps any (None: it has no ``/networks`` yet)."""
-    paths = {getattr(route, "path", None) for route in request.app.routes}
-    if "/networks" not in paths:
-        return None
-    return []
+        if offset + SERVERS_PAGE < total else None)
