@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ class Console:
     tokens: dict[str, str]  # role name -> token
     owners: dict[str, str]  # "owner_a"/"owner_b" -> owner_uuid
     screenshots: Path
+    timings: list[dict[str, Any]] = field(default_factory=list)  # sign-in to a loaded page
 
     def api(self, role: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """Call the API as ``role``."""
@@ -154,9 +155,22 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     shots.mkdir(parents=True, exist_ok=True)
     try:
         with _Server(create_app(settings, services=services, background=False)) as url:
-            yield Console(url, services, tokens, owners, shots)
+            found = Console(url, services, tokens, owners, shots)
+            _quarantine_one(found)
+            yield found
+            # an artifact beside the screenshots, for the record (no test times anything)
+            (shots / "timings.json").write_text(json.dumps(found.timings, indent=2))
     finally:
         services.close()
+
+
+def _quarantine_one(console: Console) -> None:
+    """An operator quarantines one running VM of the second owner (the trace has none)."""
+    vm = console.get("operator", "/vms", owner_uuid=console.owners["owner_b"], state="running",
+                     limit=1, sort="create_timestamp.asc")[0]
+    response = console.api("operator", "POST", f"/vms/{vm['uuid']}",
+                           params={"action": "quarantine"}, json={"reason": "console test"})
+    assert response.status_code == 200, response.text
 
 
 @pytest.fixture(scope="session")
@@ -190,11 +204,14 @@ def page(browser: Any, console: Console) -> Iterator[Any]:
 
 def sign_in(page: Any, console: Console, role: str, path: str = "/console") -> None:
     """Open ``path`` and sign in with ``role``'s token through the form; waits until the
-    page's fragment has loaded."""
+    page's fragment has loaded, and records how long the signed-in page took."""
     page.goto(f"{console.url}{path}")
     page.locator("#login input[name=token]").fill(console.tokens[role])
+    started = time.perf_counter()
     page.locator("#login button[type=submit]").click()
     page.wait_for_selector("#content[data-status]")
+    console.timings.append({"path": path, "role": role,
+                            "seconds": round(time.perf_counter() - started, 3)})
 
 
 def screenshot(page: Any, console: Console, name: str) -> Path:
