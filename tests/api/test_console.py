@@ -23,6 +23,7 @@ from tests.api.helpers import (
     wait_job,
 )
 from tests.api.test_authorization import bearer, write_tokens_file
+from tests.integration.test_audit import _edit_stored_bytes
 
 PAGES = ("/console", "/console/servers", "/console/audit",
          "/console/vms/930896af-bf8c-48d4-885c-6573a94b1853")
@@ -200,3 +201,14 @@ def test_the_servers_fragment_shows_the_apis_capacity(client: TestClient) -> Non
         row = html[html.index(f'data-server="{server["uuid"]}"'):]
         assert f'<span data-key="ram_free_mib">{server["ram_free_mib"]:,}</span>' in row
         assert f'<td data-key="vm_count">{server["vm_count"]}</td>' in row
+
+
+def test_audit_from_the_page_names_an_edited_event_by_stream_and_version(
+        services: Services, client: TestClient) -> None:
+    vm_uuid = create_running_vm(client)
+    act_and_wait(client, vm_uuid, "update", json={"alias": "database"})
+    version = next(e["version"] for e in client.get(f"/vms/{vm_uuid}/history").json()
+                   if e["type"] == "MetadataUpdated")
+    _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
+    html = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    assert f"tampered: stream {vm_uuid} version {version}: the event&#39;s content" in html
