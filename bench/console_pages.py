@@ -111,6 +111,8 @@ def main() -> None:
         "fleet": "/console/fragments/fleet",
         "fleet, state=running": "/console/fragments/fleet?state=running",
         "fleet, one owner": f"/console/fragments/fleet?owner_uuid={owner}",
+        "fleet's chart (its own fragment)": "/console/fragments/fleet/chart",
+        "fleet's chart, one owner": f"/console/fragments/fleet/chart?owner_uuid={owner}",
         "fleet, page 3,000 (offset 149,950)": "/console/fragments/fleet?offset=149950",
         "servers": "/console/fragments/servers",
         "servers, last page": "/console/fragments/servers?offset=12450",

@@ -86,6 +86,7 @@ ROUTE_ROLES: dict[tuple[str, str], frozenset[str]] = {
     # The web console's fragments (service/console/; its pages and assets need no token).
     ("GET", "/console/fragments/session"): _ALL,
     ("GET", "/console/fragments/fleet"): _VM_LISTERS,
+    ("GET", "/console/fragments/fleet/chart"): _VM_LISTERS,
     ("GET", "/console/fragments/servers"): _LISTERS,
     ("GET", "/console/fragments/vms/{vm_uuid}"): _VM_READERS,
     ("GET", "/console/fragments/vms/{vm_uuid}/state"): _VM_READERS,

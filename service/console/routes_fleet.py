@@ -74,7 +74,9 @@ def fleet(request: Request) -> HTMLResponse:
                  "server_uuid": vm_filter.server_uuid, "state": vm_filter.state},
         owner_scoped=scoped,
         states=console.states(vm_filter),
-        chart=chart(console.states_over_time(vm_filter.owner_uuid)),
+        chart_url="/console/fragments/fleet/chart" + (
+            f"?{urlencode({'owner_uuid': vm_filter.owner_uuid})}"
+            if vm_filter.owner_uuid and not scoped else ""),
         jobs=console.jobs_by_execution(vm_filter),
         queues=console.deepest_queues(vm_filter, LISTED),
         stuck=stuck, stuck_total=stuck_total,
@@ -89,6 +91,19 @@ def fleet(request: Request) -> HTMLResponse:
         next=_link(params, offset=page.offset + page.limit)
         if page.offset + page.limit < total else None,
     )
+
+
+@router.get("/console/fragments/fleet/chart", response_class=HTMLResponse)
+def fleet_chart(request: Request) -> HTMLResponse:
+    """The fleet page's chart of VMs by state over time (``owner_uuid`` for one owner's),
+    a fragment of its own: it reads every state change, so the rest of the page does not
+    wait for it."""
+    query = Query(request, set())
+    query.check()
+    services = services_of(request)
+    read_your_writes(request, services, ("vm_view", "analytics"), eventual=query.eventual)
+    over_time = ConsoleQueries(services.db).states_over_time(query.owner_uuid)
+    return fragment("chart.html", chart=chart(over_time), owner=query.owner_uuid is not None)
 
 
 @router.get("/console/fragments/servers", response_class=HTMLResponse)

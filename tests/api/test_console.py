@@ -108,6 +108,13 @@ def test_the_chart_ends_at_the_counts_now(services: Services, client: TestClient
     assert over_time.points[-1][1] == queries.states(VmFilter())
     assert queries.states_over_time(OTHER_OWNER).points[-1][1]["provisioning"] + \
         queries.states_over_time(OTHER_OWNER).points[-1][1]["running"] == 1
+    fleet = client.get("/console/fragments/fleet").text
+    assert 'data-load="/console/fragments/fleet/chart"' in fleet
+    html = client.get("/console/fragments/fleet/chart").text
+    states = client.get("/stats/states").json()
+    shown = dict(re.findall(r'data-state="(\w+)" data-last="(\d+)"', html))
+    assert shown and {s: int(n) for s, n in shown.items()} == {
+        s: n for s, n in states.items() if n or s in shown}
 
 
 def test_an_owner_sees_only_its_own_vms_and_others_are_404(authed: TestClient) -> None:

@@ -41,6 +41,7 @@ def test_the_fleet_page_shows_the_apis_numbers(page: Any, console: Console) -> N
     assert _number(page.get_by_test_id("states-total").inner_text()) == _count(
         console, "auditor") == sum(states.values())
     # the chart's last point is the counts now
+    page.wait_for_selector("[data-testid=chart]")
     for line in page.locator("[data-testid=chart] polyline").all():
         assert int(line.get_attribute("data-last")) == states[line.get_attribute("data-state")]
     jobs = _all_jobs(console, "auditor")
