@@ -37,6 +37,9 @@ class JobView(ReadModel):
             f"CREATE INDEX IF NOT EXISTS {self.index('job_view_vm')} ON {jobs} (vm_uuid, position)",
             f"CREATE INDEX IF NOT EXISTS {self.index('job_view_execution')} "
             f"ON {jobs} (execution, position)",
+            # covers the console's deepest queues (unfinished jobs by VM): docs/console.md
+            f"CREATE INDEX IF NOT EXISTS {self.index('job_view_unfinished')} "
+            f"ON {jobs} (execution, vm_uuid, created_at)",
         ]
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:

@@ -21,7 +21,7 @@ from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.deps import bind_log_fields, new_request_id
 from service.api.openapi import declare_request_bodies
 from service.api.schemas import printable, unstorable
-from service import metrics
+from service import console, metrics
 from service.container import Services
 from service.logs import bind, log_context
 from service.settings import Settings
@@ -151,6 +151,7 @@ def create_app(
         response.headers["Api-Version"] = version
         return response
 
+    console.install(app)  # last: its pages and assets are served before the token check
     return app
 
 

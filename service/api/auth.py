@@ -83,6 +83,16 @@ ROUTE_ROLES: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/sim/workers"): _OPERATORS,
     ("POST", "/sim/servers/{server_uuid}"): _OPERATORS,
     ("POST", "/sim/vms/{vm_uuid}"): _OPERATORS,
+    # The web console's fragments (service/console/; its pages and assets need no token).
+    ("GET", "/console/fragments/session"): _ALL,
+    ("GET", "/console/fragments/fleet"): _VM_LISTERS,
+    ("GET", "/console/fragments/fleet/chart"): _VM_LISTERS,
+    ("GET", "/console/fragments/servers"): _LISTERS,
+    ("GET", "/console/fragments/vms/{vm_uuid}"): _VM_READERS,
+    ("GET", "/console/fragments/vms/{vm_uuid}/state"): _VM_READERS,
+    ("GET", "/console/fragments/vms/{vm_uuid}/diff"): _VM_READERS,
+    ("GET", "/console/fragments/audit"): _READERS,
+    ("POST", "/console/fragments/audit"): _READERS,
 }
 
 # Narrower roles for some ``?action=`` values of a route.

@@ -63,29 +63,38 @@ def verify_chains(app: VmLedger, progress: Callable[[int], None] | None = None
     differences: list[Difference] = []
     heads: dict[UUID, tuple[int, str]] = {}
     for count, stored in enumerate(notifications(app), start=1):
-        stream = stored.originator_id
-        version, previous = heads.get(stream, (0, chain.GENESIS))
-        where = f"stream {stream}"
-        if stored.originator_version != version + 1:
-            differences.append(Difference(
-                where, version + 1, "missing",
-                f"the stream goes from version {version} to {stored.originator_version}"))
-        try:
-            fields = stored_fields(app.mapper, stored)
-        except Exception as error:  # noqa: BLE001 - any undecodable event is a finding
-            differences.append(Difference(where, stored.originator_version, "undecodable",
-                                          f"{type(error).__name__}: {error}"))
-            heads[stream] = (stored.originator_version, "")
-            continue
-        recorded = fields.get("chain")
-        expected = chain.link(previous, stream, stored.originator_version, stored.topic, fields)
-        if recorded != expected:
-            differences.append(Difference(
-                where, stored.originator_version, "tampered",
-                "the event's content or its link to the previous event was changed"))
-        heads[stream] = (stored.originator_version, recorded or expected)
+        differences += check_link(app, stored, heads)
         if progress and count % BATCH == 0:
             progress(BATCH)
+    return differences
+
+
+def check_link(app: VmLedger, stored: Notification, heads: dict[UUID, tuple[int, str]]
+               ) -> list[Difference]:
+    """Check one stored event against its stream's head so far (``heads``: stream → (version,
+    chain hash), updated here): its version follows the head's and its ``chain`` links it."""
+    stream = stored.originator_id
+    version, previous = heads.get(stream, (0, chain.GENESIS))
+    where = f"stream {stream}"
+    differences = []
+    if stored.originator_version != version + 1:
+        differences.append(Difference(
+            where, version + 1, "missing",
+            f"the stream goes from version {version} to {stored.originator_version}"))
+    try:
+        fields = stored_fields(app.mapper, stored)
+    except Exception as error:  # noqa: BLE001 - any undecodable event is a finding
+        differences.append(Difference(where, stored.originator_version, "undecodable",
+                                      f"{type(error).__name__}: {error}"))
+        heads[stream] = (stored.originator_version, "")
+        return differences
+    recorded = fields.get("chain")
+    expected = chain.link(previous, stream, stored.originator_version, stored.topic, fields)
+    if recorded != expected:
+        differences.append(Difference(
+            where, stored.originator_version, "tampered",
+            "the event's content or its link to the previous event was changed"))
+    heads[stream] = (stored.originator_version, recorded or expected)
     return differences
 
 
@@ -117,7 +126,7 @@ def verify_read_models(services: Any, progress: Callable[[int], None] | None = N
             _fold(services.app, fresh, scratch, stop, progress)
             with scratch.transaction(commit=False) as tx:
                 for table in fresh.tables:
-                    differences += _compare(table, live[table], _rows(tx, table))
+                    differences += compare(table, live[table], _rows(tx, table))
         return differences
     finally:
         datastore.close()
@@ -167,8 +176,10 @@ def _rows(tx: Any, table: str) -> dict[str, dict[str, Any]]:
     return {"/".join(str(v) for v in list(r.values())[:width]): r for r in plain}
 
 
-def _compare(table: str, live: dict[str, dict[str, Any]], fresh: dict[str, dict[str, Any]]
+def compare(table: str, live: dict[str, dict[str, Any]], fresh: dict[str, dict[str, Any]]
              ) -> list[Difference]:
+    """The differences between a read-model table's ``live`` rows and a ``fresh`` fold's
+    (by key, without their bytes columns)."""
     differences = []
     for key in sorted(set(live) | set(fresh)):
         have, want = live.get(key), fresh.get(key)

@@ -1,0 +1,149 @@
+"""The console's pages on a fleet the size of the whole trace shard: the median time of each
+fleet-wide fragment (the HTML the page's script fetches) over a synthetic read model of
+196,585 VMs, against ``GET /stats/states`` on the same database as the reference. Goal: every
+fragment well under a second (docs/console.md, "How fast").
+
+The read models are written directly (rows shaped as the projections write them: 196,585
+``vm_view`` and ``vm_current`` rows, about 250,000 ``vm_transitions``, 400,000 jobs, 12,492
+servers with the running VMs' claims), with every tracking position at the empty log's head,
+so read-your-writes waits for nothing. Requests go through the app in-process (no socket), so
+the figures are the service's own time. SQLite only: the embedded default, and the slower of
+the two backends for these scans.
+
+    python bench/console_pages.py [--quick] [--vms N] [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from _common import emit, parser, say
+
+STATES = ("running",) * 67 + ("destroyed",) * 27 + ("provisioning",) * 5 + ("failed",) \
+    + ("quarantined",)
+OWNERS, SERVERS = 519, 12_492
+GOAL_S = 1.0
+
+
+def _vm_body(vm_uuid: str, owner: str, server: str | None, state: str, created: str) -> str:
+    return json.dumps({
+        "uuid": vm_uuid, "alias": f"task-{vm_uuid[:8]}", "owner_uuid": owner,
+        "server_uuid": server, "brand": "joyent", "image_uuid": None, "ram": 1024,
+        "cpu_cap": 100, "state": state, "desired_state": "running", "persistence": "persistent",
+        "customer_metadata": {}, "internal_metadata": {}, "tags": {"job_id": "1"},
+        "volumes": [], "error": None, "quarantine": None, "active_job_uuid": None,
+        "queued_job_uuids": [], "create_timestamp": created, "last_modified": created,
+        "destroyed": None, "version": 9})
+
+
+def populate(services, vms: int) -> str:
+    """Write ``vms`` synthetic VMs (and their jobs, transitions and servers); returns one
+    owner's uuid."""
+    db = services.db
+    owners = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"owner{i}")) for i in range(OWNERS)]
+    servers = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"server{i}")) for i in range(SERVERS)]
+    base_ms = 1_796_000_000_000
+    view, current, moves, jobs, claims = [], [], [], [], []
+    for i in range(vms):
+        vm_uuid = str(uuid.uuid5(uuid.NAMESPACE_OID, f"vm{i}"))
+        state, owner = STATES[i % len(STATES)], owners[i % OWNERS]
+        server = None if state == "provisioning" else servers[i % SERVERS]
+        created_ms = base_ms + i * 28  # ~93 minutes in all, as the shard
+        created = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created_ms / 1000)) + \
+            f".{created_ms % 1000:03d}Z"
+        view.append((vm_uuid, owner, server, "joyent", state, None, None, 1024, created, 9,
+                     _vm_body(vm_uuid, owner, server, state, created), b"x"))
+        current.append((vm_uuid, state, created, created_ms, owner, server, None, 9, i))
+        if state != "provisioning":
+            moves.append((vm_uuid, 5, i, "Provisioned", "provisioning", "running", created,
+                          created_ms, 1000, server, owner, None, None, "trace", None))
+        if state in ("destroyed", "failed"):
+            moves.append((vm_uuid, 9, i, "Destroyed", "running", state, created, created_ms,
+                          5000, server, owner, None, None, "trace", None))
+        for n, name in enumerate(("provision", "destroy")[: 2 if state == "destroyed" else 1]):
+            jobs.append((str(uuid.uuid5(uuid.NAMESPACE_OID, f"job{i}.{n}")), vm_uuid, name,
+                         "queued" if state == "provisioning" else "succeeded", "{}", created,
+                         None, None, 1, None, "[]", None, None, 2 * i + n))
+        if state == "running":
+            claims.append((server, vm_uuid, 1024, 1))
+    with db.transaction() as tx:
+        tx.executemany("INSERT INTO vm_view VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", view)
+        tx.executemany("INSERT INTO vm_current VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", current)
+        tx.executemany("INSERT INTO vm_transitions VALUES "
+                       "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", moves)
+        tx.executemany("INSERT INTO job_view VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       jobs)
+        tx.executemany("INSERT INTO server_view VALUES (?, ?, ?, 'running', ?, ?, 0)",
+                       [(s, f"host{i:05d}", "boot", 262_144, 64)
+                        for i, s in enumerate(servers)])
+        tx.executemany("INSERT INTO server_view_claims VALUES (?, ?, ?, ?)", claims)
+        tx.execute("ANALYZE")
+    return owners[0]
+
+
+def main() -> None:
+    args_parser = parser(__doc__.splitlines()[0])
+    args_parser.add_argument("--vms", type=int, default=196_585)
+    args_parser.add_argument("--repeat", type=int, default=7)
+    args = args_parser.parse_args()
+    vms, repeat = (5_000, 3) if args.quick else (args.vms, args.repeat)
+
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+    from service.container import Services
+    from service.settings import Settings
+
+    folder = Path(tempfile.mkdtemp(prefix="vmledger-console-bench-"))
+    services = Services.build(Settings(database_url=f"sqlite:///{folder / 'bench.db'}",
+                                       sim_servers=1))
+    services.projections.catch_up()  # past the simulated server's registration
+    started = time.perf_counter()
+    owner = populate(services, vms)
+    say(f"wrote {vms:,} synthetic VMs in {time.perf_counter() - started:.1f} s")
+    pages = {
+        "reference GET /stats/states": "/stats/states",
+        "fleet": "/console/fragments/fleet",
+        "fleet, state=running": "/console/fragments/fleet?state=running",
+        "fleet, one owner": f"/console/fragments/fleet?owner_uuid={owner}",
+        "fleet's chart (its own fragment)": "/console/fragments/fleet/chart",
+        "fleet's chart, one owner": f"/console/fragments/fleet/chart?owner_uuid={owner}",
+        "fleet, page 3,000 (offset 149,950)": "/console/fragments/fleet?offset=149950",
+        "servers": "/console/fragments/servers",
+        "servers, last page": "/console/fragments/servers?offset=12450",
+    }
+    medians: dict[str, float] = {}
+    try:
+        with TestClient(create_app(services=services, background=False)) as http:
+            for name, path in pages.items():
+                times = []
+                for _ in range(repeat):
+                    t = time.perf_counter()
+                    response = http.get(path)
+                    times.append(time.perf_counter() - t)
+                    assert response.status_code == 200, (path, response.text[:300])
+                medians[name] = statistics.median(times)
+                say(f"{name:40} median {medians[name] * 1000:8.1f} ms "
+                    f"(min {min(times) * 1000:.1f}, max {max(times) * 1000:.1f})")
+    finally:
+        services.close()
+        for path in folder.iterdir():
+            path.unlink()
+        folder.rmdir()
+    reference = medians.pop("reference GET /stats/states")
+    slowest = max(medians, key=medians.get)
+    emit("console", "console fragments on a fleet of the whole shard",
+         raw={"vms": vms, "reference_s": round(reference, 4),
+              **{k: round(v, 4) for k, v in medians.items()}},
+         ratio=medians[slowest] / reference,
+         goal=f"every fragment under {GOAL_S} s (slowest: {slowest})",
+         met=medians[slowest] < GOAL_S)
+
+
+if __name__ == "__main__":
+    main()

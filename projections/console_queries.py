@@ -1,0 +1,204 @@
+"""Queries the web console's pages need beyond GetVm/ListVms and ``/stats`` (docs/console.md).
+
+Every figure is aggregated or paginated in SQL over the read models' indexed columns, so a
+page costs the same for ten VMs as for the whole trace shard's 196,585 (bench/console_pages.py
+measures it): counts are ``GROUP BY`` over covering indexes, lists are ``LIMIT``-ed, and the
+over-time chart sums per-bucket counts in Python over at most ``MAX_BUCKETS`` buckets.
+Values are always bound parameters; table and column names are fixed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from domain.states import Execution, VmState
+from projections.analytics_queries import STATE_ORDER
+from projections.db import Database
+from projections.vm_queries import VmFilter
+
+# RFC 3339 prefixes as time buckets (docs/analytics.md, "Times"): the finest whose number of
+# buckets over the fleet's lifetime stays within MAX_BUCKETS.
+# (name, prefix length, seconds)
+BUCKETS = (("second", 19, 1), ("ten seconds", 18, 10), ("minute", 16, 60),
+           ("ten minutes", 15, 600), ("hour", 13, 3600), ("day", 10, 86400),
+           ("month", 7, 31 * 86400))
+MAX_BUCKETS = 120
+UNFINISHED = (Execution.QUEUED.value, Execution.RUNNING.value)
+
+
+@dataclass(frozen=True)
+class StatesOverTime:
+    """VMs in each state at the end of each bucket: ``points`` is ``[(bucket, {state: n})]``
+    oldest first, ``bucket`` an RFC 3339 prefix of ``unit`` (e.g. ``2026-11-30T01:3`` for ten
+    minutes)."""
+
+    unit: str
+    points: list[tuple[str, dict[str, int]]]
+
+
+def _bucket_width(first: str | None, last: str | None) -> tuple[str, int]:
+    """The finest bucket (name, prefix length) that splits [first, last] into at most
+    ``MAX_BUCKETS`` buckets (RFC 3339 texts)."""
+    if first is None or last is None:
+        return BUCKETS[0][:2]
+    span_s = (datetime.fromisoformat(last.replace("Z", "+00:00"))
+              - datetime.fromisoformat(first.replace("Z", "+00:00"))).total_seconds()
+    for name, length, seconds in BUCKETS:
+        if span_s / seconds < MAX_BUCKETS:
+            return name, length
+    return BUCKETS[-1][:2]
+
+
+class ConsoleQueries:
+    """Read-only queries of ``vm_view``, ``job_view``, ``server_view`` and the analytics
+    tables, for the console's fleet and servers pages."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def _rows(self, statement: str, params: list[Any] | tuple[Any, ...] = ()
+              ) -> list[dict[str, Any]]:
+        with self.db.transaction(commit=False) as tx:
+            tx.execute(statement, params)
+            return tx.fetchall()
+
+    def states(self, vm_filter: VmFilter) -> dict[str, int]:
+        """How many VMs matching ``vm_filter`` are in each state now (every state listed)."""
+        where, params = vm_filter.where()
+        rows = self._rows(f"SELECT state, COUNT(*) AS n FROM vm_view{where} GROUP BY state",
+                          params)
+        counts = dict.fromkeys(STATE_ORDER, 0)
+        counts.update({row["state"]: int(row["n"]) for row in rows})
+        return counts
+
+    def states_over_time(self, owner_uuid: str | None = None) -> StatesOverTime:
+        """VMs in each state at the end of every time bucket, from ``vm_view``'s creation
+        times and the state changes in ``vm_transitions``: a state's count is the VMs that
+        entered it (``Created`` enters ``provisioning``) minus those that left it, up to the
+        bucket's end. The last point therefore equals the counts now (``/stats/states``)."""
+        owner = " WHERE owner_uuid = ?" if owner_uuid is not None else ""
+        params = [owner_uuid] if owner_uuid is not None else []
+        bounds = self._rows(f"SELECT MIN(create_timestamp) AS first, MAX(create_timestamp) "
+                            f"AS last FROM vm_view{owner}", params)[0]
+        last_move = self._rows(f"SELECT MAX(at) AS last FROM vm_transitions{owner}", params)[0]
+        last = max(filter(None, (bounds["last"], last_move["last"])), default=None)
+        unit, length = _bucket_width(bounds["first"], last)
+        created = self._rows(
+            f"SELECT SUBSTR(create_timestamp, 1, {length}) AS b, COUNT(*) AS n "
+            f"FROM vm_view{owner} GROUP BY SUBSTR(create_timestamp, 1, {length})", params)
+        moves = self._rows(
+            f"SELECT SUBSTR(at, 1, {length}) AS b, from_state, to_state, COUNT(*) AS n "
+            f"FROM vm_transitions{owner} "
+            f"GROUP BY SUBSTR(at, 1, {length}), from_state, to_state", params)
+        change: dict[str, dict[str, int]] = {}
+        for row in created:
+            bucket = change.setdefault(row["b"], dict.fromkeys(STATE_ORDER, 0))
+            bucket[VmState.PROVISIONING.value] += int(row["n"])
+        for row in moves:
+            bucket = change.setdefault(row["b"], dict.fromkeys(STATE_ORDER, 0))
+            bucket[row["from_state"]] -= int(row["n"])
+            bucket[row["to_state"]] += int(row["n"])
+        running = dict.fromkeys(STATE_ORDER, 0)
+        points = []
+        for name in sorted(change):
+            running = {state: running[state] + change[name][state] for state in STATE_ORDER}
+            points.append((name, running))
+        return StatesOverTime(unit, points)
+
+    @staticmethod
+    def _vms_matching(vm_filter: VmFilter) -> tuple[str, list[Any]]:
+        """A condition on ``job_view.vm_uuid``: the VM has the filter's owner and server
+        (empty without either, so the unfiltered count reads ``job_view`` alone). The other
+        filters do not narrow jobs: a state holds tens of thousands of VMs, and matching
+        their jobs would cost a probe per VM on every page."""
+        narrowed = VmFilter(owner_uuid=vm_filter.owner_uuid, server_uuid=vm_filter.server_uuid)
+        where, params = narrowed.where()
+        if not where:
+            return "", []
+        return f"vm_uuid IN (SELECT uuid FROM vm_view{where})", params
+
+    def jobs_by_execution(self, vm_filter: VmFilter) -> dict[str, int]:
+        """Jobs of the VMs of the filter's owner and server in each execution state (every
+        state listed)."""
+        condition, params = self._vms_matching(vm_filter)
+        where = f" WHERE {condition}" if condition else ""
+        rows = self._rows(
+            f"SELECT execution, COUNT(*) AS n FROM job_view{where} GROUP BY execution", params)
+        counts = {execution.value: 0 for execution in Execution}
+        counts.update({row["execution"]: int(row["n"]) for row in rows})
+        return counts
+
+    def deepest_queues(self, vm_filter: VmFilter, limit: int = 10) -> list[dict[str, Any]]:
+        """The VMs (of the filter's owner and server) with the most unfinished (queued +
+        running) jobs, deepest first: ``[{vm_uuid, depth, oldest_job_at}]``."""
+        condition, params = self._vms_matching(vm_filter)
+        extra = f" AND {condition}" if condition else ""
+        rows = self._rows(
+            "SELECT vm_uuid, COUNT(*) AS depth, MIN(created_at) AS oldest FROM job_view "
+            f"WHERE execution IN (?, ?){extra} GROUP BY vm_uuid "
+            "ORDER BY COUNT(*) DESC, MIN(created_at), vm_uuid LIMIT ?",
+            [*UNFINISHED, *params, limit])
+        return [{"vm_uuid": r["vm_uuid"], "depth": int(r["depth"]),
+                 "oldest_job_at": r["oldest"]} for r in rows]
+
+    def in_state(self, vm_filter: VmFilter, state: str, limit: int = 10
+                 ) -> list[dict[str, Any]]:
+        """Up to ``limit`` matching VMs in ``state``, oldest first: ``[{uuid, alias,
+        owner_uuid, server_uuid, create_timestamp}]`` (the count is in ``states``)."""
+        narrowed = VmFilter(**{**vm_filter.__dict__, "state": state})
+        where, params = narrowed.where()
+        return self._rows(
+            "SELECT uuid, alias, owner_uuid, server_uuid, create_timestamp FROM vm_view"
+            f"{where} ORDER BY create_timestamp, uuid LIMIT ?", [*params, limit])
+
+    def servers_page(self, *, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """A page of servers by hostname, each with its capacity, what the claims recorded in
+        the log hold of it, and its VMs by state now (``vm_current``, the VM's last server);
+        and how many servers there are."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT COUNT(*) AS n FROM server_view")
+            total = int(tx.fetchone()["n"])  # type: ignore[index]
+            tx.execute("SELECT uuid, hostname, status, ram_mib, cpus FROM server_view "
+                       "ORDER BY hostname, uuid LIMIT ? OFFSET ?", (limit, offset))
+            servers = tx.fetchall()
+            uuids = [s["uuid"] for s in servers]
+            marks = ", ".join("?" * len(uuids)) or "NULL"
+            tx.execute("SELECT server_uuid, COALESCE(SUM(ram_mib), 0) AS ram, "
+                       "COALESCE(SUM(cpus), 0) AS cpus, COUNT(*) AS vms "
+                       f"FROM server_view_claims WHERE server_uuid IN ({marks}) "
+                       "GROUP BY server_uuid", uuids)
+            claims = {r["server_uuid"]: r for r in tx.fetchall()}
+            tx.execute("SELECT server_uuid, state, COUNT(*) AS n FROM vm_current "
+                       f"WHERE server_uuid IN ({marks}) GROUP BY server_uuid, state", uuids)
+            states: dict[str, dict[str, int]] = {}
+            for row in tx.fetchall():
+                states.setdefault(row["server_uuid"], {})[row["state"]] = int(row["n"])
+        page = []
+        for server in servers:
+            claim = claims.get(server["uuid"]) or {"ram": 0, "cpus": 0, "vms": 0}
+            page.append({
+                **server,
+                "ram_allocated_mib": int(claim["ram"]),
+                "ram_free_mib": server["ram_mib"] - int(claim["ram"]),
+                "cpus_allocated": int(claim["cpus"]),
+                "cpus_free": server["cpus"] - int(claim["cpus"]),
+                "vm_count": int(claim["vms"]),
+                "vm_states": {s: n for s, n in states.get(server["uuid"], {}).items()},
+            })
+        return page, total
+
+    def capacity(self) -> dict[str, int]:
+        """The whole fleet's capacity and what the claims hold: ``{servers, ram_mib,
+        ram_allocated_mib, cpus, cpus_allocated, claims}``."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT COUNT(*) AS n, COALESCE(SUM(ram_mib), 0) AS ram, "
+                       "COALESCE(SUM(cpus), 0) AS cpus FROM server_view")
+            servers = tx.fetchone() or {}
+            tx.execute("SELECT COUNT(*) AS n, COALESCE(SUM(ram_mib), 0) AS ram, "
+                       "COALESCE(SUM(cpus), 0) AS cpus FROM server_view_claims")
+            claims = tx.fetchone() or {}
+        return {"servers": int(servers["n"]), "ram_mib": int(servers["ram"]),
+                "ram_allocated_mib": int(claims["ram"]), "cpus": int(servers["cpus"]),
+                "cpus_allocated": int(claims["cpus"]), "claims": int(claims["n"])}

@@ -1,0 +1,181 @@
+"""Audit verify for chosen VMs: the same two checks as ``vmledger audit verify``
+(``service/audit/verify.py``), for a few streams at a time, so that the web console can run
+them from a page for one VM, or for the fleet a page of VMs at a time, in bounded time.
+
+For each VM: its stream's versions are contiguous from 1 and every event's hash ``chain``
+holds; and the VM's rows in every read model built from VM streams (``vm_view`` with its
+tags, ``job_view``, the analytics tables, ``volume_mounts``) equal a fresh fold of its stream
+(merged, for ``volume_mounts``, with the streams of the volumes it mounts), each fold stopped
+at the position the live read model has reached, whose rows are read in the same snapshot.
+``server_view`` holds servers' streams, not VMs', and is left to the full verify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Notification
+
+from service.audit.verify import Difference, check_link, compare, scratch_directory
+from service.storage import select_stream
+
+MAX_PAGE = 200  # VMs in one fleet page: about a second of work on this machine
+MAX_EVENTS = 100_000  # events read of one stream (a VM has tens)
+# table -> (the column naming the VM, the columns keying a row)
+VM_TABLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "vm_view": ("uuid", ("uuid",)),
+    "vm_view_tags": ("vm_uuid", ("vm_uuid", "key")),
+    "job_view": ("vm_uuid", ("uuid",)),
+    "vm_transitions": ("vm_uuid", ("vm_uuid", "version")),
+    "vm_current": ("vm_uuid", ("vm_uuid",)),
+    "volume_mounts": ("vm_uuid", ("vm_uuid", "mountpoint")),
+}
+
+
+@dataclass
+class VmAudit:
+    """What verify found for one VM: how many events its stream has, and the differences
+    (``chain``: the stream; ``read_models``: its rows), each naming where and the version."""
+
+    vm_uuid: str
+    events: int = 0
+    position: int | None = None  # the log position of its last event
+    chain: list[Difference] = field(default_factory=list)
+    read_models: list[Difference] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Chain intact and read models equal to a fresh fold."""
+        return not self.chain and not self.read_models
+
+
+def verify_vms(services: Any, vm_uuids: Iterable[str]) -> list[VmAudit]:
+    """Verify the VMs ``vm_uuids`` (in that order). A uuid with no VM stream is reported as
+    a ``missing`` difference (and its read-model rows, if any, as absent from a fresh fold)."""
+    app = services.app
+    audits: list[VmAudit] = []
+    streams: dict[str, list[Notification]] = {}
+    for vm_uuid in vm_uuids:
+        audit = VmAudit(vm_uuid)
+        audits.append(audit)
+        try:
+            events = list(select_stream(app.recorder, UUID(vm_uuid), 0, MAX_EVENTS))
+        except ValueError:
+            events = []
+        if not events or not events[0].topic.startswith("vm."):
+            audit.chain.append(Difference(f"stream {vm_uuid}", 1, "missing",
+                                          "the log has no VM stream of this uuid"))
+            events = []
+        heads: dict[UUID, tuple[int, str]] = {}
+        for stored in events:
+            audit.chain += check_link(app, stored, heads)
+        audit.events = len(events)
+        audit.position = events[-1].id if events else None
+        streams[vm_uuid] = events
+    by_vm = {audit.vm_uuid: audit for audit in audits}
+    for difference in _read_model_differences(services, streams):
+        by_vm[difference[0]].read_models.append(difference[1])
+    return audits
+
+
+def fleet_page(services: Any, *, after: int = 0, limit: int = 50
+               ) -> tuple[list[VmAudit], int | None]:
+    """Verify the next ``limit`` VMs (at most ``MAX_PAGE``) in the order they were created,
+    after log position ``after`` (0: from the first); returns their audits and the position
+    to continue after (None when no VM was created later). Each page reads only its VMs'
+    streams, so any fleet is verified in bounded steps."""
+    limit = max(1, min(limit, MAX_PAGE))
+    created = services.app.recorder.select_notifications(
+        after, limit + 1, topics=["vm.created"], inclusive_of_start=False)
+    page = created[:limit]
+    audits = verify_vms(services, [str(n.originator_id) for n in page])
+    return audits, (page[-1].id if len(created) > limit else None)
+
+
+def _read_model_differences(services: Any, streams: dict[str, list[Notification]]
+                            ) -> list[tuple[str, Difference]]:
+    """(vm_uuid, difference) for every VM row of the VM read models that differs from a
+    fresh fold of the VMs' streams."""
+    from eventsourcing.sqlite import SQLiteDatastore
+
+    from projections.db import Database
+    from service.container import read_models
+
+    models = [m for m in read_models(services.app) if set(m.tables) & set(VM_TABLES)]
+    uuids = list(streams)
+    live_positions, live = _live_rows(services.db, models, uuids)
+    events = _merged(services.app, streams)
+    directory = scratch_directory()
+    datastore = SQLiteDatastore(str(directory / "fresh.db"))
+    found: list[tuple[str, Difference]] = []
+    try:
+        scratch = Database(datastore)
+        for model in models:
+            stop = live_positions[model.name]
+            with scratch.transaction() as tx:
+                for statement in model.create_statements(scratch):
+                    tx.execute(statement)
+                batch = [(p, e) for p, e in events if p <= stop]
+                if batch:
+                    model.apply(tx, batch)
+        _, fresh = _live_rows(scratch, models, uuids, positions=False)
+        for table in live:
+            for vm_uuid in uuids:
+                for difference in compare(table, live[table].get(vm_uuid, {}),
+                                          fresh[table].get(vm_uuid, {})):
+                    found.append((vm_uuid, difference))
+    finally:
+        datastore.close()
+        for path in directory.iterdir():
+            path.unlink()
+        directory.rmdir()
+    return found
+
+
+def _merged(app: Any, streams: dict[str, list[Notification]]) -> list[tuple[int, Any]]:
+    """The VMs' events and those of the volumes they mount, decoded, in log order."""
+    decoded: dict[int, Any] = {}
+    volumes: set[str] = set()
+    for events in streams.values():
+        for stored in events:
+            event = app.mapper.to_domain_event(stored)
+            decoded[stored.id] = event
+            if stored.originator_version == 1:
+                volumes |= {m["volume_uuid"] for m in getattr(event, "volumes", None) or []}
+    for volume_uuid in sorted(volumes):
+        for stored in select_stream(app.recorder, UUID(volume_uuid), 0, MAX_EVENTS):
+            decoded[stored.id] = app.mapper.to_domain_event(stored)
+    return sorted(decoded.items(), key=lambda item: item[0])
+
+
+def _live_rows(db: Any, models: list[Any], uuids: list[str], *, positions: bool = True
+               ) -> tuple[dict[str, int], dict[str, dict[str, dict[str, dict[str, Any]]]]]:
+    """Each model's tracking position, and the VMs' rows of every VM table: table → vm_uuid →
+    key → row (bytes columns left out), all read in one snapshot of the database."""
+    from projections.db import Dialect
+    from projections.runner import ProjectionRunner
+
+    rows: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    found: dict[str, int] = {}
+    marks = ", ".join("?" * len(uuids)) or "NULL"
+    with db.transaction(commit=False) as tx:
+        if tx.dialect is Dialect.POSTGRES:  # READ COMMITTED would see each statement anew
+            tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        for model in models:
+            if positions:
+                found[model.name] = ProjectionRunner.position_in(tx, model.name)
+            for table in model.tables:
+                if table not in VM_TABLES:
+                    continue
+                column, key = VM_TABLES[table]
+                tx.execute(f"SELECT * FROM {table} WHERE {column} IN ({marks})", uuids)
+                per_vm = rows.setdefault(table, {})
+                for row in tx.fetchall():
+                    plain = {k: v for k, v in row.items()
+                             if not isinstance(v, bytes | memoryview)}
+                    per_vm.setdefault(row[column], {})["/".join(
+                        str(row[c]) for c in key)] = plain
+    return found, rows

@@ -1,0 +1,85 @@
+"""The console's pages and assets: an ASGI middleware in front of the app that answers ``GET``
+(and ``HEAD``) of each page's HTML shell and of ``/console/static/*`` itself.
+
+Neither holds data: a shell is the same for every caller (navigation, the sign-in form, and the
+address of the fragment its script fetches with the caller's token), so they are served without
+a token, before the app's authentication. Everything else goes on to the app. Every asset is
+vmledger's own file, and the pages' ``Content-Security-Policy`` lets a page load nothing from
+anywhere else (no CDN, no inline script or style).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.console.render import render
+
+STATIC = Path(__file__).parent / "static"
+_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+          ".svg": "image/svg+xml", ".png": "image/png"}
+SECURITY_HEADERS = [
+    (b"content-security-policy",
+     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+     b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-cache"),
+]
+# page path -> (the page's name, its fragment's path)
+_PAGES = {
+    "/console": ("fleet", "/console/fragments/fleet"),
+    "/console/": ("fleet", "/console/fragments/fleet"),
+    "/console/servers": ("servers", "/console/fragments/servers"),
+    "/console/audit": ("audit", "/console/fragments/audit"),
+}
+_VM_PAGE = re.compile(r"^/console/vms/([0-9A-Za-z-]{1,64})$")
+
+
+def page_of(path: str) -> tuple[str, str] | None:
+    """The (page name, fragment path) of a console page path, or None."""
+    if path in _PAGES:
+        return _PAGES[path]
+    match = _VM_PAGE.match(path)
+    if match:
+        return "vm", f"/console/fragments/vms/{quote(match.group(1))}"
+    return None
+
+
+def _assets() -> dict[str, tuple[bytes, str]]:
+    return {f"/console/static/{p.name}": (p.read_bytes(), _TYPES[p.suffix])
+            for p in STATIC.iterdir() if p.suffix in _TYPES}
+
+
+class ConsolePages:
+    """Answers the console's shells and assets; passes every other request to ``app``."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+        self.assets = _assets()  # a few small files, read once
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        asset = self.assets.get(path)
+        page = page_of(path)
+        if asset is not None:
+            body, content_type = asset
+        elif page is not None:
+            query = scope.get("query_string", b"").decode("latin-1")
+            fragment = page[1] + (f"?{query}" if query else "")
+            body = render("shell.html", page=page[0], fragment=fragment).encode()
+            content_type = "text/html; charset=utf-8"
+        else:
+            await self.app(scope, receive, send)
+            return
+        headers = [(b"content-type", content_type.encode()),
+                   (b"content-length", str(len(body)).encode()), *SECURITY_HEADERS]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body",
+                    "body": b"" if scope["method"] == "HEAD" else body})

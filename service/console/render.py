@@ -1,0 +1,105 @@
+"""Rendering the console's HTML: the Jinja2 templates (autoescaped), and what the templates
+draw from data: the over-time chart's SVG geometry, an event's kind (its colour on the
+timeline), and the differences between two VM objects."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from domain.transitions import STATE_EVENTS
+from projections.analytics_queries import STATE_ORDER
+from projections.console_queries import StatesOverTime
+
+TEMPLATES = Path(__file__).parent / "templates"
+_ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
+                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+_ENV.filters["pretty"] = lambda value: json.dumps(value, indent=2, sort_keys=True)
+_ENV.filters["count"] = lambda value: f"{value:,}"
+_ENV.globals["STATES"] = STATE_ORDER
+
+_FAILURES = {"Failed", "ProvisionFailed"}
+_QUARANTINE = {"Quarantined", "Released"}
+
+
+def render(template: str, **context: Any) -> str:
+    """The template rendered with ``context``."""
+    return _ENV.get_template(template).render(**context)
+
+
+def fragment(template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    """A fragment response (``text/html``), never cached."""
+    return HTMLResponse(render(template, **context), status_code=status_code,
+                        headers={"cache-control": "no-store"})
+
+
+def event_kind(event_type: str) -> str:
+    """The timeline's class for an event type: ``failure``, ``state`` (a state change, or
+    ``Created``), ``quarantine``, ``job`` or ``other`` (metadata, capacity, volumes)."""
+    if event_type in _FAILURES:
+        return "failure"
+    if event_type in _QUARANTINE:
+        return "quarantine"
+    if event_type in STATE_EVENTS or event_type == "Created":
+        return "state"
+    if event_type.startswith("Job"):
+        return "job"
+    return "other"
+
+
+_ENV.globals["event_kind"] = event_kind
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        flat: dict[str, Any] = {}
+        for key in sorted(value):
+            flat.update(_flatten(value[key], f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def differences(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fields that differ between two VM objects, by dotted path (``tags.role``), in
+    path order: ``[{field, before, after}]`` (a missing field is None)."""
+    old, new = _flatten(before), _flatten(after)
+    return [{"field": path, "before": old.get(path), "after": new.get(path)}
+            for path in sorted(set(old) | set(new)) if old.get(path) != new.get(path)]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """An SVG line chart of VMs by state over time: one polyline per state (view box
+    ``WIDTH`` × ``HEIGHT``), the y-axis maximum and the first and last buckets' labels."""
+
+    series: list[dict[str, Any]]
+    maximum: int
+    first: str | None
+    last: str | None
+    unit: str
+    buckets: int
+
+    WIDTH = 600
+    HEIGHT = 200
+
+
+def chart(over_time: StatesOverTime) -> Chart:
+    """The chart's geometry: x is the bucket's index, y the count (0 at the bottom)."""
+    points = over_time.points
+    maximum = max((n for _, counts in points for n in counts.values()), default=0) or 1
+    step = Chart.WIDTH / max(len(points) - 1, 1)
+    series = []
+    for state in STATE_ORDER:
+        coordinates = " ".join(
+            f"{i * step:.1f},{Chart.HEIGHT - counts[state] * Chart.HEIGHT / maximum:.1f}"
+            for i, (_, counts) in enumerate(points))
+        last = points[-1][1][state] if points else 0
+        if any(counts[state] for _, counts in points):
+            series.append({"state": state, "points": coordinates, "last": last})
+    return Chart(series, maximum, points[0][0] if points else None,
+                 points[-1][0] if points else None, over_time.unit, len(points))

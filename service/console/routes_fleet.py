@@ -1,0 +1,125 @@
+"""The console's fleet-wide fragments: who is signed in, the fleet (counts now and over time,
+jobs, queues, stuck and quarantined VMs, projection lag, one page of VMs) and the servers.
+
+Each is an API route (roles in ``service/api/auth.py:ROUTE_ROLES``), scoped like the API: an
+owner token sees its own VMs only, whatever ``owner_uuid`` it asks for."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from domain.states import VmState
+from projections.analytics_queries import AnalyticsQueries
+from projections.console_queries import ConsoleQueries
+from projections.vm_queries import InvalidMarkerError
+from service.api.auth import OWNER, principal_of
+from service.api.deps import read_your_writes, services_of
+from service.api.errors import invalid_parameters
+from service.api.params import Query, list_vms_query
+from service.console.render import chart, fragment
+
+router = APIRouter(tags=["console"])
+
+PAGE_SIZE = 50  # VMs in one page of the fleet's list (``limit`` changes it, up to 1000)
+SERVERS_PAGE = 50
+LISTED = 10  # stuck, quarantined and deepest-queue VMs shown
+FLEET_READ_MODELS = ("vm_view", "volume_mounts", "job_view", "analytics")
+
+
+@router.get("/console/fragments/session", response_class=HTMLResponse)
+def session(request: Request) -> HTMLResponse:
+    """Who the token is: its name and role (and owner), and whether the service runs in open
+    local mode (no tokens configured)."""
+    Query(request, set()).check()
+    return fragment("session.html", principal=principal_of(request),
+                    open_mode=request.app.state.tokens.open)
+
+
+def _link(params: dict[str, Any], **changes: Any) -> str:
+    """The fleet page's address with ``params`` changed (None drops a parameter)."""
+    merged = {k: v for k, v in {**params, **changes}.items() if v is not None}
+    return "/console" + (f"?{urlencode(merged)}" if merged else "")
+
+
+@router.get("/console/fragments/fleet", response_class=HTMLResponse)
+def fleet(request: Request) -> HTMLResponse:
+    """The fleet page: the same filters and paging as ``GET /vms`` (owner_uuid, server_uuid,
+    state, ..., offset, limit; ``PAGE_SIZE`` VMs by default), every figure computed in SQL."""
+    vm_filter, page, query = list_vms_query(request)
+    if "limit" not in query.params:
+        page.limit = PAGE_SIZE
+    services = services_of(request)
+    read_your_writes(request, services, FLEET_READ_MODELS, eventual=query.eventual)
+    console = ConsoleQueries(services.db)
+    try:
+        vms, _ = services.vms.list(vm_filter, page)
+    except InvalidMarkerError:
+        raise invalid_parameters(request, [{"field": "marker", "code": "Invalid",
+                                            "message": "Invalid marker"}]) from None
+    total = services.vms.count(vm_filter)
+    stuck, stuck_total = AnalyticsQueries(services.db).stuck(
+        round(services.settings.stuck_transient_s * 1000), int(time.time() * 1000),
+        owner_uuid=vm_filter.owner_uuid, limit=LISTED)
+    head = services.projections.head()
+    params = {k: v for k, v in query.params.items() if k not in ("offset", "consistency")}
+    scoped = principal_of(request).role == OWNER
+    return fragment(
+        "fleet.html",
+        filters={"owner_uuid": None if scoped else vm_filter.owner_uuid,
+                 "server_uuid": vm_filter.server_uuid, "state": vm_filter.state},
+        owner_scoped=scoped,
+        states=console.states(vm_filter),
+        chart_url="/console/fragments/fleet/chart" + (
+            f"?{urlencode({'owner_uuid': vm_filter.owner_uuid})}"
+            if vm_filter.owner_uuid and not scoped else ""),
+        jobs=console.jobs_by_execution(vm_filter),
+        queues=console.deepest_queues(vm_filter, LISTED),
+        stuck=stuck, stuck_total=stuck_total,
+        stuck_after_s=services.settings.stuck_transient_s,
+        quarantined=console.in_state(vm_filter, VmState.QUARANTINED.value, LISTED),
+        lag={name: head - position for name, position in services.projections.positions()
+             .items()},
+        head=head,
+        vms=vms, total=total, offset=page.offset, limit=page.limit,
+        previous=_link(params, offset=max(page.offset - page.limit, 0) or None)
+        if page.offset else None,
+        next=_link(params, offset=page.offset + page.limit)
+        if page.offset + page.limit < total else None,
+    )
+
+
+@router.get("/console/fragments/fleet/chart", response_class=HTMLResponse)
+def fleet_chart(request: Request) -> HTMLResponse:
+    """The fleet page's chart of VMs by state over time (``owner_uuid`` for one owner's),
+    a fragment of its own: it reads every state change, so the rest of the page does not
+    wait for it."""
+    query = Query(request, set())
+    query.check()
+    services = services_of(request)
+    read_your_writes(request, services, ("vm_view", "analytics"), eventual=query.eventual)
+    over_time = ConsoleQueries(services.db).states_over_time(query.owner_uuid)
+    return fragment("chart.html", chart=chart(over_time), owner=query.owner_uuid is not None)
+
+
+@router.get("/console/fragments/servers", response_class=HTMLResponse)
+def servers(request: Request) -> HTMLResponse:
+    """Servers by hostname (``offset``, ``SERVERS_PAGE`` a page): capacity from the claims
+    the log records, used and free, and the VMs on each by state. (The page's script lists
+    the networks from ``GET /networks`` itself, where the service has it.)"""
+    query = Query(request, {"offset"})
+    offset = query.integer("offset", minimum=0) or 0
+    query.check()
+    services = services_of(request)
+    read_your_writes(request, services, ("server_view", "analytics"), eventual=query.eventual)
+    console = ConsoleQueries(services.db)
+    page, total = console.servers_page(limit=SERVERS_PAGE, offset=offset)
+    return fragment(
+        "servers.html", servers=page, total=total, offset=offset, capacity=console.capacity(),
+        previous=f"/console/servers?offset={max(offset - SERVERS_PAGE, 0)}" if offset else None,
+        next=f"/console/servers?offset={offset + SERVERS_PAGE}"
+        if offset + SERVERS_PAGE < total else None)

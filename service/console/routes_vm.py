@@ -1,0 +1,115 @@
+"""The console's VM and audit fragments: one VM's timeline, its object at any version or
+instant and the diff between two versions (folded from its stream, as ``GET
+/vms/{uuid}?version=`` and ``?at=`` do), its jobs and volume mounts; and audit verify, run
+from the page for one VM or for the fleet a page at a time (``service/audit/streams.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+
+from domain.errors import VmNotFoundError
+from projections.vm_view import render_vm
+from service.api.deps import read_your_writes, services_of
+from service.api.params import Query
+# GetVm's own time travel, so the console shows exactly what ?version= and ?at= answer
+from service.api.routes_vms import _as_it_was, _instant
+from service.audit.history import vm_history
+from service.audit.streams import MAX_PAGE, fleet_page, verify_vms
+from service.console.render import differences, fragment
+
+router = APIRouter(tags=["console"])
+
+TIMELINE = 1000  # events shown on a VM's timeline (the newest are past it: say so)
+JOBS = 100
+AUDIT_PAGE = 50
+
+
+def _visible(request: Request, query: Query, vm_uuid: str) -> Any:
+    """The VM aggregate now, if the caller may see it (an owner token: its own VMs only, by
+    who owns it now, as GetVm's time travel scopes); raises ``VmNotFoundError``."""
+    vm = services_of(request).commands.load(vm_uuid)
+    if query.owner_uuid is not None and vm.owner_uuid != query.owner_uuid:
+        raise VmNotFoundError(vm_uuid)
+    return vm
+
+
+@router.get("/console/fragments/vms/{vm_uuid}", response_class=HTMLResponse)
+def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
+    """A VM: the object now, every event (up to ``TIMELINE``) with its cause, its jobs with
+    their chain results, its volumes' mounts (stale or not), and the version slider."""
+    query = Query(request, set())
+    query.check()
+    services = services_of(request)
+    current = _visible(request, query, vm_uuid)
+    read_your_writes(request, services, ("vm_view", "volume_mounts", "job_view"),
+                     eventual=query.eventual)
+    vm = services.vms.get(str(current.id))
+    events = vm_history(services.commands, str(current.id), limit=TIMELINE)
+    jobs = services.jobs.list(vm_uuid=str(current.id), limit=JOBS)
+    return fragment("vm.html", vm=vm or render_vm(current), events=events,
+                    version=current.version, truncated=current.version > len(events), jobs=jobs)
+
+
+@router.get("/console/fragments/vms/{vm_uuid}/state", response_class=HTMLResponse)
+def vm_state(vm_uuid: str, request: Request) -> HTMLResponse:
+    """The VM object as it was at ``version`` or at instant ``at`` (RFC 3339), folded from
+    its stream; without either, as it is now."""
+    query = Query(request, {"version", "at"})
+    version = query.integer("version", minimum=1)
+    at = _instant(query, "at")
+    query.check()
+    services = services_of(request)
+    current = _visible(request, query, vm_uuid)
+    vm = (_as_it_was(services, str(current.id), version, at)
+          if version is not None or at is not None else render_vm(current))
+    return fragment("vm_state.html", vm=vm, newest=current.version)
+
+
+@router.get("/console/fragments/vms/{vm_uuid}/diff", response_class=HTMLResponse)
+def vm_diff(vm_uuid: str, request: Request) -> HTMLResponse:
+    """What changed in the VM object from version ``from`` to version ``to`` (both folded
+    from its stream)."""
+    query = Query(request, {"from", "to"})
+    versions = [query.integer(name, minimum=1) for name in ("from", "to")]
+    for name, value in zip(("from", "to"), versions, strict=True):
+        if value is None and name not in query.params:
+            query.invalid(name, "Missing parameter", code="Missing")
+    query.check()
+    services = services_of(request)
+    current = _visible(request, query, vm_uuid)
+    old, new = versions
+    assert old is not None and new is not None
+    before = _as_it_was(services, str(current.id), old, None)
+    after = _as_it_was(services, str(current.id), new, None)
+    return fragment("vm_diff.html", old=old, new=new, changes=differences(before, after))
+
+
+@router.get("/console/fragments/audit", response_class=HTMLResponse)
+def audit_form(request: Request) -> HTMLResponse:
+    """The audit page: run verify for one VM, or for the fleet a page of VMs at a time."""
+    query = Query(request, {"vm_uuid"})
+    vm_uuid = query.uuid("vm_uuid")
+    query.check()
+    return fragment("audit.html", vm_uuid=vm_uuid, page=AUDIT_PAGE, max_page=MAX_PAGE)
+
+
+@router.post("/console/fragments/audit", response_class=HTMLResponse)
+def audit_run(request: Request) -> HTMLResponse:
+    """Run verify: ``vm_uuid`` for one VM; otherwise the fleet's next ``limit`` VMs
+    (``AUDIT_PAGE`` by default, at most ``MAX_PAGE``) created after log position ``after``."""
+    query = Query(request, {"vm_uuid", "after", "limit"})
+    vm_uuid = query.uuid("vm_uuid")
+    after = query.integer("after", minimum=0) or 0
+    limit = query.integer("limit", minimum=1, maximum=MAX_PAGE) or AUDIT_PAGE
+    query.check()
+    services = services_of(request)
+    if vm_uuid is not None:
+        audits, next_after = verify_vms(services, [vm_uuid]), None
+    else:
+        audits, next_after = fleet_page(services, after=after, limit=limit)
+    return fragment("audit_result.html", audits=audits, one=vm_uuid is not None,
+                    after=after, limit=limit, next_after=next_after,
+                    failed=sum(not a.ok for a in audits))

@@ -1,0 +1,184 @@
+// vmledger console: the token lives in this tab's sessionStorage only; every fragment is
+// fetched with it (Authorization: Bearer) and inserted into the page. No framework, no build.
+"use strict";
+
+const TOKEN_KEY = "vmledger.console.token";
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+function headers() {
+  const found = { Accept: "text/html" };
+  const bearer = token();
+  if (bearer) found.Authorization = `Bearer ${bearer}`;
+  return found;
+}
+
+// The API's error body ({code, message}) as one line, whatever the status.
+function describe(status, text) {
+  try {
+    const body = JSON.parse(text);
+    return `${status} ${body.code}: ${body.message}`;
+  } catch (_) {
+    return `${status}: ${text.slice(0, 200)}`;
+  }
+}
+
+// Fetch a fragment into target; on 401 ask for a token. Resolves to the response status.
+async function load(url, target, method = "GET") {
+  target.setAttribute("aria-busy", "true");
+  let status = 0;
+  try {
+    const response = await fetch(url, { method, headers: headers() });
+    status = response.status;
+    const text = await response.text();
+    if (status === 401) {
+      showLogin(describe(status, text));
+    } else if (!response.ok) {
+      const problem = document.createElement("p");
+      problem.className = "error";
+      problem.dataset.testid = "error";
+      problem.textContent = describe(status, text);
+      target.replaceChildren(problem);
+    } else {
+      target.innerHTML = text;
+      wire(target);
+    }
+  } catch (error) {
+    target.textContent = `The service did not answer: ${error}`;
+  } finally {
+    target.removeAttribute("aria-busy");
+    target.dataset.status = String(status);
+  }
+  return status;
+}
+
+function formUrl(form, submitter) {
+  const params = new URLSearchParams(new FormData(form, submitter));
+  for (const [name, value] of [...params]) if (value === "") params.delete(name);
+  return `${form.getAttribute("action")}?${params}`;
+}
+
+// Give a freshly inserted fragment its behaviour.
+function wire(root) {
+  for (const element of root.querySelectorAll("[data-load]")) {
+    load(element.dataset.load, element);
+  }
+  for (const form of root.querySelectorAll("form[data-into]")) {
+    const target = document.querySelector(form.dataset.into);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      load(formUrl(form, event.submitter), target, (form.getAttribute("method") || "get").toUpperCase());
+    });
+  }
+  for (const element of root.querySelectorAll("[data-json-table]")) jsonTable(element);
+  // A filter form navigates to its page's address without the fields left empty.
+  for (const form of root.querySelectorAll("form[data-navigate]")) {
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      window.location.assign(formUrl(form, event.submitter));
+    });
+  }
+  for (const stepper of root.querySelectorAll("form.stepper")) wireStepper(stepper);
+  for (const logout of root.querySelectorAll("#logout")) {
+    logout.addEventListener("click", () => {
+      sessionStorage.removeItem(TOKEN_KEY);
+      showLogin("Signed out.");
+    });
+  }
+}
+
+// The version slider: dragging, the arrows, and a timeline entry's "show" all load the VM
+// object as it was at that version.
+function wireStepper(stepper) {
+  const slider = stepper.querySelector("input[type=range]");
+  const output = stepper.querySelector("output");
+  const target = document.querySelector(stepper.dataset.into);
+  const show = () => {
+    output.textContent = slider.value;
+    load(formUrl(stepper), target);
+  };
+  slider.addEventListener("input", () => { output.textContent = slider.value; });
+  slider.addEventListener("change", show);
+  for (const button of stepper.querySelectorAll("[data-step]")) {
+    button.addEventListener("click", () => {
+      slider.value = String(Number(slider.value) + Number(button.dataset.step));
+      show();
+    });
+  }
+  for (const link of document.querySelectorAll("a.show[data-version]")) {
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      slider.value = link.dataset.version;
+      show();
+      target.scrollIntoView({ block: "nearest" });
+    });
+  }
+}
+
+// An API list (JSON) as a table of its objects' plain fields; on 404 (a service without the
+// route) the element's placeholder shows instead.
+async function jsonTable(element) {
+  const response = await fetch(element.dataset.jsonTable, { headers: { ...headers(), Accept: "application/json" } });
+  element.dataset.status = String(response.status);
+  if (response.status === 404) {
+    for (const placeholder of element.querySelectorAll(".placeholder")) placeholder.hidden = false;
+    return;
+  }
+  const text = await response.text();
+  if (!response.ok) {
+    element.textContent = describe(response.status, text);
+    return;
+  }
+  const items = JSON.parse(text);
+  const columns = [...new Set(items.flatMap((item) => Object.keys(item)
+    .filter((key) => item[key] === null || typeof item[key] !== "object")))];
+  const table = document.createElement("table");
+  const head = table.createTHead().insertRow();
+  for (const column of columns) {
+    const cell = document.createElement("th");
+    cell.textContent = column;
+    head.append(cell);
+  }
+  const body = table.createTBody();
+  for (const item of items) {
+    const row = body.insertRow();
+    for (const column of columns) row.insertCell().textContent = item[column] ?? "";
+  }
+  const count = document.createElement("p");
+  count.className = "note";
+  count.textContent = `${items.length} network${items.length === 1 ? "" : "s"}`;
+  element.replaceChildren(count, table);
+}
+
+function showLogin(message) {
+  const login = document.getElementById("login");
+  const error = document.getElementById("login-error");
+  document.getElementById("content").hidden = true;
+  document.getElementById("session").replaceChildren();
+  login.hidden = false;
+  error.hidden = !message;
+  error.textContent = message || "";
+  login.querySelector("input").focus();
+}
+
+async function start() {
+  const content = document.getElementById("content");
+  const status = await load("/console/fragments/session", document.getElementById("session"));
+  if (status !== 200) return;
+  document.getElementById("login").hidden = true;
+  content.hidden = false;
+  await load(content.dataset.fragment, content);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const field = event.target.elements.token;
+    sessionStorage.setItem(TOKEN_KEY, field.value.trim());
+    field.value = "";
+    start();
+  });
+  start();
+});

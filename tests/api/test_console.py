@@ -1,0 +1,221 @@
+"""The console's routes (docs/console.md): pages and assets need no token and load nothing from
+elsewhere; fragments carry the API's roles and owner scoping and show the API's numbers; the
+VM's versions are the API's folds; audit verify from the page finds an edited row, and the
+fleet's audit runs a bounded page at a time. (Every route × role is walked by
+tests/api/test_authorization.py; the browser tests are in tests/browser/.)"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from projections.console_queries import ConsoleQueries
+from projections.vm_queries import VmFilter
+from service.api.app import create_app
+from service.audit.streams import MAX_PAGE, fleet_page
+from service.container import Services
+from tests.api.helpers import (
+    OTHER_OWNER, OWNER, act_and_wait, assert_error, create_running_vm, create_vm, get_vm,
+    wait_job,
+)
+from tests.api.test_authorization import bearer, write_tokens_file
+from tests.integration.test_audit import _edit_stored_bytes
+
+PAGES = ("/console", "/console/servers", "/console/audit",
+         "/console/vms/930896af-bf8c-48d4-885c-6573a94b1853")
+
+
+@pytest.fixture
+def authed(services: Services, tmp_path: Path) -> Iterator[TestClient]:
+    """The API with one token per role (tests/api/test_authorization.py's tokens file)."""
+    settings = services.settings.model_copy(
+        update={"tokens_file": write_tokens_file(tmp_path / "tokens.toml")})
+    with TestClient(create_app(settings, services=services, background=True)) as http:
+        yield http
+
+
+def _cells(html: str, attribute: str) -> dict[str, int]:
+    """``{value: number}`` of the cells ``<td data-ATTRIBUTE="value">number</td>``."""
+    return {name: int(number.replace(",", "")) for name, number in re.findall(
+        rf'<td data-{attribute}="([^"]+)">([\d,]+)</td>', html)}
+
+
+def test_pages_and_assets_need_no_token_and_allow_nothing_from_elsewhere(
+        authed: TestClient) -> None:
+    for path in PAGES:
+        response = authed.get(path)
+        assert response.status_code == 200, path
+        assert response.headers["content-type"].startswith("text/html")
+        policy = response.headers["content-security-policy"]
+        assert "default-src 'none'" in policy and "script-src 'self'" in policy
+        assert "http" not in re.sub(r'href="/[^"]*"', "", response.text)  # no outside URL
+    script = authed.get("/console/static/console.js")
+    assert script.status_code == 200
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert "sessionStorage" in script.text and "localStorage" not in script.text
+    assert authed.get("/console/static/console.css").status_code == 200
+    # the shell names the fragment its script fetches, with the page's query
+    assert 'data-fragment="/console/fragments/fleet?state=running"' in authed.get(
+        "/console?state=running").text
+    # everything else under /console is the API's, behind the token
+    assert_error(authed.get("/console/fragments/fleet"), 401, "Unauthorized")
+    assert_error(authed.get("/console/static/missing.js"), 401, "Unauthorized")
+
+
+def test_the_session_fragment_names_the_token_and_its_role(authed: TestClient) -> None:
+    html = authed.get("/console/fragments/session", headers=bearer("owner")).text
+    assert 'data-role="owner"' in html and OWNER in html
+    assert 'data-role="auditor"' in authed.get("/console/fragments/session",
+                                               headers=bearer("auditor")).text
+
+
+def test_the_fleet_fragment_shows_the_apis_counts_with_its_filters(client: TestClient) -> None:
+    running = create_running_vm(client)
+    create_running_vm(client, owner_uuid=OTHER_OWNER)
+    stopped = create_running_vm(client)
+    act_and_wait(client, stopped, "stop")
+    html = client.get("/console/fragments/fleet").text
+    assert _cells(html, "state") == client.get("/stats/states").json()
+    jobs = client.get("/jobs").json()
+    assert _cells(html, "execution")["succeeded"] == sum(
+        j["execution"] == "succeeded" for j in jobs) == 4
+    assert set(_cells(html, "read-model")) == {"vm_view", "job_view", "server_view",
+                                                "analytics", "volume_mounts"}
+    filtered = client.get("/console/fragments/fleet", params={
+        "owner_uuid": OWNER, "state": "running"}).text
+    assert _cells(filtered, "state")["running"] == 1 and sum(
+        _cells(filtered, "state").values()) == 1
+    assert re.findall(r'<tr data-vm="([^"]+)"', filtered) == [running]
+    # paging: limit and offset as on GET /vms, with the next page's link
+    first = client.get("/console/fragments/fleet", params={"limit": 2}).text
+    assert len(re.findall(r"<tr data-vm=", first)) == 2
+    assert 'href="/console?limit=2&amp;offset=2"' in first
+    assert_error(client.get("/console/fragments/fleet", params={"state": "asleep"}),
+                 409, "ValidationFailed")
+
+
+def test_the_chart_ends_at_the_counts_now(services: Services, client: TestClient) -> None:
+    vm_uuid = create_running_vm(client)
+    create_vm(client, owner_uuid=OTHER_OWNER)
+    act_and_wait(client, vm_uuid, "stop")
+    client.get("/console/fragments/fleet")  # read-your-writes: the analytics caught up
+    queries = ConsoleQueries(services.db)
+    over_time = queries.states_over_time()
+    assert over_time.points[-1][1] == queries.states(VmFilter())
+    assert queries.states_over_time(OTHER_OWNER).points[-1][1]["provisioning"] + \
+        queries.states_over_time(OTHER_OWNER).points[-1][1]["running"] == 1
+    fleet = client.get("/console/fragments/fleet").text
+    assert 'data-load="/console/fragments/fleet/chart"' in fleet
+    html = client.get("/console/fragments/fleet/chart").text
+    states = client.get("/stats/states").json()
+    shown = dict(re.findall(r'data-state="(\w+)" data-last="(\d+)"', html))
+    assert shown and {s: int(n) for s, n in shown.items()} == {
+        s: n for s, n in states.items() if n or s in shown}
+
+
+def test_an_owner_sees_only_its_own_vms_and_others_are_404(authed: TestClient) -> None:
+    mine = create_vm(authed, headers=bearer("owner"))["vm_uuid"]
+    theirs = create_vm(authed, headers=bearer("owner_b"), owner_uuid=OTHER_OWNER)["vm_uuid"]
+    for asked in ({}, {"owner_uuid": OTHER_OWNER}):
+        html = authed.get("/console/fragments/fleet", params=asked,
+                          headers=bearer("owner")).text
+        assert theirs not in html and OTHER_OWNER not in html
+    assert mine in authed.get("/console/fragments/fleet", headers=bearer("owner")).text
+    for path in ("", "/state", "/state?version=1", "/diff?from=1&to=1"):
+        response = authed.get(f"/console/fragments/vms/{theirs}{path}", headers=bearer("owner"))
+        assert_error(response, 404, "ResourceNotFound")
+        assert authed.get(f"/console/fragments/vms/{mine}{path}",
+                          headers=bearer("owner")).status_code == 200
+    assert_error(authed.post("/console/fragments/audit", headers=bearer("owner")),
+                 403, "Forbidden")
+    assert_error(authed.get(f"/console/fragments/vms/{mine}", headers=bearer("analyst")),
+                 403, "Forbidden")
+
+
+def test_a_vms_versions_and_instants_are_the_apis_folds(client: TestClient) -> None:
+    vm_uuid = create_running_vm(client)
+    act_and_wait(client, vm_uuid, "stop")
+    now = get_vm(client, vm_uuid)
+    page = client.get(f"/console/fragments/vms/{vm_uuid}").text
+    history = client.get(f"/vms/{vm_uuid}/history").json()
+    assert re.findall(r'data-type="(\w+)"', page) == [e["type"] for e in history]
+    assert 'class="kind-state" data-version="1" data-type="Created"' in page
+    assert f'max="{now["version"]}"' in page
+    for version in range(1, now["version"] + 1):
+        state = client.get(f"/console/fragments/vms/{vm_uuid}/state",
+                           params={"version": version}).text
+        expected = get_vm(client, vm_uuid, version=version)
+        assert f'data-version="{version}"' in state
+        assert f'data-testid="state-state">{expected["state"]}<' in state
+    at = history[2]["timestamp"]
+    assert f'data-version="{get_vm(client, vm_uuid, at=at)["version"]}"' in client.get(
+        f"/console/fragments/vms/{vm_uuid}/state", params={"at": at}).text
+    assert_error(client.get(f"/console/fragments/vms/{vm_uuid}/state",
+                            params={"version": now["version"] + 1}), 404, "ResourceNotFound")
+    diff = client.get(f"/console/fragments/vms/{vm_uuid}/diff",
+                      params={"from": 1, "to": now["version"]}).text
+    assert {"state", "version", "server_uuid"} <= set(re.findall(r'data-field="([^"]+)"', diff))
+    assert_error(client.get(f"/console/fragments/vms/{vm_uuid}/diff", params={"to": 2}),
+                 409, "ValidationFailed")
+
+
+def test_audit_from_the_page_finds_an_edited_row_naming_its_version(
+        services: Services, client: TestClient) -> None:
+    vm_uuid = create_running_vm(client)
+    ok = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    assert 'data-failed="0" data-checked="1"' in ok
+    version = get_vm(client, vm_uuid)["version"]
+    with services.db.transaction() as tx:
+        tx.execute("UPDATE job_view SET execution = 'failed' WHERE vm_uuid = ?", (vm_uuid,))
+    found = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    assert 'data-failed="1"' in found
+    assert re.search(r"read model: job_view row [0-9a-f-]{36}: differs from a fresh fold "
+                     r"in execution", found), found
+    with services.db.transaction() as tx:
+        tx.execute("UPDATE vm_view SET alias = 'edited' WHERE uuid = ?", (vm_uuid,))
+    assert f"vm_view row {vm_uuid} version {version}: differs from a fresh fold in alias" in \
+        client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    unknown = client.post("/console/fragments/audit",
+                          params={"vm_uuid": OTHER_OWNER}).text
+    assert "the log has no VM stream of this uuid" in unknown
+
+
+def test_the_fleet_audit_runs_a_bounded_page_at_a_time(services: Services,
+                                                       client: TestClient) -> None:
+    created = [create_vm(client) for _ in range(5)]
+    for job in created:
+        wait_job(client, job["job_uuid"])
+    audits, after = fleet_page(services, limit=2)
+    assert [a.vm_uuid for a in audits] == [c["vm_uuid"] for c in created[:2]]
+    assert all(a.ok for a in audits) and after is not None
+    html = client.post("/console/fragments/audit", params={"after": after, "limit": 3}).text
+    assert re.findall(r'<tr data-vm="([^"]+)"', html) == [c["vm_uuid"] for c in created[2:]]
+    assert 'data-testid="audit-end"' in html
+    assert_error(client.post("/console/fragments/audit", params={"limit": MAX_PAGE + 1}),
+                 409, "ValidationFailed")
+
+
+def test_the_servers_fragment_shows_the_apis_capacity(client: TestClient) -> None:
+    create_running_vm(client)
+    servers = client.get("/servers").json()
+    html = client.get("/console/fragments/servers").text
+    assert f'<td data-key="servers">{len(servers)}</td>' in html
+    for server in servers:
+        row = html[html.index(f'data-server="{server["uuid"]}"'):]
+        assert f'<span data-key="ram_free_mib">{server["ram_free_mib"]:,}</span>' in row
+        assert f'<td data-key="vm_count">{server["vm_count"]}</td>' in row
+
+
+def test_audit_from_the_page_names_an_edited_event_by_stream_and_version(
+        services: Services, client: TestClient) -> None:
+    vm_uuid = create_running_vm(client)
+    act_and_wait(client, vm_uuid, "update", json={"alias": "database"})
+    version = next(e["version"] for e in client.get(f"/vms/{vm_uuid}/history").json()
+                   if e["type"] == "MetadataUpdated")
+    _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
+    html = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    assert f"tampered: stream {vm_uuid} version {version}: the event&#39;s content" in html
