@@ -5,14 +5,15 @@ permanent (the insert rolled back: a version conflict consumes a sequence value 
 PostgreSQL) or an append still in flight that will commit later. The projection runner
 relies on the event store's table lock (an append takes ``LOCK TABLE ... EXCLUSIVE`` before it
 draws ids, so ids of committed rows only grow); this reader does not need it. On PostgreSQL it
-stops before a gap and passes it only once every transaction that was running when the gap
-was first seen has ended (``pg_snapshot_xmin`` of a later snapshot reaches the ``xmax`` seen
-then), and reads the range again: what committed meanwhile is delivered, what is still
-missing never will be. A writer drawing a sequence value before it holds a transaction id
-cannot be seen that way; ``gap_grace_s`` keeps every gap open at least that long for it. A gap
-that stays open past ``gap_timeout_s`` (a transaction left open for minutes) is passed with a
-warning, so one stuck session cannot stop every stream. SQLite has one writer at a time and
-draws rowids inside it, so a gap there is permanent at once.
+stops before a gap and passes it only once every transaction of this database that held a
+transaction id (had written) when the gap was first seen has ended, then reads the range
+again: what committed meanwhile is delivered, what is still missing never will be (the
+writer of a missing row had written it, so it was among them). A writer that draws a
+sequence value before it first writes cannot be seen that way; ``gap_grace_s`` keeps every
+gap open at least that long for it (the library's insert draws and writes in one statement,
+under the lock). A gap still open after ``gap_timeout_s`` (a transaction left open for
+minutes) is passed with a warning, so one stuck session cannot stop every stream. SQLite has
+one writer at a time, drawing rowids inside it, so a gap there is permanent at once.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Gap:
-    """A gap first seen at ``seen_at`` (monotonic s), when the newest transaction id was
-    below ``xmax``."""
+    """A gap first seen at ``seen_at`` (monotonic s), when ``writers`` (backend pid,
+    transaction id) were running; ``settled`` once they all ended."""
 
     start: int  # the first missing position
     seen_at: float
-    xmax: int
+    writers: set[tuple[int, str]]
+    settled: bool = False
 
 
 class LogReader:
@@ -87,19 +89,18 @@ class LogReader:
         now = self.clock()
         gap = self._gap
         if gap is None or gap.start != missing:
-            self._gap = _Gap(missing, now, self._xmax())
+            self._gap = _Gap(missing, now, self._writers())
             return False
         if now - gap.seen_at < self.gap_grace_s:
             return False
-        if self._xmin() >= gap.xmax:
-            # Everything running when the gap was seen has ended; but a row committed since
-            # the batch was read is only seen by reading again, so report "not yet" once
-            # more with the gap marked settled.
-            if gap.xmax >= 0:
-                gap.xmax = -1
-                return False
+        if gap.settled:
             self._gap = None
             return True
+        if not gap.writers & self._writers():
+            # Every writer of then has ended; a row one of them committed is only seen by
+            # reading again, so answer "not yet" once more, with the gap marked settled.
+            gap.settled = True
+            return False
         if now - gap.seen_at >= self.gap_timeout_s:
             log.warning("changefeed: position %d still missing after %.0f s (a transaction "
                         "left open?); passing it", missing, now - gap.seen_at)
@@ -109,17 +110,14 @@ class LogReader:
             return True
         return False
 
-    def _snapshot_bound(self, function: str) -> int:
+    def _writers(self) -> set[tuple[int, str]]:
+        """The (pid, transaction id) of every other session of this database that holds a
+        transaction id now."""
         recorder = self.recorder
         assert isinstance(recorder, PostgresLedgerRecorder)
         with recorder.datastore.transaction(commit=False) as curs:
-            curs.execute(f"SELECT {function}(pg_current_snapshot())::text AS xid")
-            row = curs.fetchone()
-        return int(row["xid"])
-
-    def _xmax(self) -> int:
-        return self._snapshot_bound("pg_snapshot_xmax")
-
-    def _xmin(self) -> int:
-        return self._snapshot_bound("pg_snapshot_xmin")
-
+            curs.execute(
+                "SELECT pid, backend_xid::text AS xid FROM pg_stat_activity "
+                "WHERE datname = current_database() AND backend_xid IS NOT NULL "
+                "AND pid <> pg_backend_pid()")
+            return {(int(row["pid"]), str(row["xid"])) for row in curs.fetchall()}

@@ -12,14 +12,16 @@ from dataclasses import dataclass
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from service.api.app import create_app
 from service.container import Services
 
 
 @contextlib.contextmanager
-def live_server(services: Services, *, background: bool = True) -> Iterator[str]:
-    """Serve the API over ``services`` on 127.0.0.1 at a free port; yields its base URL."""
+def live_app(services: Services, *, background: bool = True) -> Iterator[tuple[str, FastAPI]]:
+    """Serve the API over ``services`` on 127.0.0.1 at a free port; yields its base URL and
+    the app (whose ``state.change_hub`` tests watch)."""
     app = create_app(services=services, background=background)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                             timeout_graceful_shutdown=2, ws="websockets-sansio")
@@ -29,11 +31,18 @@ def live_server(services: Services, *, background: bool = True) -> Iterator[str]
     until(lambda: server.started, "the server to start")
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", app
     finally:
         server.should_exit = True
         thread.join(30)
         assert not thread.is_alive(), "the server did not stop"
+
+
+@contextlib.contextmanager
+def live_server(services: Services, *, background: bool = True) -> Iterator[str]:
+    """``live_app``'s base URL only."""
+    with live_app(services, background=background) as (url, _app):
+        yield url
 
 
 def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
