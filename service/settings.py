@@ -67,6 +67,16 @@ class Settings(BaseSettings):
         description="run the projection runner and job worker inside `serve` "
         "(default: yes on SQLite, no on PostgreSQL where `project` and `work` run apart)",
     )
+    changes_max_streams: int = Field(
+        100, ge=1, description="change streams (GET /changes, /changefeeds) one process serves")
+    changes_buffer: int = Field(
+        10_000, ge=1, description="changes a stream may have waiting before it is cut")
+    changes_heartbeat_s: float = Field(15.0, gt=0, description="idle time before a heartbeat")
+    changes_poll_s: float = Field(
+        0.5, gt=0, description="how often change streams read the log without a wake-up")
+    changes_gap_timeout_s: float = Field(
+        60.0, gt=0, description="how long the changefeed waits for a missing log position "
+        "still in flight (a transaction left open) before it passes it")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="request body size limit")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         "INFO", description="the lowest level logged (any case)")

@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import (
-    errors, routes_agents, routes_jobs, routes_ops, routes_servers, routes_sim, routes_stats,
-    routes_vms, routes_volumes,
+    errors, routes_agents, routes_changefeed, routes_changes, routes_jobs, routes_ops,
+    routes_servers, routes_sim, routes_stats, routes_vms, routes_volumes,
 )
 from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.deps import bind_log_fields, new_request_id
@@ -38,6 +38,9 @@ access_log = logging.getLogger("vmledger.access")
 # connection fails (ECONNRESET, "socket hang up"); with 5 s that happened whenever the client
 # had waited one of its 5 s job polls. Well above the polling interval, it seldom can.
 KEEP_ALIVE_S = 65
+# How long `serve` waits, once told to stop, for requests in hand before it cancels them: the
+# change streams (GET /changes, /changefeeds) never end by themselves.
+SHUTDOWN_GRACE_S = 10
 
 
 def create_app(
@@ -69,6 +72,7 @@ def create_app(
         try:
             yield
         finally:
+            await routes_changes.close_change_hub(app.state)
             if own:
                 app.state.services.close()
 
@@ -91,6 +95,8 @@ def create_app(
     app.include_router(routes_agents.router)
     app.include_router(routes_stats.router)
     app.include_router(routes_volumes.router)
+    app.include_router(routes_changes.router)
+    app.include_router(routes_changefeed.router)
     if settings.driver == "simulated":
         app.include_router(routes_sim.router)
 
@@ -135,7 +141,7 @@ def create_app(
             return errors.api_error_response(errors.invalid_parameters(
                 request, [{"field": problem[0], "code": "Invalid", "message": problem[1]}]))
         try:
-            principal = tokens.authenticate(request.headers.get("authorization"))
+            principal = tokens.authenticate(routes_changes.stream_authorization(request))
         except errors.UnauthorizedError as error:
             response: Response = errors.api_error_response(error)
         else:

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request
+from fastapi import Request, WebSocketException
+from starlette.requests import HTTPConnection
 
 from service.api.errors import ForbiddenError, UnauthorizedError
 from service.settings import Settings
@@ -58,6 +59,10 @@ ROUTE_ROLES: dict[tuple[str, str], frozenset[str]] = {
     ("PUT", "/vms/{vm_uuid}"): _AGENTS,
     ("PUT", "/vms"): _AGENTS,
     ("GET", "/vms/{vm_uuid}/history"): _VM_READERS,
+    # Owners get their own VMs' changes only (service/changes/filters.py).
+    ("GET", "/changes"): _VM_READERS,
+    ("GET", "/changefeeds"): _VM_READERS,
+    ("GET", "/changefeeds/stats"): _READERS,
     ("GET", "/vms/{vm_uuid}/jobs"): _VM_READERS,
     ("GET", "/jobs"): _VM_LISTERS,
     ("GET", "/jobs/{job_uuid}"): _VM_READERS,
@@ -253,7 +258,7 @@ def new_token() -> tuple[str, str]:
     return token, hashlib.sha256(token.encode()).hexdigest()
 
 
-def principal_of(request: Request) -> Principal:
+def principal_of(request: HTTPConnection) -> Principal:
     """The caller (set by the app's middleware; an open-mode operator if unset)."""
     return getattr(request.state, "principal", OPEN)
 
@@ -266,12 +271,27 @@ def roles_for(method: str, path: str, action: str | None = None) -> frozenset[st
     return roles
 
 
-def authorize(request: Request) -> None:
+def authorize(request: HTTPConnection) -> None:
     """The app-wide dependency: refuse (403 ``Forbidden``) a caller whose role the route's
-    entry in ``ROUTE_ROLES`` does not allow."""
-    principal = principal_of(request)
+    entry in ``ROUTE_ROLES`` does not allow. A WebSocket (Triton's changefeed, which the HTTP
+    middleware does not see) is authenticated here, by its ``Authorization`` header or
+    ``?token=``, as ``GET``, and refused with close code 1008."""
     route = request.scope.get("route")
     path = getattr(route, "path", request.url.path)
+    if request.scope["type"] == "websocket":
+        header = request.headers.get("authorization")
+        token = request.query_params.get("token")
+        try:
+            principal = request.app.state.tokens.authenticate(
+                header if header is not None or not token else f"Bearer {token}")
+        except UnauthorizedError as error:
+            raise WebSocketException(1008, error.message) from None
+        request.state.principal = principal
+        if principal.role not in roles_for("GET", path):
+            raise WebSocketException(1008, f"role {principal.role} may not GET {path}")
+        return
+    assert isinstance(request, Request)
+    principal = principal_of(request)
     allowed = roles_for(request.method, path, request.query_params.get("action"))
     if principal.role not in allowed:
         raise ForbiddenError(f"role {principal.role} may not {request.method} {path}")

@@ -10,6 +10,7 @@ import uuid as uuidlib
 from typing import Any, TypeVar
 
 from fastapi import Request
+from starlette.requests import HTTPConnection
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
@@ -118,7 +119,7 @@ def wait_for_job(services: Services, job_uuid: str, timeout_s: float) -> dict[st
         time.sleep(0.01)
 
 
-async def bind_log_fields(request: Request) -> None:
+async def bind_log_fields(request: HTTPConnection) -> None:
     """An app-wide dependency: the ``vm_uuid`` and ``job_uuid`` of the route's path go into
     the request's log scope (service/logs.py), so its lines, the closing one included, carry
     them. Async, so it runs in the request's own context."""

@@ -1,0 +1,1 @@
+module.exports = {};  // never called: only the Publisher creates moray clients

@@ -1,0 +1,99 @@
+"""Triton's changefeed at the path VMAPI serves it (``/changefeeds``), for existing Triton
+listeners (service/changes/triton.py; docs/api.md, "Changes")."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse
+
+from service.api.auth import OWNER, principal_of
+from service.api.routes_changes import change_hub
+from service.changes import triton
+from service.changes.filters import ChangeFilter
+from service.changes.hub import ChangeHub, StreamEnd, TooManyStreamsError
+
+router = APIRouter()
+
+# WebSocket close codes (RFC 6455, 7.4.1): refused registration, server overloaded.
+POLICY_VIOLATION, TRY_AGAIN_LATER = 1008, 1013
+
+
+@router.get("/changefeeds")
+def changefeed_resources() -> JSONResponse:
+    """The resources this changefeed publishes, by name (Triton's ``GET /changefeeds``)."""
+    return JSONResponse(triton.RESOURCES)
+
+
+@router.get("/changefeeds/stats")
+def changefeed_stats(request: Request) -> JSONResponse:
+    """How many listeners are registered, and as what (Triton's ``/changefeeds/stats``)."""
+    registrations = getattr(request.app.state, "changefeed_listeners", {})
+    return JSONResponse({"listeners": len(registrations),
+                         "registrations": {"vm": dict(registrations)}})
+
+
+@router.websocket("/changefeeds")
+async def changefeed(websocket: WebSocket) -> None:
+    """A Triton listener: registration, bootstrap, then its changes until it goes."""
+    hub = change_hub(websocket)
+    await websocket.accept()
+    after = websocket.query_params.get("after")
+    try:
+        registration = triton.parse_registration(
+            await websocket.receive_text(), int(after) if after and after.isdigit() else None)
+    except triton.RegistrationError as error:
+        await websocket.close(POLICY_VIOLATION, str(error)[:120])
+        return
+    except WebSocketDisconnect:
+        return
+    principal = principal_of(websocket)
+    shown = ChangeFilter(scope_owner=principal.owner_uuid if principal.role == OWNER else None)
+    try:
+        with hub.admitted("changefeed"):
+            await _serve(websocket, hub, registration, shown)
+    except TooManyStreamsError:
+        await websocket.close(TRY_AGAIN_LATER, "too many change streams; try again later")
+
+
+async def _serve(websocket: WebSocket, hub: ChangeHub, registration: triton.Registration,
+                 shown: ChangeFilter) -> None:
+    await hub.start()
+    after = hub.position if registration.after is None else registration.after
+    listeners = websocket.app.state.__dict__.setdefault("changefeed_listeners", {})
+    listeners[registration.instance] = {"resource": "vm",
+                                        "subResources": sorted(registration.sub_resources)}
+    await websocket.send_text(json.dumps(registration.bootstrap))
+    drain = asyncio.create_task(_ignore_incoming(websocket))
+    try:
+        async for item in hub.stream(after, shown):
+            if drain.done():
+                return  # the listener went away
+            if isinstance(item, StreamEnd):
+                await websocket.close(TRY_AGAIN_LATER,
+                                      f"{item.reason[:60]}; resume after {item.resume_after}")
+                return
+            if item is None:
+                continue
+            message = triton.change_message(item, registration.sub_resources)
+            if message is not None:
+                await websocket.send_text(message)
+                hub.sent("changefeed", item)
+    except (WebSocketDisconnect, RuntimeError):
+        return  # the socket closed under a send
+    finally:
+        drain.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await drain
+        if listeners.get(registration.instance, {}).get("subResources") is not None:
+            listeners.pop(registration.instance, None)
+
+
+async def _ignore_incoming(websocket: WebSocket) -> None:
+    """Read the listener's heartbeats until it disconnects."""
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        while True:
+            await websocket.receive_text()

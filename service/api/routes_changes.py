@@ -1,0 +1,138 @@
+"""GET /changes: the log as Server-Sent Events, resumable from any position (docs/api.md,
+"Changes")."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import AsyncIterator
+
+from eventsourcing.domain import Aggregate
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from starlette.requests import HTTPConnection
+
+from domain.server import SERVER_STATUSES
+from domain.states import VmState
+from service.api.auth import OWNER, principal_of
+from service.api.errors import UnavailableError
+from service.api.params import Query
+from service.changes import sse
+from service.changes.filters import ChangeFilter
+from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
+from service.storage import wake_on_appends
+
+router = APIRouter()
+
+STATES = frozenset({*VmState, *SERVER_STATUSES})
+TOKEN_PARAMETER = "token"
+
+
+def change_hub(connection: HTTPConnection) -> ChangeHub:
+    """The app's ``ChangeHub``, made on first use: woken by this process's appends and, on
+    PostgreSQL, by every process's (``wake_on_appends``)."""
+    state = connection.app.state
+    hub = getattr(state, "change_hub", None)
+    if hub is None:
+        services = state.services
+        hub = state.change_hub = ChangeHub(services.app, HubLimits.from_settings(
+            services.settings))
+        services.commands.after_save.append(hub.wake)
+        wake_on_appends(services.app.recorder, hub.wake, hub.stopping)
+    return hub
+
+
+async def close_change_hub(state: object) -> None:
+    """End the app's change streams (at shutdown)."""
+    hub = getattr(state, "change_hub", None)
+    if hub is not None:
+        await hub.close()
+
+
+def stream_authorization(request: Request) -> str | None:
+    """The ``Authorization`` header, or on ``/changes`` only, ``?token=`` as a bearer token
+    (a browser's ``EventSource`` cannot send headers)."""
+    header = request.headers.get("authorization")
+    token = request.query_params.get(TOKEN_PARAMETER)
+    if header is None and token and request.url.path == "/changes":
+        return f"Bearer {token}"
+    return header
+
+
+def event_types() -> frozenset[str]:
+    """The names of every domain event class (the ``type`` a change may have)."""
+    names: set[str] = set()
+    pending = list(Aggregate.Event.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return frozenset(names)
+
+
+def _listed(query: Query, name: str, allowed: frozenset[str] | None = None,
+            uuids: bool = False) -> frozenset[str] | None:
+    raw = query.params.get(name)
+    if raw is None:
+        return None
+    values = [v.strip() for v in raw.split(",") if v.strip()]
+    if not values:
+        query.invalid(name, "must name at least one value")
+    for value in values:
+        if allowed is not None and value not in allowed:
+            query.invalid(name, f"unknown value {value[:64]!r}")
+    if uuids:
+        try:
+            values = [str(uuidlib.UUID(v)) for v in values]
+        except ValueError:
+            query.invalid(name, "Invalid UUID")
+    return frozenset(values)
+
+
+def parse_stream_request(request: Request) -> tuple[int | None, ChangeFilter]:
+    """The position to start after (``Last-Event-ID`` over ``?after=``; none: from now) and
+    the filters, scoped to an owner token's own VMs. Raises the ``ValidationFailed`` error."""
+    query = Query(request, {"after", "vm_uuid", "server_uuid", "type", "state",
+                            TOKEN_PARAMETER})
+    after = query.integer("after", minimum=0)
+    last_id = request.headers.get("last-event-id")
+    if last_id is not None:
+        if last_id.strip().isdigit():
+            after = int(last_id)
+        else:
+            query.invalid("Last-Event-ID", "must be a log position (an integer)")
+    principal = principal_of(request)
+    shown = ChangeFilter(
+        vm_uuids=_listed(query, "vm_uuid", uuids=True),
+        owner_uuid=query.owner_uuid,
+        server_uuid=query.uuid("server_uuid"),
+        types=_listed(query, "type", event_types()),
+        states=_listed(query, "state", STATES),
+        scope_owner=principal.owner_uuid if principal.role == OWNER else None,
+    )
+    query.check()
+    return after, shown
+
+
+@router.get("/changes")
+async def changes(request: Request) -> StreamingResponse:
+    """The changes after ``Last-Event-ID`` or ``?after=``, as ``text/event-stream``."""
+    after, shown = parse_stream_request(request)
+    hub = change_hub(request)
+    admission = hub.admitted("sse")
+    try:
+        admission.__enter__()
+    except TooManyStreamsError as error:
+        raise UnavailableError(str(error)) from None
+
+    async def frames() -> AsyncIterator[bytes]:
+        try:
+            yield sse.OPENING
+            async for item in hub.stream(after, shown):
+                yield sse.frame(item)
+                if item is not None:
+                    hub.sent("sse", item)
+        finally:
+            admission.__exit__(None, None, None)
+
+    return StreamingResponse(frames(), media_type="text/event-stream", headers={
+        "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,0 +1,235 @@
+"""One reader of the log per process, fanned out to every open change stream.
+
+The hub tails the log (``LogReader``: in order, nothing skipped), tells each event as a
+``Change`` once (``ChangeFolder``) and hands it to every subscribed stream's buffer. A stream
+that starts behind the hub reads the log itself until it reaches the hub's position, then
+subscribes, with no wait in between, so no change falls between the two. Buffers are
+bounded: a stream whose reader is too slow to take its changes is cut (it can resume from
+its last position), and the hub never waits for a stream, nor a writer for the hub (writers
+only wake it). docs/api.md, "Changes".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import Counter, Gauge
+
+from service.changes.filters import ChangeFilter
+from service.changes.reader import LogReader
+from service.changes.records import Change, ChangeFolder
+
+OPEN_STREAMS = Gauge("vmledger_change_streams", "Change streams open now", ["protocol"])
+CHANGES_SENT = Counter("vmledger_changes_sent_total", "Changes sent to streams", ["protocol"])
+STREAMS_DROPPED = Counter(
+    "vmledger_change_streams_dropped_total",
+    "Change streams cut for falling behind (behind) or refused at the limit (limit)",
+    ["reason"])
+GAPS_PASSED = Counter(
+    "vmledger_changefeed_gaps_timed_out_total",
+    "Log positions the changefeed passed after waiting gap_timeout_s for them to commit")
+
+
+@dataclass(frozen=True)
+class HubLimits:
+    """``batch``: events read per query; ``buffer``: changes a stream may have waiting;
+    ``max_streams``: open streams per process; ``poll_s``: how often the log is read without
+    a wake-up; ``heartbeat_s``: idle time before a heartbeat; ``gap_timeout_s``: see
+    ``LogReader``."""
+
+    batch: int = 500
+    buffer: int = 10_000
+    max_streams: int = 100
+    poll_s: float = 0.5
+    heartbeat_s: float = 15.0
+    gap_timeout_s: float = 60.0
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> HubLimits:
+        """The limits of ``Settings`` (``changes_*``)."""
+        return cls(buffer=settings.changes_buffer, max_streams=settings.changes_max_streams,
+                   poll_s=settings.changes_poll_s, heartbeat_s=settings.changes_heartbeat_s,
+                   gap_timeout_s=settings.changes_gap_timeout_s)
+
+
+class TooManyStreamsError(Exception):
+    """The process already serves ``max_streams`` change streams."""
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """The hub ended a stream: why, and the position to resume after."""
+
+    reason: str
+    resume_after: int
+
+
+@dataclass(eq=False)
+class _Subscriber:
+    filter: ChangeFilter
+    limit: int
+    buffer: deque[Change] = field(default_factory=deque)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    cut: str | None = None
+
+    def offer(self, changes: list[Change]) -> None:
+        if self.cut is not None:
+            return
+        shown = [c for c in changes if self.filter.matches(c)]
+        if len(self.buffer) + len(shown) > self.limit:
+            self.cut = (f"too far behind: more than {self.limit} changes waiting to be sent; "
+                        "resume from the last id received")
+            self.buffer.clear()
+            STREAMS_DROPPED.labels(reason="behind").inc()
+        else:
+            self.buffer.extend(shown)
+        self.ready.set()
+
+
+class ChangeHub:
+    """The process's change streams over one application (``app``: the ``VmLedger``)."""
+
+    def __init__(self, app: Any, limits: HubLimits):
+        self.app = app
+        self.limits = limits
+        self.position = 0
+        self._reader = self._new_reader()
+        self._folder = ChangeFolder(app)
+        self._subscribers: set[_Subscriber] = set()
+        self._open = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._started: asyncio.Lock | None = None
+        self.stopping = threading.Event()
+
+    def _new_reader(self) -> LogReader:
+        return LogReader(self.app.recorder, gap_timeout_s=self.limits.gap_timeout_s,
+                         on_gap_skipped=GAPS_PASSED.inc)
+
+    # -- the tail -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start tailing the log from its head (once; later calls return at once)."""
+        if self._started is None:
+            self._started = asyncio.Lock()
+        async with self._started:
+            if self._task is not None:
+                return
+            self._loop = asyncio.get_running_loop()
+            self._wake = asyncio.Event()
+            self.position = await asyncio.to_thread(self._reader.head)
+            self._task = asyncio.create_task(self._tail(), name="vmledger-change-hub")
+
+    def wake(self, *_: object) -> None:
+        """Ask the hub to read the log now; callable from any thread (a writer's)."""
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(wake.set)
+
+    async def _tail(self) -> None:
+        assert self._wake is not None
+        while not self.stopping.is_set():
+            self._wake.clear()
+            try:
+                changes, position = await asyncio.to_thread(
+                    self._read, self._reader, self._folder, self.position, None)
+            except Exception:  # noqa: BLE001 - a database outage: keep the streams, retry
+                changes, position = [], self.position
+                await asyncio.sleep(self.limits.poll_s)
+            # One step, with no await: a stream subscribing now sees either all or none.
+            self.position = max(self.position, position)
+            for subscriber in self._subscribers:
+                subscriber.offer(changes)
+            if len(changes) >= self.limits.batch:
+                continue
+            wait = self.limits.poll_s / 10 if self._reader.waiting_on_gap else self.limits.poll_s
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
+
+    def _read(self, reader: LogReader, folder: ChangeFolder, after: int, stop: int | None,
+              ) -> tuple[list[Change], int]:
+        notifications, position = reader.read_after(after, self.limits.batch, stop)
+        return folder.fold(notifications), position
+
+    # -- streams ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def admitted(self, protocol: str) -> Iterator[None]:
+        """Count a stream open for its duration; raises ``TooManyStreamsError`` at the
+        limit."""
+        if self._open >= self.limits.max_streams:
+            STREAMS_DROPPED.labels(reason="limit").inc()
+            raise TooManyStreamsError(
+                f"this process already serves {self.limits.max_streams} change streams")
+        self._open += 1
+        OPEN_STREAMS.labels(protocol=protocol).inc()
+        try:
+            yield
+        finally:
+            self._open -= 1
+            OPEN_STREAMS.labels(protocol=protocol).dec()
+
+    @staticmethod
+    def sent(protocol: str, item: Change | StreamEnd | None) -> None:
+        """Count a change sent on a ``protocol`` stream (heartbeats and ends are not)."""
+        if isinstance(item, Change):
+            CHANGES_SENT.labels(protocol=protocol).inc()
+
+    async def stream(self, after: int | None, shown: ChangeFilter,
+                     ) -> AsyncIterator[Change | StreamEnd | None]:
+        """The changes after position ``after`` (``None``: from now) that ``shown`` matches, in
+        log order, each once; ``None`` when ``heartbeat_s`` passed with nothing to send; a
+        final ``StreamEnd`` when the hub cuts the stream. A position past the head waits for
+        the log to reach it."""
+        await self.start()
+        cursor = self.position if after is None else after
+        reader, folder = self._new_reader(), ChangeFolder(self.app)
+        while cursor < self.position and not self.stopping.is_set():
+            changes, reached = await asyncio.to_thread(
+                self._read, reader, folder, cursor, self.position)
+            for change in changes:
+                if shown.matches(change):
+                    yield change
+            if reached == cursor:
+                await asyncio.sleep(self.limits.poll_s / 10)  # before a gap still open
+            cursor = reached
+        subscriber = _Subscriber(shown, self.limits.buffer)
+        self._subscribers.add(subscriber)  # no await since the loop's test: nothing missed
+        try:
+            while True:
+                while subscriber.buffer:
+                    change = subscriber.buffer.popleft()
+                    if change.position > cursor:
+                        cursor = change.position
+                        yield change
+                if subscriber.cut is not None:
+                    yield StreamEnd(subscriber.cut, cursor)
+                    return
+                if self.stopping.is_set():
+                    yield StreamEnd("the service is shutting down", cursor)
+                    return
+                subscriber.ready.clear()
+                try:
+                    await asyncio.wait_for(subscriber.ready.wait(), self.limits.heartbeat_s)
+                except TimeoutError:
+                    yield None
+        finally:
+            self._subscribers.discard(subscriber)
+
+    async def close(self) -> None:
+        """End every stream and stop tailing."""
+        self.stopping.set()
+        for subscriber in self._subscribers:
+            subscriber.ready.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task

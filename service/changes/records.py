@@ -1,0 +1,142 @@
+"""Each log event told as a change: what changed, on which resource, and the resource's owner,
+server and state after it, folded from the log itself (never from a read model, which may lag
+or have been rebuilt: an owner's scope must hold for every position, ever)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Notification
+
+from projections.formats import rfc3339
+
+# The fields of a VM whose change Triton's changefeed names in ``subResources`` (VMAPI's
+# changefeed configuration), and the aggregate attribute holding each one.
+VM_SUB_RESOURCES: dict[str, str] = {
+    "alias": "alias",
+    "customer_metadata": "customer_metadata",
+    "destroyed": "destroyed_at",
+    "internal_metadata": "internal_metadata",
+    "nics": "nics",
+    "owner_uuid": "owner_uuid",
+    "server_uuid": "server_uuid",
+    "state": "state",
+    "tags": "tags",
+}
+# Envelope fields of a stored event, which a change carries under their own names.
+_ENVELOPE = {"originator_id", "originator_version", "timestamp", "cause", "originator_topic",
+             "chain"}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One log event as a change.
+
+    ``kind`` is the aggregate's topic (``vm``, ``server``, ``volume``, ...), ``uuid`` its id;
+    ``owner_uuid``, ``server_uuid`` and ``state`` are the resource's after the event (``None``
+    where it has none); ``changed`` names the VMAPI fields the event changed
+    (``VM_SUB_RESOURCES`` keys, empty for other kinds); ``data`` is the JSON text of the SSE
+    ``data:`` object (api.md, "Changes")."""
+
+    position: int
+    kind: str
+    uuid: str
+    type: str
+    version: int
+    owner_uuid: str | None
+    server_uuid: str | None
+    state: str | None
+    changed: tuple[str, ...]
+    data: str
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "isoformat"):
+        return rfc3339(value)
+    if isinstance(value, UUID):
+        return str(value)
+    if hasattr(value, "value") and isinstance(getattr(value, "value"), str):
+        return value.value  # an enum such as VmState
+    return value
+
+
+def _facts(kind: str, aggregate: Any) -> dict[str, Any]:
+    """What a change reports of the resource after an event (copied: later events mutate the
+    aggregate in place)."""
+    state = getattr(aggregate, "state", None)
+    if state is None:
+        state = getattr(aggregate, "status", None)  # a server's
+    facts = {"state": _plain(state), "owner_uuid": getattr(aggregate, "owner_uuid", None),
+             "server_uuid": getattr(aggregate, "server_uuid", None)}
+    if kind == "server":
+        facts["server_uuid"] = str(aggregate.id)
+    if kind == "vm":
+        for name, attribute in VM_SUB_RESOURCES.items():
+            facts.setdefault(name, copy.deepcopy(getattr(aggregate, attribute, None)))
+    return facts
+
+
+class ChangeFolder:
+    """Turns notifications into ``Change``s, folding each resource forward from the log.
+
+    Keeps up to ``cache_size`` aggregates (least recently changed dropped); a resource not kept
+    at the version before an event is loaded from the log at that event's version (snapshots
+    make that short). Not thread-safe: one folder per reading task."""
+
+    def __init__(self, app: Any, cache_size: int = 10_000):
+        self.app = app
+        self.cache_size = cache_size
+        self._aggregates: OrderedDict[UUID, Any] = OrderedDict()
+
+    def fold(self, notifications: Sequence[Notification]) -> list[Change]:
+        """The changes of ``notifications`` (in log order), one each."""
+        return [self._change(n) for n in notifications]
+
+    def _change(self, notification: Notification) -> Change:
+        event = self.app.mapper.to_domain_event(notification)
+        kind = notification.topic.split(".", 1)[0]
+        vm_id = event.originator_id
+        version = event.originator_version
+        previous = self._aggregates.pop(vm_id, None)
+        if previous is not None and previous.version == version - 1:
+            before = _facts(kind, previous)
+            aggregate = event.mutate(previous)
+        elif version == 1:
+            before = {}
+            aggregate = event.mutate(None)
+        else:
+            before = _facts(kind, self.app.repository.get(vm_id, version=version - 1))
+            aggregate = self.app.repository.get(vm_id, version=version)
+        self._aggregates[vm_id] = aggregate
+        while len(self._aggregates) > self.cache_size:
+            self._aggregates.popitem(last=False)
+        after = _facts(kind, aggregate)
+        changed = tuple(name for name in VM_SUB_RESOURCES
+                        if kind == "vm" and after.get(name) != before.get(name, None)
+                        and not (version == 1 and after.get(name) in (None, {}, [])))
+        body: dict[str, Any] = {
+            "position": notification.id,
+            f"{kind}_uuid": str(vm_id),
+            "version": version,
+            "type": type(event).__name__,
+            "timestamp": rfc3339(event.timestamp),
+        }
+        if kind == "vm":
+            body["owner_uuid"] = after["owner_uuid"]
+            body["server_uuid"] = after["server_uuid"]
+        if after["state"] != before.get("state"):
+            body["state"] = after["state"]
+        body["cause"] = getattr(event, "cause", None)
+        body["data"] = {k: _plain(v) for k, v in vars(event).items() if k not in _ENVELOPE}
+        return Change(
+            position=notification.id, kind=kind, uuid=str(vm_id), type=body["type"],
+            version=version, owner_uuid=after["owner_uuid"], server_uuid=after["server_uuid"],
+            state=after["state"], changed=changed,
+            data=json.dumps(body, default=_plain, separators=(",", ":")),
+        )

@@ -1,0 +1,100 @@
+"""Triton's changefeed protocol, as the ``changefeed`` npm package's ``Listener`` (1.5.x)
+speaks it to VMAPI, in our own words.
+
+- ``GET /changefeeds``: the resources served, by name, each ``{resource, subResources,
+  bootstrapRoute}``; a listener checks it answers before it upgrades.
+- ``GET /changefeeds`` upgraded to a WebSocket: the listener's first text message registers
+  it: v1 ``{instance, service, changeKind: {resource, subResources}}``, v2 ``{instance,
+  service, resources: [{resource, subResources}, ...]}``. The answer is the bootstrap: v1 the
+  resource's entry, v2 ``{bootstrapRoutes: [entries]}``; the listener then lists
+  ``bootstrapRoute`` itself. After it, one text message per change: ``{changeKind: {resource,
+  subResources}, changedResourceId, published}``, sent when one of the change's
+  ``subResources`` is among the registered ones (as Triton's publisher filters). The
+  listener's later messages (``"heartbeat"``) need no answer.
+- Our extensions, which Triton's listeners ignore: each change also carries ``position`` (its
+  log position), and a registration (or the upgrade's ``?after=``) may carry ``after`` to
+  resume after a position instead of starting from now.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from service.changes.records import VM_SUB_RESOURCES, Change
+
+VM_RESOURCE = {"resource": "vm", "subResources": sorted(VM_SUB_RESOURCES),
+               "bootstrapRoute": "/vms"}
+RESOURCES = {"vm": VM_RESOURCE}
+
+
+class RegistrationError(ValueError):
+    """A registration the protocol refuses; the message is the close reason."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """A listener's registration: its instance id, the sub-resources it wants of ``vm``, the
+    bootstrap to answer with, and where to resume (``None``: from now)."""
+
+    instance: str
+    sub_resources: frozenset[str]
+    bootstrap: dict[str, Any]
+    after: int | None
+
+
+def parse_registration(text: str, after: int | None = None) -> Registration:
+    """The registration in ``text``. Raises ``RegistrationError`` (v1 or v2 rules: an object
+    with a string ``instance``, a ``changeKind`` or a non-empty ``resources`` list, each with a
+    string ``resource`` we serve and a ``subResources`` list)."""
+    try:
+        registration = json.loads(text)
+    except ValueError:
+        raise RegistrationError("failed to parse registration payload") from None
+    if not isinstance(registration, dict):
+        raise RegistrationError("registration should be an object")
+    if not isinstance(registration.get("instance"), str):
+        raise RegistrationError('registration should contain an "instance" identifier')
+    if "resources" in registration:
+        kinds, bootstrap_of = registration["resources"], _v2_bootstrap
+        if not isinstance(kinds, list) or not kinds:
+            raise RegistrationError('registration should contain a "resources" array')
+    elif isinstance(registration.get("changeKind"), dict):
+        kinds, bootstrap_of = [registration["changeKind"]], _v1_bootstrap
+    else:
+        raise RegistrationError('registration should contain a "changeKind"')
+    wanted: set[str] = set()
+    for kind in kinds:
+        if not isinstance(kind, dict) or not isinstance(kind.get("subResources"), list):
+            raise RegistrationError('each resource should contain "subResources"')
+        if kind.get("resource") not in RESOURCES:
+            raise RegistrationError(f"unknown resource: {kind.get('resource')}")
+        wanted.update(s for s in kind["subResources"] if isinstance(s, str))
+    resume = registration.get("after", after)
+    if resume is not None and (not isinstance(resume, int) or resume < 0):
+        raise RegistrationError('"after" should be a log position (an integer)')
+    return Registration(registration["instance"], frozenset(wanted),
+                        bootstrap_of(len(kinds)), resume)
+
+
+def _v1_bootstrap(_count: int) -> dict[str, Any]:
+    return dict(VM_RESOURCE)
+
+
+def _v2_bootstrap(count: int) -> dict[str, Any]:
+    return {"bootstrapRoutes": [dict(VM_RESOURCE) for _ in range(count)]}
+
+
+def change_message(change: Change, wanted: frozenset[str]) -> str | None:
+    """The changefeed message of ``change``, or ``None`` when the listener registered for none
+    of its sub-resources (or it is not a VM's)."""
+    if change.kind != "vm" or not wanted.intersection(change.changed):
+        return None
+    return json.dumps({
+        "changeKind": {"resource": "vm", "subResources": list(change.changed)},
+        "changedResourceId": change.uuid,
+        "published": str(int(time.time() * 1000)),
+        "position": change.position,
+    })

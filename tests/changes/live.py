@@ -1,0 +1,84 @@
+"""A real HTTP server for streaming tests (TestClient collects a whole response, so it cannot
+read an endless stream), and an SSE reader."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from service.api.app import create_app
+from service.container import Services
+
+
+@contextlib.contextmanager
+def live_app(services: Services, *, background: bool = True) -> Iterator[tuple[str, FastAPI]]:
+    """Serve the API over ``services`` on 127.0.0.1 at a free port; yields its base URL and
+    the app (whose ``state.change_hub`` tests watch)."""
+    app = create_app(services=services, background=background)
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                            timeout_graceful_shutdown=2, ws="websockets-sansio")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    until(lambda: server.started, "the server to start")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        assert not thread.is_alive(), "the server did not stop"
+
+
+@contextlib.contextmanager
+def live_server(services: Services, *, background: bool = True) -> Iterator[str]:
+    """``live_app``'s base URL only."""
+    with live_app(services, background=background) as (url, _app):
+        yield url
+
+
+def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """Wait for ``condition`` (polling), or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@dataclass
+class Event:
+    """One SSE event as a client parses it."""
+
+    id: str | None
+    event: str
+    data: str
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.data)
+
+
+def sse_events(response: httpx.Response) -> Iterator[Event | None]:
+    """The events of an SSE response as they arrive (``None`` for each comment line)."""
+    fields: dict[str, str] = {}
+    for line in response.iter_lines():
+        if line.startswith(":"):
+            yield None
+            continue
+        if line == "":
+            if "data" in fields or "event" in fields:
+                yield Event(fields.get("id"), fields.get("event", "message"),
+                            fields.get("data", ""))
+            fields = {}
+            continue
+        name, _, value = line.partition(":")
+        fields[name] = value[1:] if value.startswith(" ") else value

@@ -1,0 +1,34 @@
+"""Writers for changefeed tests: VMs of two owners, through the service's own commands."""
+
+from __future__ import annotations
+
+from domain.vm import make_cause
+from service.commands.application import VmSpec
+
+OWNER_A = "930896af-bf8c-48d4-885c-6573a94b1853"
+OWNER_B = "4f2a6a52-7c36-4a8e-9a4b-0c3d8d1e5f60"
+
+
+def create_vm(services, owner: str, alias: str = "cf") -> str:
+    """A new VM of ``owner`` (provisioning, its job queued); its uuid."""
+    accepted = services.commands.create_vm(
+        VmSpec(owner_uuid=owner, brand="joyent", ram=256, alias=alias),
+        cause=make_cause("test"))
+    return accepted.vm_uuid
+
+
+def quarantine_and_release(services, vm_uuid: str) -> None:
+    """Take ``vm_uuid`` into the operator quarantine, then give it back."""
+    services.quarantine.quarantine(vm_uuid, "test", cause=make_cause("operator"))
+    services.quarantine.release(vm_uuid, cause=make_cause("operator"))
+
+
+def log_positions(services, after: int) -> list[int]:
+    """Every position in the log after ``after``, in order."""
+    found: list[int] = []
+    while True:
+        batch = services.app.recorder.select_notifications(after, 1000, inclusive_of_start=False)
+        if not batch:
+            return found
+        found.extend(n.id for n in batch)
+        after = batch[-1].id

@@ -1,0 +1,81 @@
+"""Triton's changefeed protocol at /changefeeds (service/changes/triton.py), spoken by a
+WebSocket client as the npm Listener speaks it; .ci/changefeed.sh runs the real Listener."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from tests.changes.live import live_server
+from tests.changes.scenarios import OWNER_A, create_vm
+
+V1 = {"instance": "6f0f3b8e-0d5e-4d0b-9c5e-6d1f7a9b2c01", "service": "test",
+      "changeKind": {"resource": "vm", "subResources": ["state", "destroyed"]}}
+
+
+def _ws(url: str) -> str:
+    return url.replace("http://", "ws://") + "/changefeeds"
+
+
+def _changes_of(ws, vm_uuid: str, count: int) -> list[dict]:
+    found = []
+    while len(found) < count:
+        message = json.loads(ws.recv(timeout=20))
+        if message["changedResourceId"] == vm_uuid:
+            found.append(message)
+    return found
+
+
+def test_resources_and_v1_bootstrap_then_the_changes_of_registered_sub_resources(services):
+    with live_server(services) as url:
+        assert httpx.get(url + "/changefeeds").json()["vm"]["bootstrapRoute"] == "/vms"
+        with connect(_ws(url)) as ws:
+            ws.send(json.dumps(V1))
+            bootstrap = json.loads(ws.recv(timeout=10))
+            assert bootstrap["resource"] == "vm" and bootstrap["bootstrapRoute"] == "/vms"
+            assert "state" in bootstrap["subResources"]
+            stats = httpx.get(url + "/changefeeds/stats").json()
+            assert stats["listeners"] == 1
+            vm_uuid = create_vm(services, OWNER_A)
+            [created] = _changes_of(ws, vm_uuid, 1)
+            assert created["changeKind"] == {"resource": "vm",
+                                             "subResources": ["alias", "owner_uuid", "state"]}
+            assert created["position"] > 0 and created["published"].isdigit()
+
+
+def test_v2_registration_gets_bootstrap_routes(services):
+    v2 = {"instance": "i", "service": "t", "resources": [
+        {"resource": "vm", "subResources": ["state"]}]}
+    with live_server(services) as url, connect(_ws(url)) as ws:
+        ws.send(json.dumps(v2))
+        assert json.loads(ws.recv(timeout=10))["bootstrapRoutes"][0]["resource"] == "vm"
+
+
+@pytest.mark.parametrize("registration, reason", [
+    ("not json", "failed to parse"),
+    (json.dumps({"changeKind": V1["changeKind"]}), '"instance"'),
+    (json.dumps({**V1, "changeKind": {"resource": "nic", "subResources": []}}),
+     "unknown resource: nic"),
+])
+def test_a_bad_registration_is_closed_with_the_reason(services, registration, reason):
+    with live_server(services) as url, connect(_ws(url)) as ws:
+        ws.send(registration)
+        with pytest.raises(Exception):
+            ws.recv(timeout=10)
+        assert ws.close_code == 1008 and reason in ws.close_reason
+
+
+def test_a_listener_resumes_after_a_position_and_skips_unregistered_sub_resources(services):
+    first = create_vm(services, OWNER_A)
+    second = create_vm(services, OWNER_A)
+    only_tags = {**V1, "changeKind": {"resource": "vm", "subResources": ["alias"]}, "after": 0}
+    with live_server(services, background=False) as url, connect(_ws(url)) as ws:
+        ws.send(json.dumps(only_tags))
+        json.loads(ws.recv(timeout=10))
+        got = [json.loads(ws.recv(timeout=10)) for _ in range(2)]
+    # Each VM's Created names alias; their JobQueued events name nothing and are not sent.
+    assert [g["changedResourceId"] for g in got] == [first, second]
+    assert got[0]["position"] < got[1]["position"]
