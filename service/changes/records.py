@@ -15,6 +15,7 @@ from uuid import UUID
 from eventsourcing.persistence import Notification
 
 from projections.formats import rfc3339
+from service.commands.change import fold_stream
 
 # The fields of a VM whose change Triton's changefeed names in ``subResources`` (VMAPI's
 # changefeed configuration), and the aggregate attribute holding each one.
@@ -111,8 +112,8 @@ class ChangeFolder:
             before = {}
             aggregate = event.mutate(None)
         else:
-            before = _facts(kind, self.app.repository.get(vm_id, version=version - 1))
-            aggregate = self.app.repository.get(vm_id, version=version)
+            before = _facts(kind, fold_stream(self.app, vm_id, version - 1))
+            aggregate = fold_stream(self.app, vm_id, version)
         self._aggregates[vm_id] = aggregate
         while len(self._aggregates) > self.cache_size:
             self._aggregates.popitem(last=False)

@@ -69,6 +69,13 @@ class Changed(NamedTuple, Generic[R]):
     replayed: Accepted | None = None
 
 
+def fold_stream(app: Any, aggregate_id: UUID, version: int | None = None) -> Any:
+    """The aggregate of any kind folded from stream ``aggregate_id`` (at ``version`` if given),
+    for readers that follow the log (the changefeed); writers use ``Changes.load_aggregate``.
+    Raises the library's ``AggregateNotFoundError`` when there is no such stream."""
+    return app.repository.get(aggregate_id, version=version)
+
+
 class Changes:
     """The change loop and the one loader; a mixin of ``service.commands.application.Commands``,
     which provides the event store and its hooks."""
@@ -86,7 +93,7 @@ class Changes:
         there is no such stream, or it is another kind's."""
         try:
             aggregate_id = uuid if isinstance(uuid, UUID) else UUID(str(uuid))
-            aggregate = self.app.repository.get(aggregate_id, version=version)
+            aggregate = fold_stream(self.app, aggregate_id, version)
         except (AggregateNotFoundError, ValueError):
             raise NOT_FOUND[kind](uuid) from None
         if not isinstance(aggregate, kind):
