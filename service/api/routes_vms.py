@@ -25,7 +25,8 @@ from service.api.deps import (
     wait_for_job,
 )
 from service.api.errors import invalid_parameters
-from service.api.params import Query, list_vms_query
+from service.api.list_vms_params import LIST_MESSAGE, ListVmsQuery
+from service.api.params import Query
 from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
 from service.api.schemas import ActionBody, CreateVmRequest, KillBody, UpdateVmRequest, unstorable
 from service.commands.application import VmSpec
@@ -42,17 +43,22 @@ SYNC_TIMEOUT_S = 60.0
 CLIENT_EXTRAS = ("origin", "creator_uuid")
 
 
-def _list(request: Request) -> tuple[list[dict[str, Any]], int, str | None]:
+def _list(request: Request, *, rows: bool = True
+          ) -> tuple[list[dict[str, Any]], int, str | None]:
     services = services_of(request)
-    vm_filter, page, query = list_vms_query(request)
+    query = ListVmsQuery(request)
     read_your_writes(request, services, ("vm_view", "volume_mounts"), eventual=query.eventual)
+    total = services.vms.count(query.vm_filter)
+    if not rows:
+        return [], total, None
     try:
-        vms, next_marker = services.vms.list(vm_filter, page)
-    except InvalidMarkerError:
+        vms, next_marker = services.vms.list(query.vm_filter, query.page)
+    except InvalidMarkerError as error:
         raise invalid_parameters(
-            request, [{"field": "marker", "code": "Invalid", "message": "Invalid marker"}]
+            request, [{"field": "marker", "code": "Invalid",
+                       "message": f"Invalid marker: {error}"}], message=LIST_MESSAGE,
         ) from None
-    return vms, services.vms.count(vm_filter), next_marker
+    return [query.project(vm) for vm in vms], total, next_marker
 
 
 @router.get("/vms")
@@ -67,8 +73,9 @@ def list_vms(request: Request) -> JSONResponse:
 
 @router.head("/vms")
 def count_vms(request: Request) -> Response:
-    """CountVms: only the number of matches, in x-joyent-resource-count."""
-    _vms, total, _ = _list(request)
+    """CountVms: only the number of matches, in x-joyent-resource-count; no body (and no
+    ``Content-Length`` for curl: service/api/connection.py)."""
+    _vms, total, _ = _list(request, rows=False)
     return Response(headers={"x-joyent-resource-count": str(total)})
 
 
