@@ -17,12 +17,13 @@ from projections.volume_mounts import STALE_VMS, with_mounts
 # sort field -> SQL expression (NULLs folded so keyset paging has a total order). VMAPI's
 # sort keys (sdc-vmapi lib/validation/sort.js), and ``ram`` (ours, VMAPI's
 # ``max_physical_memory``). vmledger records no billing id and makes no docker VMs, so those
-# two sort every VM alike, and the order is the uuid's.
+# two sort every VM alike, and the order is the uuid's (expressions, not bare literals: SQL
+# reads ``ORDER BY 0`` as a column number).
 SORT_FIELDS: dict[str, str] = {
     "uuid": "uuid",
     "owner_uuid": "owner_uuid",
     "image_uuid": "COALESCE(image_uuid, '')",
-    "billing_id": "''",
+    "billing_id": "substr(uuid, 1, 0)",
     "server_uuid": "COALESCE(server_uuid, '')",
     "tags": "tags_text",
     "brand": "brand",
@@ -31,7 +32,7 @@ SORT_FIELDS: dict[str, str] = {
     "max_physical_memory": "ram",
     "ram": "ram",
     "create_timestamp": "create_timestamp",
-    "docker": "0",
+    "docker": "ram * 0",
 }
 INTEGER_SORT_FIELDS = frozenset({"max_physical_memory", "ram", "docker"})
 

@@ -148,6 +148,13 @@ def test_sort_orders_by_the_field_either_way_case_insensitively(client) -> None:
                   "ram", "create_timestamp"):
         values = [v if v is not None else "" for v in column(f"{field}.asc", field)]
         assert values == sorted(values), field
+    # VMAPI's other sort keys; those vmledger records no value of order by uuid
+    assert column("max_physical_memory.DESC", "ram") == [1024, 512, 128]
+    for field in ("billing_id", "docker"):
+        for order, descending in (("ASC", False), ("desc", True)):
+            uuids = column(f"{field}.{order}", "uuid")
+            assert uuids == sorted(uuids, reverse=descending), field
+    assert len(column("tags.asc", "uuid")) == 3
 
 
 def test_without_a_limit_the_page_holds_every_match(client) -> None:
