@@ -189,7 +189,8 @@ class Commands(Changes, ServerCommands, VolumeCommands):
             server_removed = (action is Action.DESTROY and vm.server_uuid is not None
                               and self.server_status(vm.server_uuid) == "removed")
             plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
-                                   idempotent=idempotent, server_removed=server_removed)
+                                   idempotent=idempotent, server_removed=server_removed,
+                                   has_server=vm.server_uuid is not None)
             job_cause = {**cause, "job_uuid": None}
             if plan.destroy_now:
                 vm.cancel_queued("canceled: the VM was destroyed", cause=job_cause)

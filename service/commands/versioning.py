@@ -131,18 +131,24 @@ class Behaviour:
 
     def admit(
         self, state: VmState, action: Action, *, vm_uuid: str, idempotent: bool = False,
-        server_removed: bool = False,
+        server_removed: bool = False, has_server: bool = True,
     ) -> JobPlan:
         """Decide whether ``action`` on a VM in ``state`` queues a job, and how.
 
         ``server_removed``: the VM's server was removed from the fleet; version 2 destroys
         such a VM at once (204, no job), version 1 queues a destroy job that fails there.
+        ``has_server``: whether the VM is on a server; version 1 refuses to delete a running
+        or stopped VM on none (VMAPI: "Cannot delete a VM with no server_uuid": one an agent
+        reported with ``server_uuid: null``). A failed VM is deleted as the table says.
         Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
-        server yet) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
+        server) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
         """
         verdict = rules.verdict(state, action)
         if verdict is Verdict.REFUSED:
             raise InvalidTransitionError(state, action.value, rules.allowed_actions(state))
+        if (action is Action.DESTROY and not has_server and self.major < 2
+                and state in (VmState.RUNNING, VmState.STOPPED)):
+            raise UnallocatedVmError(state, action.value)
         if (action is Action.DESTROY and server_removed and verdict is Verdict.ALLOWED
                 and self.major >= 2):
             return JobPlan(if_already=IfAlready.SUCCEED, destroy_now=True)
