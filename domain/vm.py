@@ -14,7 +14,7 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
-from domain import chain, transitions, vm_events, vm_reports
+from domain import chain, transitions, vm_events, vm_nics, vm_reports
 from domain.job_queue import JobQueue
 from domain.lifecycle import Lifecycle
 from domain.states import DesiredState, JobName, VmState
@@ -42,7 +42,7 @@ def make_cause(
     }
 
 
-class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, Aggregate):
+class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, Aggregate):
     """A VM: its spec, its state and desired state, and its queue of active jobs.
 
     ``active_jobs`` holds the queued and running jobs, head first; only the head may run (the
@@ -98,6 +98,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, Aggregate):
             vm.active_jobs = []
             vm.claim = None
             vm.reported_at = None
+            vm.nics = []
 
     class Discovered(Created):
         """An agent found a VM the log did not have (``domain/vm_reports.py``): recorded as
@@ -113,6 +114,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, Aggregate):
             vm_reports.found(vm, self.state, self.server_uuid, self.reported_at)
 
     AgentReported = vm_reports.AgentReported
+    NicsAdded = vm_nics.NicsAdded
+    NicsRemoved = vm_nics.NicsRemoved
     JobQueued = vm_events.JobQueued
     JobStarted = vm_events.JobStarted
     JobLeaseRenewed = vm_events.JobLeaseRenewed
@@ -287,6 +290,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, Aggregate):
     active_jobs: list[dict[str, Any]]
     claim: dict[str, Any] | None
     reported_at: datetime | None  # the newest generation-less agent report applied
+    nics: list[dict[str, Any]]  # domain/vm_nics.py
     chain_head: str
 
     UPDATABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(

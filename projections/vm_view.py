@@ -69,6 +69,7 @@ def render_vm(vm: Vm) -> dict[str, Any]:
         "image_uuid": vm.image_uuid,
         "ram": vm.ram,
         "cpu_cap": vm.cpu_cap,
+        "nics": vm.nic_list,
         "state": str(vm.state),
         "desired_state": str(vm.desired_state),
         "persistence": vm.persistence,

@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import (
-    errors, routes_agents, routes_jobs, routes_ops, routes_servers, routes_sim, routes_stats,
-    routes_vms, routes_volumes,
+    errors, routes_agents, routes_jobs, routes_networks, routes_ops, routes_servers, routes_sim,
+    routes_stats, routes_vms, routes_volumes,
 )
 from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.connection import ConnectionHeaders
@@ -94,6 +94,7 @@ def create_app(
     app.include_router(routes_agents.router)
     app.include_router(routes_stats.router)
     app.include_router(routes_volumes.router)
+    app.include_router(routes_networks.router)
     if settings.driver == "simulated":
         app.include_router(routes_sim.router)
 

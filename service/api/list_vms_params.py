@@ -23,7 +23,7 @@ from projections.vm_queries import (
     INTEGER_SORT_FIELDS, MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker,
 )
 from service.api.errors import invalid_parameters
-from service.api.params import MAX_LIMIT, Query
+from service.api.params import MAX_INTEGER, MAX_LIMIT, Query
 
 LIST_MESSAGE = "Invalid Parameters"
 UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
@@ -113,8 +113,13 @@ class ListVmsQuery:
             number = int(value)
         except ValueError:
             number = None
-        if number is None or number < minimum or (maximum is not None and number > maximum):
+        if number is None or number < minimum:
             bounds = f">= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
+            self._invalid(name, f"Not a valid number: number must be {bounds}")
+            return None
+        if number > (maximum if maximum is not None else MAX_INTEGER):
+            # VMAPI sets no upper bound on offset; ours is what a database integer holds
+            bounds = f">= {minimum} and <= {maximum if maximum is not None else MAX_INTEGER}"
             self._invalid(name, f"Not a valid number: number must be {bounds}")
             return None
         return number
