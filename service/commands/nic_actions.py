@@ -18,8 +18,10 @@ from service.commands.idempotency import IdempotencyKey
 from service.commands.networks import NicRequest
 from service.commands.versioning import Behaviour
 
-# The states a VM's NICs can change in; a provisioning VM gets its NICs from CreateVm.
-NIC_STATES = frozenset({VmState.RUNNING, VmState.STOPPED, VmState.FAILED})
+# The states a VM's NICs can change in; a provisioning VM too in version 2 (the job queues
+# behind the provision), while version 1 refuses it as VMAPI does (UnallocatedVM).
+NIC_STATES = frozenset({VmState.PROVISIONING, VmState.RUNNING, VmState.STOPPED,
+                        VmState.FAILED})
 
 
 def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause: Cause,
