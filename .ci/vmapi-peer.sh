@@ -41,7 +41,7 @@ start_server() {  # $1: the pass's name
     (cd "$dir" && exec vmledger serve --host 127.0.0.1 --port "$port" > serve.log 2>&1) &
     server_pid=$!
     for _ in $(seq 100); do
-        if curl -fsS -o /dev/null "http://127.0.0.1:$port/ping"; then
+        if curl -fs -o /dev/null "http://127.0.0.1:$port/ping"; then
             url="http://127.0.0.1:$port"
             return 0
         fi
