@@ -7,13 +7,10 @@ one NIC of a VM is primary while it has any: the first, unless another is asked 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from domain.errors import ValidationError
 from domain.vm_events import Cause, VmEvent
-
-if TYPE_CHECKING:
-    from domain.vm import Vm
 
 
 class NicsAdded(VmEvent):
@@ -23,7 +20,7 @@ class NicsAdded(VmEvent):
     TOPIC = "vm.nics_added"
     nics: list[dict[str, Any]]
 
-    def apply(self, vm: Vm) -> None:
+    def apply(self, vm: Nics) -> None:
         current = list(getattr(vm, "nics", []))
         if any(nic["primary"] for nic in self.nics):
             current = [{**nic, "primary": False} for nic in current]
@@ -37,7 +34,7 @@ class NicsRemoved(VmEvent):
     TOPIC = "vm.nics_removed"
     nics: list[dict[str, Any]]
 
-    def apply(self, vm: Vm) -> None:
+    def apply(self, vm: Nics) -> None:
         gone = {nic["mac"] for nic in self.nics}
         left = [nic for nic in getattr(vm, "nics", []) if nic["mac"] not in gone]
         if left and not any(nic["primary"] for nic in left):

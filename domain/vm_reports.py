@@ -13,14 +13,11 @@ A mixin of ``domain.vm.Vm``; the events are named on it (``Vm.Discovered``, a ki
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 from domain.states import DesiredState, VmState
 from domain.vm_events import Cause, VmEvent
-
-if TYPE_CHECKING:
-    from domain.vm import Vm
 
 # The states a VM found on a host can be recorded in.
 DISCOVERABLE = frozenset({VmState.RUNNING, VmState.STOPPED, VmState.FAILED})
@@ -28,7 +25,7 @@ _DESIRED = {VmState.RUNNING: DesiredState.RUNNING, VmState.STOPPED: DesiredState
             VmState.FAILED: DesiredState.RUNNING}
 
 
-def found(vm: Vm, state: str, server_uuid: str | None, reported_at: datetime | None) -> None:
+def found(vm: Reports, state: str, server_uuid: str | None, reported_at: datetime | None) -> None:
     """``Vm.Discovered``'s own fields: the VM as its agent found it."""
     vm.state = VmState(state)
     vm.desired_state = _DESIRED[VmState(state)]
@@ -42,7 +39,7 @@ class AgentReported(VmEvent):
     TOPIC = "vm.agent_reported"
     reported_at: datetime
 
-    def apply(self, vm: Vm) -> None:
+    def apply(self, vm: Reports) -> None:
         vm.reported_at = self.reported_at
 
 
@@ -56,7 +53,7 @@ class Reports:
     @classmethod
     def discover(cls, *, vm_uuid: UUID, state: str, server_uuid: str | None, owner_uuid: str,
                  brand: str, ram: int, cause: Cause, reported_at: datetime | None = None,
-                 **spec: Any) -> Vm:
+                 **spec: Any) -> Reports:
         """Record a VM found on a host in ``state`` (running, stopped or failed). Raises
         ``ValueError`` for another state: there is nothing to record of a VM found gone."""
         if VmState(state) not in DISCOVERABLE:

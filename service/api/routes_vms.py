@@ -240,7 +240,7 @@ def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None) -> 
         add=_networks(request, parsed.networks) if isinstance(parsed, AddNicsBody) else None,
         remove=None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs],
         owner_uuid=query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None),
-        if_match=_if_match(request), idempotency=idempotency_of(request, data))
+        if_match=if_match_of(request), idempotency=idempotency_of(request, data))
     if sync or parsed.sync:
         wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
     return accepted(request, result)

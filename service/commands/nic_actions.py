@@ -1,6 +1,6 @@
 """VMAPI's NIC actions: ``POST /vms/{uuid}?action=add_nics`` (``networks``, as CreateVm takes
 them) and ``?action=remove_nics`` (``macs``). Each records the change and its address claims or
-releases at once, in one transaction through the change loop (service/commands/networks.py),
+releases at once, in one transaction through the change loop (service/commands/change.py),
 and queues a job of its name for the VMAPI client to wait on.
 """
 
@@ -13,7 +13,7 @@ from domain.errors import InvalidTransitionError, UnallocatedVmError, VmNotFound
 from domain.rules import allowed_actions
 from domain.states import Action, JobName, VmState
 from domain.vm import Cause, Vm
-from service.commands.application import Accepted, Commands, _Replayed
+from service.commands.application import Accepted, Commands
 from service.commands.idempotency import IdempotencyKey
 from service.commands.networks import NicRequest
 from service.commands.versioning import Behaviour
@@ -34,8 +34,10 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
     ``NetworkFullError``, ``ValidationError`` and the change loop's errors."""
     name = JobName.ADD_NICS if add is not None else JobName.REMOVE_NICS
     job_cause = {**cause, "job_uuid": None}
+    claimed: list[Any] = []  # the networks this attempt claimed addresses on
 
     def decide(vm: Vm) -> str:
+        claimed.clear()
         if owner_uuid is not None and vm.owner_uuid != owner_uuid:
             raise VmNotFoundError(vm_uuid)
         state = VmState(vm.state)
@@ -44,7 +46,7 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
         if state not in NIC_STATES:
             raise InvalidTransitionError(state, name.value, allowed_actions(state))
         if add is not None:
-            commands.allocate(vm, add, cause=job_cause)
+            claimed.extend(commands.allocate(vm, add, cause=job_cause))
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}
         else:
             args = {"macs": [nic["mac"] for nic in vm.remove_nics(remove or [],
@@ -56,10 +58,10 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
                              "api_version": behaviour.version}, cause=job_cause)
         return job_uuid
 
-    try:
-        job_uuid, vm, position = commands.change(
-            vm_uuid, decide, if_match=if_match, idempotency=idempotency,
-            outcome=lambda job, vm: Accepted(str(vm.id), job, vm.version, None))
-    except _Replayed as replayed:
-        return replayed.outcome
+    job_uuid, vm, position, replayed = commands.change(
+        Vm, vm_uuid, decide, if_match=if_match, idempotency_key=idempotency,
+        outcome=lambda job, vm: Accepted(str(vm.id), job, vm.version, None),
+        also=lambda _job: list(claimed))
+    if replayed is not None:
+        return replayed
     return Accepted(str(vm.id), job_uuid, vm.version, position)

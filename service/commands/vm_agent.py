@@ -20,8 +20,6 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError
-
 from domain.errors import VmNotFoundError
 from domain.states import VmState
 from domain.vm import Cause, Vm
@@ -56,47 +54,41 @@ class AgentVmReports:
         self.commands = agents.commands
 
     def put(self, vm_uuid: str, report: AgentVm, *, cause: Cause) -> None:
-        """Record the VM as its agent reports it (module docstring). Raises
-        ``VmNotFoundError`` for an unknown VM reported in a state nothing is recorded of
-        (``destroyed``, ``provisioning``)."""
-        for _attempt in range(self.commands.retries):
-            try:
-                self.commands.load(vm_uuid)
-            except VmNotFoundError:
-                if self._discover(vm_uuid, report, cause):
-                    return
-                continue  # another report recorded it first: apply this one on top
-            self._reconcile(vm_uuid, report, cause)
-            return
-
-    def _discover(self, vm_uuid: str, report: AgentVm, cause: Cause) -> bool:
+        """Record the VM as its agent reports it (module docstring), in one pass of the
+        change loop: a VM the log does not have is made (``new``), one it has is reconciled.
+        Raises ``VmNotFoundError`` for an unknown VM reported in a state nothing is recorded
+        of (``destroyed``, ``provisioning``)."""
         try:
             vm_id = UUID(vm_uuid)
         except ValueError:
             raise VmNotFoundError(vm_uuid) from None
-        if report.state not in OBSERVED_STATES:
-            raise VmNotFoundError(vm_uuid)
-        vm = Vm.discover(
-            vm_uuid=vm_id, state=report.state, server_uuid=report.server_uuid,
-            owner_uuid=report.owner_uuid or UNKNOWN_OWNER, brand=report.brand or "joyent",
-            ram=report.ram or 0, cause=cause, reported_at=report.last_modified,
-            alias=report.alias, cpu_cap=report.cpu_cap, image_uuid=report.image_uuid,
-            customer_metadata=report.customer_metadata,
-            internal_metadata=report.internal_metadata, tags=report.tags)
-        try:
-            self.commands.save(vm)
-        except IntegrityError:
-            return False
-        return True
-
-    def _reconcile(self, vm_uuid: str, report: AgentVm, cause: Cause) -> None:
         reported_at = report.last_modified or datetime.now(UTC)
 
         def decide(vm: Vm) -> None:
+            if vm.pending_events:  # found now: recorded as found
+                return
             if VmState(vm.state) is VmState.DESTROYED or vm.is_stale_report(reported_at):
                 return
             if vm.server_uuid == report.server_uuid and report.state in OBSERVED_STATES:
                 self.agents._react(vm, report.state, cause)  # noqa: SLF001 - the same rules
             vm.record_report(reported_at, cause=cause)
 
-        self.commands.change(vm_uuid, decide)
+        try:
+            self.commands.load(vm_id)
+        except VmNotFoundError:  # made as found; a twin report that made it first wins
+            self.commands.change(Vm, vm_id, decide,
+                                 new=lambda: self._found(vm_id, report, cause))
+        else:
+            self.commands.change(Vm, vm_id, decide)
+
+    @staticmethod
+    def _found(vm_id: UUID, report: AgentVm, cause: Cause) -> Vm:
+        if report.state not in OBSERVED_STATES:
+            raise VmNotFoundError(vm_id)
+        return Vm.discover(
+            vm_uuid=vm_id, state=report.state, server_uuid=report.server_uuid,
+            owner_uuid=report.owner_uuid or UNKNOWN_OWNER, brand=report.brand or "joyent",
+            ram=report.ram or 0, cause=cause, reported_at=report.last_modified,
+            alias=report.alias, cpu_cap=report.cpu_cap, image_uuid=report.image_uuid,
+            customer_metadata=report.customer_metadata,
+            internal_metadata=report.internal_metadata, tags=report.tags)
