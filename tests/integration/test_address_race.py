@@ -37,10 +37,14 @@ def postgres_database(postgres_url: str) -> str:
 
 
 def _allocator(database_url: str, network_uuid: str, seed: int, start_at: float
-               ) -> list[tuple[str, str, str]]:
+               ) -> tuple[list[tuple[str, str, str]], int]:
     """One racing process: create VMs with a NIC on the network, and remove some NICs again.
-    Returns what was acknowledged: ``(what, vm_uuid, ip)``."""
+    Returns what was acknowledged, ``(what, vm_uuid, ip)``, and how many of its saves lost a
+    race (the change loop's conflicts)."""
     services = Services.build(Settings(database_url=database_url, postgres_pool_size=4))
+    conflicts: list[int] = []
+    counted = services.commands.on_conflict
+    services.commands.on_conflict = lambda: (conflicts.append(1), counted())[-1]
     rng = random.Random(seed)
     acked: list[tuple[str, str, str]] = []
     try:
@@ -61,7 +65,7 @@ def _allocator(database_url: str, network_uuid: str, seed: int, start_at: float
                 acked.append(("removed", created.vm_uuid, vm.nic_list[0]["ip"]))
     finally:
         services.close()
-    return acked
+    return acked, len(conflicts)
 
 
 @pytest.mark.postgres
@@ -78,7 +82,9 @@ def test_eight_processes_never_get_one_address_twice(postgres_database) -> None:
         with ProcessPoolExecutor(PROCESSES, mp_context=context) as pool:
             runs = [pool.submit(_allocator, postgres_database, network_uuid, seed, start_at)
                     for seed in range(PROCESSES)]
-            acked = [entry for run in runs for entry in run.result()]
+            results = [run.result() for run in runs]
+        acked = [entry for entries, _ in results for entry in entries]
+        assert sum(conflicts for _, conflicts in results) > 0, "the processes never raced"
 
         events = [services.app.mapper.to_domain_event(n)
                   for n in services.app.recorder.select_notifications(0, 10_000_000)]
