@@ -50,6 +50,8 @@ class JobName(StrEnum):
     UPDATE = "update"
     DESTROY = "destroy"
     QUARANTINE = "quarantine"
+    ADD_NICS = "add_nics"  # the NICs are recorded when asked for; the job applies them
+    REMOVE_NICS = "remove_nics"
 
 
 class Execution(StrEnum):

@@ -14,7 +14,7 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
-from domain import chain, transitions, vm_events
+from domain import chain, transitions, vm_events, vm_nics, vm_reports
 from domain.job_queue import JobQueue
 from domain.lifecycle import Lifecycle
 from domain.states import DesiredState, JobName, VmState
@@ -42,7 +42,7 @@ def make_cause(
     }
 
 
-class Vm(chain.Chained, JobQueue, Lifecycle, Aggregate):
+class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, Aggregate):
     """A VM: its spec, its state and desired state, and its queue of active jobs.
 
     ``active_jobs`` holds the queued and running jobs, head first; only the head may run (the
@@ -97,7 +97,25 @@ class Vm(chain.Chained, JobQueue, Lifecycle, Aggregate):
             vm.destroyed_at = None
             vm.active_jobs = []
             vm.claim = None
+            vm.reported_at = None
+            vm.nics = []
 
+    class Discovered(Created):
+        """An agent found a VM the log did not have (``domain/vm_reports.py``): recorded as
+        found, in its state, on its server (or none), with no job."""
+
+        TOPIC = "vm.discovered"
+        state: str
+        server_uuid: str | None
+        reported_at: datetime | None
+
+        def apply(self, vm: Vm) -> None:
+            super().apply(vm)
+            vm_reports.found(vm, self.state, self.server_uuid, self.reported_at)
+
+    AgentReported = vm_reports.AgentReported
+    NicsAdded = vm_nics.NicsAdded
+    NicsRemoved = vm_nics.NicsRemoved
     JobQueued = vm_events.JobQueued
     JobStarted = vm_events.JobStarted
     JobLeaseRenewed = vm_events.JobLeaseRenewed
@@ -271,6 +289,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, Aggregate):
     destroyed_at: datetime | None
     active_jobs: list[dict[str, Any]]
     claim: dict[str, Any] | None
+    reported_at: datetime | None  # the newest generation-less agent report applied
+    nics: list[dict[str, Any]]  # domain/vm_nics.py
     chain_head: str
 
     UPDATABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(

@@ -123,10 +123,12 @@ class AnalyticsView(ReadModel):
 
     @staticmethod
     def _created(vm_uuid: str, position: int, event: Any) -> dict[str, Any]:
+        # A VM its agent found (Vm.Discovered) starts in the state it was found in.
         return {
-            "vm_uuid": vm_uuid, "state": VmState.PROVISIONING.value,
+            "vm_uuid": vm_uuid, "state": getattr(event, "state", VmState.PROVISIONING.value),
             "since": rfc3339(event.timestamp), "since_ms": epoch_ms(event.timestamp),
-            "owner_uuid": event.owner_uuid, "server_uuid": None, "quarantined_from": None,
+            "owner_uuid": event.owner_uuid, "server_uuid": getattr(event, "server_uuid", None),
+            "quarantined_from": None,
             "version": event.originator_version, "position": position,
         }
 

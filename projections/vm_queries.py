@@ -14,18 +14,27 @@ from typing import Any
 from projections.db import Database
 from projections.volume_mounts import STALE_VMS, with_mounts
 
-# sort field -> SQL expression (NULLs folded so keyset paging has a total order)
+# sort field -> SQL expression (NULLs folded so keyset paging has a total order). VMAPI's
+# sort keys (sdc-vmapi lib/validation/sort.js), and ``ram`` (ours, VMAPI's
+# ``max_physical_memory``). vmledger records no billing id and makes no docker VMs, so those
+# two sort every VM alike, and the order is the uuid's (expressions, not bare literals: SQL
+# reads ``ORDER BY 0`` as a column number).
 SORT_FIELDS: dict[str, str] = {
     "uuid": "uuid",
     "owner_uuid": "owner_uuid",
     "image_uuid": "COALESCE(image_uuid, '')",
+    "billing_id": "substr(uuid, 1, 0)",
     "server_uuid": "COALESCE(server_uuid, '')",
+    "tags": "tags_text",
     "brand": "brand",
     "state": "state",
     "alias": "COALESCE(alias, '')",
+    "max_physical_memory": "ram",
     "ram": "ram",
     "create_timestamp": "create_timestamp",
+    "docker": "ram * 0",
 }
+INTEGER_SORT_FIELDS = frozenset({"max_physical_memory", "ram", "docker"})
 
 
 class InvalidMarkerError(ValueError):
@@ -34,36 +43,55 @@ class InvalidMarkerError(ValueError):
 
 @dataclass
 class VmFilter:
-    """ListVms filters (api.md, ``GET /vms``); None means "any"."""
+    """ListVms filters (api.md, ``GET /vms``; VMAPI's ListVms parameters); None means "any".
+
+    ``alias`` matches as a prefix, as VMAPI's does (``alias=web`` lists ``web-1``).
+    ``create_timestamp`` is an RFC 3339 instant with milliseconds (exact match).
+    """
 
     owner_uuid: str | None = None
     server_uuid: str | None = None
     state: str | None = None  # a state, or "active" (not destroyed, not failed)
     brand: str | None = None
     alias: str | None = None
+    uuid: str | None = None
     uuids: list[str] | None = None
+    image_uuid: str | None = None
+    ram: int | None = None
+    create_timestamp: str | None = None
+    # A filter on a field vmledger does not record (VMAPI's billing_id, package_name,
+    # package_version): no VM matches it.
+    unrecorded: bool = False
+    docker: bool | None = None  # vmledger makes no docker VMs: true matches none
     tags: dict[str, str] = field(default_factory=dict)
+    internal_metadata: dict[str, str] = field(default_factory=dict)
     stale_mounts: bool = False  # only running VMs mounting a volume whose address changed
 
     def where(self) -> tuple[str, list[Any]]:
         """The WHERE clause (with leading ``WHERE`` or empty) and its parameters."""
         clauses: list[str] = []
         params: list[Any] = []
-        for column in ("owner_uuid", "server_uuid", "brand", "alias"):
+        for column in ("owner_uuid", "server_uuid", "brand", "uuid", "image_uuid", "ram",
+                       "create_timestamp"):
             value = getattr(self, column)
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
+        if self.alias is not None:
+            clauses.append("substr(alias, 1, length(CAST(? AS TEXT))) = ?")
+            params.extend([self.alias, self.alias])
+        if self.unrecorded or self.docker:
+            clauses.append("1 = 0")
         if self.state == "active":
             clauses.append("state NOT IN ('destroyed', 'failed')")
         elif self.state is not None:
             clauses.append("state = ?")
             params.append(self.state)
-        for key, value in sorted(self.tags.items()):
-            clauses.append(
-                "uuid IN (SELECT vm_uuid FROM vm_view_tags WHERE key = ? AND value = ?)"
-            )
-            params.extend([key, value])
+        for table, pairs in (("vm_view_tags", self.tags),
+                             ("vm_view_internal_metadata", self.internal_metadata)):
+            for key, value in sorted(pairs.items()):
+                clauses.append(f"uuid IN (SELECT vm_uuid FROM {table} WHERE key = ? AND value = ?)")
+                params.extend([key, value])
         if self.uuids is not None:
             if not self.uuids:
                 clauses.append("1 = 0")
@@ -75,15 +103,25 @@ class VmFilter:
         return (" WHERE " + " AND ".join(clauses) if clauses else "", params)
 
 
+MISSING = object()  # a marker that names only the uuid: the row's own sort value is used
+
+
 @dataclass
 class Page:
-    """Which slice of the matches: by ``offset`` or after a ``marker``."""
+    """Which slice of the matches: by ``offset`` or after a marker. ``after`` is the last row
+    of the previous page as ``(sort value, uuid)``; the sort value may be ``MISSING`` (a VMAPI
+    marker ``{"uuid": …}`` under another sort), then it is the named VM's own value."""
 
     sort_field: str = "create_timestamp"
     descending: bool = False
     limit: int = 1000
     offset: int = 0
-    marker: str | None = None
+    after: tuple[Any, str] | None = None
+
+    @property
+    def sort(self) -> str:
+        """The order's name, as markers carry it (``ram.desc``)."""
+        return f"{self.sort_field}.{'desc' if self.descending else 'asc'}"
 
 
 def encode_marker(sort: str, sort_value: Any, uuid: str) -> str:
@@ -101,10 +139,20 @@ def decode_marker(marker: str, sort: str) -> tuple[Any, str]:
         made_for, value, uuid = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (binascii.Error, ValueError, TypeError) as error:
         raise InvalidMarkerError(marker) from error
-    wanted = int if sort.startswith("ram.") else str
+    wanted = int if sort.split(".")[0] in INTEGER_SORT_FIELDS else str
     if made_for != sort or not isinstance(uuid, str) or type(value) is not wanted:
         raise InvalidMarkerError(marker)
     return value, uuid
+
+
+def is_our_marker(marker: str) -> bool:
+    """Whether ``marker`` has the form of the cursors vmledger hands out (not VMAPI's JSON)."""
+    try:
+        padded = marker + "=" * (-len(marker) % 4)
+        decoded = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (binascii.Error, ValueError, TypeError):
+        return False
+    return isinstance(decoded, list) and len(decoded) == 3
 
 
 class VmQueries:
@@ -112,6 +160,14 @@ class VmQueries:
 
     def __init__(self, db: Database):
         self.db = db
+
+    def _sort_value(self, expression: str, vm_uuid: str) -> Any:
+        with self.db.transaction(commit=False) as tx:
+            tx.execute(f"SELECT {expression} AS v FROM vm_view WHERE uuid = ?", (vm_uuid,))
+            row = tx.fetchone()
+        if row is None:
+            raise InvalidMarkerError(f"the marker names no VM ({vm_uuid})")
+        return row["v"]
 
     def get(self, vm_uuid: str) -> dict[str, Any] | None:
         """The VM object (its volumes' addresses from ``volume_mounts``), or None."""
@@ -134,9 +190,11 @@ class VmQueries:
         where, params = vm_filter.where()
         expression = SORT_FIELDS[page.sort_field]
         direction = "DESC" if page.descending else "ASC"
-        sort = f"{page.sort_field}.{direction.lower()}"
-        if page.marker is not None:
-            value, uuid = decode_marker(page.marker, sort)
+        sort = page.sort
+        if page.after is not None:
+            value, uuid = page.after
+            if value is MISSING:
+                value = self._sort_value(expression, uuid)
             comparison = "<" if page.descending else ">"
             keyset = f"({expression}, uuid) {comparison} (?, ?)"
             where = f"{where} AND {keyset}" if where else f" WHERE {keyset}"

@@ -23,13 +23,30 @@ from projections.runner import ReadModel
 
 _COLUMNS = (
     "uuid", "owner_uuid", "server_uuid", "brand", "state", "alias", "image_uuid", "ram",
-    "create_timestamp", "version", "body", "snapshot",
+    "create_timestamp", "version", "tags_text", "body", "snapshot",
 )
 
 
 def tag_text(value: Any) -> str:
     """A tag value as filters compare it: strings as they are, others in JSON form."""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def tag_format(tags: dict[str, Any]) -> str:
+    """The tags as one sortable string, in VMAPI's format (sdc-vmapi ``objectToTagFormat``:
+    ``-key=value-`` pairs, ``-`` and ``=`` escaped, numbers ``%n{5}``, booleans ``%b{true}``),
+    so ``sort=tags`` orders as VMAPI does and a VMAPI marker's ``tags`` compares."""
+    def escape(text: str) -> str:
+        return text.replace("-", "%2D").replace("=", "%3D")
+
+    def shown(value: Any) -> str:
+        if isinstance(value, bool):
+            return "%b{" + str(value).lower() + "}"
+        if isinstance(value, int | float):
+            return "%n{" + json.dumps(value) + "}"
+        return escape(str(value))
+
+    return "".join(f"-{escape(key)}={shown(value)}-" for key, value in tags.items())
 
 
 def render_vm(vm: Vm) -> dict[str, Any]:
@@ -52,6 +69,7 @@ def render_vm(vm: Vm) -> dict[str, Any]:
         "image_uuid": vm.image_uuid,
         "ram": vm.ram,
         "cpu_cap": vm.cpu_cap,
+        "nics": vm.nic_list,
         "state": str(vm.state),
         "desired_state": str(vm.desired_state),
         "persistence": vm.persistence,
@@ -78,18 +96,20 @@ class VmView(ReadModel):
     """One row per VM: filter columns, the rendered VM object and the folded state."""
 
     name = "vm_view"
-    tables = ("vm_view", "vm_view_tags")
+    tables = ("vm_view", "vm_view_tags", "vm_view_internal_metadata")
 
     def __init__(self, transcoder: Transcoder):
         self.transcoder = transcoder
 
     def create_statements(self, db: Database) -> list[str]:
         view, tags, index = self.table("vm_view"), self.table("vm_view_tags"), self.index
+        metadata = self.table("vm_view_internal_metadata")
         return [
             f"CREATE TABLE IF NOT EXISTS {view} ("
             "uuid TEXT PRIMARY KEY, owner_uuid TEXT NOT NULL, server_uuid TEXT, "
             "brand TEXT NOT NULL, state TEXT NOT NULL, alias TEXT, image_uuid TEXT, "
             "ram INTEGER NOT NULL, create_timestamp TEXT NOT NULL, version INTEGER NOT NULL, "
+            "tags_text TEXT NOT NULL, "
             f"body TEXT NOT NULL, snapshot {db.blob_type()} NOT NULL)",
             f"CREATE INDEX IF NOT EXISTS {index('vm_view_owner')} "
             f"ON {view} (owner_uuid, create_timestamp)",
@@ -102,6 +122,11 @@ class VmView(ReadModel):
             f"CREATE TABLE IF NOT EXISTS {tags} (vm_uuid TEXT NOT NULL, key TEXT NOT NULL, "
             "value TEXT NOT NULL, PRIMARY KEY (vm_uuid, key))",
             f"CREATE INDEX IF NOT EXISTS {index('vm_view_tags_kv')} ON {tags} (key, value)",
+            # internal_metadata.K=V filters (VMAPI ListVms), compared like tags
+            f"CREATE TABLE IF NOT EXISTS {metadata} (vm_uuid TEXT NOT NULL, key TEXT NOT NULL, "
+            "value TEXT NOT NULL, PRIMARY KEY (vm_uuid, key))",
+            f"CREATE INDEX IF NOT EXISTS {index('vm_view_internal_metadata_kv')} "
+            f"ON {metadata} (key, value)",
         ]
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
@@ -146,12 +171,14 @@ class VmView(ReadModel):
             f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
             f"ON CONFLICT (uuid) DO UPDATE SET {updates}",
             [(str(vm.id), vm.owner_uuid, vm.server_uuid, vm.brand, str(vm.state), vm.alias,
-              vm.image_uuid, vm.ram, rfc3339(vm.created_on), vm.version,
+              vm.image_uuid, vm.ram, rfc3339(vm.created_on), vm.version, tag_format(vm.tags),
               json.dumps(render_vm(vm)), self.transcoder.encode(Snapshot.take(vm).state))
              for vm in vms],
         )
-        tags = self.table("vm_view_tags")
-        tx.executemany(f"DELETE FROM {tags} WHERE vm_uuid = ?", [(str(vm.id),) for vm in vms])
-        tx.executemany(f"INSERT INTO {tags} (vm_uuid, key, value) VALUES (?, ?, ?)",
-                       [(str(vm.id), key, tag_text(value))
-                        for vm in vms for key, value in vm.tags.items()])
+        for table, pairs_of in (("vm_view_tags", lambda vm: vm.tags),
+                                ("vm_view_internal_metadata", lambda vm: vm.internal_metadata)):
+            name = self.table(table)
+            tx.executemany(f"DELETE FROM {name} WHERE vm_uuid = ?", [(str(vm.id),) for vm in vms])
+            tx.executemany(f"INSERT INTO {name} (vm_uuid, key, value) VALUES (?, ?, ?)",
+                           [(str(vm.id), key, tag_text(value))
+                            for vm in vms for key, value in pairs_of(vm).items()])

@@ -20,6 +20,7 @@ from projections.runner import ProjectionConflictError, ProjectionRunner, ReadMo
 from projections.server_view import ServerQueries, ServerView
 from projections.vm_queries import VmQueries
 from projections.vm_view import VmView
+from projections.network_view import NetworkQueries, NetworkView
 from projections.volume_mounts import VolumeMounts, VolumeQueries
 from service.commands.agents import Agents
 from service.commands.application import Commands, VmLedger
@@ -37,7 +38,7 @@ def read_models(app: VmLedger) -> list[ReadModel]:
     """Fresh instances of every read model the service keeps (the runner's, and the audit's
     fresh folds)."""
     return [VmView(app.mapper.transcoder), JobView(), ServerView(), AnalyticsView(),
-            VolumeMounts()]
+            VolumeMounts(), NetworkView()]
 
 
 def _register_simulated_servers(commands: Commands, fleet: SimulatedFleet,
@@ -125,6 +126,11 @@ class Services:
         return cls(settings=settings, app=app, commands=commands, db=db, projections=runner,
                    vms=VmQueries(db), jobs=jobs, servers=servers, fleet=fleet, worker=worker,
                    agents=Agents(commands), quarantine=quarantine)
+
+    @property
+    def networks(self) -> NetworkQueries:
+        """Queries of the networks (the ``network_view`` read model)."""
+        return NetworkQueries(self.db)
 
     @property
     def volumes(self) -> VolumeQueries:

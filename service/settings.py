@@ -30,7 +30,9 @@ class Settings(BaseSettings):
         "(not together with tokens_file)")
     sim_servers: int = Field(8, ge=1, le=10_000, description="simulated compute nodes")
     sim_server_ram_mib: int = Field(262_144, ge=1, description="RAM of each simulated server")
-    sim_server_cpus: int = Field(64, ge=1, description="CPUs of each simulated server")
+    # 8 x 512 CPUs hold 4,096 VMs of one CPU (VMAPI's own tests create 1,001 at once;
+    # docs/simulation.md, "What the default fleet holds").
+    sim_server_cpus: int = Field(512, ge=1, description="CPUs of each simulated server")
     sim_latency_s: float = Field(0.0, ge=0, description="delay of each simulated operation")
     read_timeout_s: float = Field(
         5.0, gt=0, description="how long a GET waits for read models to catch up before 503"

@@ -14,10 +14,11 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import (
-    errors, routes_agents, routes_changefeed, routes_changes, routes_jobs, routes_ops,
-    routes_servers, routes_sim, routes_stats, routes_vms, routes_volumes,
+    errors, routes_agents, routes_changefeed, routes_changes, routes_jobs, routes_networks,
+    routes_ops, routes_servers, routes_sim, routes_stats, routes_vms, routes_volumes,
 )
 from service.api.auth import TokenFileError, Tokens, authorize
+from service.api.connection import ConnectionHeaders
 from service.api.deps import bind_log_fields, new_request_id
 from service.api.openapi import declare_request_bodies
 from service.api.schemas import printable, unstorable
@@ -88,6 +89,8 @@ def create_app(
     declare_request_bodies(app)
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Connection and Keep-Alive (VMAPI's rules for curl and HEAD)
+    app.add_middleware(ConnectionHeaders, keep_alive_s=KEEP_ALIVE_S)
     app.include_router(routes_ops.router)
     app.include_router(routes_vms.router)
     app.include_router(routes_jobs.router)
@@ -97,6 +100,7 @@ def create_app(
     app.include_router(routes_volumes.router)
     app.include_router(routes_changes.router)
     app.include_router(routes_changefeed.router)
+    app.include_router(routes_networks.router)
     if settings.driver == "simulated":
         app.include_router(routes_sim.router)
 
@@ -120,7 +124,6 @@ def create_app(
                             response.status_code,
                             extra=_access_fields(request, response.status_code, started))
         response.headers["x-request-id"] = request.state.request_id
-        response.headers["Keep-Alive"] = f"timeout={KEEP_ALIVE_S}"
         return response
 
     async def _respond(request: Request,

@@ -75,6 +75,9 @@ ROUTE_ROLES: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/volumes/{volume_uuid}"): _READERS,
     ("POST", "/volumes"): _OPERATORS,
     ("POST", "/volumes/{volume_uuid}"): _OPERATORS,
+    ("GET", "/networks"): _LISTERS,
+    ("GET", "/networks/{network_uuid}"): _READERS,
+    ("POST", "/networks"): _OPERATORS,
     # Owners get /stats scoped to their own VMs (owner_uuid forced, as on every route).
     ("GET", "/stats/states"): _VM_LISTERS,
     ("GET", "/stats/transitions"): _VM_LISTERS,

@@ -1,6 +1,6 @@
 """Query parameters, validated as VMAPI does (api.md, under "Errors"): an unknown parameter is
-refused naming it, malformed UUIDs name their field, ``limit`` is 1–1000, ``offset`` ≥ 0,
-``offset`` with ``marker`` is ``ConflictingParameters``, ``sort`` is ``<field>[.asc|.desc]``.
+refused naming it, malformed UUIDs name their field. ListVms' own are in
+``service/api/list_vms_params.py``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from typing import Any
 
 from fastapi import Request
 
-from domain.states import VmState
-from projections.vm_queries import SORT_FIELDS, Page, VmFilter
 from service.api.auth import scoped_owner
 from service.api.errors import invalid_parameters
 
@@ -95,67 +93,6 @@ class Query:
     def eventual(self) -> bool:
         """Whether the client asked to skip the read-your-writes wait."""
         return self.params.get("consistency") == "eventual"
-
-
-LIST_VMS_PARAMS = frozenset({
-    "server_uuid", "state", "brand", "alias", "uuids", "limit", "offset", "marker", "sort",
-    "stale_mounts",
-})
-_STATES = {s.value for s in VmState} | {"active"}
-
-
-def list_vms_query(request: Request) -> tuple[VmFilter, Page, Query]:
-    """Parse and validate ListVms' query; raises ``ValidationFailed`` naming bad fields."""
-    query = Query(request, LIST_VMS_PARAMS, prefixes=("tag.",))
-    vm_filter = VmFilter(
-        owner_uuid=query.owner_uuid,
-        server_uuid=query.uuid("server_uuid"),
-        brand=query.text("brand"),
-        alias=query.text("alias"),
-        stale_mounts=query.boolean("stale_mounts"),  # running VMs that need a reboot
-    )
-    state = query.params.get("state")
-    if state is not None:
-        if state not in _STATES:
-            query.invalid("state", f"must be one of {', '.join(sorted(_STATES))}")
-        vm_filter.state = state
-    uuids = query.params.get("uuids")
-    if uuids is not None:
-        parsed: list[str] = []
-        for item in (u.strip() for u in uuids.split(",") if u.strip()):
-            try:
-                parsed.append(str(uuidlib.UUID(item)))
-            except ValueError:
-                query.invalid("uuids", f"Invalid UUID: {item}")
-        vm_filter.uuids = parsed
-    for name, value in query.params.items():
-        if name.startswith("tag."):
-            vm_filter.tags[name.removeprefix("tag.")] = value
-    page = Page(limit=query.integer("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT)
-    page.offset = query.integer("offset", minimum=0) or 0
-    page.marker = query.params.get("marker")
-    _parse_sort(query, page)
-    query.check()
-    if page.marker is not None and "offset" in query.params:
-        raise invalid_parameters(
-            request,
-            [{"field": "offset", "code": "Invalid", "message": "offset cannot be used with marker"}],
-            code="ConflictingParameters",
-            message="offset and marker cannot be used together",
-        )
-    return vm_filter, page, query
-
-
-def _parse_sort(query: Query, page: Page) -> None:
-    sort = query.params.get("sort")
-    if sort is None:
-        return
-    field, _, direction = sort.lower().partition(".")
-    if field not in SORT_FIELDS or direction not in ("", "asc", "desc"):
-        query.invalid("sort", f"must be <field>[.asc|.desc] with field in {', '.join(SORT_FIELDS)}")
-        return
-    page.sort_field = field
-    page.descending = direction == "desc"
 
 
 def int_or_none(value: Any) -> int | None:

@@ -8,14 +8,15 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
-from pydantic import Field
+from pydantic import AwareDatetime, ConfigDict, Field
 
 from domain.errors import VmNotFoundError
 from service.api.auth import require_server
 from service.api.deps import cause_of, parse_body, read_your_writes, services_of
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, Query
-from service.api.schemas import StrictModel
+from service.api.schemas import Alias, Brand, Scalar, StrictModel
+from service.commands.vm_agent import AgentVm, AgentVmReports
 
 router = APIRouter(tags=["agents"])
 
@@ -45,18 +46,66 @@ class InventoryReport(StrictModel):
     vms: dict[uuidlib.UUID, ReportedVm] = Field(max_length=100_000)
 
 
+class AgentVmBody(StrictModel):
+    """``PUT /vms/{uuid}`` as vm-agent sends it: the whole VM object, no generation. Only the
+    fields vmledger records are read; the VM object's others (``zone_state``, ``quota``, …)
+    are not modelled (service/commands/vm_agent.py)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    uuid: uuidlib.UUID | None = None
+    state: str = Field(min_length=1, max_length=32)
+    server_uuid: uuidlib.UUID | None = None
+    last_modified: AwareDatetime | None = None
+    owner_uuid: uuidlib.UUID | None = None
+    alias: Alias | None = None
+    brand: Brand | None = None
+    ram: int | None = Field(None, ge=0, le=MAX_INTEGER)
+    max_physical_memory: int | None = Field(None, ge=0, le=MAX_INTEGER)
+    cpu_cap: int | None = Field(None, ge=0, le=100_000)
+    image_uuid: uuidlib.UUID | None = None
+    customer_metadata: dict[str, Scalar] = Field(default_factory=dict, max_length=128)
+    internal_metadata: dict[str, Scalar] = Field(default_factory=dict, max_length=128)
+    tags: dict[str, Scalar] = Field(default_factory=dict, max_length=128)
+
+    def report(self) -> AgentVm:
+        as_text = {name: str(getattr(self, name)) if getattr(self, name) else None
+                   for name in ("server_uuid", "owner_uuid", "image_uuid")}
+        return AgentVm(state=self.state, last_modified=self.last_modified, alias=self.alias,
+                       brand=self.brand, ram=self.ram if self.ram is not None
+                       else self.max_physical_memory, cpu_cap=self.cpu_cap,
+                       customer_metadata=self.customer_metadata,
+                       internal_metadata=self.internal_metadata, tags=self.tags, **as_text)
+
+
 @router.put("/vms/{vm_uuid}")
 def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(None)
            ) -> JSONResponse:
-    """PutVm: apply one VM's observed state; answers the VM as it now is."""
+    """PutVm: apply one VM's observed state; answers the VM as it now is. With a
+    ``generation`` (vmledger's agents) the report is ordered by it; without one, as vm-agent
+    sends VMAPI the whole VM object, by its ``last_modified``, and a VM the log never had is
+    recorded as found."""
     Query(request, set()).check()
-    report = parse_body(request, VmReport, data)
-    require_server(request, str(report.server_uuid))
     services = services_of(request)
+    if isinstance(data, dict) and "generation" not in data:
+        found = parse_body(request, AgentVmBody, data)
+        if found.uuid is not None and str(found.uuid) != vm_uuid.lower():
+            raise invalid_parameters(request, [{"field": "uuid", "code": "Invalid",
+                                                "message": "differs from the path's uuid"}])
+        report = found.report()
+        require_server(request, report.server_uuid)
+        AgentVmReports(services.agents).put(vm_uuid.lower(), report, cause=cause_of(request))
+        return _vm_as_it_is(request, services, vm_uuid)
+    generational = parse_body(request, VmReport, data)
+    require_server(request, str(generational.server_uuid))
     services.commands.load(vm_uuid)  # 404 for a VM the log never had
-    services.agents.report_vm(vm_uuid.lower(), server_uuid=str(report.server_uuid),
-                              state=report.state, boot_id=report.boot_id,
-                              generation=report.generation, cause=cause_of(request))
+    services.agents.report_vm(vm_uuid.lower(), server_uuid=str(generational.server_uuid),
+                              state=generational.state, boot_id=generational.boot_id,
+                              generation=generational.generation, cause=cause_of(request))
+    return _vm_as_it_is(request, services, vm_uuid)
+
+
+def _vm_as_it_is(request: Request, services: Any, vm_uuid: str) -> JSONResponse:
     read_your_writes(request, services, ("vm_view",), eventual=False)
     vm = services.vms.get(vm_uuid.lower())
     if vm is None:

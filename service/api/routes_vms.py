@@ -25,10 +25,17 @@ from service.api.deps import (
     wait_for_job,
 )
 from service.api.errors import invalid_parameters
-from service.api.params import Query, list_vms_query
+from service.api.list_vms_params import LIST_MESSAGE, ListVmsQuery
+from service.api.params import Query
 from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
-from service.api.schemas import ActionBody, CreateVmRequest, KillBody, UpdateVmRequest, unstorable
+from service.api.network_params import parse_networks
+from service.api.schemas import (
+    ActionBody, AddNicsBody, CreateVmRequest, KillBody, RemoveNicsBody, UpdateVmRequest,
+    unstorable,
+)
 from service.commands.application import VmSpec
+from service.commands.networks import NicRequest
+from service.commands.nic_actions import change_nics
 from service.audit.history import vm_history
 from service.commands.idempotency import IdempotencyKey
 
@@ -40,19 +47,25 @@ SYNC_TIMEOUT_S = 60.0
 # Sent by the VMAPI client on actions and DeleteVm when its caller gives them (cloudapi always
 # does); validated, then not recorded (docs/vmapi-compatibility.md).
 CLIENT_EXTRAS = ("origin", "creator_uuid")
+NIC_ACTIONS = ("add_nics", "remove_nics")
 
 
-def _list(request: Request) -> tuple[list[dict[str, Any]], int, str | None]:
+def _list(request: Request, *, rows: bool = True
+          ) -> tuple[list[dict[str, Any]], int, str | None]:
     services = services_of(request)
-    vm_filter, page, query = list_vms_query(request)
+    query = ListVmsQuery(request)
     read_your_writes(request, services, ("vm_view", "volume_mounts"), eventual=query.eventual)
+    total = services.vms.count(query.vm_filter)
+    if not rows:
+        return [], total, None
     try:
-        vms, next_marker = services.vms.list(vm_filter, page)
-    except InvalidMarkerError:
+        vms, next_marker = services.vms.list(query.vm_filter, query.page)
+    except InvalidMarkerError as error:
         raise invalid_parameters(
-            request, [{"field": "marker", "code": "Invalid", "message": "Invalid marker"}]
+            request, [{"field": "marker", "code": "Invalid",
+                       "message": f"Invalid marker: {error}"}], message=LIST_MESSAGE,
         ) from None
-    return vms, services.vms.count(vm_filter), next_marker
+    return [query.project(vm) for vm in vms], total, next_marker
 
 
 @router.get("/vms")
@@ -67,8 +80,9 @@ def list_vms(request: Request) -> JSONResponse:
 
 @router.head("/vms")
 def count_vms(request: Request) -> Response:
-    """CountVms: only the number of matches, in x-joyent-resource-count."""
-    _vms, total, _ = _list(request)
+    """CountVms: only the number of matches, in x-joyent-resource-count; no body (and no
+    ``Content-Length`` for curl: service/api/connection.py)."""
+    _vms, total, _ = _list(request, rows=False)
     return Response(headers={"x-joyent-resource-count": str(total)})
 
 
@@ -144,6 +158,7 @@ def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSO
         server_uuid=str(spec_in.server_uuid) if spec_in.server_uuid else None,
         volumes=[{"volume_uuid": str(m.volume_uuid), "mountpoint": m.mountpoint}
                  for m in spec_in.volumes],
+        networks=tuple(_networks(request, spec_in.networks)),
     )
     services = services_of(request)
     result = services.commands.create_vm(
@@ -162,6 +177,8 @@ def act_on_vm(vm_uuid: str, request: Request,
     ``quarantine|release`` (operator; 200 with the VM)."""
     if request.query_params.get("action") in QUARANTINE_ACTIONS:
         return quarantine_action(vm_uuid, request, data)
+    if request.query_params.get("action") in NIC_ACTIONS:
+        return _nic_action(vm_uuid, request, data)
     query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout"})
     idempotent = query.boolean("idempotent")
     sync = query.boolean("sync")
@@ -198,6 +215,35 @@ def delete_vm(vm_uuid: str, request: Request) -> Response:
     return _request(request, vm_uuid, Action.DESTROY, args={},
                     owner_uuid=query.owner_uuid, idempotent=False, sync=sync,
                     context=None, idempotency=idempotency_of(request, None))
+
+
+def _networks(request: Request, networks: Any) -> list[NicRequest]:
+    if networks is None:
+        return []
+    services = services_of(request)
+    read_your_writes(request, services, ("network_view",), eventual=False)  # names
+    return parse_networks(networks, services.networks)
+
+
+def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None) -> JSONResponse:
+    """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them."""
+    query = Query(request, {"action", "sync", *CLIENT_EXTRAS})
+    sync = query.boolean("sync")
+    _client_extras(query)
+    query.check()
+    adding = request.query_params["action"] == "add_nics"
+    parsed = parse_body(request, AddNicsBody if adding else RemoveNicsBody, data)
+    services = services_of(request)
+    result = change_nics(
+        services.commands, vm_uuid.lower(), behaviour=behaviour_of(request),
+        cause=cause_of(request),
+        add=_networks(request, parsed.networks) if isinstance(parsed, AddNicsBody) else None,
+        remove=None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs],
+        owner_uuid=query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None),
+        if_match=if_match_of(request), idempotency=idempotency_of(request, data))
+    if sync or parsed.sync:
+        wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+    return accepted(request, result)
 
 
 def _client_extras(query: Query) -> None:

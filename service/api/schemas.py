@@ -116,6 +116,11 @@ class CreateVmRequest(MetadataFields):
     persistence: Literal["persistent", "ephemeral"] = "persistent"
     volumes: list[VolumeMount] = Field(default_factory=list, max_length=MAX_VOLUMES)
     uuid: UUID | None = None
+    # Sent by the VMAPI client for its caller (cloudapi does); validated, not recorded.
+    origin: str | None = Field(None, min_length=1, max_length=256)
+    creator_uuid: UUID | None = None
+    # VMAPI's forms (service/api/network_params.py): uuids, {uuid, primary, ip}, names
+    networks: list[str | dict[str, Any]] | str | None = Field(None, max_length=32)
 
     @field_validator("volumes")
     @classmethod
@@ -142,6 +147,19 @@ class ActionBody(StrictModel):
     idempotent: bool | None = None
     sync: bool | None = None
     context: dict[str, Any] | None = None
+
+
+class AddNicsBody(ActionBody):
+    """``?action=add_nics``: the networks to add a NIC on (CreateVm's forms)."""
+
+    networks: list[str | dict[str, Any]] | str = Field(max_length=32)
+
+
+class RemoveNicsBody(ActionBody):
+    """``?action=remove_nics``: the MACs of the NICs to remove."""
+
+    macs: list[Annotated[str, Field(min_length=1, max_length=17)]] = Field(
+        min_length=1, max_length=32)
 
 
 KILL_SIGNALS = frozenset({"SIGKILL", "KILL", "9"})

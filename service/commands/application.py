@@ -21,6 +21,7 @@ from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.change import Accepted, Changed, Changes
 from service.commands.fleet import ServerCommands, VolumeCommands
+from service.commands.networks import NetworkCommands, NicRequest
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore
 from service.commands.retry import ConflictRetriesExhaustedError
 from service.commands.versioning import Behaviour
@@ -54,9 +55,10 @@ class VmSpec:
     tags: dict[str, Any] = field(default_factory=dict)
     server_uuid: str | None = None  # pin the VM to this server
     volumes: list[dict[str, str]] = field(default_factory=list)  # [{volume_uuid, mountpoint}]
+    networks: tuple[NicRequest, ...] = ()  # a NIC on each, addresses claimed at create
 
 
-class Commands(Changes, ServerCommands, VolumeCommands):
+class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
     """The command handlers shared by the HTTP API, the worker and the trace replay."""
 
     def __init__(self, app: VmLedger, *, keys: IdempotencyStore, retries: int = 30,
@@ -92,19 +94,27 @@ class Commands(Changes, ServerCommands, VolumeCommands):
         A client-chosen ``vm_uuid`` is idempotent the VMAPI way: a second create with the same
         uuid and the same spec returns the first result; another spec raises
         ``DuplicateVmError``. Raises ``IdempotencyKeyReusedError``, and ``ValidationError``
-        naming ``volumes`` when a volume to mount does not exist.
+        naming ``volumes`` when a volume to mount does not exist. With ``spec.networks``, each
+        NIC's address is claimed on its network in the same transaction
+        (service/commands/networks.py; ``NetworkNotFoundError``, ``NetworkFullError``).
         """
         self._check_volumes(spec.volumes)
         vm_id = UUID(vm_uuid) if vm_uuid else uuidlib.uuid4()
+        claimed: list[Any] = []  # the networks this attempt claimed addresses on
 
         def decide(vm: Vm) -> Accepted:
+            claimed.clear()
             if vm.pending_events:  # made by this request
+                if spec.networks:
+                    claimed.extend(self.allocate(vm, list(spec.networks),
+                                                 cause={**cause, "job_uuid": None}))
                 return Accepted(str(vm.id), vm.head_job["uuid"], vm.version, None)
             return self._same_create(str(vm_id), spec)  # the uuid was taken
 
         changed = self.change(Vm, vm_id, decide, idempotency_key=idempotency,
                               outcome=lambda result, _vm: result,
-                              new=lambda: self._new_vm(spec, cause, vm_id, context))
+                              new=lambda: self._new_vm(spec, cause, vm_id, context),
+                              also=lambda _result: list(claimed))
         if changed.replayed is not None:
             return changed.replayed
         return replace(changed.decision, position=changed.position)
@@ -146,8 +156,12 @@ class Commands(Changes, ServerCommands, VolumeCommands):
             cpu_cap=first.cpu_cap, persistence=first.persistence,
             customer_metadata=first.customer_metadata, internal_metadata=first.internal_metadata,
             tags=first.tags, server_uuid=pinned, volumes=first.volumes,
+            networks=spec.networks,
         )
-        if asked != spec:
+        # the NICs the first create recorded (its third event) were on the same networks
+        nics = self.load(vm_uuid, version=3).nic_list if spec.networks else []
+        if asked != spec or [n["network_uuid"] for n in nics] != [
+                r.network_uuid for r in spec.networks]:
             raise DuplicateVmError(vm_uuid)
         return Accepted(vm_uuid, provision["uuid"], self.load(vm_uuid).version, None)
 
@@ -189,7 +203,8 @@ class Commands(Changes, ServerCommands, VolumeCommands):
             server_removed = (action is Action.DESTROY and vm.server_uuid is not None
                               and self.server_status(vm.server_uuid) == "removed")
             plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
-                                   idempotent=idempotent, server_removed=server_removed)
+                                   idempotent=idempotent, server_removed=server_removed,
+                                   has_server=vm.server_uuid is not None)
             job_cause = {**cause, "job_uuid": None}
             if plan.destroy_now:
                 vm.cancel_queued("canceled: the VM was destroyed", cause=job_cause)

@@ -10,7 +10,8 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
 2. load the aggregate (``load_aggregate``, the one loader), or make it with ``new``;
 3. ``If-Match``: a version other than the current one raises ``VersionMismatchError``;
 4. ``decide(aggregate)``: records events, or raises a domain refusal (nothing is saved);
-5. the servers' side of the VMs' capacity claims and releases (``_server_effects``);
+5. the servers' side of the VMs' capacity claims and releases (``_server_effects``), and the
+   networks' side of their NICs removed or destroyed (``_network_effects``);
 6. nothing pending: nothing is appended (the idempotency key is stored alone);
 7. otherwise ONE call, ``save``, appends every pending event (and the key) in one
    transaction; a conflict (``IntegrityError``) counts, backs off and starts again.
@@ -29,19 +30,22 @@ from eventsourcing.persistence import IntegrityError
 from domain.errors import (
     DomainError, ServerNotFoundError, VersionMismatchError, VmNotFoundError, VolumeNotFoundError,
 )
+from domain.network import Network
 from domain.server import Server
 from domain.vm import Vm
 from domain.volume import Volume
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
+from service.commands.networks import NetworkNotFoundError
 from service.commands.retry import ConflictRetriesExhaustedError, back_off
 from service.commands.snapshots import snapshot_long_streams
 
 R = TypeVar("R")
-A = TypeVar("A", Vm, Server, Volume)
+A = TypeVar("A", Vm, Server, Volume, Network)
 
 # The refusal for a stream that does not exist (or is another kind's), by aggregate kind.
 NOT_FOUND: dict[type, type[DomainError]] = {
     Vm: VmNotFoundError, Server: ServerNotFoundError, Volume: VolumeNotFoundError,
+    Network: NetworkNotFoundError,
 }
 
 
@@ -86,6 +90,7 @@ class Changes:
     enforce_capacity: bool
     on_conflict: Callable[[], None]
     after_save: list[Callable[[int], None]]
+    _network_effects: Callable[[Vm, dict[str, Network]], None]  # NetworkCommands
 
     def load_aggregate(self, kind: type[A], uuid: str | UUID, version: int | None = None) -> A:
         """The ``kind`` aggregate folded from its stream (at ``version`` if given). Raises
@@ -208,10 +213,13 @@ class Changes:
         capacity claims and releases (so both streams always agree)."""
         changed = [aggregate, *others]
         servers = {str(s.id): s for s in changed if isinstance(s, Server)}
+        networks = {str(n.id): n for n in changed if isinstance(n, Network)}
         for vm in changed:
             if isinstance(vm, Vm):
                 self._server_effects(vm, servers)
-        ordered = [a for a in changed if not isinstance(a, Server)] + list(servers.values())
+                self._network_effects(vm, networks)  # service/commands/networks.py
+        ordered = [a for a in changed if not isinstance(a, Server | Network)] + list(
+            servers.values()) + list(networks.values())
         return [a for a in ordered if a.pending_events]
 
     def _server_effects(self, vm: Vm, servers: dict[str, Server]) -> None:

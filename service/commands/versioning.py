@@ -17,6 +17,9 @@ from domain.rules import Verdict
 from domain.states import Action, VmState
 
 SUPPORTED_VERSIONS: tuple[str, ...] = ("1.0.0", "2.0.0")
+# The version real VMAPI servers advertise; ``sdc-clients`` constructed with a version sends a
+# range over it (``~9``). Such a range is served version 1, VMAPI's behaviour (api.md).
+VMAPI_VERSION = "9.16.0"
 
 
 class InvalidVersionError(Exception):
@@ -31,19 +34,24 @@ class InvalidVersionError(Exception):
         self.supported = list(SUPPORTED_VERSIONS)
 
 
+OLDEST_VERSION = SUPPORTED_VERSIONS[0]
+
+
 def _parse(version: str) -> tuple[int, int, int]:
     major, minor, patch = (int(p) for p in version.split("."))
     return major, minor, patch
 
 
 _PART = r"(\d+|x|X|\*)"
-_RANGE = re.compile(rf"^\s*(~|\^|=|v)?\s*{_PART}(?:\.{_PART}(?:\.{_PART})?)?\s*$")
+_RANGE = re.compile(
+    rf"^\s*(~|\^|>=|<=|>|<|=|v)?\s*v?{_PART}(?:\.{_PART}(?:\.{_PART})?)?\s*$")
+_ANY = ("*", "x", "X", "")
 
 
 def _satisfies(version: str, requested: str) -> bool:
     """Whether ``version`` satisfies one semver range term (``1``, ``~1``, ``1.0.0``,
     ``~2``, ``2.x``, ``^2.0``, ``*``)."""
-    if requested.strip() in ("*", "x", "X", ""):
+    if requested.strip() in _ANY:
         return True
     match = _RANGE.match(requested)
     if not match:
@@ -61,19 +69,38 @@ def _satisfies(version: str, requested: str) -> bool:
         return patch is None or have[2] >= patch
     if operator == "^":
         return have[0] == major and have >= (major, minor or 0, patch or 0)
+    if operator in (">=", ">", "<=", "<"):
+        return _compare(have, operator, major, minor, patch)
     # a plain version or x-range: every given part must match
     return all(w is None or w == h for w, h in zip(wanted, have, strict=True))
 
 
+def _compare(have: tuple[int, int, int], operator: str, major: int, minor: int | None,
+             patch: int | None) -> bool:
+    """``>=1``, ``>1.2``, ``<2``, ``<=2.0``: a partial version compares as its range would
+    (``>1`` is ``>=2.0.0``, ``<=2`` is ``<3.0.0``)."""
+    given = [p for p in (major, minor, patch) if p is not None]
+    prefix = tuple(have[: len(given)])
+    wanted = tuple(given)
+    return {">=": prefix >= wanted, ">": prefix > wanted,
+            "<=": prefix <= wanted, "<": prefix < wanted}[operator]
+
+
 def negotiate(accept_version: str | None) -> str:
-    """The newest supported version satisfying ``accept_version`` (``||``-separated ranges
-    allowed). No header means ``~1``. Raises ``InvalidVersionError``."""
-    requested = "~1" if accept_version is None else accept_version
-    terms = [t for t in requested.split("||")]
+    """The version served for ``accept_version`` (``||``-separated ranges allowed), api.md
+    "Versioning": no header and ``*`` mean version 1 (what VMAPI's clients and tests were
+    written against); otherwise the newest supported version the range admits; a range that
+    admits none of ours but admits VMAPI's own version (``~9``, ``9.x``) is served version 1.
+    Raises ``InvalidVersionError``."""
+    if accept_version is None or accept_version.strip() in _ANY:
+        return OLDEST_VERSION
+    terms = accept_version.split("||")
     for version in sorted(SUPPORTED_VERSIONS, key=_parse, reverse=True):
         if any(_satisfies(version, term) for term in terms):
             return version
-    raise InvalidVersionError(requested)
+    if any(_satisfies(VMAPI_VERSION, term) for term in terms):
+        return OLDEST_VERSION
+    raise InvalidVersionError(accept_version)
 
 
 class IfAlready(StrEnum):
@@ -104,18 +131,24 @@ class Behaviour:
 
     def admit(
         self, state: VmState, action: Action, *, vm_uuid: str, idempotent: bool = False,
-        server_removed: bool = False,
+        server_removed: bool = False, has_server: bool = True,
     ) -> JobPlan:
         """Decide whether ``action`` on a VM in ``state`` queues a job, and how.
 
         ``server_removed``: the VM's server was removed from the fleet; version 2 destroys
         such a VM at once (204, no job), version 1 queues a destroy job that fails there.
+        ``has_server``: whether the VM is on a server; version 1 refuses to delete a running
+        or stopped VM on none (VMAPI: "Cannot delete a VM with no server_uuid": one an agent
+        reported with ``server_uuid: null``). A failed VM is deleted as the table says.
         Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
-        server yet) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
+        server) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
         """
         verdict = rules.verdict(state, action)
         if verdict is Verdict.REFUSED:
             raise InvalidTransitionError(state, action.value, rules.allowed_actions(state))
+        if (action is Action.DESTROY and not has_server and self.major < 2
+                and state in (VmState.RUNNING, VmState.STOPPED)):
+            raise UnallocatedVmError(state, action.value)
         if (action is Action.DESTROY and server_removed and verdict is Verdict.ALLOWED
                 and self.major >= 2):
             return JobPlan(if_already=IfAlready.SUCCEED, destroy_now=True)

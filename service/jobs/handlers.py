@@ -263,6 +263,16 @@ def destroy(job: JobRun) -> None:
     job.succeed(lambda v: v.record_destroyed(cause=job.cause))
 
 
+def nics_changed(job: JobRun) -> None:
+    """``add_nics`` / ``remove_nics``: the NICs and their address claims were recorded when
+    asked for (service/commands/nic_actions.py); the simulated compute nodes need no call."""
+    if job.vm.state == VmState.DESTROYED:
+        _refuse(job, job.job["name"])
+        return
+    job.record_step("apply_nics", result=job.params.get("args", {}))
+    job.succeed()
+
+
 def _booted(job: JobRun, record: Callable[[Vm], None]) -> Callable[[Vm], None]:
     """``record`` (the VM booted), then the current addresses of the volumes it mounts, which
     it booted with (``VolumeAddressesRefreshed``, design.md lesson 6: a VM given fresh
@@ -289,5 +299,7 @@ _HANDLERS: dict[JobName, Callable[[JobRun], None]] = {
     JobName.REBOOT: reboot,
     JobName.UPDATE: update,
     JobName.DESTROY: destroy,
+    JobName.ADD_NICS: nics_changed,
+    JobName.REMOVE_NICS: nics_changed,
 }
 

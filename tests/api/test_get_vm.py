@@ -16,7 +16,7 @@ from tests.api.helpers import (
 )
 
 VM_FIELDS = {
-    "uuid", "alias", "owner_uuid", "server_uuid", "brand", "image_uuid", "ram", "cpu_cap",
+    "uuid", "alias", "owner_uuid", "server_uuid", "brand", "image_uuid", "ram", "cpu_cap", "nics",
     "state", "desired_state", "persistence", "customer_metadata", "internal_metadata", "tags",
     "volumes", "error", "quarantine", "active_job_uuid", "queued_job_uuids",
     "create_timestamp", "last_modified", "destroyed", "version",

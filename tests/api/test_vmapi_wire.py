@@ -80,10 +80,11 @@ def test_signal_is_refused_outside_kill(client, action) -> None:
     assert error_fields(assert_error(response, 409, "ValidationFailed")) == {"signal": "Invalid"}
 
 
-def test_every_response_announces_how_long_an_idle_connection_is_kept(client) -> None:
+def test_every_kept_alive_response_announces_how_long_an_idle_connection_is_kept(client) -> None:
     vm_uuid = create_running_vm(client)
     for response in (client.get("/ping"), client.get(f"/vms/{vm_uuid}"), client.head("/vms"),
                      act(client, vm_uuid, "stop"), client.get("/vms/nope")):
+        assert response.headers["Connection"] == "keep-alive", response.headers
         assert response.headers["Keep-Alive"] == f"timeout={KEEP_ALIVE_S}", response.headers
 
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 CLIENT = "sdc-clients@13.0.6"
 DRIVE_JS = Path(__file__).parent / "vmapi_client" / "drive.js"
 NPM_TIMEOUT_S = 300
-DRIVE_TIMEOUT_S = 150
+DRIVE_TIMEOUT_S = 170
 # drive.js resolves *.vmledger.test itself; a proxy from the environment would take the
 # requests elsewhere.
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NODE_OPTIONS")

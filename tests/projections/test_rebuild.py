@@ -27,7 +27,7 @@ from tests.builders import (
 )
 
 SERVER = "8b9a0ee4-0000-4000-8000-000000000001"
-VM_VIEW = ("vm_view", "vm_view_tags")
+VM_VIEW = ("vm_view", "vm_view_tags", "vm_view_internal_metadata")
 
 
 def provisioned_vms(services, count: int) -> list[str]:
@@ -45,7 +45,8 @@ def provisioned_vms(services, count: int) -> list[str]:
 
 def tables(services, names=VM_VIEW) -> dict[str, list[dict[str, Any]]]:
     """Every row of the named tables, in a stable order."""
-    keys = {"vm_view_tags": "vm_uuid, key", "vm_transitions": "vm_uuid, version",
+    keys = {"vm_view_tags": "vm_uuid, key", "vm_view_internal_metadata": "vm_uuid, key",
+            "vm_transitions": "vm_uuid, version",
             "vm_current": "vm_uuid"}
     return {name: rows(services, name, order_by=keys.get(name, "uuid")) for name in names}
 

@@ -29,7 +29,16 @@ V1, V2 = Behaviour("1.0.0"), Behaviour("2.0.0")
         ("1.0.0", "1.0.0"),
         ("~2", "2.0.0"),
         ("2.x", "2.0.0"),
-        ("*", "2.0.0"),
+        ("*", "1.0.0"),
+        (" * ", "1.0.0"),
+        (">=1", "2.0.0"),
+        (">1", "2.0.0"),
+        ("<2", "1.0.0"),
+        ("<=2", "2.0.0"),
+        ("~9", "1.0.0"),
+        ("9.x", "1.0.0"),
+        ("9.16.0", "1.0.0"),
+        ("^9.1", "1.0.0"),
         ("^2", "2.0.0"),
         ("1 || 2", "2.0.0"),
         ("2 || 1", "2.0.0"),
@@ -43,10 +52,12 @@ def test_negotiate_serves_the_newest_supported_version_the_range_allows(header, 
 
 def test_no_header_gets_the_oldest_behaviour_which_never_changes():
     assert negotiate(None) == OLDEST.version == "1.0.0"
-    assert negotiate("*") == NEWEST.version == "2.0.0"
+    assert negotiate("*") == OLDEST.version
+    assert negotiate("~2") == NEWEST.version == "2.0.0"
 
 
-@pytest.mark.parametrize("header", ["3", "~0", "garbage", "^3.1", "2.1.0", ">>1"])
+@pytest.mark.parametrize("header", ["3", "~0", "garbage", "^3.1", "2.1.0", ">>1", "~9.17",
+                                    ">9", "<1"])
 def test_an_unsatisfiable_range_raises_invalid_version_with_the_supported_list(header):
     with pytest.raises(InvalidVersionError) as refused:
         negotiate(header)

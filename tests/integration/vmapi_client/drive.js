@@ -451,6 +451,114 @@ step('listVms and countVms with filters (owner_uuid, state), limit and offset',
         expect(await countVms({owner_uuid: OTHER}, 'countVms other') === 0, 'countVms other');
     });
 
+step('listVms with tag.K and fields= filters (VMAPI\'s ListVms parameters)',
+    async function () {
+        sameSet(uuids(await listVms({owner_uuid: OWNER, 'tag.role': 'web'}, 'listVms tag.role')),
+            [vm.web1], 'listVms tag.role=web');
+        sameSet(uuids(await listVms({owner_uuid: OWNER, 'tag.role': 'web', 'tag.tier': '2'},
+            'listVms tag.role+tag.tier')), [vm.web1], 'listVms tag.role=web&tag.tier=2');
+        expect((await listVms({owner_uuid: OWNER, 'tag.role': 'db'}, 'listVms tag.role=db'))
+            .length === 0, 'listVms tag.role=db is not empty');
+        var slim = await listVms({owner_uuid: OWNER, fields: 'uuid,alias,state'},
+            'listVms fields');
+        expect(slim.length === 4 && slim.every(function (v) {
+            return JSON.stringify(Object.keys(v).sort()) === '["alias","state","uuid"]';
+        }), 'listVms fields=uuid,alias,state: other fields came back', slim);
+        refused(await call(function (cb) {
+            client.listVms({owner_uuid: OWNER, fields: 'uuid,colour'}, cb);
+        }), 'ValidationFailedError', 409, 'listVms fields=uuid,colour');
+    });
+
+step('a client constructed with version ~9 (VMAPI\'s own line) is served version 1',
+    async function () {
+        var nine = new VMAPI({url: 'http://' + VMAPI_HOST + ':' + PORT, log: log,
+            version: '~9'});
+        var before = requests.length;
+        var result = await call(function (cb) { nine.getVm({uuid: vm.web2}, cb); });
+        ok(result, 'getVm with version ~9');
+        var sent = requests.slice(before).pop();
+        expect(/\r\naccept-version: ~9\r\n/i.test(sent.head),
+            'the client did not send Accept-Version: ~9', sent.head);
+        expect(result.res.headers['api-version'] === '1.0.0', 'version ~9 was not served 1.0.0',
+            result.res.headers);
+        // version 1's behaviour: stopping a stopped VM (web2, killed above) is a job that fails
+        expect(result.obj.state === 'stopped', 'web2 is not stopped', result.obj);
+        var info = checkAccepted(await call(function (cb) {
+            nine.stopVm({uuid: vm.web2}, cb);
+        }), 'stopVm of a stopped VM (~9)');
+        expect((await waitJob(info.job_uuid, 'stopVm (~9)')).execution === 'failed',
+            'version ~9: stopping a stopped VM did not fail as in version 1');
+        nine.close();
+    });
+
+function postNetwork(body) {
+    return new Promise(function (resolve, reject) {
+        var data = JSON.stringify(body);
+        var req = http.request({host: '127.0.0.1', port: PORT, method: 'POST', path: '/networks',
+            headers: {'content-type': 'application/json', 'content-length': data.length}},
+        function (res) {
+            var chunks = [];
+            res.on('data', function (c) { chunks.push(c); });
+            res.on('end', function () {
+                resolve({status: res.statusCode, body: JSON.parse(Buffer.concat(chunks))});
+            });
+        });
+        req.on('error', reject);
+        req.end(data);
+    });
+}
+
+var NET_OWNER = crypto.randomUUID();
+
+step('createVm with networks (a uuid, {uuid, primary}, {name, ip}) and origin gives NICs',
+    async function () {
+        var made = await postNetwork({name: 'external', subnet: '10.77.0.0/24',
+            provision_start_ip: '10.77.0.10', provision_end_ip: '10.77.0.250',
+            gateway: '10.77.0.1'});
+        expect(made.status === 201, 'POST /networks', made);
+        vm.network = made.body.uuid;
+        var info = checkAccepted(await call(function (cb) {
+            client.createVm({owner_uuid: NET_OWNER, brand: 'joyent', ram: 256, alias: 'net0',
+                origin: 'cloudapi', networks: [vm.network, {uuid: vm.network, primary: true},
+                    {name: 'external', ip: '10.77.0.99'}]}, cb);
+        }), 'createVm with networks');
+        vm.net0 = info.vm_uuid;
+        expect((await waitJob(info.job_uuid, 'createVm with networks')).execution ===
+            'succeeded', 'createVm with networks: provision');
+        var net0 = await getVm({uuid: vm.net0}, 'getVm with nics');
+        var ips = net0.nics.map(function (n) { return n.ip; });
+        assert.deepStrictEqual(ips, ['10.77.0.10', '10.77.0.11', '10.77.0.99'],
+            'createVm with networks: addresses');
+        assert.deepStrictEqual(net0.nics.map(function (n) { return n.primary; }),
+            [false, true, false], 'createVm with networks: the primary NIC');
+        expect(net0.nics.every(function (n) {
+            return n.network_uuid === vm.network && n.netmask === '255.255.255.0' &&
+                n.gateway === '10.77.0.1' && /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/.test(n.mac);
+        }), 'createVm with networks: NIC objects', net0.nics);
+    });
+
+step('addNics and removeNics: jobs, and the VM\'s NICs after them', async function () {
+    var job = await actAndWait('addNics', {uuid: vm.net0, networks: [{uuid: vm.network}]},
+        'addNics');
+    expect(job.name === 'add_nics', 'addNics: job name', job);
+    var nics = (await getVm({uuid: vm.net0}, 'getVm after addNics')).nics;
+    expect(nics.length === 4 && nics[3].ip === '10.77.0.12', 'addNics: the new NIC', nics);
+    job = await actAndWait('removeNics', {uuid: vm.net0, macs: [nics[1].mac, nics[3].mac]},
+        'removeNics');
+    expect(job.name === 'remove_nics', 'removeNics: job name', job);
+    var left = (await getVm({uuid: vm.net0}, 'getVm after removeNics')).nics;
+    assert.deepStrictEqual(left.map(function (n) { return n.ip; }), ['10.77.0.10', '10.77.0.99'],
+        'removeNics: the NICs left');
+    expect(left[0].primary && !left[1].primary, 'removeNics: a primary NIC is left', left);
+    job = await actAndWait('deleteVm', {uuid: vm.net0}, 'deleteVm with NICs');
+    var again = checkAccepted(await call(function (cb) {
+        client.createVm({owner_uuid: NET_OWNER, brand: 'joyent', ram: 256,
+            networks: [{uuid: vm.network, ip: '10.77.0.99'}]}, cb);
+    }), 'createVm on an address given back');
+    expect((await waitJob(again.job_uuid, 'createVm on an address given back')).execution ===
+        'succeeded', 'the address of a destroyed VM was not given back');
+});
+
 step('deleteVm: another owner_uuid is ResourceNotFoundError; a destroy job; sync=true',
     async function () {
         refused(await call(function (cb) {
@@ -545,9 +653,9 @@ step('keep-alive: the client reused its connections to vmapi', async function ()
 
 async function main() {
     var watchdog = setTimeout(function () {
-        console.log('FAIL: the scenario took more than 110 s');
+        console.log('FAIL: the scenario took more than 130 s');
         process.exit(1);
-    }, 110000);
+    }, 130000);
     for (var i = 0; i < steps.length; i++) {
         var started = Date.now();
         try {

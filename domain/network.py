@@ -1,0 +1,188 @@
+"""The ``Network`` aggregate: a subnet vmledger hands NIC addresses out of, and who holds each
+(api.md ``/networks``; VMAPI CreateVm ``networks``).
+
+Each address is claimed on the network's own stream, so two VMs asking at once for the last
+free address conflict on the network's version (optimistic concurrency): one claim is
+stored, the other writer reloads and takes another address or is refused. An address is
+never held twice; it is released only by the VM that holds it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from domain import chain
+from domain.errors import ValidationError
+
+Cause = dict[str, Any]
+MAX_ADDRESSES = 65_536  # a provisioning range at most a /16: its claims fit one aggregate
+
+
+class NetworkFullError(ValidationError):
+    """No address of the network's provisioning range is free."""
+
+    def __init__(self, network_uuid: str):
+        super().__init__("networks", "Invalid", f"network {network_uuid} has no free address")
+
+
+class Network(chain.Chained, Aggregate):
+    """A network: ``subnet`` (CIDR), the provisioning range ``provision_start_ip`` to
+    ``provision_end_ip`` (inclusive), ``gateway``, and ``claims`` (``{ip: vm_uuid}``)."""
+
+    TOPIC = "network"
+
+    class Event(chain.ChainedEvent, Aggregate.Event):
+        """Base of every network event: carries the cause, and the stream's hash chain."""
+
+        TOPIC = "network.event"
+        cause: Cause
+        chain: str
+
+    class Created(Event, Aggregate.Created):
+        """A network was created; no address is claimed."""
+
+        TOPIC = "network.created"
+        name: str
+        subnet: str
+        provision_start_ip: str
+        provision_end_ip: str
+        gateway: str | None
+
+        def apply(self, network: Network) -> None:
+            network.name = self.name
+            network.subnet = self.subnet
+            network.provision_start_ip = self.provision_start_ip
+            network.provision_end_ip = self.provision_end_ip
+            network.gateway = self.gateway
+            network.claims = {}
+
+    class AddressClaimed(Event):
+        """``ip`` is held by the NIC ``mac`` of VM ``vm_uuid``."""
+
+        TOPIC = "network.address_claimed"
+        ip: str
+        vm_uuid: str
+        mac: str
+
+        def apply(self, network: Network) -> None:
+            network.claims[self.ip] = self.vm_uuid
+
+    class AddressReleased(Event):
+        """``ip`` is free again."""
+
+        TOPIC = "network.address_released"
+        ip: str
+        vm_uuid: str
+
+        def apply(self, network: Network) -> None:
+            network.claims.pop(self.ip, None)
+
+    name: str
+    subnet: str
+    provision_start_ip: str
+    provision_end_ip: str
+    gateway: str | None
+    claims: dict[str, str]
+    chain_head: str
+
+    def __init__(self) -> None:
+        """State is set by ``Created.apply``; create networks with ``Network.create``."""
+
+    @classmethod
+    def create(cls, *, network_uuid: UUID, name: str, subnet: str, provision_start_ip: str,
+               provision_end_ip: str, gateway: str | None, cause: Cause) -> Network:
+        """Record a new network. Raises ``ValidationError`` naming the field: a subnet that is
+        no IPv4 CIDR, a range outside it, reversed or over ``MAX_ADDRESSES``, a gateway
+        outside the subnet or inside the range."""
+        try:
+            net = ipaddress.IPv4Network(subnet, strict=True)
+        except ValueError:
+            raise ValidationError("subnet", "Invalid", "must be an IPv4 CIDR, e.g. "
+                                  "10.0.0.0/24") from None
+        start = _address_in(net, "provision_start_ip", provision_start_ip)
+        end = _address_in(net, "provision_end_ip", provision_end_ip)
+        if end < start:
+            raise ValidationError("provision_end_ip", "Invalid",
+                                  "must not be before provision_start_ip")
+        if int(end) - int(start) + 1 > MAX_ADDRESSES:
+            raise ValidationError("provision_end_ip", "Invalid",
+                                  f"a range holds at most {MAX_ADDRESSES} addresses")
+        if gateway is not None:
+            gw = _address_in(net, "gateway", gateway)
+            if start <= gw <= end:
+                raise ValidationError("gateway", "Invalid",
+                                      "must be outside the provisioning range")
+            gateway = str(gw)
+        return cls._create(cls.Created, id=network_uuid, cause=cause, name=name,
+                           subnet=str(net), provision_start_ip=str(start),
+                           provision_end_ip=str(end), gateway=gateway)
+
+    @property
+    def size(self) -> int:
+        """How many addresses the provisioning range holds."""
+        start = ipaddress.IPv4Address(self.provision_start_ip)
+        return int(ipaddress.IPv4Address(self.provision_end_ip)) - int(start) + 1
+
+    @property
+    def free(self) -> int:
+        """How many addresses of the range are not claimed."""
+        return self.size - len(self.claims)
+
+    @property
+    def netmask(self) -> str:
+        """The subnet's netmask (``255.255.255.0``), as VMAPI's NIC objects give it."""
+        return str(ipaddress.IPv4Network(self.subnet).netmask)
+
+    def next_free(self, taken: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+        """The lowest free address of the range, not in ``taken``. Raises
+        ``NetworkFullError``."""
+        start = int(ipaddress.IPv4Address(self.provision_start_ip))
+        for offset in range(self.size):
+            ip = str(ipaddress.IPv4Address(start + offset))
+            if ip not in self.claims and ip not in taken:
+                return ip
+        raise NetworkFullError(str(self.id))
+
+    def check_claimable(self, ip: str) -> str:
+        """``ip`` normalised, if a VM may ask for it. Raises ``ValidationError`` (field
+        ``networks``) for an address outside the subnet, the gateway or one held."""
+        net = ipaddress.IPv4Network(self.subnet)
+        try:
+            address = ipaddress.IPv4Address(ip)
+        except ValueError:
+            raise ValidationError("networks", "Invalid", f"{ip} is not an IPv4 address") from None
+        if address not in net or address in (net.network_address, net.broadcast_address):
+            raise ValidationError("networks", "Invalid",
+                                  f"{ip} is not a host address of {self.subnet}")
+        if str(address) == self.gateway:
+            raise ValidationError("networks", "Invalid", f"{ip} is the gateway")
+        if str(address) in self.claims:
+            raise ValidationError("networks", "Duplicate", f"{ip} is already in use")
+        return str(address)
+
+    def claim(self, ip: str, *, vm_uuid: str, mac: str, cause: Cause) -> None:
+        """Record that VM ``vm_uuid``'s NIC ``mac`` holds ``ip``. Raises ``ValidationError``
+        when the address is held (``check_claimable``)."""
+        ip = self.check_claimable(ip)
+        self.trigger_event(self.AddressClaimed, cause=cause, ip=ip, vm_uuid=vm_uuid, mac=mac)
+
+    def release(self, ip: str, *, vm_uuid: str, cause: Cause) -> bool:
+        """Free ``ip`` if VM ``vm_uuid`` holds it; False (nothing recorded) otherwise."""
+        if self.claims.get(ip) != vm_uuid:
+            return False
+        self.trigger_event(self.AddressReleased, cause=cause, ip=ip, vm_uuid=vm_uuid)
+        return True
+
+
+def _address_in(net: ipaddress.IPv4Network, field: str, value: str) -> ipaddress.IPv4Address:
+    try:
+        address = ipaddress.IPv4Address(value)
+    except ValueError:
+        raise ValidationError(field, "Invalid", "must be an IPv4 address") from None
+    if address not in net or address in (net.network_address, net.broadcast_address):
+        raise ValidationError(field, "Invalid", f"must be a host address of {net}")
+    return address

@@ -1,0 +1,78 @@
+"""A VM's NICs: each an address on a network (``domain/network.py`` holds the claim; the VM
+holds the NIC). A mixin of ``domain.vm.Vm``; the events are named on it (``Vm.NicsAdded``).
+
+A NIC is ``{mac, ip, netmask, gateway, network_uuid, primary}`` (VMAPI's NIC object). Exactly
+one NIC of a VM is primary while it has any: the first, unless another is asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.errors import ValidationError
+from domain.vm_events import Cause, VmEvent
+
+
+class NicsAdded(VmEvent):
+    """The VM has these NICs, whose addresses were claimed on their networks in the same
+    transaction."""
+
+    TOPIC = "vm.nics_added"
+    nics: list[dict[str, Any]]
+
+    def apply(self, vm: Nics) -> None:
+        current = list(getattr(vm, "nics", []))
+        if any(nic["primary"] for nic in self.nics):
+            current = [{**nic, "primary": False} for nic in current]
+        vm.nics = current + [dict(nic) for nic in self.nics]
+
+
+class NicsRemoved(VmEvent):
+    """The VM no longer has the NICs ``nics`` (as they were); their addresses were released
+    in the same transaction."""
+
+    TOPIC = "vm.nics_removed"
+    nics: list[dict[str, Any]]
+
+    def apply(self, vm: Nics) -> None:
+        gone = {nic["mac"] for nic in self.nics}
+        left = [nic for nic in getattr(vm, "nics", []) if nic["mac"] not in gone]
+        if left and not any(nic["primary"] for nic in left):
+            left[0] = {**left[0], "primary": True}
+        vm.nics = left
+
+
+class Nics:
+    """NIC commands."""
+
+    trigger_event: Any
+    NicsAdded: Any
+    NicsRemoved: Any
+
+    @property
+    def nic_list(self) -> list[dict[str, Any]]:
+        """The VM's NICs (none for a VM recorded before NICs existed)."""
+        return list(getattr(self, "nics", []))
+
+    def add_nics(self, nics: list[dict[str, Any]], *, cause: Cause) -> None:
+        """Record NICs whose addresses are claimed; the first is primary when the VM has no
+        NIC yet and none is asked to be."""
+        if not nics:
+            return
+        nics = [dict(nic) for nic in nics]
+        if not self.nic_list and not any(nic["primary"] for nic in nics):
+            nics[0]["primary"] = True
+        self.trigger_event(self.NicsAdded, cause=cause, nics=nics)
+
+    def remove_nics(self, macs: list[str], *, cause: Cause) -> list[dict[str, Any]]:
+        """Record that the NICs ``macs`` are gone; returns them. Raises ``ValidationError``
+        (field ``macs``) naming a MAC the VM has no NIC with."""
+        have = {nic["mac"]: nic for nic in self.nic_list}
+        unknown = [mac for mac in macs if mac not in have]
+        if unknown or not macs:
+            raise ValidationError("macs", "Invalid",
+                                  f"the VM has no NIC {', '.join(unknown)}" if unknown
+                                  else "name at least one MAC")
+        removed = [have[mac] for mac in dict.fromkeys(macs)]
+        self.trigger_event(self.NicsRemoved, cause=cause, nics=removed)
+        return removed

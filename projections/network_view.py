@@ -1,0 +1,113 @@
+"""``network_view``: the networks vmledger hands NIC addresses out of (``GET /networks``), with
+the analytics of each: how many addresses are in use and free.
+
+Each row keeps the network's claims (``{ip: vm_uuid}``), so the counts are folded from the
+same events as the aggregate's (``domain/network.py``) and a fresh fold can be compared.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from domain.network import Network
+from projections.db import Database, Tx
+from projections.formats import rfc3339
+from projections.runner import ReadModel
+
+_COLUMNS = ("uuid", "name", "create_timestamp", "version", "used", "body", "claims")
+
+
+def render_network(row: dict[str, Any]) -> dict[str, Any]:
+    """The network object: ``uuid, name, subnet, netmask, gateway, provision_start_ip,
+    provision_end_ip, addresses_total, addresses_in_use, addresses_free, create_timestamp,
+    version``."""
+    body = json.loads(row["body"])
+    used = int(row["used"])
+    return {**body, "addresses_in_use": used, "addresses_free": body["addresses_total"] - used,
+            "version": int(row["version"])}
+
+
+class NetworkView(ReadModel):
+    """One row per network."""
+
+    name = "network_view"
+    tables = ("network_view",)
+
+    def create_statements(self, db: Database) -> list[str]:
+        view = self.table("network_view")
+        return [
+            f"CREATE TABLE IF NOT EXISTS {view} (uuid TEXT PRIMARY KEY, name TEXT NOT NULL, "
+            "create_timestamp TEXT NOT NULL, version INTEGER NOT NULL, used INTEGER NOT NULL, "
+            "body TEXT NOT NULL, claims TEXT NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {self.index('network_view_name')} ON {view} (name)",
+        ]
+
+    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+        ids = {str(e.originator_id) for _, e in events
+               if isinstance(e, Network.Event) and not isinstance(e, Network.Created)}
+        rows = tx.rows_by_key(self.table("network_view"), "uuid", ids, columns="*")
+        changed: dict[str, dict[str, Any]] = {}
+        for _position, event in events:
+            if not isinstance(event, Network.Event):
+                continue
+            key = str(event.originator_id)
+            if isinstance(event, Network.Created):
+                changed[key] = self._created(event)
+                continue
+            row = changed.get(key) or dict(rows[key])
+            claims = json.loads(row["claims"])
+            if isinstance(event, Network.AddressClaimed):
+                claims[event.ip] = event.vm_uuid
+            elif isinstance(event, Network.AddressReleased):
+                claims.pop(event.ip, None)
+            changed[key] = {**row, "claims": json.dumps(claims), "used": len(claims),
+                            "version": event.originator_version}
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
+        tx.executemany(
+            f"INSERT INTO {self.table('network_view')} ({', '.join(_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (uuid) DO UPDATE SET {updates}",
+            [[row[c] for c in _COLUMNS] for row in changed.values()])
+
+    @staticmethod
+    def _created(event: Any) -> dict[str, Any]:
+        start = int(ipaddress.IPv4Address(event.provision_start_ip))
+        total = int(ipaddress.IPv4Address(event.provision_end_ip)) - start + 1
+        stamp = rfc3339(event.timestamp)
+        body = {"uuid": str(event.originator_id), "name": event.name, "subnet": event.subnet,
+                "netmask": str(ipaddress.IPv4Network(event.subnet).netmask),
+                "gateway": event.gateway, "provision_start_ip": event.provision_start_ip,
+                "provision_end_ip": event.provision_end_ip, "addresses_total": total,
+                "create_timestamp": stamp}
+        return {"uuid": str(event.originator_id), "name": event.name, "create_timestamp": stamp,
+                "version": event.originator_version, "used": 0, "body": json.dumps(body),
+                "claims": "{}"}
+
+
+class NetworkQueries:
+    """Read-only queries of ``network_view``."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    def get(self, network_uuid: str) -> dict[str, Any] | None:
+        """The network object, or None."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT * FROM network_view WHERE uuid = ?", (network_uuid,))
+            row = tx.fetchone()
+        return None if row is None else render_network(row)
+
+    def by_name(self, name: str) -> list[dict[str, Any]]:
+        """The networks called ``name`` (names are not unique), oldest first."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT * FROM network_view WHERE name = ? ORDER BY create_timestamp, "
+                       "uuid", (name,))
+            return [render_network(row) for row in tx.fetchall()]
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every network, oldest first."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT * FROM network_view ORDER BY create_timestamp, uuid")
+            return [render_network(row) for row in tx.fetchall()]

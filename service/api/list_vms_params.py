@@ -1,0 +1,299 @@
+"""ListVms' query parameters, validated as VMAPI validates them, with VMAPI's error texts word
+for word (sdc-vmapi ``lib/common/validation.js`` ``validateListVmsParams``, ``lib/common/
+marker.js``, ``lib/validation/sort.js``; docs/vmapi-compatibility.md lists every text).
+
+Every parameter is checked and every problem reported at once (``errors``, one entry per
+problem); only when each parameter is valid on its own is ``offset`` with ``marker`` refused,
+as VMAPI does, with ``{"fields": ["offset", "marker"], "code": "ConflictingParameters"}``.
+The top-level message is VMAPI's ``Invalid Parameters``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import Request
+
+from domain.states import VmState
+from projections.formats import rfc3339
+from projections.vm_queries import (
+    INTEGER_SORT_FIELDS, MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker,
+)
+from service.api.errors import invalid_parameters
+from service.api.params import MAX_INTEGER, MAX_LIMIT, Query
+
+LIST_MESSAGE = "Invalid Parameters"
+UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
+ALIAS_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
+ALIAS_RE_SHOWN = r"/^[a-zA-Z0-9][a-zA-Z0-9\_\.\-]*$/"  # as JavaScript prints VMAPI's regexp
+RAM_RE = re.compile(r"^0$|^([1-9][0-9]*$)")
+RAM_RE_SHOWN = r"/^0$|^([1-9][0-9]*$)/"
+VMAPI_BRANDS = ("bhyve", "joyent", "joyent-minimal", "kvm", "lx")
+VMAPI_STATES = ("active", "destroyed", "running", "stopped")
+# vmledger's own states are accepted too; VMAPI's message names only its four.
+STATES = frozenset(VMAPI_STATES) | {s.value for s in VmState}
+# The VM fields VMAPI's ``fields=`` accepts (validation.js VM_FIELDS), with ours (api.md).
+VMAPI_VM_FIELDS = frozenset((
+    "alias autoboot billing_id brand cpu_cap cpu_shares cpu_type customer_metadata "
+    "delegate_dataset disk_driver dns_domain docker do_not_inventory firewall_enabled "
+    "firewall_rules fs_allowed hostname indestructible_delegated indestructible_zoneroot "
+    "init_name internal_metadata kernel_version limit_priv locality maintain_resolvers "
+    "max_locked_memory max_lwps max_physical_memory max_swap mdata_exec_timeout networks "
+    "nic_driver last_modified overprovision_cpu overprovision_memory owner_uuid package_name "
+    "package_version quota ram resolvers state server_uuid tags tmpfs uuid vcpus volumes "
+    "zfs_data_compression zfs_io_priority zfs_snapshot_limit zlog_max_size zone_state"
+).split())
+OUR_VM_FIELDS = frozenset((
+    "image_uuid nics desired_state persistence error quarantine active_job_uuid "
+    "queued_job_uuids create_timestamp destroyed version"
+).split())
+# Accepted by VMAPI; vmledger records none of these, so a value matches no VM.
+UNRECORDED = ("billing_id", "package_name", "package_version")
+NOT_SUPPORTED = ("predicate", "query")  # Moray's LDAP and JSON predicates
+POLYMORPHIC = ("tag", "internal_metadata")
+KNOWN = frozenset({
+    "alias", "brand", "create_timestamp", "docker", "fields", "image_uuid", "limit", "marker",
+    "offset", "owner_uuid", "ram", "server_uuid", "sort", "state", "uuid", "uuids",
+    "stale_mounts", "consistency", *UNRECORDED, *NOT_SUPPORTED, *POLYMORPHIC,
+})
+
+
+class ListVmsQuery:
+    """The parsed ListVms query: ``vm_filter``, ``page``, ``fields`` (None: every field) and
+    ``eventual`` (skip the read-your-writes wait)."""
+
+    def __init__(self, request: Request):
+        self.request = request
+        self.params = request.query_params
+        self.errors: list[dict[str, Any]] = []
+        for name in self.params.keys():
+            if name.split(".")[0] not in KNOWN:
+                self._invalid(name, "Invalid parameter")
+        query = Query(request, KNOWN, prefixes=tuple(f"{p}." for p in POLYMORPHIC))
+        self.eventual = query.eventual
+        self._uuid("owner_uuid")
+        self.vm_filter = VmFilter(owner_uuid=query.owner_uuid)
+        self.errors += [e for e in query.errors
+                        if e["field"] == "consistency"]  # the rest are checked below
+        self.vm_filter.stale_mounts = query.boolean("stale_mounts")
+        self.errors += [e for e in query.errors if e["field"] == "stale_mounts"]
+        self._filters()
+        self.page = Page(limit=self._number("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT)
+        self.page.offset = self._number("offset", minimum=0) or 0
+        self._sort()
+        self.fields = self._fields()
+        self._marker()
+        if self.errors:
+            raise invalid_parameters(request, self.errors, message=LIST_MESSAGE)
+        if self.page.after is not None and self.page.offset:
+            # VMAPI: ``params.offset && params.marker`` (an offset of 0 skips nothing)
+            raise invalid_parameters(request, [{
+                "fields": ["offset", "marker"], "code": "ConflictingParameters",
+                "message": "offset and marker cannot be used at the same time"}],
+                message=LIST_MESSAGE)
+
+    def _invalid(self, field: str, message: str = "Invalid parameter") -> None:
+        self.errors.append({"field": field, "code": "Invalid", "message": message})
+
+    def _uuid(self, name: str) -> str | None:
+        value = self.params.get(name)
+        if value is not None and not UUID_RE.match(value):
+            self._invalid(name, "Invalid UUID")
+            return None
+        return value
+
+    def _number(self, name: str, *, minimum: int, maximum: int | None = None) -> int | None:
+        value = self.params.get(name)
+        if value is None:
+            return None
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if number is None or number < minimum:
+            bounds = f">= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
+            self._invalid(name, f"Not a valid number: number must be {bounds}")
+            return None
+        if number > (maximum if maximum is not None else MAX_INTEGER):
+            # VMAPI sets no upper bound on offset; ours is what a database integer holds
+            bounds = f">= {minimum} and <= {maximum if maximum is not None else MAX_INTEGER}"
+            self._invalid(name, f"Not a valid number: number must be {bounds}")
+            return None
+        return number
+
+    def _filters(self) -> None:
+        params, vm_filter = self.params, self.vm_filter
+        for name in ("uuid", "server_uuid", "image_uuid"):
+            setattr(vm_filter, name, self._uuid(name))
+        if self._uuid("billing_id") is not None:
+            vm_filter.unrecorded = True
+        alias = params.get("alias")
+        if alias is not None:
+            if ALIAS_RE.match(alias):
+                vm_filter.alias = alias
+            else:
+                self._invalid("alias", f"String does not match regexp: {ALIAS_RE_SHOWN}")
+        brand = params.get("brand")
+        if brand is not None:
+            if brand in VMAPI_BRANDS:
+                vm_filter.brand = brand
+            else:
+                self._invalid("brand", f"Must be one of: {', '.join(VMAPI_BRANDS)}")
+        state = params.get("state")
+        if state is not None:
+            if state in STATES:
+                vm_filter.state = state
+            else:
+                self._invalid("state", f"Must be one of: {', '.join(VMAPI_STATES)}")
+        docker = params.get("docker")
+        if docker is not None:
+            if docker in ("true", "false"):
+                vm_filter.docker = docker == "true"
+            else:
+                self._invalid("docker")
+        ram = params.get("ram")
+        if ram is not None:
+            if RAM_RE.match(ram):
+                vm_filter.ram = int(ram)
+            else:
+                self._invalid("ram", f"String does not match regexp: {RAM_RE_SHOWN}")
+        stamp = params.get("create_timestamp")
+        if stamp is not None:
+            instant = parse_timestamp(stamp)
+            if instant is None:
+                self._invalid("create_timestamp", f"Invalid timestamp: {stamp}")
+            else:
+                vm_filter.create_timestamp = rfc3339(instant)
+        uuids = params.get("uuids")
+        if uuids is not None:
+            if all(UUID_RE.match(u) for u in uuids.split(",")):
+                vm_filter.uuids = uuids.split(",")
+            else:
+                self._invalid("uuids", f"Invalid values: {uuids}")
+        if any(params.get(name) is not None for name in ("package_name", "package_version")):
+            vm_filter.unrecorded = True
+        for name in NOT_SUPPORTED:
+            if params.get(name) is not None:
+                self._invalid(name, "Not supported by vmledger: filter with the parameters "
+                              "of ListVms instead")
+        for name, value in params.items():
+            prefix, dot, key = name.partition(".")
+            if prefix not in POLYMORPHIC:
+                continue
+            if not dot or not key:
+                self._invalid(prefix, f"Invalid {prefix} key: {json.dumps(key) if dot else 'undefined'}")
+            elif not value:
+                self._invalid(prefix, f"Invalid {prefix} value: {json.dumps(value)}")
+            else:
+                getattr(vm_filter, "tags" if prefix == "tag" else prefix)[key] = value
+
+    def _sort(self) -> None:
+        sort = self.params.get("sort")
+        if not sort:
+            return  # VMAPI: an empty sort is no sort
+        key, dot, order = sort.partition(".")
+        # VMAPI: the key exactly, the order in any case; ``ram`` is our name of its
+        # ``max_physical_memory``, and we take the key in any case too.
+        key = key.lower()
+        if key not in SORT_FIELDS or "." in order or (dot and order.upper() not in ("ASC", "DESC")):
+            self._invalid("sort", f"Invalid sort param: {sort}")
+            return
+        self.page.sort_field = key
+        self.page.descending = order.upper() == "DESC"
+
+    def _fields(self) -> list[str] | None:
+        fields = self.params.get("fields")
+        if fields is None:
+            return None
+        names = fields.split(",")
+        valid = VMAPI_VM_FIELDS | OUR_VM_FIELDS | {"*", "role_tags"}
+        if not all(name in valid for name in names):
+            self._invalid("fields", f"Invalid values: {fields}")
+            return None
+        return None if "*" in names else names
+
+    def _marker(self) -> None:
+        marker = self.params.get("marker")
+        if marker is None:
+            return
+        if is_our_marker(marker):
+            try:
+                self.page.after = decode_marker(marker, self.page.sort)
+            except ValueError:
+                self._invalid("marker", "Invalid marker")
+            return
+        for problem in vmapi_marker_problems(marker, self.params.get("sort")):
+            self._invalid("marker", f"Invalid marker: {marker}. {problem}")
+        if not any(e["field"] == "marker" for e in self.errors):
+            self.page.after = self._keyset(json.loads(marker))
+
+    def _keyset(self, marker: dict[str, Any]) -> tuple[Any, str]:
+        """A VMAPI marker as ``(sort value, uuid)``: the sort key's value in the marker (made
+        comparable with its column), or ``MISSING`` when it names only the uuid."""
+        field = self.page.sort_field
+        uuid = str(marker["uuid"])
+        if field == "uuid":
+            return uuid, uuid
+        if field not in marker or marker[field] is None:
+            return MISSING, uuid
+        value = marker[field]
+        if field == "create_timestamp":
+            return rfc3339(parse_timestamp(str(value))), uuid
+        if field in INTEGER_SORT_FIELDS:
+            number = value if isinstance(value, int) else 1 if value is True else 0
+            return (0 if field == "docker" else number), uuid
+        return ("" if field == "billing_id" else str(value)), uuid
+
+    def project(self, vm: dict[str, Any]) -> dict[str, Any]:
+        """``vm`` restricted to ``fields=`` (VMAPI's names: ``max_physical_memory`` is ``ram``)."""
+        if self.fields is None:
+            return vm
+        out = {name: vm[name] for name in self.fields if name in vm}
+        if "max_physical_memory" in self.fields:
+            out["max_physical_memory"] = vm["ram"]
+        return out
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """An instant given as VMAPI takes one: milliseconds since the epoch, or ISO 8601."""
+    try:
+        return datetime.fromtimestamp(int(text) / 1000, UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def vmapi_marker_problems(marker: str, sort: str | None) -> list[str]:
+    """What is wrong with a VMAPI marker (JSON ``{"uuid": …, <sort key>: …}``) used with
+    ``sort``, in VMAPI's words (lib/common/marker.js); empty when it is valid."""
+    try:
+        parsed = json.loads(marker)
+    except ValueError as error:
+        return ["Could not parse marker as an object JSON representation, reason: "
+                f"{error}"]
+    if not isinstance(parsed, dict):
+        return ["Marker must represent an object."]
+    stamp = parsed.get("create_timestamp")
+    if stamp is not None and parse_timestamp(str(stamp)) is None:
+        return [f"Marker has an invalid create_timestamp field: {stamp}"]
+    problems = []
+    if "uuid" not in parsed:
+        problems.append("A marker needs to have a uuid property from which a strict total "
+                        "order can be established")
+    shown = "undefined" if sort is None else sort
+    sort_key = (sort or "").split(".")[0]
+    if sort is not None and sort_key not in parsed:
+        problems.append(f"All sort fields must be present in marker. Sort fields: {shown}.")
+    sort_valid = sort is None or sort_key in SORT_FIELDS
+    if not sort_valid or not all(key in ("uuid", sort_key) for key in parsed):
+        problems.append("All marker keys except uuid must be present in the sort parameter. "
+                        f"Sort fields: {shown}.")
+    return problems
+

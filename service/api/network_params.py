@@ -1,0 +1,94 @@
+"""CreateVm's and ``add_nics``' ``networks``, in each form VMAPI takes (sdc-vmapi
+``lib/common/validation.js`` ``validNetworks``, whose error texts these are):
+
+- a list (or comma-separated string) of network uuids: ``["<uuid>", …]``;
+- objects ``{uuid, primary, ip}`` (an address asked for) or ``{ipv4_uuid, ipv4_ips: [ip],
+  ipv4_count: 1, primary}``;
+- names: ``{name: "external"}``, and (ours) a string that is not a uuid.
+
+At most one is primary; with none, the first NIC of a VM is. A name is resolved to the oldest
+network of that name.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+from domain.errors import ValidationError
+from projections.network_view import NetworkQueries
+from service.commands.networks import NetworkNotFoundError, NicRequest
+
+UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
+MAX_NICS = 32
+
+
+def _invalid(message: str) -> ValidationError:
+    return ValidationError("networks", "Invalid", message)
+
+
+def _primary(value: Any) -> bool:
+    return value is True or value == "true"
+
+
+def _one(entry: Any) -> tuple[str | None, str | None, str | None, bool]:
+    """(uuid, name, ip, primary) of one entry. Raises ``ValidationError``."""
+    if isinstance(entry, str):
+        return (entry, None, None, False) if UUID_RE.match(entry) else (None, entry, None, False)
+    if not isinstance(entry, dict):
+        raise _invalid("Malformed networks object")
+    if "uuid" in entry and ("ipv4_uuid" in entry or "ipv6_uuid" in entry):
+        raise _invalid("Network object uses both old uuid form and new ipvX_uuid form")
+    if any(key in entry for key in ("ipv6_uuid", "ipv6_count", "ipv6_ips")):
+        raise _invalid("IPv6 options are not currently supported")
+    uuid, ip = entry.get("uuid", entry.get("ipv4_uuid")), entry.get("ip")
+    if "ipv4_count" in entry and "ipv4_ips" in entry:
+        raise _invalid("cannot specify both an IP count and specific IPs")
+    if "ipv4_count" in entry:
+        if not isinstance(entry["ipv4_count"], int) or isinstance(entry["ipv4_count"], bool):
+            raise _invalid("ipv4_count must be a number")
+        if entry["ipv4_count"] != 1:
+            raise _invalid("ipv4_count must be set to one")
+    if "ipv4_ips" in entry:
+        ips = entry["ipv4_ips"]
+        if not isinstance(ips, list):
+            raise _invalid("ipv4_ips must be an array")
+        if len(ips) != 1:
+            raise _invalid("ipv4_ips may only have a single entry")
+        ip = ips[0]
+    if ip is not None:
+        try:
+            ipaddress.IPv4Address(ip)
+        except (ValueError, TypeError):
+            raise _invalid("ipv4_ips contains invalid IPv4 addresses") from None
+    name = entry.get("name")
+    if uuid is not None and (not isinstance(uuid, str) or not UUID_RE.match(uuid)):
+        raise _invalid(f"Invalid uuid {uuid}")
+    if uuid is None and not isinstance(name, str):
+        raise _invalid("Network object must specify a UUID or a name")
+    return uuid, name, ip, _primary(entry.get("primary"))
+
+
+def parse_networks(value: Any, networks: NetworkQueries) -> list[NicRequest]:
+    """The NICs ``value`` asks for, names resolved through ``networks``. Raises
+    ``ValidationError`` (field ``networks``) with VMAPI's message, or naming a network that
+    does not exist."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not value:
+        raise _invalid("Malformed networks object")
+    if len(value) > MAX_NICS:
+        raise _invalid(f"at most {MAX_NICS} networks")
+    asked = [_one(entry) for entry in value]
+    if sum(primary for *_, primary in asked) > 1:
+        raise _invalid("Cannot specify more than one primary network")
+    requests = []
+    for uuid, name, ip, primary in asked:
+        if uuid is None:
+            named = networks.by_name(str(name))
+            if not named:
+                raise NetworkNotFoundError(str(name))
+            uuid = named[0]["uuid"]
+        requests.append(NicRequest(network_uuid=uuid, ip=ip, primary=primary))
+    return requests

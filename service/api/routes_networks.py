@@ -1,0 +1,74 @@
+"""Network routes: the networks vmledger hands NIC addresses out of (api.md ``/networks``):
+``POST /networks`` (a subnet and a provisioning range), ``GET /networks``,
+``GET /networks/{uuid}``, each with the addresses in use and free."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field
+
+from service.api.deps import cause_of, parse_body, read_your_writes, services_of
+from service.api.errors import ApiError
+from service.api.params import Query
+from service.api.schemas import Alias, StrictModel
+
+router = APIRouter(tags=["networks"])
+
+
+class CreateNetworkRequest(StrictModel):
+    """``POST /networks``: a name, an IPv4 subnet (CIDR), the provisioning range (inclusive)
+    and an optional gateway outside it."""
+
+    uuid: UUID | None = None
+    name: Alias
+    subnet: str = Field(min_length=9, max_length=18)
+    provision_start_ip: str = Field(min_length=7, max_length=15)
+    provision_end_ip: str = Field(min_length=7, max_length=15)
+    gateway: str | None = Field(None, min_length=7, max_length=15)
+
+
+def _network(request: Request, network_uuid: str, **headers: str) -> dict[str, Any]:
+    services = services_of(request)
+    read_your_writes(request, services, ("network_view",), eventual=False)
+    network = services.networks.get(network_uuid.lower())
+    if network is None:
+        raise ApiError(404, "ResourceNotFound", f"Network {network_uuid} not found")
+    return network
+
+
+@router.post("/networks", status_code=201)
+def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """Record a network; 201 with the network object and ``Location``."""
+    Query(request, set()).check()
+    asked = parse_body(request, CreateNetworkRequest, data)
+    services = services_of(request)
+    network, position = services.commands.create_network(
+        name=asked.name, subnet=asked.subnet, provision_start_ip=asked.provision_start_ip,
+        provision_end_ip=asked.provision_end_ip, gateway=asked.gateway,
+        network_uuid=str(asked.uuid) if asked.uuid else None, cause=cause_of(request))
+    body = _network(request, str(network.id))
+    return JSONResponse(body, status_code=201, headers={
+        "Location": f"/networks/{network.id}", "x-log-position": str(position)})
+
+
+@router.get("/networks")
+def list_networks(request: Request) -> JSONResponse:
+    """Every network, oldest first (``?name=`` selects by name)."""
+    query = Query(request, {"name"})
+    name = query.text("name")
+    query.check()
+    services = services_of(request)
+    read_your_writes(request, services, ("network_view",), eventual=query.eventual)
+    found = services.networks.by_name(name) if name else services.networks.list()
+    return JSONResponse(found, headers={"x-joyent-resource-count": str(len(found))})
+
+
+@router.get("/networks/{network_uuid}")
+def get_network(network_uuid: str, request: Request) -> JSONResponse:
+    """One network, with ``addresses_in_use`` and ``addresses_free``."""
+    Query(request, set()).check()
+    return JSONResponse(_network(request, network_uuid))

@@ -1,0 +1,116 @@
+"""Networks and the NICs VMs hold on them (domain/network.py, domain/vm_nics.py). A mixin of
+``service.commands.application.Commands``, whose ``app``, ``save`` and change loop it uses.
+
+An address is claimed on the network's stream in the same transaction as the VM's
+``NicsAdded`` (CreateVm with ``networks``, ``add_nics``), so a claim that loses the race for
+an address to another writer stores nothing and the change loop retries with a fresh load:
+no address is ever handed out twice. Addresses are released in the same transaction as the
+VM's ``NicsRemoved`` (``remove_nics``) or ``Destroyed``, from what the VM's own stream says it
+holds, so a VM whose provision failed gives its addresses back when it is destroyed
+(sdc-vmapi #72 leaked them).
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid as uuidlib
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from domain.errors import ValidationError
+from domain.network import Network
+from domain.vm import Cause, Vm
+
+
+class NetworkNotFoundError(ValidationError):
+    """No network with this uuid: a ``networks`` entry naming none is bad input."""
+
+    def __init__(self, network_uuid: str | UUID):
+        super().__init__("networks", "Invalid", f"network {network_uuid} not found")
+        self.network_uuid = str(network_uuid)
+
+
+@dataclass(frozen=True)
+class NicRequest:
+    """One NIC asked for: on ``network_uuid``, at ``ip`` (else the lowest free address)."""
+
+    network_uuid: str
+    ip: str | None = None
+    primary: bool = False
+
+
+def new_mac() -> str:
+    """A random, locally administered unicast MAC address (``x2:…``)."""
+    octets = [0x02 | (secrets.randbits(8) & 0xFC), *(secrets.randbits(8) for _ in range(5))]
+    return ":".join(f"{octet:02x}" for octet in octets)
+
+
+class NetworkCommands:
+    """Networks, and the address claims NICs hold on them. Uses ``Commands``' change loop
+    (``change``, ``load_aggregate``)."""
+
+    change: Any
+    load_aggregate: Any
+
+    def load_network(self, network_uuid: str | UUID) -> Network:
+        """The network folded from its stream. Raises ``NetworkNotFoundError``."""
+        return self.load_aggregate(Network, network_uuid)
+
+    def create_network(self, *, name: str, subnet: str, provision_start_ip: str,
+                       provision_end_ip: str, gateway: str | None, cause: Cause,
+                       network_uuid: str | None = None) -> tuple[Network, int]:
+        """Record a new network; returns it and the log position. Raises ``ValidationError``
+        (a bad subnet or range; ``uuid`` Duplicate when that uuid is taken)."""
+        network_id = UUID(network_uuid) if network_uuid else uuidlib.uuid4()
+
+        def decide(network: Network) -> None:
+            if not network.pending_events:  # the uuid was taken
+                raise ValidationError("uuid", "Duplicate", "already exists")
+
+        changed = self.change(Network, network_id, decide, new=lambda: Network.create(
+            network_uuid=network_id, name=name, subnet=subnet,
+            provision_start_ip=provision_start_ip, provision_end_ip=provision_end_ip,
+            gateway=gateway, cause=cause))
+        return changed.aggregate, changed.position
+
+    def allocate(self, vm: Vm, requests: list[NicRequest], *, cause: Cause) -> list[Network]:
+        """Claim an address for each of ``requests`` on freshly loaded networks and record the
+        NICs on ``vm``; returns the networks, to be saved in the VM's transaction (the change
+        loop's ``also``). Raises ``NetworkNotFoundError``, ``NetworkFullError`` and
+        ``ValidationError`` (an address taken or outside the subnet)."""
+        networks: dict[str, Network] = {}
+        nics: list[dict[str, Any]] = []
+        for request in requests:
+            network = networks.get(request.network_uuid) or self.load_network(
+                request.network_uuid)
+            networks[request.network_uuid] = network
+            ip = network.check_claimable(request.ip) if request.ip else network.next_free()
+            mac = new_mac()
+            network.claim(ip, vm_uuid=str(vm.id), mac=mac, cause=cause)
+            nics.append({"mac": mac, "ip": ip, "netmask": network.netmask,
+                         "gateway": network.gateway, "network_uuid": str(network.id),
+                         "primary": request.primary})
+        vm.add_nics(nics, cause=cause)
+        return list(networks.values())
+
+    def _network_effects(self, vm: Vm, networks: dict[str, Network]) -> None:
+        """Record on ``networks`` (loaded into it as needed) the releases of the VM's pending
+        NIC events: the addresses of NICs removed (``NicsRemoved``), or of a VM destroyed
+        (``Destroyed``: every NIC it holds, from its own stream)."""
+        for event in vm.pending_events:
+            if isinstance(event, Vm.NicsRemoved):
+                released = event.nics
+            elif isinstance(event, Vm.Destroyed):
+                released = vm.nic_list
+            else:
+                continue
+            for nic in released:
+                network = networks.get(nic["network_uuid"])
+                if network is None:
+                    try:
+                        network = self.load_network(nic["network_uuid"])
+                    except NetworkNotFoundError:
+                        continue
+                    networks[nic["network_uuid"]] = network
+                network.release(nic["ip"], vm_uuid=str(vm.id), cause=event.cause)

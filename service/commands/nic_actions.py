@@ -1,0 +1,67 @@
+"""VMAPI's NIC actions: ``POST /vms/{uuid}?action=add_nics`` (``networks``, as CreateVm takes
+them) and ``?action=remove_nics`` (``macs``). Each records the change and its address claims or
+releases at once, in one transaction through the change loop (service/commands/change.py),
+and queues a job of its name for the VMAPI client to wait on.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from typing import Any
+
+from domain.errors import InvalidTransitionError, UnallocatedVmError, VmNotFoundError
+from domain.rules import allowed_actions
+from domain.states import Action, JobName, VmState
+from domain.vm import Cause, Vm
+from service.commands.application import Accepted, Commands
+from service.commands.idempotency import IdempotencyKey
+from service.commands.networks import NicRequest
+from service.commands.versioning import Behaviour
+
+# The states a VM's NICs can change in; a provisioning VM too in version 2 (the job queues
+# behind the provision), while version 1 refuses it as VMAPI does (UnallocatedVM).
+NIC_STATES = frozenset({VmState.PROVISIONING, VmState.RUNNING, VmState.STOPPED,
+                        VmState.FAILED})
+
+
+def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause: Cause,
+                add: list[NicRequest] | None = None, remove: list[str] | None = None,
+                owner_uuid: str | None = None, if_match: int | None = None,
+                idempotency: IdempotencyKey | None = None) -> Accepted:
+    """Add NICs on the networks ``add`` names, or remove the NICs ``remove`` (MACs). Raises
+    ``VmNotFoundError`` (also for another owner's VM), ``UnallocatedVmError`` (version 1, a
+    provisioning VM), ``InvalidTransitionError``, ``NetworkNotFoundError``,
+    ``NetworkFullError``, ``ValidationError`` and the change loop's errors."""
+    name = JobName.ADD_NICS if add is not None else JobName.REMOVE_NICS
+    job_cause = {**cause, "job_uuid": None}
+    claimed: list[Any] = []  # the networks this attempt claimed addresses on
+
+    def decide(vm: Vm) -> str:
+        claimed.clear()
+        if owner_uuid is not None and vm.owner_uuid != owner_uuid:
+            raise VmNotFoundError(vm_uuid)
+        state = VmState(vm.state)
+        if state is VmState.PROVISIONING and behaviour.major < 2:
+            raise UnallocatedVmError(state, name.value)
+        if state not in NIC_STATES:
+            raise InvalidTransitionError(state, name.value, allowed_actions(state))
+        if add is not None:
+            claimed.extend(commands.allocate(vm, add, cause=job_cause))
+            args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}
+        else:
+            args = {"macs": [nic["mac"] for nic in vm.remove_nics(remove or [],
+                                                                   cause=job_cause)]}
+        job_uuid = str(uuidlib.uuid4())
+        # a NIC change is an update of the VM as far as the rules table goes
+        vm.queue_job(action=Action.UPDATE, job_uuid=job_uuid, name=name.value,
+                     params={"args": args, "if_already": "succeed",
+                             "api_version": behaviour.version}, cause=job_cause)
+        return job_uuid
+
+    job_uuid, vm, position, replayed = commands.change(
+        Vm, vm_uuid, decide, if_match=if_match, idempotency_key=idempotency,
+        outcome=lambda job, vm: Accepted(str(vm.id), job, vm.version, None),
+        also=lambda _job: list(claimed))
+    if replayed is not None:
+        return replayed
+    return Accepted(str(vm.id), job_uuid, vm.version, position)

@@ -1,0 +1,94 @@
+"""``PUT /vms/{uuid}`` as Triton's vm-agent sends it to VMAPI: the whole VM object, with no
+generation (api.md ``PUT /vms/{uuid}``; domain/vm_reports.py).
+
+- A VM the log never had is recorded as found (``Vm.Discovered``), even with no server
+  (``server_uuid: null``): the agent knows it, so the log does too.
+- A known VM's report is ordered by the object's ``last_modified``: one not newer than the last
+  applied changes nothing, so a stale write that arrives late cannot undo a newer one. A
+  report with no ``last_modified`` is taken as of its arrival.
+- A destroyed VM is never brought back, and a report from a server other than the VM's
+  changes nothing (the log places VMs); otherwise the observed state is reconciled as every
+  agent report is (``Agents._react``: a guest shutdown, a crash, a start out of band).
+
+Every change goes through the commands' change loop (``Commands.change``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from domain.errors import VmNotFoundError
+from domain.states import VmState
+from domain.vm import Cause, Vm
+from service.commands.agents import OBSERVED_STATES, Agents
+
+UNKNOWN_OWNER = str(UUID(int=0))  # a VM found with no owner_uuid in its report
+
+
+@dataclass(frozen=True)
+class AgentVm:
+    """The fields of a vm-agent VM object vmledger records (the rest it does not model)."""
+
+    state: str
+    server_uuid: str | None
+    last_modified: datetime | None = None
+    owner_uuid: str | None = None
+    alias: str | None = None
+    brand: str | None = None
+    ram: int | None = None
+    cpu_cap: int | None = None
+    image_uuid: str | None = None
+    customer_metadata: dict[str, Any] = field(default_factory=dict)
+    internal_metadata: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, Any] = field(default_factory=dict)
+
+
+class AgentVmReports:
+    """Applies generation-less ``PUT /vms/{uuid}`` reports."""
+
+    def __init__(self, agents: Agents):
+        self.agents = agents
+        self.commands = agents.commands
+
+    def put(self, vm_uuid: str, report: AgentVm, *, cause: Cause) -> None:
+        """Record the VM as its agent reports it (module docstring), in one pass of the
+        change loop: a VM the log does not have is made (``new``), one it has is reconciled.
+        Raises ``VmNotFoundError`` for an unknown VM reported in a state nothing is recorded
+        of (``destroyed``, ``provisioning``)."""
+        try:
+            vm_id = UUID(vm_uuid)
+        except ValueError:
+            raise VmNotFoundError(vm_uuid) from None
+        reported_at = report.last_modified or datetime.now(UTC)
+
+        def decide(vm: Vm) -> None:
+            if vm.pending_events:  # found now: recorded as found
+                return
+            if VmState(vm.state) is VmState.DESTROYED or vm.is_stale_report(reported_at):
+                return
+            if vm.server_uuid == report.server_uuid and report.state in OBSERVED_STATES:
+                self.agents._react(vm, report.state, cause)  # noqa: SLF001 - the same rules
+            vm.record_report(reported_at, cause=cause)
+
+        try:
+            self.commands.load(vm_id)
+        except VmNotFoundError:  # made as found; a twin report that made it first wins
+            self.commands.change(Vm, vm_id, decide,
+                                 new=lambda: self._found(vm_id, report, cause))
+        else:
+            self.commands.change(Vm, vm_id, decide)
+
+    @staticmethod
+    def _found(vm_id: UUID, report: AgentVm, cause: Cause) -> Vm:
+        if report.state not in OBSERVED_STATES:
+            raise VmNotFoundError(vm_id)
+        return Vm.discover(
+            vm_uuid=vm_id, state=report.state, server_uuid=report.server_uuid,
+            owner_uuid=report.owner_uuid or UNKNOWN_OWNER, brand=report.brand or "joyent",
+            ram=report.ram or 0, cause=cause, reported_at=report.last_modified,
+            alias=report.alias, cpu_cap=report.cpu_cap, image_uuid=report.image_uuid,
+            customer_metadata=report.customer_metadata,
+            internal_metadata=report.internal_metadata, tags=report.tags)

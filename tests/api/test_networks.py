@@ -1,0 +1,158 @@
+"""Networks and NICs over HTTP (api.md ``/networks``, CreateVm ``networks``, ``add_nics`` and
+``remove_nics``; service/commands/networks.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from domain.errors import UnallocatedVmError
+from domain.vm import make_cause
+from service.commands.application import VmSpec
+from service.commands.networks import NicRequest
+from service.commands.nic_actions import change_nics
+from service.commands.versioning import NEWEST, OLDEST
+from tests.api.helpers import (
+    OWNER, act, assert_error, create_running_vm, create_vm, error_fields, get_vm,
+    history_types, wait_job,
+)
+
+
+def make_network(client, name: str = "external", subnet: str = "10.2.0.0/28",
+                 start: str = "10.2.0.2", end: str = "10.2.0.5") -> dict:
+    response = client.post("/networks", json={"name": name, "subnet": subnet,
+                                              "provision_start_ip": start,
+                                              "provision_end_ip": end, "gateway": "10.2.0.1"})
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def in_use(client, network: dict) -> int:
+    return client.get(f"/networks/{network['uuid']}").json()["addresses_in_use"]
+
+
+def test_a_network_is_created_listed_and_read_with_its_counts(client) -> None:
+    network = make_network(client)
+    assert network["addresses_total"] == 4 and network["addresses_free"] == 4
+    assert network["netmask"] == "255.255.255.240"
+    assert client.get("/networks").json() == [network]
+    assert client.get("/networks", params={"name": "external"}).json() == [network]
+    assert client.get("/networks", params={"name": "other"}).json() == []
+    assert client.get(f"/networks/{network['uuid']}").json() == network
+    assert_error(client.get("/networks/6e1f0c3a-0000-4000-8000-000000000000"), 404,
+                 "ResourceNotFound")
+    bad = client.post("/networks", json={"name": "x", "subnet": "10.3.0.0/24",
+                                         "provision_start_ip": "10.3.0.9",
+                                         "provision_end_ip": "10.3.0.2"})
+    assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {
+        "provision_end_ip": "Invalid"}
+
+
+def test_create_vm_takes_networks_in_each_vmapi_form_and_get_vm_has_the_nics(client) -> None:
+    network = make_network(client)
+    created = create_vm(client, networks=[
+        network["uuid"], {"name": "external", "primary": True},
+        {"uuid": network["uuid"], "ip": "10.2.0.5"},
+        {"ipv4_uuid": network["uuid"], "ipv4_count": 1}])
+    nics = get_vm(client, created["vm_uuid"])["nics"]
+    assert [n["ip"] for n in nics] == ["10.2.0.2", "10.2.0.3", "10.2.0.5", "10.2.0.4"]
+    assert [n["primary"] for n in nics] == [False, True, False, False]
+    assert {n["network_uuid"] for n in nics} == {network["uuid"]}
+    assert all(n["netmask"] == "255.255.255.240" and n["gateway"] == "10.2.0.1" for n in nics)
+    assert len({n["mac"] for n in nics}) == 4
+    assert in_use(client, network) == 4
+    assert "NicsAdded" in history_types(client, created["vm_uuid"])
+
+
+def test_bad_networks_are_refused_with_vmapis_words_and_nothing_is_claimed(client) -> None:
+    network = make_network(client)
+    cases = [
+        ([{"uuid": network["uuid"], "primary": True}, {"name": "external", "primary": True}],
+         "Cannot specify more than one primary network"),
+        ([{"uuid": network["uuid"], "ipv4_uuid": network["uuid"]}],
+         "Network object uses both old uuid form and new ipvX_uuid form"),
+        ([{"ipv4_uuid": network["uuid"], "ipv4_count": 2}], "ipv4_count must be set to one"),
+        ([{"ipv4_uuid": network["uuid"], "ipv4_ips": ["1.2.3.4", "1.2.3.5"]}],
+         "ipv4_ips may only have a single entry"),
+        ([{"ipv6_uuid": network["uuid"]}], "IPv6 options are not currently supported"),
+        ([{"primary": True}], "Network object must specify a UUID or a name"),
+        ([{"uuid": "nope"}], "Invalid uuid nope"),
+        (["nowhere"], "network nowhere not found"),
+        ([{"uuid": network["uuid"], "ip": "10.9.9.9"}], "10.9.9.9 is not a host address of "
+                                                        "10.2.0.0/28"),
+    ]
+    for networks, message in cases:
+        body = assert_error(client.post("/vms", json={"owner_uuid": OWNER, "brand": "joyent",
+                                                      "ram": 128, "networks": networks}),
+                            409, "ValidationFailed")
+        assert body["errors"][0]["field"] == "networks", networks
+        assert body["errors"][0]["message"] == message, networks
+    assert in_use(client, network) == 0
+    assert client.get("/vms").json() == []
+
+
+def test_a_full_network_refuses_the_create_and_an_address_is_never_given_twice(client) -> None:
+    network = make_network(client, start="10.2.0.2", end="10.2.0.3")
+    first = create_vm(client, networks=[network["uuid"]])
+    taken = get_vm(client, first["vm_uuid"])["nics"][0]["ip"]
+    twice = client.post("/vms", json={"owner_uuid": OWNER, "brand": "joyent", "ram": 128,
+                                      "networks": [{"uuid": network["uuid"], "ip": taken}]})
+    assert assert_error(twice, 409, "ValidationFailed")["errors"][0]["code"] == "Duplicate"
+    create_vm(client, networks=[network["uuid"]])
+    full = client.post("/vms", json={"owner_uuid": OWNER, "brand": "joyent", "ram": 128,
+                                     "networks": [network["uuid"]]})
+    assert "no free address" in assert_error(full, 409, "ValidationFailed")["errors"][0][
+        "message"]
+    assert in_use(client, network) == 2
+
+
+def test_destroying_a_vm_whose_provision_failed_gives_its_addresses_back(client) -> None:
+    network = make_network(client)
+    created = create_vm(client, networks=[network["uuid"], network["uuid"]],
+                        internal_metadata={"force_provision_failure": True})
+    assert wait_job(client, created["job_uuid"])["execution"] == "failed"
+    assert get_vm(client, created["vm_uuid"])["state"] == "failed"
+    assert in_use(client, network) == 2  # held until the VM is destroyed, as in VMAPI
+    destroy = client.delete(f"/vms/{created['vm_uuid']}")
+    assert wait_job(client, destroy.json()["job_uuid"])["execution"] == "succeeded"
+    assert in_use(client, network) == 0
+    again = create_vm(client, networks=[network["uuid"]])
+    assert get_vm(client, again["vm_uuid"])["nics"][0]["ip"] == "10.2.0.2"
+
+
+def test_add_nics_and_remove_nics_change_the_nics_and_the_claims(client) -> None:
+    network = make_network(client)
+    vm_uuid = create_running_vm(client)
+    added = act(client, vm_uuid, "add_nics", json={"networks": [{"name": "external"}]})
+    assert added.status_code == 202, added.text
+    job = wait_job(client, added.json()["job_uuid"])
+    assert (job["name"], job["execution"]) == ("add_nics", "succeeded")
+    nics = get_vm(client, vm_uuid)["nics"]
+    assert [(n["ip"], n["primary"]) for n in nics] == [("10.2.0.2", True)]
+    assert in_use(client, network) == 1
+    unknown = act(client, vm_uuid, "remove_nics", json={"macs": ["02:00:00:00:00:00"]})
+    assert error_fields(assert_error(unknown, 409, "ValidationFailed")) == {"macs": "Invalid"}
+    removed = act(client, vm_uuid, "remove_nics", json={"macs": [nics[0]["mac"]]})
+    job = wait_job(client, removed.json()["job_uuid"])
+    assert (job["name"], job["execution"]) == ("remove_nics", "succeeded")
+    assert get_vm(client, vm_uuid)["nics"] == []
+    assert in_use(client, network) == 0
+
+
+def test_nic_actions_on_a_provisioning_vm_are_unallocated_in_version_1_queued_in_2(
+        services) -> None:
+    # no worker runs here: the VM stays provisioning
+    network, _ = services.commands.create_network(
+        name="n", subnet="10.4.0.0/29", provision_start_ip="10.4.0.2",
+        provision_end_ip="10.4.0.3", gateway=None, cause=make_cause())
+    vm_uuid = services.commands.create_vm(VmSpec(owner_uuid=OWNER, brand="joyent", ram=128),
+                                          cause=make_cause()).vm_uuid
+    asked = [NicRequest(str(network.id))]
+    with pytest.raises(UnallocatedVmError):
+        change_nics(services.commands, vm_uuid, behaviour=OLDEST, cause=make_cause(), add=asked)
+    assert services.commands.load_network(network.id).claims == {}
+    queued = change_nics(services.commands, vm_uuid, behaviour=NEWEST, cause=make_cause(),
+                         add=asked)
+    vm = services.commands.load(vm_uuid)
+    assert [job["name"] for job in vm.active_jobs] == ["provision", "add_nics"]
+    assert vm.active_jobs[1]["uuid"] == queued.job_uuid
+    assert services.commands.load_network(network.id).claims == {"10.4.0.2": vm_uuid}

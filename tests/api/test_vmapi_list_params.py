@@ -1,0 +1,158 @@
+"""ListVms validated as VMAPI validates it, its error bodies word for word (service/api/
+list_vms_params.py; the cases of sdc-vmapi's vms.list, vms.list-sort, vms.marker and
+vms.list-filter-internal-metadata tests, so a regression shows without Node.js)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from tests.api.helpers import create_running_vm, create_vm
+
+VALID_UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
+
+
+def refused(client, params, *errors: dict) -> None:
+    response = client.get("/vms", params=params)
+    assert response.status_code == 409, (params, response.text)
+    assert response.json() == {"code": "ValidationFailed", "message": "Invalid Parameters",
+                               "errors": list(errors)}, params
+
+
+def invalid(field: str, message: str = "Invalid parameter") -> dict:
+    return {"field": field, "code": "Invalid", "message": message}
+
+
+def test_unknown_and_malformed_uuid_parameters(client) -> None:
+    refused(client, {"foo": "bar"}, invalid("foo"))
+    for name in ("uuid", "owner_uuid", "server_uuid", "image_uuid"):
+        refused(client, {name: "invalid_uuid"}, invalid(name, "Invalid UUID"))
+        assert client.get("/vms", params={name: VALID_UUID}).status_code == 200
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"brand": "foobar"}, "Must be one of: bhyve, joyent, joyent-minimal, kvm, lx"),
+    ({"state": "foobar"}, "Must be one of: active, destroyed, running, stopped"),
+    ({"docker": "foobar"}, "Invalid parameter"),
+    ({"alias": ""}, r"String does not match regexp: /^[a-zA-Z0-9][a-zA-Z0-9\_\.\-]*$/"),
+    ({"alias": ","}, r"String does not match regexp: /^[a-zA-Z0-9][a-zA-Z0-9\_\.\-]*$/"),
+    ({"ram": "128.5"}, "String does not match regexp: /^0$|^([1-9][0-9]*$)/"),
+    ({"ram": "abc"}, "String does not match regexp: /^0$|^([1-9][0-9]*$)/"),
+    ({"uuids": ""}, "Invalid values: "),
+    ({"uuids": f"{VALID_UUID},invalid_uuid"}, f"Invalid values: {VALID_UUID},invalid_uuid"),
+    ({"create_timestamp": "foo"}, "Invalid timestamp: foo"),
+    ({"create_timestamp": "1764547200000foo"}, "Invalid timestamp: 1764547200000foo"),
+    ({"fields": "alias,bar"}, "Invalid values: alias,bar"),
+    ({"fields": ""}, "Invalid values: "),
+    ({"limit": "foo"}, "Not a valid number: number must be >= 1 and <= 1000"),
+    ({"limit": "0"}, "Not a valid number: number must be >= 1 and <= 1000"),
+    ({"limit": "1001"}, "Not a valid number: number must be >= 1 and <= 1000"),
+    ({"offset": "-1"}, "Not a valid number: number must be >= 0"),
+    ({"sort": "foo.DESC"}, "Invalid sort param: foo.DESC"),
+    ({"sort": "create_timestamp.foo"}, "Invalid sort param: create_timestamp.foo"),
+    ({"sort": "create_timestamp."}, "Invalid sort param: create_timestamp."),
+    ({"internal_metadata.": "foo"}, 'Invalid internal_metadata key: ""'),
+    ({"internal_metadata.foo": ""}, 'Invalid internal_metadata value: ""'),
+    ({"tag.role": ""}, 'Invalid tag value: ""'),
+])
+def test_each_invalid_parameter_gets_vmapis_message(client, params, message) -> None:
+    field = next(iter(params)).split(".")[0]
+    refused(client, params, invalid(field, message))
+
+
+def test_valid_values_vmapis_tests_send_are_accepted(client) -> None:
+    now_ms = str(int(time.time() * 1000))
+    for params in ({"brand": "lx"}, {"state": "destroyed"}, {"docker": "false"},
+                   {"ram": "2048"}, {"uuids": f"{VALID_UUID},{VALID_UUID}"},
+                   {"create_timestamp": now_ms},
+                   {"create_timestamp": "2026-12-01T00:00:00.000Z"},
+                   {"fields": "*"}, {"fields": "role_tags"}, {"fields": "alias,zone_state"},
+                   {"offset": "500"}, {"limit": "1000"}, {"sort": "docker.desc"},
+                   {"sort": "billing_id.ASC"}, {"sort": "max_physical_memory"},
+                   {"package_name": "sample-128M"}, {"billing_id": VALID_UUID}):
+        assert client.get("/vms", params=params).status_code == 200, params
+
+
+def test_every_problem_is_named_at_once(client) -> None:
+    response = client.get("/vms", params={"foo": "1", "brand": "foobar", "limit": "0"})
+    assert [e["field"] for e in response.json()["errors"]] == ["foo", "brand", "limit"]
+
+
+@pytest.mark.parametrize("bad", ['["uuid: 00000000-0000-0000-0000-000000000000"]',
+                                 "00000000-0000-0000-0000-000000000000", '""', ""])
+def test_a_marker_that_is_no_object_is_refused(client, bad) -> None:
+    marker = json.dumps(bad)
+    refused(client, {"marker": marker},
+            invalid("marker", f"Invalid marker: {marker}. Marker must represent an object."))
+
+
+def test_markers_must_name_the_uuid_and_exactly_the_sort_key(client) -> None:
+    no_uuid = json.dumps({"alias": "x"})
+    refused(client, {"marker": no_uuid, "sort": "alias"}, invalid(
+        "marker", f"Invalid marker: {no_uuid}. A marker needs to have a uuid property from "
+        "which a strict total order can be established"))
+    only_uuid = json.dumps({"uuid": "some-uuid"})
+    refused(client, {"marker": only_uuid, "sort": "state.DESC"}, invalid(
+        "marker", f"Invalid marker: {only_uuid}. All sort fields must be present in marker. "
+        "Sort fields: state.DESC."))
+    extra = json.dumps({"create_timestamp": 1764547200000, "uuid": str(uuid.uuid4())})
+    refused(client, {"marker": extra}, invalid(
+        "marker", f"Invalid marker: {extra}. All marker keys except uuid must be present in "
+        "the sort parameter. Sort fields: undefined."))
+
+
+def test_vmapi_markers_page_without_overlap_in_each_order(client) -> None:
+    for n in range(5):
+        create_vm(client, alias=f"page-{n}", ram=128 * (n % 2 + 1))
+    for sort, keys in ((None, ["uuid"]), ("uuid.ASC", ["uuid"]), ("uuid.DESC", ["uuid"]),
+                       ("ram.desc", ["uuid", "ram"]), ("max_physical_memory.ASC",
+                                                ["uuid", "max_physical_memory"]),
+                       ("create_timestamp.DESC", ["uuid", "create_timestamp"])):
+        base = {"limit": 2, "alias": "page-", **({"sort": sort} if sort else {})}
+        everything = [vm["uuid"] for vm in client.get(
+            "/vms", params={k: v for k, v in base.items() if k != "limit"}).json()]
+        walked, params = [], dict(base)
+        while True:
+            page = client.get("/vms", params=params)
+            assert page.status_code == 200, (sort, page.text)
+            assert page.headers["x-joyent-resource-count"] == "5"
+            if not page.json():
+                break
+            walked += [vm["uuid"] for vm in page.json()]
+            last = page.json()[-1]
+            values = {"max_physical_memory": last["ram"]}
+            params["marker"] = json.dumps({k: values.get(k, last.get(k)) for k in keys})
+        assert walked == everything, sort
+
+
+def test_filters_vmapi_has(client) -> None:
+    vm_uuid = create_running_vm(client, alias="web-1", ram=512,
+                                internal_metadata={"role": "front"},
+                                image_uuid="6e1f0c3a-0000-4000-8000-000000000001")
+    create_running_vm(client, alias="db-1", ram=1024)
+    vm = client.get(f"/vms/{vm_uuid}").json()
+
+    def listed(**params) -> list[str]:
+        response = client.get("/vms", params=params)
+        assert response.status_code == 200, response.text
+        return [v["uuid"] for v in response.json()]
+
+    assert listed(alias="web") == [vm_uuid]  # a prefix, as VMAPI's alias=web*
+    assert listed(alias="eb") == []
+    assert listed(uuid=vm_uuid) == [vm_uuid]
+    assert listed(image_uuid="6e1f0c3a-0000-4000-8000-000000000001") == [vm_uuid]
+    assert listed(ram="512") == [vm_uuid]
+    assert listed(**{"internal_metadata.role": "front"}) == [vm_uuid]
+    assert listed(**{"internal_metadata.role": "back"}) == []
+    stamp = vm["create_timestamp"]
+    assert listed(create_timestamp=stamp) == [vm_uuid]
+    from datetime import datetime
+    ms = int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    assert listed(create_timestamp=str(ms)) == [vm_uuid]
+    assert listed(docker="true") == [] and len(listed(docker="false")) == 2
+    assert listed(billing_id=VALID_UUID) == []
+    projected = client.get("/vms", params={"uuid": vm_uuid, "fields": "uuid,alias,max_physical_memory"})
+    assert projected.json() == [{"uuid": vm_uuid, "alias": "web-1", "max_physical_memory": 512}]

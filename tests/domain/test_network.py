@@ -1,0 +1,83 @@
+"""The ``Network`` aggregate's rules (domain/network.py) and a VM's NICs (domain/vm_nics.py)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from domain.errors import ValidationError
+from domain.network import Network, NetworkFullError
+from domain.vm import make_cause
+from tests.builders import new_vm
+
+
+def network(start: str = "10.0.0.10", end: str = "10.0.0.12", **overrides) -> Network:
+    fields = {"network_uuid": uuid.uuid4(), "name": "external", "subnet": "10.0.0.0/24",
+              "provision_start_ip": start, "provision_end_ip": end, "gateway": "10.0.0.1",
+              "cause": make_cause(), **overrides}
+    return Network.create(**fields)
+
+
+@pytest.mark.parametrize(("field", "overrides"), [
+    ("subnet", {"subnet": "10.0.0.1/24"}),  # host bits set
+    ("subnet", {"subnet": "nonsense"}),
+    ("provision_start_ip", {"provision_start_ip": "10.0.1.5"}),
+    ("provision_end_ip", {"provision_end_ip": "10.0.0.255"}),  # the broadcast address
+    ("provision_end_ip", {"provision_start_ip": "10.0.0.20", "provision_end_ip": "10.0.0.10"}),
+    ("gateway", {"gateway": "10.0.0.11"}),  # inside the range
+    ("gateway", {"gateway": "192.168.0.1"}),
+])
+def test_a_network_that_cannot_hand_out_addresses_is_refused_naming_the_field(field, overrides):
+    with pytest.raises(ValidationError) as refused:
+        network(**overrides)
+    assert refused.value.errors[0]["field"] == field
+
+
+def test_addresses_are_handed_out_lowest_first_and_never_twice() -> None:
+    net = network()
+    assert (net.size, net.free, net.netmask) == (3, 3, "255.255.255.0")
+    first = net.next_free()
+    net.claim(first, vm_uuid="a", mac="02:00:00:00:00:01", cause=make_cause())
+    assert first == "10.0.0.10" and net.next_free() == "10.0.0.11"
+    assert net.next_free(taken={"10.0.0.11"}) == "10.0.0.12"
+    with pytest.raises(ValidationError) as taken:
+        net.claim(first, vm_uuid="b", mac="02:00:00:00:00:02", cause=make_cause())
+    assert taken.value.errors[0]["code"] == "Duplicate"
+    for ip in ("10.0.0.11", "10.0.0.12"):
+        net.claim(ip, vm_uuid="b", mac="02:00:00:00:00:03", cause=make_cause())
+    assert net.free == 0
+    with pytest.raises(NetworkFullError):
+        net.next_free()
+
+
+def test_an_address_asked_for_must_be_a_free_host_address_of_the_subnet() -> None:
+    net = network()
+    assert net.check_claimable("10.0.0.200") == "10.0.0.200"  # outside the range is allowed
+    for ip in ("10.0.1.1", "10.0.0.0", "10.0.0.255", "10.0.0.1", "garbage"):
+        with pytest.raises(ValidationError):
+            net.check_claimable(ip)
+
+
+def test_only_the_holder_releases_an_address() -> None:
+    net = network()
+    net.claim("10.0.0.10", vm_uuid="a", mac="02:00:00:00:00:01", cause=make_cause())
+    assert net.release("10.0.0.10", vm_uuid="b", cause=make_cause()) is False
+    assert net.release("10.0.0.10", vm_uuid="a", cause=make_cause()) is True
+    assert net.release("10.0.0.10", vm_uuid="a", cause=make_cause()) is False
+    assert net.claims == {} and net.free == 3
+
+
+def test_the_first_nic_of_a_vm_is_primary_and_removing_it_makes_another_primary() -> None:
+    vm = new_vm()
+    nic = {"ip": "10.0.0.10", "netmask": "255.255.255.0", "gateway": None, "network_uuid": "n"}
+    vm.add_nics([{**nic, "mac": "m1", "primary": False}, {**nic, "mac": "m2", "primary": False}],
+                cause=make_cause())
+    assert [n["primary"] for n in vm.nic_list] == [True, False]
+    vm.add_nics([{**nic, "mac": "m3", "primary": True}], cause=make_cause())
+    assert [n["primary"] for n in vm.nic_list] == [False, False, True]
+    removed = vm.remove_nics(["m3"], cause=make_cause())
+    assert [n["mac"] for n in removed] == ["m3"]
+    assert [(n["mac"], n["primary"]) for n in vm.nic_list] == [("m1", True), ("m2", False)]
+    with pytest.raises(ValidationError):
+        vm.remove_nics(["nope"], cause=make_cause())
