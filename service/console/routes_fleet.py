@@ -20,7 +20,8 @@ from projections.vm_queries import InvalidMarkerError
 from service.api.auth import OWNER, principal_of
 from service.api.deps import read_your_writes, services_of
 from service.api.errors import invalid_parameters
-from service.api.params import Query, list_vms_query
+from service.api.list_vms_params import ListVmsQuery
+from service.api.params import Query
 from service.console.render import chart, fragment
 
 router = APIRouter(tags=["console"])
@@ -50,7 +51,8 @@ def _link(params: dict[str, Any], **changes: Any) -> str:
 def fleet(request: Request) -> HTMLResponse:
     """The fleet page: the same filters and paging as ``GET /vms`` (owner_uuid, server_uuid,
     state, ..., offset, limit; ``PAGE_SIZE`` VMs by default), every figure computed in SQL."""
-    vm_filter, page, query = list_vms_query(request)
+    query = ListVmsQuery(request)
+    vm_filter, page = query.vm_filter, query.page
     if "limit" not in query.params:
         page.limit = PAGE_SIZE
     services = services_of(request)

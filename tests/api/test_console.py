@@ -84,7 +84,7 @@ def test_the_fleet_fragment_shows_the_apis_counts_with_its_filters(client: TestC
     assert _cells(html, "execution")["succeeded"] == sum(
         j["execution"] == "succeeded" for j in jobs) == 4
     assert set(_cells(html, "read-model")) == {"vm_view", "job_view", "server_view",
-                                                "analytics", "volume_mounts"}
+                                                "analytics", "volume_mounts", "network_view"}
     filtered = client.get("/console/fragments/fleet", params={
         "owner_uuid": OWNER, "state": "running"}).text
     assert _cells(filtered, "state")["running"] == 1 and sum(
