@@ -20,7 +20,7 @@ from domain.errors import JobNotRunnableError
 from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
 from service.commands.application import Commands
-from service.jobs.compute.driver import ComputeDriver, ComputeError
+from service.jobs.compute.driver import ComputeDriver, ComputeError, Incarnation
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,8 @@ class JobRun:
                 if attempt == self.context.step_attempts:
                     raise StepFailedError(error) from failure
                 continue
-            self.record_step(name, result=result, started=started)
+            recorded = result.as_result() if isinstance(result, Incarnation) else result
+            self.record_step(name, result=recorded, started=started)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
