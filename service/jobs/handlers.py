@@ -291,7 +291,8 @@ def _host_rebooted_since(job: JobRun, server_uuid: str) -> bool:
     it had are gone, though no agent has reported it yet)."""
     try:
         reported = job.driver.server_info(server_uuid).boot_id
-        return reported != job.context.commands.load_server(server_uuid).boot_id
+        recorded = job.patiently(lambda: job.context.commands.load_server(server_uuid).boot_id)
+        return reported != recorded
     except (ComputeError, ServerNotFoundError):
         return False
 
