@@ -1,28 +1,102 @@
 """The event store: the ``eventsourcing`` recorders, extended with a stream read that keeps
 each event's global position (for ``GET /vms/{uuid}/history``), and a wake-up on other
-processes' appends.
+processes' appends; and the bounds on every wait for the database (``bound_waits``).
 
 Selected by ``Settings.eventsourcing_env`` through ``APPLICATION_RECORDER_TOPIC``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import random
 import threading
+import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
-
-from typing import Any
 
 import psycopg
 from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
 from projections.db import Dialect
 from service.commands.idempotency import insert_in_recorder
+
+if TYPE_CHECKING:
+    from eventsourcing.application import Application
+
+    from service.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The recorder calls the library retries 10 times, 0.2 s apart, each try waiting up to the
+# pool's timeout: with the database down a request took 42-52 s to fail (issue #13).
+_RETRIED_CALLS = ("insert_events", "select_events", "select_notifications",
+                  "max_notification_id")
+
+
+def bound_waits(app: Application[Any], settings: Settings) -> None:
+    """Bound every wait for PostgreSQL (docs/jobs.md, "Outages"), before the pool opens: a
+    request waits ``postgres_pool_wait_s`` for a pooled connection; a connection takes
+    ``postgres_connect_timeout_s`` to open at most; one left unanswered (data unacknowledged,
+    keepalive probes lost: a silent partition) is dropped after ``postgres_network_timeout_s``;
+    the server ends a statement after ``postgres_statement_timeout_s`` and a lock wait after
+    ``postgres_lock_timeout_s``; a pool that cannot reconnect gives up its attempt within a
+    few seconds and starts afresh on the next request, so service is back within about that
+    of the database. The event store's calls are retried for ``database_retry_s`` at most
+    (the library's own retry is taken off). Nothing on SQLite, whose writers wait for each
+    other (``SQLITE_LOCK_TIMEOUT``) and which has no network."""
+    recorders = [app.recorder, getattr(app.snapshots, "recorder", None)]
+    datastore = getattr(app.recorder, "datastore", None)
+    if not isinstance(datastore, PostgresDatastore):
+        return
+    pool = datastore.pool
+    network_ms = int(settings.postgres_network_timeout_s * 1000)
+    options = (f"-c statement_timeout={int(settings.postgres_statement_timeout_s * 1000)} "
+               f"-c lock_timeout={settings.postgres_lock_timeout_s * 1000}")
+    assert isinstance(pool.kwargs, dict)
+    pool.kwargs.update(
+        connect_timeout=settings.postgres_connect_timeout_s,
+        keepalives=1, keepalives_idle=1, keepalives_interval=1, keepalives_count=2,
+        tcp_user_timeout=network_ms, options=options)
+    pool.timeout = settings.postgres_pool_wait_s
+    pool.reconnect_timeout = max(2.0, settings.postgres_connect_timeout_s + 1.0)
+    for recorder in recorders:
+        if recorder is not None:
+            _retry_within(recorder, settings.database_retry_s)
+
+
+def _retry_within(recorder: object, budget_s: float) -> None:
+    """Replace the library's retry of the recorder's calls by one that gives up after
+    ``budget_s`` (50 ms, 100 ms, ... between tries)."""
+    for name in _RETRIED_CALLS:
+        method = getattr(type(recorder), name, None)
+        if method is None:
+            continue
+        once = getattr(method, "__wrapped__", method).__get__(recorder)
+        setattr(recorder, name, _retrying(once, budget_s))
+
+
+def _retrying(call: Callable[..., Any], budget_s: float) -> Callable[..., Any]:
+    @functools.wraps(call)
+    def retrying(*args: Any, **kwargs: Any) -> Any:
+        give_up_at = time.monotonic() + budget_s
+        wait = 0.05
+        while True:
+            try:
+                return call(*args, **kwargs)
+            except (InterfaceError, OperationalError):
+                pause = wait * random.uniform(0.5, 1.0)  # noqa: S311
+                if time.monotonic() + pause >= give_up_at:
+                    raise
+                time.sleep(pause)
+                wait *= 2
+
+    return retrying
 
 
 class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
@@ -134,20 +208,22 @@ def wake_on_appends(recorder: object, wake: Callable[[], None], stop: threading.
     """
     if not isinstance(recorder, PostgresLedgerRecorder):
         return None
-    params = {k: v for k, v in recorder.datastore.pool.kwargs.items() if k != "row_factory"}
+    params = {"connect_timeout": 5,
+              **{k: v for k, v in recorder.datastore.pool.kwargs.items() if k != "row_factory"},
+              "autocommit": True}
     channel = SQL("LISTEN {0}").format(Identifier(recorder.channel_name))
 
     def listen() -> None:
         while not stop.is_set():
             try:
-                with psycopg.connect(**params, autocommit=True, connect_timeout=5) as conn:
+                with psycopg.connect(**params) as conn:
                     conn.execute(channel)
                     wake()  # whatever was appended while not listening
                     while not stop.is_set():
                         for _notify in conn.notifies(timeout=0.5):
                             wake()
             except psycopg.Error as error:
-                logging.getLogger(__name__).warning("listening for appends: %s", error)
+                log.warning("listening for appends: %s", error)
                 stop.wait(1.0)
 
     thread = threading.Thread(target=listen, name="vmledger-wake-on-appends", daemon=True)
