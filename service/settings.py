@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     postgres_network_timeout_s: float = Field(
         2.0, ge=1, le=60, description="how long a connection may go unanswered (unacknowledged "
         "data, keepalives) before it is dropped (s): a silent partition is an error this soon")
+    postgres_request_wait_s: float = Field(
+        2.0, gt=0, le=60, description="how long a database call made for an HTTP request "
+        "waits for the server's answer before the request is answered 503 (s)")
     postgres_statement_timeout_s: float = Field(
         30.0, gt=0, description="the longest statement the server runs for us (s)")
     database_retry_s: float = Field(

@@ -18,6 +18,7 @@ from service.api import (
     routes_servers, routes_sim, routes_stats, routes_vms, routes_volumes,
 )
 from service.api.auth import TokenFileError, Tokens, authorize
+from service.api.db_deadline import BoundDatabaseWaits
 from service.api.deps import bind_log_fields, new_request_id
 from service.api.openapi import declare_request_bodies
 from service.api.schemas import printable, unstorable
@@ -88,6 +89,7 @@ def create_app(
     declare_request_bodies(app)
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BoundDatabaseWaits, seconds=settings.postgres_request_wait_s)
     app.include_router(routes_ops.router)
     app.include_router(routes_vms.router)
     app.include_router(routes_jobs.router)
