@@ -45,9 +45,32 @@ def give_up(job: JobRun) -> None:
     if job.vm.state == VmState.PROVISIONING:
         _reconcile_provision(job, str(job.vm.id), giving_up=error)
         return
-    if JobName(job.job["name"]) in (JobName.START, JobName.REBOOT) and _adopt_effect(job):
+    name = JobName(job.job["name"])
+    if name in (JobName.START, JobName.REBOOT) and _adopt_effect(job):
+        return
+    if name is JobName.STOP and _adopt_stop(job):
         return
     job.fail(error)
+
+
+def _adopt_stop(job: JobRun) -> bool:
+    """If the host reports the VM not running (the lost workers' stop ran, or it is gone by
+    the stop's own rule), record it stopped and end the job well; False if it still runs."""
+    vm = job.vm
+    if vm.state not in (VmState.RUNNING, VmState.FAILED) or vm.server_uuid is None:
+        return False
+    server_uuid = vm.server_uuid
+    try:
+        run = job.driver.observe(server_uuid, str(vm.id))
+    except ComputeError:
+        return False
+    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    if run is not None and run.state == "running":
+        return False
+    if run is None and vm.state == VmState.RUNNING and not _host_rebooted_since(job, server_uuid):
+        return False  # unknown to its agent under the same boot id: it may still run
+    _record_stopped(job, gone=run is None)
+    return True
 
 
 def _adopt_effect(job: JobRun) -> bool:
@@ -270,20 +293,24 @@ def stop(job: JobRun) -> None:
         server_uuid = vm.server_uuid
         run = job.step("ensure_state", lambda: job.driver.ensure_state(
             server_uuid, str(vm.id), "stopped"))
-        if run is None:
-            if vm.state == VmState.RUNNING and not _host_rebooted_since(job, server_uuid):
-                raise StepFailedError(f"VM {vm.id} is not on server {server_uuid}, whose "
-                                      "agent no longer knows it (same boot id): it may still run")
-
-            def gone(v: Vm) -> None:
-                v.record_stopped(cause=job.cause)
-                v.release_capacity(cause=job.cause)  # nothing holds it there any more
-
-            job.succeed(gone)
-            return
-        job.succeed(lambda v: v.record_stopped(cause=job.cause))
+        if run is None and vm.state == VmState.RUNNING \
+                and not _host_rebooted_since(job, server_uuid):
+            raise StepFailedError(f"VM {vm.id} is not on server {server_uuid}, whose agent no "
+                                  "longer knows it (same boot id): it may still run")
+        _record_stopped(job, gone=run is None)
     else:
         _refuse(job, "stop")
+
+
+def _record_stopped(job: JobRun, *, gone: bool) -> None:
+    """End the stop well: ``Stopped``; and when its server no longer has the VM, the capacity
+    it held there is given back (nothing holds it there any more)."""
+    def stopped(vm: Vm) -> None:
+        vm.record_stopped(cause=job.cause)
+        if gone:
+            vm.release_capacity(cause=job.cause)
+
+    job.succeed(stopped)
 
 
 def _host_rebooted_since(job: JobRun, server_uuid: str) -> bool:

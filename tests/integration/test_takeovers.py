@@ -245,6 +245,21 @@ def test_stop_that_ran_unrecorded_is_recorded_by_the_takeover(services, monkeypa
     assert copies(services, vm_uuid)[0][1] == "stopped"
 
 
+def test_stop_with_no_attempts_left_whose_stop_ran_is_recorded_stopped(services, monkeypatch):
+    """Row T5: giving up a stop whose effect ran adopts it (found by the fault run: the log
+    said running, the host stopped)."""
+    vm_uuid = running_vm(services)
+    stopped = act(services, vm_uuid, Action.STOP).job_uuid
+    no_attempts_left(services, monkeypatch)
+    dies_in_the_job(services, monkeypatch, vm_uuid, after_the_work=True)
+
+    assert rescuer(services).run_vm(vm_uuid)
+
+    assert state_events(services, vm_uuid) == ["Provisioned", "Stopped"]
+    assert job(services, stopped)["execution"] == "succeeded"
+    assert copies(services, vm_uuid)[0][1] == "stopped"
+
+
 def test_stop_of_a_vm_its_rebooted_host_no_longer_has_stops_it_and_releases_its_capacity(
         services):
     """Row T2 (input 2): the host rebooted, the stop runs before the agent reports; then the

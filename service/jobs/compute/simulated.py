@@ -237,10 +237,11 @@ class SimulatedFleet:
         return {"boot_id": server.boot_id, "generation": generation, "vms": vms}
 
     def copies(self, vm_uuid: str) -> list[dict[str, object]]:
-        """Every copy of the VM in the simulated world, known to its agent or not."""
+        """Every copy of the VM in the simulated world, known to its agent or not, with its
+        boot count (the number of its latest incarnation) and the effect that began it."""
         with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT server_uuid, state, boots, known FROM sim_vms WHERE vm_uuid = ? "
-                       "ORDER BY server_uuid", (vm_uuid,))
+            tx.execute("SELECT server_uuid, state, boots, known, booted_by FROM sim_vms "
+                       "WHERE vm_uuid = ? ORDER BY server_uuid", (vm_uuid,))
             return tx.fetchall()
 
     def inventory_all(self, server_uuid: str) -> list[dict[str, object]]:
