@@ -66,7 +66,7 @@ class Load:
     def _run(self) -> None:
         http = self.system.http
         while not self.stop.is_set():
-            if self.creating and len(self.vms) < VMS * 4:
+            if self.creating and len(self.vms) < VMS + KILLS * 2:
                 created = http.post("/vms", json=vm_body())
                 if created.status_code == 202:
                     body = created.json()
