@@ -56,7 +56,12 @@ class Authed:
     app: FastAPI
 
     def as_(self, name: str, method: str, url: str, **kwargs) -> object:
-        return self.http.request(method, url, headers=bearer(name), **kwargs)
+        """The response to ``name``'s request; an event stream (GET /changes) is not read
+        past its headers, since it never ends by itself."""
+        with self.http.stream(method, url, headers=bearer(name), **kwargs) as response:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                response.read()
+        return response
 
     def head(self) -> int:
         return self.services.commands.head_position()
