@@ -43,10 +43,15 @@ class JobQueue:
         return next((j for j in self.active_jobs if j["uuid"] == job_uuid), None)
 
     def matching_active_job(self, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
-        """An active job doing the same thing (same name and arguments), for repeats."""
-        for job in self.active_jobs:
-            if job["name"] == name and job["params"].get("args", {}) == args:
-                return job
+        """The job a repeat of ``name`` with ``args`` merges into, or None (queue a new one).
+
+        Only the last job of the queue (queued, or running with nothing queued after it) can
+        take a repeat: a repeat merged into an earlier job would run before the jobs queued
+        after it, so ``stop``, ``start``, ``stop`` would end running although the last
+        command acknowledged was a stop (the last acknowledged intent wins; api.md)."""
+        last = self.active_jobs[-1] if self.active_jobs else None
+        if last is not None and last["name"] == name and last["params"].get("args", {}) == args:
+            return last
         return None
 
     def queue_job(

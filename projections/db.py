@@ -11,8 +11,11 @@ from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
+import sqlite3
+
+from eventsourcing.persistence import OperationalError
 from eventsourcing.postgres import PostgresDatastore
-from eventsourcing.sqlite import SQLiteDatastore
+from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteTransaction
 
 
 _SCHEMA_LOCK_KEY = 0x766D6C6564676572  # "vmledger"
@@ -84,6 +87,18 @@ class Tx:
         return found
 
 
+class _ImmediateTransaction(SQLiteTransaction):
+    """The library's SQLite transaction (errors mapped to its own), begun ``IMMEDIATE``."""
+
+    def __enter__(self) -> SQLiteCursor:
+        cursor = self.connection.cursor()
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:  # still locked after the busy timeout
+            raise OperationalError(error) from error
+        return cursor
+
+
 class Database:
     """The read models' database: the same one, and the same connection pool, as the events."""
 
@@ -116,6 +131,16 @@ class Database:
                 if not durable:
                     tx.execute("SET LOCAL synchronous_commit = off")
                 yield tx
+            return
+        if commit and isinstance(self._datastore, SQLiteDatastore):
+            # A write transaction takes SQLite's write lock at BEGIN, waiting (busy timeout)
+            # for another process's writer. With a plain BEGIN a transaction that read first
+            # fails at once with "database is locked" when its write meets another writer's
+            # commit (WAL mode cannot upgrade a stale read snapshot; the busy handler is not
+            # called): the simulated driver's read-then-update failed so (issue #13).
+            with self._datastore.get_connection(commit=True) as conn, \
+                    _ImmediateTransaction(conn, commit=True) as cursor, cursor:
+                yield Tx(cursor, self.dialect)
             return
         with self._datastore.transaction(commit=commit) as cursor:
             yield Tx(cursor, self.dialect)

@@ -28,6 +28,7 @@ from service.jobs.compute.simulated import SimulatedFleet
 from service.commands.idempotency import IdempotencyStore
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.settings import Settings
+from service.storage import bound_waits
 from service.commands.quarantine import Quarantine
 from service.jobs.worker import Worker, utcnow
 
@@ -84,6 +85,7 @@ class Services:
         """Connect to the configured database and create what is missing (idempotent)."""
         # Tables are created below under a lock, not by the library as the app is built.
         app = VmLedger(env={**settings.eventsourcing_env(), "CREATE_TABLE": "n"})
+        bound_waits(app, settings)  # before the pool opens (docs/jobs.md, "Outages")
         db = Database(app.recorder.datastore)
         runner = ProjectionRunner(
             db, app.recorder, app.mapper, read_models(app), on_lag=report_projection_lag

@@ -64,6 +64,23 @@ class Settings(BaseSettings):
     postgres_pool_size: int = Field(5, ge=1)
     postgres_max_overflow: int = Field(10, ge=0)
     postgres_lock_timeout_s: int = Field(5, ge=1, description="wait for the events table lock")
+    postgres_pool_wait_s: float = Field(
+        1.0, gt=0, le=30, description="how long a call waits for a pooled connection (s)")
+    postgres_connect_timeout_s: int = Field(
+        2, ge=2, le=60, description="how long a new connection may take to open (s)")
+    postgres_network_timeout_s: float = Field(
+        2.0, ge=1, le=60, description="how long a connection may go unanswered (unacknowledged "
+        "data, keepalives) before it is dropped (s): a silent partition is an error this soon")
+    postgres_request_wait_s: float = Field(
+        2.0, gt=0, le=60, description="how long a database call made for an HTTP request "
+        "waits for the server's answer before the request is answered 503 (s)")
+    postgres_statement_timeout_s: float = Field(
+        30.0, gt=0, description="the longest statement the server runs for us (s)")
+    database_retry_s: float = Field(
+        1.0, ge=0, le=30, description="how long a failed event-store call is retried before "
+        "its error is the answer (s; a job's worker goes on retrying while its lease holds)")
+    ping_timeout_s: float = Field(
+        1.5, gt=0, le=30, description="how long /ping waits for its database probe (s)")
     embedded_runners: bool | None = Field(
         None,
         description="run the projection runner and job worker inside `serve` "

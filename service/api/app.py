@@ -19,6 +19,7 @@ from service.api import (
 )
 from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.connection import ConnectionHeaders
+from service.api.db_deadline import BoundDatabaseWaits
 from service.api.deps import bind_log_fields, new_request_id
 from service.api.openapi import declare_request_bodies
 from service.api.schemas import printable, unstorable
@@ -91,6 +92,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Connection and Keep-Alive (VMAPI's rules for curl and HEAD)
     app.add_middleware(ConnectionHeaders, keep_alive_s=KEEP_ALIVE_S)
+    app.add_middleware(BoundDatabaseWaits, seconds=settings.postgres_request_wait_s)
     app.include_router(routes_ops.router)
     app.include_router(routes_vms.router)
     app.include_router(routes_jobs.router)

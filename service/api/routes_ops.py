@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as ProbeTimeoutError
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -12,14 +15,26 @@ from service.api.errors import UnavailableError
 
 router = APIRouter()
 
+# Where /ping's probes run, so a probe stuck on an unanswering network is given up after
+# ``ping_timeout_s`` (it ends by itself within the connection's network timeout).
+_probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vmledger-ping")
+
 
 @router.get("/ping")
 def ping(request: Request) -> JSONResponse:
-    """Health: the database answers, and how far each read model lags the log (events)."""
+    """Health: the database answers, and how far each read model lags the log (events).
+    ``503`` with ``Retry-After`` when the probe fails or takes more than ``ping_timeout_s``
+    (a load balancer gives up long before a partitioned connection would)."""
     services = services_of(request)
+
+    def probe() -> tuple[int, dict[str, int]]:
+        return services.projections.head(), services.projections.positions()
+
     try:
-        head = services.projections.head()
-        positions = services.projections.positions()
+        head, positions = _probes.submit(probe).result(timeout=services.settings.ping_timeout_s)
+    except ProbeTimeoutError as error:
+        raise UnavailableError(
+            f"database unreachable: no answer in {services.settings.ping_timeout_s} s") from error
     except Exception as error:  # noqa: BLE001 - any failure to reach the database is a 503
         raise UnavailableError(f"database unreachable: {type(error).__name__}") from error
     return JSONResponse({

@@ -133,23 +133,31 @@ class Agents:
                     "id): it may still run there, so it is not restarted", cause=cause)
                 return happening.value
             return None
-        response = policy.response(vm.persistence, happening)
-        if happening is Happening.GUEST_SHUTDOWN:
-            vm.record_stopped(cause=cause)
-        elif state == VmState.RUNNING:
-            reason = "crashed" if happening is Happening.GUEST_CRASH else happening.value
-            vm.record_failed(reason, f"reported by the agent of server {vm.server_uuid}",
-                             cause=cause)
-        if response is Response.DESTROY:
-            self._queue(vm, Action.DESTROY, JobName.DESTROY, happening, cause)
-        elif response is Response.RESTART and vm.desired_state == DesiredState.RUNNING \
-                and str(vm.state) == VmState.FAILED:
-            self._queue(vm, Action.START, JobName.START, happening, cause)
+        record_happening(vm, happening, cause)
         return happening.value
 
-    @staticmethod
-    def _queue(vm: Vm, action: Action, name: JobName, happening: Happening, cause: Cause) -> None:
-        params: dict[str, Any] = {"args": {}, "if_already": "succeed",
-                                  "api_version": NEWEST.version, "because": happening.value}
-        vm.queue_job(action=action, job_uuid=str(uuidlib.uuid4()), name=name.value,
-                     params=params, cause=cause)
+
+def record_happening(vm: Vm, happening: Happening, cause: Cause) -> None:
+    """Record what happened to ``vm`` on its host (a guest shutdown stops it; a crash or a
+    host reboot fails a running VM) and queue what its persistence policy answers: a destroy,
+    or a start of a failed VM that should run. Also what a job's takeover records when the
+    host reports a run the job began and its guest ended since (docs/jobs.md)."""
+    response = policy.response(vm.persistence, happening)
+    if happening is Happening.GUEST_SHUTDOWN:
+        vm.record_stopped(cause=cause)
+    elif str(vm.state) == VmState.RUNNING:
+        reason = "crashed" if happening is Happening.GUEST_CRASH else happening.value
+        vm.record_failed(reason, f"reported by the agent of server {vm.server_uuid}",
+                         cause=cause)
+    if response is Response.DESTROY:
+        _queue(vm, Action.DESTROY, JobName.DESTROY, happening, cause)
+    elif response is Response.RESTART and vm.desired_state == DesiredState.RUNNING \
+            and str(vm.state) == VmState.FAILED:
+        _queue(vm, Action.START, JobName.START, happening, cause)
+
+
+def _queue(vm: Vm, action: Action, name: JobName, happening: Happening, cause: Cause) -> None:
+    params: dict[str, Any] = {"args": {}, "if_already": "succeed",
+                              "api_version": NEWEST.version, "because": happening.value}
+    vm.queue_job(action=action, job_uuid=str(uuidlib.uuid4()), name=name.value,
+                 params=params, cause={**cause, "job_uuid": None})

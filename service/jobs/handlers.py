@@ -1,6 +1,7 @@
 """What each job does when it gets the ticket. Every handler re-reads the VM first and decides
 again (design.md, lesson 2: a destroy queued behind a provision finds out whether the VM got a
-server), and every operation it asks of a compute node is idempotent (lesson 4).
+server), and every operation it asks of a compute node is idempotent (lesson 4): a boot or
+reboot is named by its job, so a takeover that repeats it finds it done (docs/jobs.md).
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ import contextlib
 from collections.abc import Callable
 
 from domain.errors import ServerNotFoundError, VolumeNotFoundError
+from domain.policy import Happening
 from domain.server import InsufficientCapacityError
 from domain.states import JobName, VmState
 from domain.vm import Vm
-from service.jobs.compute.driver import ComputeError
+from service.commands.agents import record_happening
+from service.jobs.compute.driver import ComputeError, Incarnation
 from service.jobs.run import JobRun, StepFailedError
 
 
@@ -35,17 +38,70 @@ def run(job: JobRun) -> None:
 
 def give_up(job: JobRun) -> None:
     """End a job whose workers kept being lost: its attempts are bounded (the count is in
-    each ``JobStarted``). A VM still provisioning leaves that state."""
+    each ``JobStarted``). Giving up is not undoing: what the host reports the lost workers
+    did is adopted (a provision whose boot ran ends provisioned, a start or reboot that ran is
+    recorded), and only what never took effect is failed (docs/jobs.md, "Takeovers")."""
     error = f"gave up after {job.attempt - 1} attempts: the workers running it were lost"
     if job.vm.state == VmState.PROVISIONING:
-        # The lost workers may have created (and booted) it: a failed VM has no server.
-        _remove_everywhere(job, str(job.vm.id))
+        _reconcile_provision(job, str(job.vm.id), giving_up=error)
+        return
+    name = JobName(job.job["name"])
+    if name in (JobName.START, JobName.REBOOT) and _adopt_effect(job):
+        return
+    if name is JobName.STOP and _adopt_stop(job):
+        return
+    job.fail(error)
 
-    def record(vm: Vm) -> None:
-        if vm.state == VmState.PROVISIONING:
-            vm.record_provision_failed(error, cause=job.cause)
 
-    job.fail(error, record)
+def _adopt_stop(job: JobRun) -> bool:
+    """If the host reports the VM not running (the lost workers' stop ran, or it is gone by
+    the stop's own rule), record it stopped and end the job well; False if it still runs."""
+    vm = job.vm
+    if vm.state not in (VmState.RUNNING, VmState.FAILED) or vm.server_uuid is None:
+        return False
+    server_uuid = vm.server_uuid
+    try:
+        run = job.driver.observe(server_uuid, str(vm.id))
+    except ComputeError:
+        return False
+    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    if run is not None and run.state == "running":
+        return False
+    if run is None and vm.state == VmState.RUNNING and not _host_rebooted_since(job, server_uuid):
+        return False  # unknown to its agent under the same boot id: it may still run
+    _record_stopped(job, gone=run is None)
+    return True
+
+
+def _adopt_effect(job: JobRun) -> bool:
+    """If the VM's server reports a run this job began, record the boot it was (and what its
+    guest did since) and end the job well; False if the host has no such run."""
+    vm = job.vm
+    server_uuid = (vm.claim or {}).get("server_uuid") or vm.server_uuid
+    if server_uuid is None:
+        return False
+    try:
+        run = job.driver.observe(server_uuid, str(vm.id))
+    except ComputeError:
+        return False
+    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    if run is None or run.begun_by != job.job_uuid:
+        return False
+    if JobName(job.job["name"]) is JobName.REBOOT:
+        job.succeed(_booted(job, run, lambda v: v.record_rebooted(cause=job.cause)))
+    else:
+        job.succeed(_booted(job, run, lambda v: v.record_started(
+            cause=job.cause, server_uuid=server_uuid if server_uuid != vm.server_uuid else None)))
+    return True
+
+
+def _reported(server_uuid: str, run: Incarnation | None, job: JobRun) -> dict[str, object]:
+    """The ``reconcile`` step's result: what the host reports, and whether this job began
+    the run it reports."""
+    if run is None:
+        return {"server_uuid": server_uuid, "state": "absent"}
+    return {"server_uuid": server_uuid, **run.as_result(),
+            "begun_by_this_job": run.begun_by == job.job_uuid}
 
 
 def _already(job: JobRun, verb: str) -> None:
@@ -59,6 +115,14 @@ def _already(job: JobRun, verb: str) -> None:
 
 def _refuse(job: JobRun, verb: str) -> None:
     job.fail(f"Cannot {verb} a VM in state '{job.vm.state}'")
+
+
+def _boot(job: JobRun, server_uuid: str, target: str = "running") -> Incarnation:
+    """The boot (or reboot) step, named by this job: a repeat of it does nothing more."""
+    run = job.step("ensure_state", lambda: job.driver.ensure_state(
+        server_uuid, str(job.vm.id), target, effect=job.job_uuid))  # type: ignore[arg-type]
+    assert run is not None  # a boot of a VM the server does not have raises
+    return run
 
 
 def provision(job: JobRun) -> None:
@@ -77,55 +141,57 @@ def provision(job: JobRun) -> None:
     try:
         job.step("ensure_registered", lambda: job.driver.ensure_registered(
             server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
-        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, vm_uuid, "running"))
+        run = _boot(job, server_uuid)
     except StepFailedError:
         # Leave nothing half-made on the server; the failure itself is what gets recorded.
         with contextlib.suppress(ComputeError):
             job.driver.unregister(server_uuid, vm_uuid)
         raise
-    job.succeed(_booted(job, lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
+    job.succeed(_booted(job, run, lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
 
 
-def _reconcile_provision(job: JobRun, vm_uuid: str) -> None:
+def _reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = None) -> None:
     """Take over a provision whose worker was lost (Triton ZAPI-599): ask the compute nodes
-    what is really there and record it, never redoing a finished step. Present and running:
-    it is provisioned. Present and stopped after an earlier attempt recorded its boot: its guest
-    shut it down, so it is provisioned, then stopped; a replayed boot must not start it again
-    (Omicron #2209). Present and never booted: boot it. Absent: the provision failed."""
+    what is really there and record it, never redoing a finished effect (docs/jobs.md).
+
+    Absent: the provision failed. Present and booted by this job: it is provisioned, and
+    whatever its guest did since (a shutdown, a crash) is recorded after, as the persistence
+    policy answers; the boot is not replayed (Omicron #2209). Present and never booted: boot
+    it, unless ``giving_up`` (no attempts left), when the copy is removed and the job fails."""
     found = _where_is(job, vm_uuid)
     if found is None:
-        error = "the worker provisioning it was lost before the VM was created"
+        error = giving_up or "the worker provisioning it was lost before the VM was created"
         job.record_step("reconcile", result=None, error=error)
         job.fail(error, lambda v: v.record_provision_failed(error, cause=job.cause))
         return
-    server_uuid, power = found
-    job.record_step("reconcile", result={"server_uuid": server_uuid, "state": power})
-    booted = "ensure_state" in job.job.get("steps_done", [])
-    if power != "running" and not booted:
-        # Created but never booted: finish the provision, or leave nothing half-made.
-        try:
-            job.step("ensure_state",
-                     lambda: job.driver.ensure_state(server_uuid, vm_uuid, "running"))
+    server_uuid, run = found
+    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    if run.begun_by != job.job_uuid and run.state != "running":
+        if giving_up is not None:
+            _remove_everywhere(job, vm_uuid)
+            job.fail(giving_up, lambda v: v.record_provision_failed(giving_up, cause=job.cause))
+            return
+        try:  # created but never booted: finish the provision, or leave nothing half-made
+            run = _boot(job, server_uuid)
         except StepFailedError:
             _remove_everywhere(job, vm_uuid)
             raise
-        power = "running"
-
-    def record(vm: Vm) -> None:
-        vm.record_provisioned(server_uuid, cause=job.cause)
-        if power != "running":
-            vm.record_stopped(cause=job.cause)
-
-    job.succeed(record)
+    job.succeed(_booted(job, run, lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
 
 
-def _where_is(job: JobRun, vm_uuid: str) -> tuple[str, str] | None:
-    """The server that reports the VM, with its power state, or None."""
-    for server in job.driver.servers():
+def _where_is(job: JobRun, vm_uuid: str) -> tuple[str, Incarnation] | None:
+    """The server that reports the VM, with its incarnation, or None. The server the VM
+    claims capacity on is asked first."""
+    servers = [server.uuid for server in job.driver.servers()]
+    claimed = (job.vm.claim or {}).get("server_uuid")
+    if claimed in servers:
+        servers.remove(claimed)
+        servers.insert(0, claimed)
+    for server_uuid in servers:
         with contextlib.suppress(ComputeError):
-            power = job.driver.inventory(server.uuid).get(vm_uuid)
-            if power is not None:
-                return server.uuid, power
+            run = job.driver.observe(server_uuid, vm_uuid)
+            if run is not None:
+                return server_uuid, run
     return None
 
 
@@ -184,8 +250,8 @@ def start(job: JobRun) -> None:
         server_uuid = vm.server_uuid
         if vm.claim is None:
             job.step("place", lambda: _claim_a_server(job, [server_uuid]))
-        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, str(vm.id), "running"))
-        job.succeed(_booted(job, lambda v: v.record_started(cause=job.cause)))
+        run = _boot(job, server_uuid)
+        job.succeed(_booted(job, run, lambda v: v.record_started(cause=job.cause)))
     else:
         _refuse(job, "start")
 
@@ -210,31 +276,68 @@ def _start_elsewhere(job: JobRun, vm: Vm) -> None:
     server_uuid = job.step("place", lambda: _claim_a_server(job, [earlier] if earlier else None))
     job.step("ensure_registered", lambda: job.driver.ensure_registered(
         server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
-    job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, vm_uuid, "running"))
-    job.succeed(_booted(job, lambda v: v.record_started(cause=job.cause,
-                                                      server_uuid=server_uuid)))
+    run = _boot(job, server_uuid)
+    job.succeed(_booted(job, run, lambda v: v.record_started(cause=job.cause,
+                                                           server_uuid=server_uuid)))
 
 
 def stop(job: JobRun) -> None:
-    """Stop a running (or failed) VM."""
+    """Stop a running (or failed) VM. A VM its server no longer has is stopped too when the
+    log can tell it is gone (its host rebooted since, or it had failed): what the user asked
+    for is what is true, and its capacity is given back (Omicron #6809). With the same boot
+    id and the VM unknown, its agent forgot it and it may still run: the stop fails."""
     vm = job.vm
     if vm.state == VmState.STOPPED:
         _already(job, "stop")
     elif vm.state in (VmState.RUNNING, VmState.FAILED) and vm.server_uuid:
         server_uuid = vm.server_uuid
-        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, str(vm.id), "stopped"))
-        job.succeed(lambda v: v.record_stopped(cause=job.cause))
+        run = job.step("ensure_state", lambda: job.driver.ensure_state(
+            server_uuid, str(vm.id), "stopped"))
+        if run is None and vm.state == VmState.RUNNING \
+                and not _host_rebooted_since(job, server_uuid):
+            raise StepFailedError(f"VM {vm.id} is not on server {server_uuid}, whose agent no "
+                                  "longer knows it (same boot id): it may still run")
+        _record_stopped(job, gone=run is None)
     else:
         _refuse(job, "stop")
 
 
+def _record_stopped(job: JobRun, *, gone: bool) -> None:
+    """End the stop well: ``Stopped``; and when its server no longer has the VM, the capacity
+    it held there is given back (nothing holds it there any more)."""
+    def stopped(vm: Vm) -> None:
+        vm.record_stopped(cause=job.cause)
+        if gone:
+            vm.release_capacity(cause=job.cause)
+
+    job.succeed(stopped)
+
+
+def _host_rebooted_since(job: JobRun, server_uuid: str) -> bool:
+    """Whether the server booted again since the log last recorded its boot id (so the VMs
+    it had are gone, though no agent has reported it yet)."""
+    try:
+        reported = job.driver.server_info(server_uuid).boot_id
+        recorded = job.patiently(lambda: job.context.commands.load_server(server_uuid).boot_id)
+        return reported != recorded
+    except (ComputeError, ServerNotFoundError):
+        return False
+
+
 def reboot(job: JobRun) -> None:
-    """Reboot a running VM."""
+    """Reboot a running VM: end the incarnation that runs and begin the next, once. A VM
+    whose run already ended on its host (its guest shut it down) is not rebooted: the job
+    fails and records what the host reports, as the agent's report would."""
     vm = job.vm
     if vm.state == VmState.RUNNING and vm.server_uuid:
         server_uuid = vm.server_uuid
-        job.step("ensure_state", lambda: job.driver.ensure_state(server_uuid, str(vm.id), "rebooted"))
-        job.succeed(_booted(job, lambda v: v.record_rebooted(cause=job.cause)))
+        run = _boot(job, server_uuid, "rebooted")
+        if run.begun_by != job.job_uuid:
+            happening = _happening(run)
+            job.fail(f"not rebooted: the VM is {run.state} on server {server_uuid}",
+                     lambda v: record_happening(v, happening, job.cause) if happening else None)
+            return
+        job.succeed(_booted(job, run, lambda v: v.record_rebooted(cause=job.cause)))
     else:
         _refuse(job, "reboot")
 
@@ -273,10 +376,15 @@ def nics_changed(job: JobRun) -> None:
     job.succeed()
 
 
-def _booted(job: JobRun, record: Callable[[Vm], None]) -> Callable[[Vm], None]:
+def _booted(job: JobRun, run: Incarnation,
+            record: Callable[[Vm], None]) -> Callable[[Vm], None]:
     """``record`` (the VM booted), then the current addresses of the volumes it mounts, which
     it booted with (``VolumeAddressesRefreshed``, design.md lesson 6: a VM given fresh
-    addresses no longer mounts stale ones). Recorded after the boot, in the same save."""
+    addresses no longer mounts stale ones), then what its guest did since, if the host
+    reports the run over (a takeover finding a booted VM shut down: docs/jobs.md). Recorded
+    after the boot, in the same save."""
+    happening = _happening(run)
+
     def booted(vm: Vm) -> None:
         record(vm)
         addresses: dict[str, str | None] = {}
@@ -288,8 +396,15 @@ def _booted(job: JobRun, record: Callable[[Vm], None]) -> Callable[[Vm], None]:
             else:
                 addresses[mount["volume_uuid"]] = volume.address
         vm.record_volume_addresses(addresses, cause=job.cause)
+        if happening is not None:
+            record_happening(vm, happening, job.cause)
 
     return booted
+
+
+def _happening(run: Incarnation) -> Happening | None:
+    """What ended a run the host reports over: its guest shut it down, or crashed."""
+    return {"stopped": Happening.GUEST_SHUTDOWN, "failed": Happening.GUEST_CRASH}.get(run.state)
 
 
 _HANDLERS: dict[JobName, Callable[[JobRun], None]] = {

@@ -11,21 +11,25 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from domain.errors import JobNotRunnableError
 from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
 from service.commands.application import Commands
-from service.jobs.compute.driver import ComputeDriver, ComputeError
+from service.jobs.compute.driver import ComputeDriver, ComputeError, Incarnation
+from service.jobs.transient import PatientDriver, retry_transient
 
 log = logging.getLogger(__name__)
 
 # The servers to try, best first (the claim on each server's stream decides).
 Placement = Callable[[Vm], list[str]]
+
+R = TypeVar("R")
 
 
 def utcnow() -> datetime:
@@ -76,10 +80,25 @@ class JobRun:
         self.outcome: str | None = None
         self._done = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        # When the lease was last known held (claimed or renewed), on the monotonic clock:
+        # transient database errors are retried until a third of a lease before it ends.
+        self._held_since = time.monotonic()
+        self._driver = PatientDriver(context.driver, self.retry_until)
 
     @property
     def driver(self) -> ComputeDriver:
-        return self.context.driver
+        """The worker's compute driver, its calls retried through transient database
+        errors while the lease holds (service/jobs/transient.py)."""
+        return self._driver  # type: ignore[return-value]
+
+    def retry_until(self) -> float:
+        """The monotonic time until which a transient database error is retried: two thirds
+        of a lease after the lease was last known held."""
+        return self._held_since + self.context.lease.total_seconds() * 2 / 3
+
+    def patiently(self, call: Callable[[], R], what: str = "a database call") -> R:
+        """``call()``, retried through transient database errors while the lease holds."""
+        return retry_transient(call, until=self.retry_until, what=what)
 
     # -- the lease --------------------------------------------------------------------------
 
@@ -104,6 +123,7 @@ class JobRun:
                 self.context.commands.change(Vm, self.vm.id, lambda vm: vm.renew_lease(
                     self.job_uuid, worker=self.context.worker_id, lease_expires_at=expires,
                     cause=self.cause))
+                self._held_since = time.monotonic()
             except JobNotRunnableError as lost:
                 self._lost = lost
                 return
@@ -115,7 +135,8 @@ class JobRun:
     def _change(self, mutate: Callable[[Vm], None]) -> Vm:
         if self._lost is not None:
             raise self._lost
-        _, vm, _, _ = self.context.commands.change(Vm, self.vm.id, mutate)
+        _, vm, _, _ = self.patiently(
+            lambda: self.context.commands.change(Vm, self.vm.id, mutate), "recording the job")
         self.vm = vm
         return vm
 
@@ -139,14 +160,15 @@ class JobRun:
             self._check_preconditions(name)
             started = utcnow()
             try:
-                result = operation()
+                result = self.patiently(operation, f"step {name}")
             except ComputeError as failure:
                 error = str(failure) or type(failure).__name__
                 self.record_step(name, result=None, error=error, started=started)
                 if attempt == self.context.step_attempts:
                     raise StepFailedError(error) from failure
                 continue
-            self.record_step(name, result=result, started=started)
+            recorded = result.as_result() if isinstance(result, Incarnation) else result
+            self.record_step(name, result=recorded, started=started)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 

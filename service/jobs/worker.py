@@ -9,6 +9,7 @@ next begins, and every save re-checks that this worker still holds the job.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -54,7 +55,8 @@ class Worker:
         self.find_work = find_work
         self.placement = placement
         self.lease = timedelta(seconds=lease_s)
-        self.worker_id = worker_id or f"worker-{uuidlib.uuid4().hex[:8]}"
+        # The process id in it tells an operator (and a fault test) which process holds a job.
+        self.worker_id = worker_id or f"worker-{os.getpid()}-{uuidlib.uuid4().hex[:6]}"
         self.clock = clock
         self.paused = paused
         self.step_attempts = step_attempts

@@ -28,7 +28,9 @@ from uuid import UUID, uuid5
 from domain.states import VmState
 from domain.vm import Vm
 from service.commands.application import Commands
-from service.jobs.compute.driver import ComputeError, PowerState, ServerInfo, TargetState
+from service.jobs.compute.driver import (
+    ComputeError, Incarnation, PowerState, ServerInfo, TargetState,
+)
 
 MACHINE_RAM_MIB = 65_536
 MACHINE_CPUS = 64
@@ -211,12 +213,21 @@ class TraceDriver:
             self._where[vm_uuid] = server_uuid
             self._vms.setdefault(server_uuid, {})[vm_uuid] = "stopped"
 
-    def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState) -> None:
-        """Power the VM on or off. Raises ``ComputeError`` if it is not on the machine (a
-        bug of the replay, never a trace fact)."""
+    def observe(self, server_uuid: str, vm_uuid: str) -> Incarnation | None:
+        """The VM on the machine (the replay counts no incarnations: always 1), or None."""
+        power = self._vms.get(server_uuid, {}).get(vm_uuid)
+        return None if power is None else Incarnation(power, 1)
+
+    def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState, *,
+                     effect: str | None = None) -> Incarnation | None:
+        """Power the VM on or off (a replay is one process: no step is ever repeated, so
+        ``effect`` is not needed). Raises ``ComputeError`` if it is not on the machine (a bug
+        of the replay, never a trace fact)."""
         if self._where.get(vm_uuid) != server_uuid:
             raise ComputeError(f"VM {vm_uuid} is not on server {server_uuid}")
-        self._vms[server_uuid][vm_uuid] = "stopped" if state == "stopped" else "running"
+        power: PowerState = "stopped" if state == "stopped" else "running"
+        self._vms[server_uuid][vm_uuid] = power
+        return Incarnation(power, 1)
 
     def unregister(self, server_uuid: str, vm_uuid: str) -> None:
         """Take the VM off the machine (nothing if it is not there)."""

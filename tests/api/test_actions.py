@@ -124,6 +124,26 @@ def test_repeating_a_queued_action_returns_the_same_job_and_appends_nothing(
     assert start.json()["job_uuid"] != first.json()["job_uuid"]
 
 
+def test_a_repeat_with_an_opposite_job_queued_between_is_a_new_job_so_the_last_intent_wins(
+        paused, services) -> None:
+    """stop, start, stop: the second stop is not merged into the first (which runs before the
+    start), so the VM ends as the last acknowledged command says (issue #13, input 9)."""
+    http = paused.http
+    created = create_vm(http)
+    paused.run_jobs()
+    first = act(http, created["vm_uuid"], "stop").json()["job_uuid"]
+    start = act(http, created["vm_uuid"], "start").json()["job_uuid"]
+    last = act(http, created["vm_uuid"], "stop")
+    assert last.status_code == 202
+    assert last.json()["job_uuid"] not in (first, start)
+    # a repeat of the last job is still merged
+    assert act(http, created["vm_uuid"], "stop").json()["job_uuid"] == last.json()["job_uuid"]
+    paused.run_jobs()
+    assert [wait_job(http, j)["execution"] for j in (first, start, last.json()["job_uuid"])] \
+        == ["succeeded"] * 3
+    assert get_vm(http, created["vm_uuid"])["state"] == "stopped"
+
+
 def test_stop_on_a_stopped_vm_fails_in_v1_and_succeeds_with_idempotent_or_in_v2(client) -> None:
     vm_uuid = create_running_vm(client)
     act_and_wait(client, vm_uuid, "stop")

@@ -42,6 +42,29 @@ def test_create_records_the_vm_and_queues_its_provision_job():
     assert vm.version == 2
 
 
+# -- repeats -----------------------------------------------------------------------------
+
+
+def test_a_repeat_merges_only_into_the_last_job_of_the_queue():
+    """The last acknowledged intent wins (api.md): stop, start, stop is three jobs; a stop
+    repeated right after a stop is one."""
+    vm = vm_in(VmState.RUNNING)
+    first_stop = queue(vm, Action.STOP)
+    assert vm.matching_active_job("stop", {})["uuid"] == first_stop
+    queue(vm, Action.START)
+    assert vm.matching_active_job("stop", {}) is None
+    assert vm.matching_active_job("start", {})["uuid"] == vm.active_jobs[-1]["uuid"]
+
+
+def test_a_repeat_merges_into_a_running_job_only_with_nothing_queued_after_it():
+    vm = vm_in(VmState.RUNNING)
+    stop = queue(vm, Action.STOP)
+    claim(vm)
+    assert vm.matching_active_job("stop", {})["uuid"] == stop
+    queue(vm, Action.REBOOT)
+    assert vm.matching_active_job("stop", {}) is None
+
+
 # -- the ticket and the lease -------------------------------------------------------------
 
 

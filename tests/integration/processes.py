@@ -22,7 +22,9 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _vmledger(*args: str, env: dict[str, str], log_path: str) -> subprocess.Popen[bytes]:
+def vmledger_process(*args: str, env: dict[str, str], log_path: str) -> subprocess.Popen[bytes]:
+    """``python -m service ARGS`` in a session of its own, its output appended to
+    ``log_path``."""
     log = open(log_path, "ab")  # noqa: SIM115 - closed with the process by the OS
     return subprocess.Popen(
         [sys.executable, "-m", "service", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -47,14 +49,14 @@ def deployment(database_url: str, tmp_dir: str, *, api_workers: int = 2, job_wor
     port = free_port()
     log_path = os.path.join(tmp_dir, "deployment.log")
     # The schema is created by the first process; start it alone so the others find it.
-    processes = [_vmledger("project", env=env, log_path=log_path)]
+    processes = [vmledger_process("project", env=env, log_path=log_path)]
     base_url = f"http://127.0.0.1:{port}"
     try:
-        _wait_until(lambda: _has_tables(database_url), what="schema", log_path=log_path)
-        processes.append(_vmledger("serve", "--port", str(port), "--workers", str(api_workers),
+        wait_until(lambda: _has_tables(database_url), what="schema", log_path=log_path)
+        processes.append(vmledger_process("serve", "--port", str(port), "--workers", str(api_workers),
                                    env=env, log_path=log_path))
-        processes += [_vmledger("work", env=env, log_path=log_path) for _ in range(job_workers)]
-        _wait_until(lambda: _answers(base_url), what="the API", log_path=log_path)
+        processes += [vmledger_process("work", env=env, log_path=log_path) for _ in range(job_workers)]
+        wait_until(lambda: _answers(base_url), what="the API", log_path=log_path)
         yield base_url
     finally:
         for process in processes:
@@ -83,7 +85,8 @@ def _has_tables(database_url: str) -> bool:
     return row is not None and row[0] is not None
 
 
-def _wait_until(condition, *, what: str, log_path: str, timeout: float = 60.0) -> None:
+def wait_until(condition, *, what: str, log_path: str, timeout: float = 60.0) -> None:
+    """Poll ``condition`` every 0.1 s; fail with the log's tail after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

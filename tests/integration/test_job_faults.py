@@ -298,28 +298,30 @@ def test_a_delete_after_the_provisions_worker_died_is_done_once_the_provision_is
 # -- a provision that ends failed after a takeover leaves nothing behind ---------------------
 
 
-def test_a_provision_given_up_after_its_workers_kept_dying_removes_the_copy_they_made(
+def test_a_provision_given_up_after_its_workers_kept_dying_adopts_the_vm_they_booted(
     services, monkeypatch,
 ):
+    """Giving up is not undoing: the last takeover, with no attempts left, finds the VM the
+    first worker booted and adopts it (issue #13, input 4)."""
     accepted = create(services)
     dies_once(monkeypatch, services.fleet, "ensure_state", after_the_work=True)
     with pytest.raises(WorkerDied):
         services.worker.run_vm(accepted.vm_uuid)  # attempt 1: created and booted it
     for attempt in (2, 3):  # the rescuers die too, asking the compute nodes what is there
-        dies_once(monkeypatch, services.fleet, "inventory")
+        dies_once(monkeypatch, services.fleet, "observe")
         with pytest.raises(WorkerDied):
             rescuer(services, f"rescuer-{attempt}", leases_later=2 * attempt).run_vm(
                 accepted.vm_uuid)
-    assert len(copies(services, accepted.vm_uuid)) == 1
+    [(server_uuid, _)] = copies(services, accepted.vm_uuid)
 
     assert rescuer(services, "last", leases_later=8).run_vm(accepted.vm_uuid)  # attempt 4
 
     vm = services.commands.load(accepted.vm_uuid)
-    assert (vm.state, vm.server_uuid) == ("failed", None)
+    assert (vm.state, vm.server_uuid) == ("running", server_uuid)
     provision = job(services, accepted.job_uuid)
-    assert (provision["execution"], provision["attempt"]) == ("failed", 4)
-    assert "gave up" in provision["error"]
-    assert copies(services, accepted.vm_uuid) == []  # no VM runs that the log says failed
+    assert (provision["execution"], provision["attempt"]) == ("succeeded", 4)
+    assert copies(services, accepted.vm_uuid) == [(server_uuid, "running")]
+    assert services.fleet.boots(accepted.vm_uuid) == 1
 
 
 def test_a_takeover_whose_boot_keeps_failing_fails_the_provision_and_removes_the_copy(

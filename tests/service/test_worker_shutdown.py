@@ -22,10 +22,10 @@ def test_a_stopped_worker_finishes_the_job_in_hand_and_claims_no_other(services,
     in_step, go_on = threading.Event(), threading.Event()
     ensure_state = services.fleet.ensure_state
 
-    def held(server_uuid, vm_uuid, state):
+    def held(server_uuid, vm_uuid, state, **kwargs):
         in_step.set()
         assert go_on.wait(30), "the test never let the step go on"
-        return ensure_state(server_uuid, vm_uuid, state)
+        return ensure_state(server_uuid, vm_uuid, state, **kwargs)
 
     monkeypatch.setattr(services.fleet, "ensure_state", held)
     worker = Worker(services.commands, services.fleet,

@@ -1,8 +1,13 @@
-"""The ``ComputeDriver`` protocol (design.md, "Compute nodes").
+"""The ``ComputeDriver`` protocol (design.md, "Compute nodes"; docs/jobs.md).
 
 Every operation is idempotent by VM uuid: repeating it after a crash or a lost response
-changes nothing more (Omicron's register/ensure split, so a replayed step cannot restart a VM
-the guest shut down).
+changes nothing more. Idempotent by uuid is not enough for a boot or a reboot ("booted, then
+shut down by the guest" looks like "never booted"), so every run of a VM on a node is an
+**incarnation**: a number the node assigns when it boots the VM (1, 2, ...), ended by any stop
+(ours, the guest's, a crash; a host reboot takes the copy away). A boot or reboot names the
+effect it is (``effect``: the job's uuid), and the node remembers which effect began the
+current incarnation: a repeat of that effect finds it already done and does nothing, so a
+replayed step cannot restart a VM its guest shut down, or reboot it twice (Omicron #2209).
 """
 
 from __future__ import annotations
@@ -12,6 +17,21 @@ from typing import Literal, Protocol
 
 PowerState = Literal["running", "stopped", "failed"]
 TargetState = Literal["running", "stopped", "rebooted"]
+
+
+@dataclass(frozen=True)
+class Incarnation:
+    """What a node reports of one VM copy: its power state, the number of its latest run
+    (``number``; 0: never booted; the run is over unless ``state`` is ``running``) and the
+    effect that began that run (``begun_by``: a job's uuid, None when not vmledger's)."""
+
+    state: PowerState
+    number: int
+    begun_by: str | None = None
+
+    def as_result(self) -> dict[str, object]:
+        """The step result the job records (``chain_results``), so a takeover can compare."""
+        return {"state": self.state, "incarnation": self.number}
 
 
 class ComputeError(Exception):
@@ -56,8 +76,20 @@ class ComputeDriver(Protocol):
     ) -> None:
         """Make sure the VM exists on the server (created stopped if absent)."""
 
-    def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState) -> None:
-        """Make sure the VM is in ``state`` (``rebooted``: reboot it, ending running)."""
+    def observe(self, server_uuid: str, vm_uuid: str) -> Incarnation | None:
+        """The VM's copy on the server as its agent reports it, or None if it has none."""
+
+    def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState, *,
+                     effect: str | None = None) -> Incarnation | None:
+        """Make sure the VM is in ``state``; returns its copy afterwards.
+
+        ``running``: boot it unless it runs, or unless ``effect`` began its latest incarnation
+        (done before: its guest may have stopped it since; nothing is repeated).
+        ``rebooted``: end the running incarnation and begin the next, unless ``effect`` began
+        the latest (done before) or none runs (the run it meant to end is over: nothing to do).
+        ``stopped``: end the running incarnation; a VM the server does not have is stopped
+        there too (None). Raises ``ComputeError`` if the server cannot act, and for
+        ``running``/``rebooted`` if it does not have the VM."""
 
     def unregister(self, server_uuid: str, vm_uuid: str) -> None:
         """Make sure the VM no longer exists on the server."""

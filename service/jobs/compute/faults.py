@@ -71,8 +71,17 @@ class Faults:
         """The delay of ``operation`` (or of every operation) in seconds."""
         self._set(f"latency:{operation or '*'}", seconds)
 
-    def latency(self, operation: str) -> float:
-        """The delay of ``operation``: its own, else the fleet-wide one, else the default."""
+    def set_latency_after(self, seconds: float, operation: str) -> None:
+        """A delay of ``operation`` after its work is done, before it answers (a slow
+        response: the window in which a worker dies after an effect and before recording
+        it, for fault runs)."""
+        self._set(f"latency_after:{operation}", seconds)
+
+    def latency(self, operation: str, *, after: bool = False) -> float:
+        """The delay of ``operation``: its own, else the fleet-wide one, else the default
+        (``after``: its delay after the work, 0 unless set)."""
+        if after:
+            return self._setting(f"latency_after:{operation}") or 0.0
         for name in (f"latency:{operation}", "latency:*"):
             value = self._setting(name)
             if value is not None:
@@ -106,5 +115,8 @@ class Faults:
         if self._take(operation, "fail"):
             raise ComputeError(f"injected failure of {operation}")
         yield
+        delay = self.latency(operation, after=True)
+        if delay:
+            time.sleep(delay)
         if self._take(operation, "lose_response"):
             raise ComputeError(f"{operation} timed out (its response was lost after the work)")

@@ -7,6 +7,8 @@ world survives restarts and every process sees the same one. Faults can be injec
 A VM row is one copy of a VM on one server. ``known`` is whether that server's agent knows
 the copy: after an agent restart the copies keep running but the agent no longer reports them,
 which is how a second copy could come to run if the control plane restarted the VM elsewhere.
+``boots`` counts the copy's boots: it is the number of its latest incarnation, and
+``booted_by`` the effect (a job's uuid) that began it (service/jobs/compute/driver.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import uuid as uuidlib
 from uuid import UUID
 
 from projections.db import Database
-from service.jobs.compute.driver import ComputeError, PowerState, ServerInfo, TargetState
+from service.jobs.compute.driver import (
+    ComputeError, Incarnation, PowerState, ServerInfo, TargetState,
+)
 from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
 
 _NAMESPACE = uuidlib.uuid5(UUID(int=0), "vmledger:simulated-fleet")
@@ -26,9 +30,12 @@ DDL = (
     "status TEXT NOT NULL DEFAULT 'running', generation BIGINT NOT NULL DEFAULT 0)",
     "CREATE TABLE IF NOT EXISTS sim_vms (vm_uuid TEXT NOT NULL, server_uuid TEXT NOT NULL, "
     "state TEXT NOT NULL, ram_mib INTEGER NOT NULL, boots INTEGER NOT NULL, "
-    "known INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (vm_uuid, server_uuid))",
+    "known INTEGER NOT NULL DEFAULT 1, booted_by TEXT, PRIMARY KEY (vm_uuid, server_uuid))",
     *FAULTS_DDL,
 )
+
+# Columns added since the tables were first made: (table, column, type), added where missing.
+_ADDED_COLUMNS = (("sim_vms", "booted_by", "TEXT"),)
 
 
 def simulated_server_uuid(index: int) -> str:
@@ -48,6 +55,17 @@ class SimulatedFleet:
         with self.db.transaction() as tx:
             for statement in DDL:
                 tx.execute(statement)
+            for table, column, kind in _ADDED_COLUMNS:
+                if column not in self._columns(tx, table):
+                    tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+    def _columns(self, tx, table: str) -> set[str]:
+        if self.db.dialect == "sqlite":
+            tx.execute(f"PRAGMA table_info({table})")
+            return {row["name"] for row in tx.fetchall()}
+        tx.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                   "AND table_schema = current_schema()", (table,))
+        return {row["column_name"] for row in tx.fetchall()}
 
     def ensure_servers(self, count: int, *, ram_mib: int, cpus: int) -> None:
         """Make sure servers 0..count-1 exist (existing ones keep their state)."""
@@ -116,28 +134,45 @@ class SimulatedFleet:
                     (vm_uuid, server_uuid, ram_mib),
                 )
 
-    def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState) -> None:
+    def observe(self, server_uuid: str, vm_uuid: str) -> Incarnation | None:
+        with self.faults.around("inventory"):
+            self._require_running(server_uuid)
+            with self.db.transaction(commit=False) as tx:
+                row = self._copy(tx, server_uuid, vm_uuid)
+        return None if row is None else _incarnation(row)
+
+    def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState, *,
+                     effect: str | None = None) -> Incarnation | None:
         with self.faults.around("ensure_state"):
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
-                tx.execute(
-                    "SELECT state FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ? AND known = 1",
-                    (vm_uuid, server_uuid),
-                )
-                row = tx.fetchone()
+                row = self._copy(tx, server_uuid, vm_uuid)
                 if row is None:
+                    if state == "stopped":
+                        return None  # not there: stopped there too
                     raise ComputeError(f"VM {vm_uuid} is not on server {server_uuid}")
+                done_before = effect is not None and row["booted_by"] == effect
+                running = row["state"] == "running"
                 if state == "stopped":
-                    new_state, boots = "stopped", 0
-                elif state == "rebooted" or row["state"] != "running":
-                    new_state, boots = "running", 1
-                else:
-                    return  # already running: nothing to do (idempotent)
-                tx.execute(
-                    "UPDATE sim_vms SET state = ?, boots = boots + ? "
-                    "WHERE vm_uuid = ? AND server_uuid = ?",
-                    (new_state, boots, vm_uuid, server_uuid),
-                )
+                    if not running:
+                        return _incarnation(row)
+                    tx.execute("UPDATE sim_vms SET state = 'stopped' "
+                               "WHERE vm_uuid = ? AND server_uuid = ?", (vm_uuid, server_uuid))
+                    return Incarnation("stopped", int(row["boots"]), row["booted_by"])
+                if done_before or running == (state == "running"):
+                    # running and already running; rebooted and not running (the run it
+                    # meant to end is over); or this very effect happened before
+                    return _incarnation(row)
+                tx.execute("UPDATE sim_vms SET state = 'running', boots = boots + 1, "
+                           "booted_by = ? WHERE vm_uuid = ? AND server_uuid = ?",
+                           (effect, vm_uuid, server_uuid))
+                return Incarnation("running", int(row["boots"]) + 1, effect)
+
+    @staticmethod
+    def _copy(tx, server_uuid: str, vm_uuid: str) -> dict[str, object] | None:
+        tx.execute("SELECT state, boots, booted_by FROM sim_vms "
+                   "WHERE vm_uuid = ? AND server_uuid = ? AND known = 1", (vm_uuid, server_uuid))
+        return tx.fetchone()
 
     def unregister(self, server_uuid: str, vm_uuid: str) -> None:
         with self.faults.around("unregister"):
@@ -188,22 +223,25 @@ class SimulatedFleet:
 
     def report(self, server_uuid: str) -> dict[str, object]:
         """The agent's next inventory report: its boot id, a generation one higher than the
-        last, and the state of every VM it knows (``PUT /vms?server_uuid=``'s body)."""
+        last, and the state and incarnation of every VM it knows (``PUT /vms?server_uuid=``'s
+        body)."""
         server = self.server_info(server_uuid)
         with self.db.transaction() as tx:
             tx.execute("UPDATE sim_servers SET generation = generation + 1 WHERE uuid = ? "
                        "RETURNING generation", (server_uuid,))
             generation = int(tx.fetchone()["generation"])
-            tx.execute("SELECT vm_uuid, state FROM sim_vms WHERE server_uuid = ? AND known = 1",
-                       (server_uuid,))
-            vms = {r["vm_uuid"]: {"state": r["state"]} for r in tx.fetchall()}
+            tx.execute("SELECT vm_uuid, state, boots FROM sim_vms "
+                       "WHERE server_uuid = ? AND known = 1", (server_uuid,))
+            vms = {r["vm_uuid"]: {"state": r["state"], "incarnation": int(r["boots"])}
+                   for r in tx.fetchall()}
         return {"boot_id": server.boot_id, "generation": generation, "vms": vms}
 
     def copies(self, vm_uuid: str) -> list[dict[str, object]]:
-        """Every copy of the VM in the simulated world, known to its agent or not."""
+        """Every copy of the VM in the simulated world, known to its agent or not, with its
+        boot count (the number of its latest incarnation) and the effect that began it."""
         with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT server_uuid, state, boots, known FROM sim_vms WHERE vm_uuid = ? "
-                       "ORDER BY server_uuid", (vm_uuid,))
+            tx.execute("SELECT server_uuid, state, boots, known, booted_by FROM sim_vms "
+                       "WHERE vm_uuid = ? ORDER BY server_uuid", (vm_uuid,))
             return tx.fetchall()
 
     def inventory_all(self, server_uuid: str) -> list[dict[str, object]]:
@@ -220,6 +258,10 @@ class SimulatedFleet:
     def boots(self, vm_uuid: str) -> int:
         """How many times the simulated VM was booted, over all its copies."""
         return sum(int(copy["boots"]) for copy in self.copies(vm_uuid))
+
+
+def _incarnation(row: dict[str, object]) -> Incarnation:
+    return Incarnation(row["state"], int(row["boots"]), row["booted_by"])  # type: ignore[arg-type]
 
 
 def place(servers: list[ServerInfo], ram_mib: int) -> str | None:
