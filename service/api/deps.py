@@ -96,12 +96,15 @@ def read_your_writes(request: Request, services: Services, names: tuple[str, ...
         )
 
 
-def parse_body(request: Request, model: type[M], data: Any) -> M:
-    """Validate ``data`` against ``model``; a refusal names each bad field."""
+def parse_body(request: Request, model: type[M], data: Any, *, message: str | None = None
+               ) -> M:
+    """Validate ``data`` against ``model``; a refusal names each bad field, under
+    ``message`` (VMAPI's top-level text for the route, e.g. ``Invalid VM parameters``)."""
     try:
         return model.model_validate(data if data is not None else {})
     except PydanticValidationError as error:
-        raise invalid_parameters(request, field_errors(error.errors())) from None
+        raise invalid_parameters(request, field_errors(error.errors()),
+                                 message=message) from None
 
 
 def wait_for_job(services: Services, job_uuid: str, timeout_s: float) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Request, Response
 from fastapi.responses import JSONResponse
 
-from domain.errors import VmNotFoundError
+from domain.errors import ValidationError, VmNotFoundError
 from domain.states import Action
 from projections.vm_queries import InvalidMarkerError
 from projections.vm_view import render_vm
@@ -47,6 +47,8 @@ SYNC_TIMEOUT_S = 60.0
 # Sent by the VMAPI client on actions and DeleteVm when its caller gives them (cloudapi always
 # does); validated, then not recorded (docs/vmapi-compatibility.md).
 CLIENT_EXTRAS = ("origin", "creator_uuid")
+# VMAPI's top-level messages of bad CreateVm and UpdateVm input (lib/common/validation.js)
+CREATE_MESSAGE, UPDATE_MESSAGE = "Invalid VM parameters", "Invalid VM update parameters"
 NIC_ACTIONS = ("add_nics", "remove_nics")
 
 
@@ -142,8 +144,16 @@ def _as_it_was(services: Any, vm_uuid: str, version: int | None,
 def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """CreateVm: records the VM and queues its provision job."""
     Query(request, {"sync"}).check()
-    spec_in = parse_body(request, CreateVmRequest, data)
+    spec_in = parse_body(request, CreateVmRequest, data, message=CREATE_MESSAGE)
     require_owner(request, str(spec_in.owner_uuid))
+    try:
+        return _create(request, spec_in, data)
+    except ValidationError as error:  # networks, volumes: VMAPI's top-level text
+        raise invalid_parameters(request, error.errors, message=CREATE_MESSAGE) from None
+
+
+def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, Any] | None
+            ) -> JSONResponse:
     spec = VmSpec(
         owner_uuid=str(spec_in.owner_uuid),
         brand=spec_in.brand,
@@ -191,7 +201,8 @@ def act_on_vm(vm_uuid: str, request: Request,
     query.check()
     assert action is not None
     model = {Action.UPDATE: UpdateVmRequest, Action.KILL: KillBody}.get(action, ActionBody)
-    parsed = parse_body(request, model, data)
+    parsed = parse_body(request, model, data,
+                        message=UPDATE_MESSAGE if action is Action.UPDATE else None)
     args: dict[str, Any] = {}
     if isinstance(parsed, UpdateVmRequest):
         args = parsed.model_dump(

@@ -156,3 +156,16 @@ def test_nic_actions_on_a_provisioning_vm_are_unallocated_in_version_1_queued_in
     assert [job["name"] for job in vm.active_jobs] == ["provision", "add_nics"]
     assert vm.active_jobs[1]["uuid"] == queued.job_uuid
     assert services.commands.load_network(network.id).claims == {"10.4.0.2": vm_uuid}
+
+
+def test_bad_create_and_update_bodies_carry_vmapis_top_level_messages(client) -> None:
+    missing = client.post("/vms", json={"owner_uuid": OWNER})
+    assert assert_error(missing, 409, "ValidationFailed")["message"] == "Invalid VM parameters"
+    no_network = client.post("/vms", json={"owner_uuid": OWNER, "brand": "joyent", "ram": 128,
+                                           "networks": ["nowhere"]})
+    assert assert_error(no_network, 409, "ValidationFailed")["message"] == \
+        "Invalid VM parameters"
+    vm_uuid = create_vm(client)["vm_uuid"]
+    update = act(client, vm_uuid, "update", json={"alias": "no spaces"})
+    assert assert_error(update, 409, "ValidationFailed")["message"] == \
+        "Invalid VM update parameters"
