@@ -1,7 +1,7 @@
 """The ``vmledger`` command line: a thin layer over the same objects the HTTP API uses.
 
-``serve``, ``project``, ``work``, ``rebuild``, ``replay``, ``history`` (api.md, "Running and
-configuration").
+``serve``, ``project``, ``work``, ``rebuild``, ``replay``, ``history``, ``changes`` (api.md,
+"Running and configuration").
 """
 
 from __future__ import annotations
@@ -139,6 +139,10 @@ def history(vm_uuid: str) -> None:
     finally:
         services.close()
 
+
+from service.cli.changes import changes  # noqa: E402 - needs the helpers above
+
+cli.command("changes")(changes)
 
 audit = typer.Typer(help="Auditors' checks.", no_args_is_help=True)
 cli.add_typer(audit, name="audit")
