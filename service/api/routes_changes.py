@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import signal
 import uuid as uuidlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from eventsourcing.domain import Aggregate
 from fastapi import APIRouter, Request
@@ -35,10 +36,22 @@ def change_hub(connection: HTTPConnection) -> ChangeHub:
     if hub is None:
         services = state.services
         hub = state.change_hub = ChangeHub(services.app, HubLimits.from_settings(
-            services.settings))
+            services.settings), server_exiting=_uvicorn_exiting())
         services.commands.after_save.append(hub.wake)
         wake_on_appends(services.app.recorder, hub.wake, hub.stopping)
     return hub
+
+
+def _uvicorn_exiting() -> Callable[[], bool]:
+    """Whether the uvicorn server running this app has been told to stop. uvicorn's signal
+    handler is its ``Server.handle_exit``; the server waits for every request in flight
+    before it stops, and a change stream never ends by itself, so the hub ends them when
+    ``should_exit`` is set. Never true without such a server (tests serving from a
+    thread)."""
+    server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    if server is None or not hasattr(server, "should_exit"):
+        return lambda: False
+    return lambda: bool(server.should_exit)
 
 
 async def close_change_hub(state: object) -> None:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,9 +95,11 @@ class _Subscriber:
 class ChangeHub:
     """The process's change streams over one application (``app``: the ``VmLedger``)."""
 
-    def __init__(self, app: Any, limits: HubLimits):
+    def __init__(self, app: Any, limits: HubLimits,
+                 server_exiting: Callable[[], bool] = lambda: False):
         self.app = app
         self.limits = limits
+        self.server_exiting = server_exiting
         self.position = 0
         self._reader = self._new_reader()
         self._folder = ChangeFolder(app)
@@ -137,6 +139,9 @@ class ChangeHub:
     async def _tail(self) -> None:
         assert self._wake is not None
         while not self.stopping.is_set():
+            if self.server_exiting():
+                self._end_streams()  # else they would hold the server's graceful shutdown
+                return
             self._wake.clear()
             try:
                 changes, position = await asyncio.to_thread(
@@ -224,11 +229,14 @@ class ChangeHub:
         finally:
             self._subscribers.discard(subscriber)
 
-    async def close(self) -> None:
-        """End every stream and stop tailing."""
+    def _end_streams(self) -> None:
         self.stopping.set()
         for subscriber in self._subscribers:
             subscriber.ready.set()
+
+    async def close(self) -> None:
+        """End every stream and stop tailing."""
+        self._end_streams()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

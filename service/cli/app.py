@@ -44,16 +44,14 @@ def serve(
     """Serve the HTTP API; on SQLite also run the projection runner and the job worker."""
     import uvicorn
 
-    from service.api.app import KEEP_ALIVE_S, SHUTDOWN_GRACE_S, refuse_open_bind_without_tokens
+    from service.api.app import KEEP_ALIVE_S, refuse_open_bind_without_tokens
     from service.api.http_protocol import NoDelayH11Protocol
 
     settings = Settings()
     refuse_open_bind_without_tokens(settings, host)
     options = {"log_config": setup_logging(settings), "log_level": settings.log_level.lower(),
                "access_log": False, "timeout_keep_alive": KEEP_ALIVE_S,
-               "http": NoDelayH11Protocol, "ws": "websockets-sansio",
-               # change streams never end by themselves: cut them this long after a signal
-               "timeout_graceful_shutdown": SHUTDOWN_GRACE_S}
+               "http": NoDelayH11Protocol, "ws": "websockets-sansio"}
     if workers > 1:  # processes of our own: uvicorn's share one socket and balance badly
         from service.api.processes import serve_processes
 
