@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -24,6 +25,12 @@ from prometheus_client import Counter, Gauge
 from service.changes.filters import ChangeFilter
 from service.changes.reader import LogReader
 from service.changes.records import Change, ChangeFolder
+
+log = logging.getLogger(__name__)
+
+# Resources a stream catching up keeps folded (the hub's own folder keeps ChangeFolder's
+# default): a stream far behind reads the log itself until it reaches the hub.
+CATCH_UP_CACHE = 1_000
 
 OPEN_STREAMS = Gauge("vmledger_change_streams", "Change streams open now", ["protocol"])
 CHANGES_SENT = Counter("vmledger_changes_sent_total", "Changes sent to streams", ["protocol"])
@@ -146,7 +153,9 @@ class ChangeHub:
             try:
                 changes, position = await asyncio.to_thread(
                     self._read, self._reader, self._folder, self.position, None)
-            except Exception:  # noqa: BLE001 - a database outage: keep the streams, retry
+            except Exception as error:  # noqa: BLE001 - a database outage: keep streams, retry
+                log.warning("changefeed: reading the log failed: %s: %s",
+                            type(error).__name__, error)
                 changes, position = [], self.position
                 await asyncio.sleep(self.limits.poll_s)
             # One step, with no await: a stream subscribing now sees either all or none.
@@ -196,16 +205,18 @@ class ChangeHub:
         the log to reach it."""
         await self.start()
         cursor = self.position if after is None else after
-        reader, folder = self._new_reader(), ChangeFolder(self.app)
-        while cursor < self.position and not self.stopping.is_set():
-            changes, reached = await asyncio.to_thread(
-                self._read, reader, folder, cursor, self.position)
-            for change in changes:
-                if shown.matches(change):
-                    yield change
-            if reached == cursor:
-                await asyncio.sleep(self.limits.poll_s / 10)  # before a gap still open
-            cursor = reached
+        if cursor < self.position:
+            reader, folder = self._new_reader(), ChangeFolder(self.app, CATCH_UP_CACHE)
+            while cursor < self.position and not self.stopping.is_set():
+                changes, reached = await asyncio.to_thread(
+                    self._read, reader, folder, cursor, self.position)
+                for change in changes:
+                    if shown.matches(change):
+                        yield change
+                if reached == cursor:
+                    await asyncio.sleep(self.limits.poll_s / 10)  # before a gap still open
+                cursor = reached
+            del reader, folder  # what the catch-up folded is not needed any more
         subscriber = _Subscriber(shown, self.limits.buffer)
         self._subscribers.add(subscriber)  # no await since the loop's test: nothing missed
         try:

@@ -62,7 +62,7 @@ def _plain(value: Any) -> Any:
         return rfc3339(value)
     if isinstance(value, UUID):
         return str(value)
-    if hasattr(value, "value") and isinstance(getattr(value, "value"), str):
+    if hasattr(value, "value") and isinstance(value.value, str):
         return value.value  # an enum such as VmState
     return value
 
@@ -112,8 +112,9 @@ class ChangeFolder:
             before = {}
             aggregate = event.mutate(None)
         else:
-            before = _facts(kind, fold_stream(self.app, vm_id, version - 1))
-            aggregate = fold_stream(self.app, vm_id, version)
+            previous = fold_stream(self.app, vm_id, version - 1)
+            before = _facts(kind, previous)
+            aggregate = event.mutate(previous)
         self._aggregates[vm_id] = aggregate
         while len(self._aggregates) > self.cache_size:
             self._aggregates.popitem(last=False)

@@ -8,8 +8,8 @@ import asyncio
 
 import httpx
 
-from service.changes.hub import ChangeHub, HubLimits, StreamEnd
 from service.changes.filters import ChangeFilter
+from service.changes.hub import ChangeHub, HubLimits, StreamEnd
 from service.changes.records import Change
 from tests.changes.live import live_app, sse_events, until
 from tests.changes.scenarios import OWNER_A, create_vm, log_positions
@@ -53,7 +53,7 @@ def test_streams_over_the_limit_are_refused_and_counted(services):
     services.settings.changes_max_streams = 1
     with live_app(services, background=False) as (url, app), \
             httpx.Client(base_url=url, timeout=30) as client:
-        with client.stream("GET", "/changes") as first:  # noqa: SIM117 - the order matters
+        with client.stream("GET", "/changes") as first:
             assert first.status_code == 200
             events = sse_events(first)  # kept: dropping it would hang up
             next(events)  # the opening comment: the stream is open
