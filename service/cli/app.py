@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from service.cli.changes import changes_command
 from service.cli.progress import progress_bar
 from service.cli.replay import replay_command
 from service.container import Services
@@ -138,10 +139,6 @@ def history(vm_uuid: str) -> None:
         services.close()
 
 
-from service.cli.changes import changes  # noqa: E402 - needs the helpers above
-
-cli.command("changes")(changes)
-
 audit = typer.Typer(help="Auditors' checks.", no_args_is_help=True)
 cli.add_typer(audit, name="audit")
 
@@ -205,6 +202,7 @@ def token_create(
 # Commands defined in modules of their own are registered here, explicitly: importing a module
 # never registers anything by itself.
 cli.command("replay")(replay_command)
+cli.command("changes")(changes_command)
 
 
 def main() -> None:

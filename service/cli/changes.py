@@ -10,7 +10,7 @@ from service.changes.filters import ChangeFilter
 from service.changes.tail import line, tail
 
 
-def changes(
+def changes_command(
     follow: Annotated[bool, typer.Option("--follow", "-f",
                                          help="keep printing changes as they are appended")
                       ] = False,
