@@ -126,7 +126,29 @@ def parse_stream_request(request: Request) -> tuple[int | None, ChangeFilter]:
     return after, shown
 
 
-@router.get("/changes")
+def _parameter(name: str, description: str, where: str = "query") -> dict[str, object]:
+    return {"name": name, "in": where, "required": False, "description": description,
+            "schema": {"type": "string"}}
+
+
+# The schema of GET /changes (it parses its parameters itself, as every route does).
+STREAM_OPENAPI = {
+    "parameters": [
+        _parameter("after", "start after this log position (default: now)"),
+        _parameter("Last-Event-ID", "start after this position (wins over after)", "header"),
+        _parameter("vm_uuid", "only these VMs (comma-separated)"),
+        _parameter("owner_uuid", "only VMs of this owner after the event"),
+        _parameter("server_uuid", "only changes on this server"),
+        _parameter("type", "only these event types (comma-separated)"),
+        _parameter("state", "only changes after which the resource is in these states"),
+        _parameter("token", "the bearer token, for EventSource (which sends no headers)"),
+    ],
+    "responses": {"200": {"description": "an endless stream of changes (docs/api.md)",
+                          "content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+}
+
+
+@router.get("/changes", openapi_extra=STREAM_OPENAPI, response_class=StreamingResponse)
 async def changes(request: Request) -> StreamingResponse:
     """The changes after ``Last-Event-ID`` or ``?after=``, as ``text/event-stream``."""
     after, shown = parse_stream_request(request)
