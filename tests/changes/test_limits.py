@@ -71,3 +71,24 @@ def test_streams_over_the_limit_are_refused_and_counted(services):
             assert next(e for e in again_events if e is not None).id == "1"
         sent = client.get("/metrics").text
         assert 'vmledger_changes_sent_total{protocol="sse"}' in sent
+
+
+def test_a_position_past_the_head_waits_for_the_log_to_reach_it(services):
+    async def scenario() -> tuple[int, list[int]]:
+        hub = ChangeHub(services.app, HubLimits(poll_s=0.02, heartbeat_s=0.05))
+        services.commands.after_save.append(hub.wake)
+        head = services.commands.head_position()
+        ahead = hub.stream(head + 3, ChangeFilter())
+        assert await anext(ahead) is None  # nothing yet: it waits
+        for _ in range(3):  # 6 events: positions head+1 .. head+6
+            await asyncio.to_thread(create_vm, services, OWNER_A)
+        got = []
+        while len(got) < 3:
+            item = await anext(ahead)
+            if isinstance(item, Change):
+                got.append(item.position)
+        await hub.close()
+        return head, got
+
+    head, got = asyncio.run(scenario())
+    assert got == [head + 4, head + 5, head + 6]
