@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from typing import Annotated
 
 import typer
 
 from service.changes.filters import ChangeFilter
 from service.changes.tail import line, tail
+from service.container import Services
+from service.settings import Settings
 
 
 def changes_command(
@@ -27,14 +31,14 @@ def changes_command(
     as_json: Annotated[bool, typer.Option("--json", help="print each change's JSON")] = False,
 ) -> None:
     """Print one line per change of the log, in order; with --follow, until interrupted."""
-    from service.cli.app import _services, _wait_for_signal
-
     shown = ChangeFilter(
         vm_uuids=frozenset(vm_uuid) if vm_uuid else None, owner_uuid=owner_uuid,
         server_uuid=server_uuid, types=frozenset(type_) if type_ else None,
         states=frozenset(state) if state else None)
-    services = _services()
-    stop = _wait_for_signal()
+    services = Services.build(Settings())
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     try:
         tail(services, after if after is not None or follow else 0, shown, follow=follow,
              emit=lambda change: typer.echo(change.data if as_json else line(change)),

@@ -5,6 +5,7 @@ resumes from its last id with nothing lost; a stream over the process's limit is
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import httpx
 
@@ -13,6 +14,25 @@ from service.changes.hub import ChangeHub, HubLimits, StreamEnd
 from service.changes.records import Change
 from tests.changes.live import live_app, sse_events, until
 from tests.changes.scenarios import OWNER_A, create_vm, log_positions
+
+
+def run(coroutine):
+    """``asyncio.run`` in a thread of its own (a test before may leave an event loop running
+    in this one: Playwright's sync API does)."""
+    result: dict = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # noqa: BLE001 - raised in the test's thread
+            result["error"] = error
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
 
 
 def test_a_stream_too_far_behind_is_cut_and_resumes_without_loss(services):
@@ -43,7 +63,7 @@ def test_a_stream_too_far_behind_is_cut_and_resumes_without_loss(services):
         await hub.close()
         return until_cut, end, resumed, start
 
-    until_cut, end, resumed, start = asyncio.run(scenario())
+    until_cut, end, resumed, start = run(scenario())
     assert "too far behind" in end.reason
     assert until_cut == [] and end.resume_after == start  # cut before it was sent anything
     assert resumed == log_positions(services, start)
@@ -90,5 +110,5 @@ def test_a_position_past_the_head_waits_for_the_log_to_reach_it(services):
         await hub.close()
         return head, got
 
-    head, got = asyncio.run(scenario())
+    head, got = run(scenario())
     assert got == [head + 4, head + 5, head + 6]
