@@ -40,9 +40,6 @@ access_log = logging.getLogger("vmledger.access")
 # connection fails (ECONNRESET, "socket hang up"); with 5 s that happened whenever the client
 # had waited one of its 5 s job polls. Well above the polling interval, it seldom can.
 KEEP_ALIVE_S = 65
-# How long `serve` waits, once told to stop, for requests in hand before it cancels them: the
-# change streams (GET /changes, /changefeeds) never end by themselves.
-SHUTDOWN_GRACE_S = 10
 
 
 def create_app(

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import signal
 import uuid as uuidlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from eventsourcing.domain import Aggregate
 from fastapi import APIRouter, Request
@@ -35,10 +36,22 @@ def change_hub(connection: HTTPConnection) -> ChangeHub:
     if hub is None:
         services = state.services
         hub = state.change_hub = ChangeHub(services.app, HubLimits.from_settings(
-            services.settings))
+            services.settings), server_exiting=_uvicorn_exiting())
         services.commands.after_save.append(hub.wake)
         wake_on_appends(services.app.recorder, hub.wake, hub.stopping)
     return hub
+
+
+def _uvicorn_exiting() -> Callable[[], bool]:
+    """Whether the uvicorn server running this app has been told to stop. uvicorn's signal
+    handler is its ``Server.handle_exit``; the server waits for every request in flight
+    before it stops, and a change stream never ends by itself, so the hub ends them when
+    ``should_exit`` is set. Never true without such a server (tests serving from a
+    thread)."""
+    server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    if server is None or not hasattr(server, "should_exit"):
+        return lambda: False
+    return lambda: bool(server.should_exit)
 
 
 async def close_change_hub(state: object) -> None:
@@ -113,7 +126,29 @@ def parse_stream_request(request: Request) -> tuple[int | None, ChangeFilter]:
     return after, shown
 
 
-@router.get("/changes")
+def _parameter(name: str, description: str, where: str = "query") -> dict[str, object]:
+    return {"name": name, "in": where, "required": False, "description": description,
+            "schema": {"type": "string"}}
+
+
+# The schema of GET /changes (it parses its parameters itself, as every route does).
+STREAM_OPENAPI = {
+    "parameters": [
+        _parameter("after", "start after this log position (default: now)"),
+        _parameter("Last-Event-ID", "start after this position (wins over after)", "header"),
+        _parameter("vm_uuid", "only these VMs (comma-separated)"),
+        _parameter("owner_uuid", "only VMs of this owner after the event"),
+        _parameter("server_uuid", "only changes on this server"),
+        _parameter("type", "only these event types (comma-separated)"),
+        _parameter("state", "only changes after which the resource is in these states"),
+        _parameter("token", "the bearer token, for EventSource (which sends no headers)"),
+    ],
+    "responses": {"200": {"description": "an endless stream of changes (docs/api.md)",
+                          "content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+}
+
+
+@router.get("/changes", openapi_extra=STREAM_OPENAPI, response_class=StreamingResponse)
 async def changes(request: Request) -> StreamingResponse:
     """The changes after ``Last-Event-ID`` or ``?after=``, as ``text/event-stream``."""
     after, shown = parse_stream_request(request)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,12 @@ from prometheus_client import Counter, Gauge
 from service.changes.filters import ChangeFilter
 from service.changes.reader import LogReader
 from service.changes.records import Change, ChangeFolder
+
+log = logging.getLogger(__name__)
+
+# Resources a stream catching up keeps folded (the hub's own folder keeps ChangeFolder's
+# default): a stream far behind reads the log itself until it reaches the hub.
+CATCH_UP_CACHE = 1_000
 
 OPEN_STREAMS = Gauge("vmledger_change_streams", "Change streams open now", ["protocol"])
 CHANGES_SENT = Counter("vmledger_changes_sent_total", "Changes sent to streams", ["protocol"])
@@ -95,9 +102,11 @@ class _Subscriber:
 class ChangeHub:
     """The process's change streams over one application (``app``: the ``VmLedger``)."""
 
-    def __init__(self, app: Any, limits: HubLimits):
+    def __init__(self, app: Any, limits: HubLimits,
+                 server_exiting: Callable[[], bool] = lambda: False):
         self.app = app
         self.limits = limits
+        self.server_exiting = server_exiting
         self.position = 0
         self._reader = self._new_reader()
         self._folder = ChangeFolder(app)
@@ -137,11 +146,16 @@ class ChangeHub:
     async def _tail(self) -> None:
         assert self._wake is not None
         while not self.stopping.is_set():
+            if self.server_exiting():
+                self._end_streams()  # else they would hold the server's graceful shutdown
+                return
             self._wake.clear()
             try:
                 changes, position = await asyncio.to_thread(
                     self._read, self._reader, self._folder, self.position, None)
-            except Exception:  # noqa: BLE001 - a database outage: keep the streams, retry
+            except Exception as error:  # noqa: BLE001 - a database outage: keep streams, retry
+                log.warning("changefeed: reading the log failed: %s: %s",
+                            type(error).__name__, error)
                 changes, position = [], self.position
                 await asyncio.sleep(self.limits.poll_s)
             # One step, with no await: a stream subscribing now sees either all or none.
@@ -191,16 +205,18 @@ class ChangeHub:
         the log to reach it."""
         await self.start()
         cursor = self.position if after is None else after
-        reader, folder = self._new_reader(), ChangeFolder(self.app)
-        while cursor < self.position and not self.stopping.is_set():
-            changes, reached = await asyncio.to_thread(
-                self._read, reader, folder, cursor, self.position)
-            for change in changes:
-                if shown.matches(change):
-                    yield change
-            if reached == cursor:
-                await asyncio.sleep(self.limits.poll_s / 10)  # before a gap still open
-            cursor = reached
+        if cursor < self.position:
+            reader, folder = self._new_reader(), ChangeFolder(self.app, CATCH_UP_CACHE)
+            while cursor < self.position and not self.stopping.is_set():
+                changes, reached = await asyncio.to_thread(
+                    self._read, reader, folder, cursor, self.position)
+                for change in changes:
+                    if shown.matches(change):
+                        yield change
+                if reached == cursor:
+                    await asyncio.sleep(self.limits.poll_s / 10)  # before a gap still open
+                cursor = reached
+            del reader, folder  # what the catch-up folded is not needed any more
         subscriber = _Subscriber(shown, self.limits.buffer)
         self._subscribers.add(subscriber)  # no await since the loop's test: nothing missed
         try:
@@ -224,11 +240,14 @@ class ChangeHub:
         finally:
             self._subscribers.discard(subscriber)
 
-    async def close(self) -> None:
-        """End every stream and stop tailing."""
+    def _end_streams(self) -> None:
         self.stopping.set()
         for subscriber in self._subscribers:
             subscriber.ready.set()
+
+    async def close(self) -> None:
+        """End every stream and stop tailing."""
+        self._end_streams()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

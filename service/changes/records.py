@@ -62,7 +62,7 @@ def _plain(value: Any) -> Any:
         return rfc3339(value)
     if isinstance(value, UUID):
         return str(value)
-    if hasattr(value, "value") and isinstance(getattr(value, "value"), str):
+    if hasattr(value, "value") and isinstance(value.value, str):
         return value.value  # an enum such as VmState
     return value
 
@@ -102,9 +102,9 @@ class ChangeFolder:
     def _change(self, notification: Notification) -> Change:
         event = self.app.mapper.to_domain_event(notification)
         kind = notification.topic.split(".", 1)[0]
-        vm_id = event.originator_id
+        resource_id = event.originator_id
         version = event.originator_version
-        previous = self._aggregates.pop(vm_id, None)
+        previous = self._aggregates.pop(resource_id, None)
         if previous is not None and previous.version == version - 1:
             before = _facts(kind, previous)
             aggregate = event.mutate(previous)
@@ -112,9 +112,10 @@ class ChangeFolder:
             before = {}
             aggregate = event.mutate(None)
         else:
-            before = _facts(kind, fold_stream(self.app, vm_id, version - 1))
-            aggregate = fold_stream(self.app, vm_id, version)
-        self._aggregates[vm_id] = aggregate
+            previous = fold_stream(self.app, resource_id, version - 1)
+            before = _facts(kind, previous)
+            aggregate = event.mutate(previous)
+        self._aggregates[resource_id] = aggregate
         while len(self._aggregates) > self.cache_size:
             self._aggregates.popitem(last=False)
         after = _facts(kind, aggregate)
@@ -123,7 +124,7 @@ class ChangeFolder:
                         and not (version == 1 and after.get(name) in (None, {}, [])))
         body: dict[str, Any] = {
             "position": notification.id,
-            f"{kind}_uuid": str(vm_id),
+            f"{kind}_uuid": str(resource_id),
             "version": version,
             "type": type(event).__name__,
             "timestamp": rfc3339(event.timestamp),
@@ -136,7 +137,7 @@ class ChangeFolder:
         body["cause"] = getattr(event, "cause", None)
         body["data"] = {k: _plain(v) for k, v in vars(event).items() if k not in _ENVELOPE}
         return Change(
-            position=notification.id, kind=kind, uuid=str(vm_id), type=body["type"],
+            position=notification.id, kind=kind, uuid=str(resource_id), type=body["type"],
             version=version, owner_uuid=after["owner_uuid"], server_uuid=after["server_uuid"],
             state=after["state"], changed=changed,
             data=json.dumps(body, default=_plain, separators=(",", ":")),

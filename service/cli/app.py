@@ -1,7 +1,7 @@
 """The ``vmledger`` command line: a thin layer over the same objects the HTTP API uses.
 
-``serve``, ``project``, ``work``, ``rebuild``, ``replay``, ``history`` (api.md, "Running and
-configuration").
+``serve``, ``project``, ``work``, ``rebuild``, ``replay``, ``history``, ``changes`` (api.md,
+"Running and configuration").
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from service.cli.changes import changes_command
 from service.cli.progress import progress_bar
 from service.cli.replay import replay_command
 from service.container import Services
@@ -44,16 +45,14 @@ def serve(
     """Serve the HTTP API; on SQLite also run the projection runner and the job worker."""
     import uvicorn
 
-    from service.api.app import KEEP_ALIVE_S, SHUTDOWN_GRACE_S, refuse_open_bind_without_tokens
+    from service.api.app import KEEP_ALIVE_S, refuse_open_bind_without_tokens
     from service.api.http_protocol import NoDelayH11Protocol
 
     settings = Settings()
     refuse_open_bind_without_tokens(settings, host)
     options = {"log_config": setup_logging(settings), "log_level": settings.log_level.lower(),
                "access_log": False, "timeout_keep_alive": KEEP_ALIVE_S,
-               "http": NoDelayH11Protocol, "ws": "websockets-sansio",
-               # change streams never end by themselves: cut them this long after a signal
-               "timeout_graceful_shutdown": SHUTDOWN_GRACE_S}
+               "http": NoDelayH11Protocol, "ws": "websockets-sansio"}
     if workers > 1:  # processes of our own: uvicorn's share one socket and balance badly
         from service.api.processes import serve_processes
 
@@ -203,6 +202,7 @@ def token_create(
 # Commands defined in modules of their own are registered here, explicitly: importing a module
 # never registers anything by itself.
 cli.command("replay")(replay_command)
+cli.command("changes")(changes_command)
 
 
 def main() -> None:

@@ -81,4 +81,4 @@ def sse_events(response: httpx.Response) -> Iterator[Event | None]:
             fields = {}
             continue
         name, _, value = line.partition(":")
-        fields[name] = value[1:] if value.startswith(" ") else value
+        fields[name] = value.removeprefix(" ")

@@ -71,7 +71,7 @@ def test_an_append_committed_after_a_later_one_is_delivered_once_in_order(servic
                                      isolation_level=None)
             holder.execute("BEGIN IMMEDIATE")
             holder.execute(
-                f"INSERT INTO {recorder.events_table_name} "  # noqa: S608 - our table's name
+                f"INSERT INTO {recorder.events_table_name} "
                 "(originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
                 (held.originator_id.hex, 1, held.topic, held.state))
             hub.wake()

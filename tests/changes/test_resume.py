@@ -11,9 +11,9 @@ import time
 
 import httpx
 
-from tests.changes.live import live_server, sse_events, until
 from domain.errors import InvalidTransitionError
 from domain.vm import make_cause
+from tests.changes.live import live_server, sse_events, until
 from tests.changes.scenarios import OWNER_A, OWNER_B, create_vm, log_positions
 
 WRITERS = 8

@@ -7,6 +7,7 @@ import json
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
 from tests.changes.live import live_server
@@ -63,7 +64,7 @@ def test_v2_registration_gets_bootstrap_routes(services):
 def test_a_bad_registration_is_closed_with_the_reason(services, registration, reason):
     with live_server(services) as url, connect(_ws(url)) as ws:
         ws.send(registration)
-        with pytest.raises(Exception):
+        with pytest.raises(ConnectionClosedError):
             ws.recv(timeout=10)
         assert ws.close_code == 1008 and reason in ws.close_reason
 
@@ -79,3 +80,22 @@ def test_a_listener_resumes_after_a_position_and_skips_unregistered_sub_resource
     # Each VM's Created names alias; their JobQueued events name nothing and are not sent.
     assert [g["changedResourceId"] for g in got] == [first, second]
     assert got[0]["position"] < got[1]["position"]
+
+
+def test_with_tokens_a_listener_needs_one_and_an_owner_gets_its_own_vms_only(
+        tokened_services, tokens):
+    from websockets.exceptions import InvalidStatus
+
+    from tests.changes.scenarios import OWNER_B
+
+    services = tokened_services
+    with live_server(services, background=False) as url:
+        with pytest.raises(InvalidStatus), connect(_ws(url)) as ws:
+            ws.recv(timeout=10)
+        with connect(_ws(url) + f"?token={tokens['owner_a']}") as ws:
+            ws.send(json.dumps({**V1, "changeKind": {"resource": "vm",
+                                                     "subResources": ["alias"]}}))
+            json.loads(ws.recv(timeout=10))
+            create_vm(services, OWNER_B)
+            mine = create_vm(services, OWNER_A)
+            assert json.loads(ws.recv(timeout=10))["changedResourceId"] == mine

@@ -1,0 +1,44 @@
+"""``vmledger changes``: one line per change, filtered; ``--follow`` keeps printing."""
+
+from __future__ import annotations
+
+import threading
+
+from typer.testing import CliRunner
+
+from service.changes.filters import ChangeFilter
+from service.changes.tail import tail
+from service.cli.app import cli
+from tests.changes.live import until
+from tests.changes.scenarios import OWNER_A, OWNER_B, create_vm, log_positions
+
+
+def test_changes_prints_one_line_per_change_with_filters(services, settings, monkeypatch):
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    mine = create_vm(services, OWNER_A)
+    create_vm(services, OWNER_B)
+    everything = CliRunner().invoke(cli, ["changes"])
+    assert everything.exit_code == 0, everything.output
+    lines = everything.output.splitlines()
+    assert [int(line.split()[0]) for line in lines] == log_positions(services, 0)
+    owned = CliRunner().invoke(cli, ["changes", "--owner-uuid", OWNER_A, "--type", "Created"])
+    [created] = owned.output.splitlines()
+    assert f"vm {mine} v1 Created state=provisioning owner={OWNER_A} actor=test" in created
+    later = CliRunner().invoke(cli, ["changes", "--after", str(log_positions(services, 0)[-2])])
+    assert len(later.output.splitlines()) == 1
+
+
+def test_follow_prints_changes_appended_after_it_started(services):
+    printed, stop = [], threading.Event()
+    start = services.commands.head_position()
+    follower = threading.Thread(target=tail, args=(services, start, ChangeFilter()), kwargs={
+        "follow": True, "emit": printed.append, "stop": stop}, daemon=True)
+    follower.start()
+    try:
+        vm_uuid = create_vm(services, OWNER_A)
+        until(lambda: len(printed) >= 2, "the follower to print the new VM's events")
+    finally:
+        stop.set()
+        follower.join(10)
+    assert [c.uuid for c in printed] == [vm_uuid, vm_uuid]
+    assert [c.type for c in printed] == ["Created", "JobQueued"]
