@@ -89,9 +89,9 @@ def bound_waits(app: Application[Any], settings: Settings) -> None:
     keepalive probes lost: a silent partition) is dropped after ``postgres_network_timeout_s``;
     the server ends a statement after ``postgres_statement_timeout_s`` and a lock wait after
     ``postgres_lock_timeout_s``; within an HTTP request a call waits
-    ``postgres_request_wait_s`` at most for its answer (``BoundedConnection``); a pool that cannot reconnect gives up its attempt within a
-    few seconds and starts afresh on the next request, so service is back within about that
-    of the database. The event store's calls are retried for ``database_retry_s`` at most
+    ``postgres_request_wait_s`` at most for its answer (``BoundedConnection``); a pool that
+    cannot reconnect gives up its attempt within a few seconds and starts afresh on the next
+    request, so service is back within about that of the database. The event store's calls are retried for ``database_retry_s`` at most
     (the library's own retry is taken off). Nothing on SQLite, whose writers wait for each
     other (``SQLITE_LOCK_TIMEOUT``) and which has no network."""
     recorders = [app.recorder, getattr(app.snapshots, "recorder", None)]

@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from domain.errors import ServerNotFoundError, VolumeNotFoundError
-from domain.policy import Happening
+from domain.errors import ServerNotFoundError
 from domain.server import InsufficientCapacityError
 from domain.states import JobName, VmState
 from domain.vm import Vm
 from service.commands.agents import record_happening
-from service.jobs.compute.driver import ComputeError, Incarnation
+from service.jobs import effects, takeovers
+from service.jobs.compute.driver import ComputeError
 from service.jobs.run import JobRun, StepFailedError
 
 
@@ -36,74 +36,6 @@ def run(job: JobRun) -> None:
         job.fail(error, record)
 
 
-def give_up(job: JobRun) -> None:
-    """End a job whose workers kept being lost: its attempts are bounded (the count is in
-    each ``JobStarted``). Giving up is not undoing: what the host reports the lost workers
-    did is adopted (a provision whose boot ran ends provisioned, a start or reboot that ran is
-    recorded), and only what never took effect is failed (docs/jobs.md, "Takeovers")."""
-    error = f"gave up after {job.attempt - 1} attempts: the workers running it were lost"
-    if job.vm.state == VmState.PROVISIONING:
-        _reconcile_provision(job, str(job.vm.id), giving_up=error)
-        return
-    name = JobName(job.job["name"])
-    if name in (JobName.START, JobName.REBOOT) and _adopt_effect(job):
-        return
-    if name is JobName.STOP and _adopt_stop(job):
-        return
-    job.fail(error)
-
-
-def _adopt_stop(job: JobRun) -> bool:
-    """If the host reports the VM not running (the lost workers' stop ran, or it is gone by
-    the stop's own rule), record it stopped and end the job well; False if it still runs."""
-    vm = job.vm
-    if vm.state not in (VmState.RUNNING, VmState.FAILED) or vm.server_uuid is None:
-        return False
-    server_uuid = vm.server_uuid
-    try:
-        run = job.driver.observe(server_uuid, str(vm.id))
-    except ComputeError:
-        return False
-    job.record_step("reconcile", result=_reported(server_uuid, run, job))
-    if run is not None and run.state == "running":
-        return False
-    if run is None and vm.state == VmState.RUNNING and not _host_rebooted_since(job, server_uuid):
-        return False  # unknown to its agent under the same boot id: it may still run
-    _record_stopped(job, gone=run is None)
-    return True
-
-
-def _adopt_effect(job: JobRun) -> bool:
-    """If the VM's server reports a run this job began, record the boot it was (and what its
-    guest did since) and end the job well; False if the host has no such run."""
-    vm = job.vm
-    server_uuid = (vm.claim or {}).get("server_uuid") or vm.server_uuid
-    if server_uuid is None:
-        return False
-    try:
-        run = job.driver.observe(server_uuid, str(vm.id))
-    except ComputeError:
-        return False
-    job.record_step("reconcile", result=_reported(server_uuid, run, job))
-    if run is None or run.begun_by != job.job_uuid:
-        return False
-    if JobName(job.job["name"]) is JobName.REBOOT:
-        job.succeed(_booted(job, run, lambda v: v.record_rebooted(cause=job.cause)))
-    else:
-        job.succeed(_booted(job, run, lambda v: v.record_started(
-            cause=job.cause, server_uuid=server_uuid if server_uuid != vm.server_uuid else None)))
-    return True
-
-
-def _reported(server_uuid: str, run: Incarnation | None, job: JobRun) -> dict[str, object]:
-    """The ``reconcile`` step's result: what the host reports, and whether this job began
-    the run it reports."""
-    if run is None:
-        return {"server_uuid": server_uuid, "state": "absent"}
-    return {"server_uuid": server_uuid, **run.as_result(),
-            "begun_by_this_job": run.begun_by == job.job_uuid}
-
-
 def _already(job: JobRun, verb: str) -> None:
     """The target state already holds: succeed doing nothing, or fail as VMAPI v1 does."""
     state = job.vm.state
@@ -117,14 +49,6 @@ def _refuse(job: JobRun, verb: str) -> None:
     job.fail(f"Cannot {verb} a VM in state '{job.vm.state}'")
 
 
-def _boot(job: JobRun, server_uuid: str, target: str = "running") -> Incarnation:
-    """The boot (or reboot) step, named by this job: a repeat of it does nothing more."""
-    run = job.step("ensure_state", lambda: job.driver.ensure_state(
-        server_uuid, str(job.vm.id), target, effect=job.job_uuid))  # type: ignore[arg-type]
-    assert run is not None  # a boot of a VM the server does not have raises
-    return run
-
-
 def provision(job: JobRun) -> None:
     """Place the VM, create it on its server and boot it."""
     vm = job.vm
@@ -133,7 +57,7 @@ def provision(job: JobRun) -> None:
         return
     vm_uuid = str(vm.id)
     if job.attempt > 1:
-        _reconcile_provision(job, vm_uuid)
+        takeovers.reconcile_provision(job, vm_uuid)
         return
 
     pinned = job.params.get("args", {}).get("server_uuid")
@@ -141,67 +65,14 @@ def provision(job: JobRun) -> None:
     try:
         job.step("ensure_registered", lambda: job.driver.ensure_registered(
             server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
-        run = _boot(job, server_uuid)
+        run = effects.boot(job, server_uuid)
     except StepFailedError:
         # Leave nothing half-made on the server; the failure itself is what gets recorded.
         with contextlib.suppress(ComputeError):
             job.driver.unregister(server_uuid, vm_uuid)
         raise
-    job.succeed(_booted(job, run, lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
-
-
-def _reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = None) -> None:
-    """Take over a provision whose worker was lost (Triton ZAPI-599): ask the compute nodes
-    what is really there and record it, never redoing a finished effect (docs/jobs.md).
-
-    Absent: the provision failed. Present and booted by this job: it is provisioned, and
-    whatever its guest did since (a shutdown, a crash) is recorded after, as the persistence
-    policy answers; the boot is not replayed (Omicron #2209). Present and never booted: boot
-    it, unless ``giving_up`` (no attempts left), when the copy is removed and the job fails."""
-    found = _where_is(job, vm_uuid)
-    if found is None:
-        error = giving_up or "the worker provisioning it was lost before the VM was created"
-        job.record_step("reconcile", result=None, error=error)
-        job.fail(error, lambda v: v.record_provision_failed(error, cause=job.cause))
-        return
-    server_uuid, run = found
-    job.record_step("reconcile", result=_reported(server_uuid, run, job))
-    if run.begun_by != job.job_uuid and run.state != "running":
-        if giving_up is not None:
-            _remove_everywhere(job, vm_uuid)
-            job.fail(giving_up, lambda v: v.record_provision_failed(giving_up, cause=job.cause))
-            return
-        try:  # created but never booted: finish the provision, or leave nothing half-made
-            run = _boot(job, server_uuid)
-        except StepFailedError:
-            _remove_everywhere(job, vm_uuid)
-            raise
-    job.succeed(_booted(job, run, lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
-
-
-def _where_is(job: JobRun, vm_uuid: str) -> tuple[str, Incarnation] | None:
-    """The server that reports the VM, with its incarnation, or None. The server the VM
-    claims capacity on is asked first."""
-    servers = [server.uuid for server in job.driver.servers()]
-    claimed = (job.vm.claim or {}).get("server_uuid")
-    if claimed in servers:
-        servers.remove(claimed)
-        servers.insert(0, claimed)
-    for server_uuid in servers:
-        with contextlib.suppress(ComputeError):
-            run = job.driver.observe(server_uuid, vm_uuid)
-            if run is not None:
-                return server_uuid, run
-    return None
-
-
-def _remove_everywhere(job: JobRun, vm_uuid: str) -> None:
-    """Unregister the VM from every server that reports it (a provision that ends failed
-    leaves no copy behind: the VM records no server, so no destroy would ever find it)."""
-    for server in job.driver.servers():
-        with contextlib.suppress(ComputeError):
-            if vm_uuid in job.driver.inventory(server.uuid):
-                job.driver.unregister(server.uuid, vm_uuid)
+    job.succeed(effects.booted(job, run,
+                               lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
 
 
 def _claim_a_server(job: JobRun, candidates: list[str] | None = None) -> str:
@@ -250,8 +121,8 @@ def start(job: JobRun) -> None:
         server_uuid = vm.server_uuid
         if vm.claim is None:
             job.step("place", lambda: _claim_a_server(job, [server_uuid]))
-        run = _boot(job, server_uuid)
-        job.succeed(_booted(job, run, lambda v: v.record_started(cause=job.cause)))
+        run = effects.boot(job, server_uuid)
+        job.succeed(effects.booted(job, run, lambda v: v.record_started(cause=job.cause)))
     else:
         _refuse(job, "start")
 
@@ -276,8 +147,8 @@ def _start_elsewhere(job: JobRun, vm: Vm) -> None:
     server_uuid = job.step("place", lambda: _claim_a_server(job, [earlier] if earlier else None))
     job.step("ensure_registered", lambda: job.driver.ensure_registered(
         server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
-    run = _boot(job, server_uuid)
-    job.succeed(_booted(job, run, lambda v: v.record_started(cause=job.cause,
+    run = effects.boot(job, server_uuid)
+    job.succeed(effects.booted(job, run, lambda v: v.record_started(cause=job.cause,
                                                            server_uuid=server_uuid)))
 
 
@@ -294,34 +165,12 @@ def stop(job: JobRun) -> None:
         run = job.step("ensure_state", lambda: job.driver.ensure_state(
             server_uuid, str(vm.id), "stopped"))
         if run is None and vm.state == VmState.RUNNING \
-                and not _host_rebooted_since(job, server_uuid):
+                and not effects.host_rebooted_since(job, server_uuid):
             raise StepFailedError(f"VM {vm.id} is not on server {server_uuid}, whose agent no "
                                   "longer knows it (same boot id): it may still run")
-        _record_stopped(job, gone=run is None)
+        effects.record_stopped(job, gone=run is None)
     else:
         _refuse(job, "stop")
-
-
-def _record_stopped(job: JobRun, *, gone: bool) -> None:
-    """End the stop well: ``Stopped``; and when its server no longer has the VM, the capacity
-    it held there is given back (nothing holds it there any more)."""
-    def stopped(vm: Vm) -> None:
-        vm.record_stopped(cause=job.cause)
-        if gone:
-            vm.release_capacity(cause=job.cause)
-
-    job.succeed(stopped)
-
-
-def _host_rebooted_since(job: JobRun, server_uuid: str) -> bool:
-    """Whether the server booted again since the log last recorded its boot id (so the VMs
-    it had are gone, though no agent has reported it yet)."""
-    try:
-        reported = job.driver.server_info(server_uuid).boot_id
-        recorded = job.patiently(lambda: job.context.commands.load_server(server_uuid).boot_id)
-        return reported != recorded
-    except (ComputeError, ServerNotFoundError):
-        return False
 
 
 def reboot(job: JobRun) -> None:
@@ -331,13 +180,13 @@ def reboot(job: JobRun) -> None:
     vm = job.vm
     if vm.state == VmState.RUNNING and vm.server_uuid:
         server_uuid = vm.server_uuid
-        run = _boot(job, server_uuid, "rebooted")
+        run = effects.boot(job, server_uuid, "rebooted")
         if run.begun_by != job.job_uuid:
-            happening = _happening(run)
+            happening = effects.ended_by(run)
             job.fail(f"not rebooted: the VM is {run.state} on server {server_uuid}",
                      lambda v: record_happening(v, happening, job.cause) if happening else None)
             return
-        job.succeed(_booted(job, run, lambda v: v.record_rebooted(cause=job.cause)))
+        job.succeed(effects.booted(job, run, lambda v: v.record_rebooted(cause=job.cause)))
     else:
         _refuse(job, "reboot")
 
@@ -374,37 +223,6 @@ def nics_changed(job: JobRun) -> None:
         return
     job.record_step("apply_nics", result=job.params.get("args", {}))
     job.succeed()
-
-
-def _booted(job: JobRun, run: Incarnation,
-            record: Callable[[Vm], None]) -> Callable[[Vm], None]:
-    """``record`` (the VM booted), then the current addresses of the volumes it mounts, which
-    it booted with (``VolumeAddressesRefreshed``, design.md lesson 6: a VM given fresh
-    addresses no longer mounts stale ones), then what its guest did since, if the host
-    reports the run over (a takeover finding a booted VM shut down: docs/jobs.md). Recorded
-    after the boot, in the same save."""
-    happening = _happening(run)
-
-    def booted(vm: Vm) -> None:
-        record(vm)
-        addresses: dict[str, str | None] = {}
-        for mount in vm.volumes:
-            try:
-                volume = job.context.commands.load_volume(mount["volume_uuid"])
-            except VolumeNotFoundError:
-                addresses[mount["volume_uuid"]] = None
-            else:
-                addresses[mount["volume_uuid"]] = volume.address
-        vm.record_volume_addresses(addresses, cause=job.cause)
-        if happening is not None:
-            record_happening(vm, happening, job.cause)
-
-    return booted
-
-
-def _happening(run: Incarnation) -> Happening | None:
-    """What ended a run the host reports over: its guest shut it down, or crashed."""
-    return {"stopped": Happening.GUEST_SHUTDOWN, "failed": Happening.GUEST_CRASH}.get(run.state)
 
 
 _HANDLERS: dict[JobName, Callable[[JobRun], None]] = {

@@ -21,6 +21,7 @@ from domain.errors import DomainError, JobNotRunnableError
 from domain.vm import Cause, Vm, make_cause
 from service import metrics
 from service.jobs import handlers as jobs
+from service.jobs import takeovers
 from service.commands.application import Commands
 from service.jobs.compute.driver import ComputeDriver
 from service.jobs.run import JobContext, JobRun, Placement, utcnow
@@ -112,7 +113,7 @@ class Worker:
         run.keep_lease()
         try:
             if run.attempt > self.max_attempts:
-                jobs.give_up(run)
+                takeovers.give_up(run)
             else:
                 jobs.run(run)
         except JobNotRunnableError as lost:

@@ -116,7 +116,7 @@ class TcpProxy:
                     if not data:
                         return
                     peers[sock].sendall(data)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a socket refuse() closed under select
             return
         finally:
             for sock in peers:
@@ -137,5 +137,5 @@ def _hung_up(sock: socket.socket) -> bool:
     try:
         ready, _, _ = select.select([sock], [], [], 0)
         return bool(ready) and sock.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
+    except (OSError, ValueError):  # ValueError: closed already (its descriptor is -1)
         return True

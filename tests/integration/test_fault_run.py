@@ -36,14 +36,17 @@ SLOW_ANSWER_S = 0.6  # after each ensure_state's work: the window to kill in
 PHASE_TIMEOUT_S = 120.0
 # A takeover comes when a worker next looks (poll) once the lease ran out; a worker busy with
 # a job finishes that first (a job here: a few slow operations, each answered SLOW_ANSWER_S
-# after its work, under 3 s).
-TAKEOVER_SLACK_S = POLL_S + 3.0
+# after its work, under 3 s). Seen: 2.9 s on a quiet machine, 7.9 s on one shared by seven
+# test runs (every process slower): the bound leaves room for that.
+TAKEOVER_SLACK_S = POLL_S + 10.0
 BOOT_EVENTS = (Vm.Provisioned, Vm.Started, Vm.Rebooted)
 
 
 class Load:
-    """Keeps every VM busy: when its last job ended, the next of stop, start, reboot; and,
-    while ``creating``, new VMs too. Remembers every acknowledged job."""
+    """Keeps the VMs busy, short of saturating the workers (a saturated queue would make
+    every job wait, takeovers too): when a VM's last job ended, the next of stop, start,
+    reboot; and, while ``creating``, new VMs (provisioned only). Remembers every acknowledged
+    job."""
 
     def __init__(self, system: Deployment, vms: list[str]):
         self.system = system
@@ -51,6 +54,7 @@ class Load:
         self.jobs: list[str] = []
         self.last: dict[str, str] = {}
         self.creating = False
+        self.created: list[str] = []  # provisioned only: the cycling VMs are the load
         self.stop = threading.Event()
         self._next = {vm: 0 for vm in vms}
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -66,14 +70,12 @@ class Load:
     def _run(self) -> None:
         http = self.system.http
         while not self.stop.is_set():
-            if self.creating and len(self.vms) < VMS + KILLS * 2:
+            if self.creating and len(self.created) < KILLS * 2:
                 created = http.post("/vms", json=vm_body())
                 if created.status_code == 202:
                     body = created.json()
-                    self.vms.append(body["vm_uuid"])
-                    self._next[body["vm_uuid"]] = 0
+                    self.created.append(body["vm_uuid"])
                     self.jobs.append(body["job_uuid"])
-                    self.last[body["vm_uuid"]] = body["job_uuid"]
             for vm in list(self.vms):
                 last = self.last.get(vm)
                 if last is not None and not self.system.job_ended(last):
@@ -169,7 +171,7 @@ def test_kill_9_at_random_and_right_after_each_effect_loses_nothing_and_repeats_
                     kills[kind] += 1
             load.creating = False
             fleet.faults.set_latency_after(0.0, "ensure_state")
-        all_vms = load.vms
+        all_vms = load.vms + load.created
 
         def quiet() -> bool:
             return all(not system.services.commands.load(vm).active_jobs for vm in all_vms)

@@ -1,0 +1,138 @@
+"""Takeovers: a job whose worker was lost is taken over once its lease expires, and the next
+worker first compares what the log says was done with what the host reports (docs/jobs.md,
+"Takeovers", the decision table). Reconciling is not retrying: what took effect is adopted, no
+effect is repeated, and a job with no attempts left still adopts what its lost workers did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from domain.states import JobName, VmState
+from service.jobs import effects
+from service.jobs.compute.driver import ComputeError, Incarnation
+from service.jobs.run import JobRun, StepFailedError
+
+
+def give_up(job: JobRun) -> None:
+    """End a job whose workers kept being lost: its attempts are bounded (the count is in
+    each ``JobStarted``). Giving up is not undoing: what the host reports the lost workers
+    did is adopted (a provision whose boot ran ends provisioned, a start or reboot that ran is
+    recorded), and only what never took effect is failed (docs/jobs.md, "Takeovers")."""
+    error = f"gave up after {job.attempt - 1} attempts: the workers running it were lost"
+    if job.vm.state == VmState.PROVISIONING:
+        reconcile_provision(job, str(job.vm.id), giving_up=error)
+        return
+    name = JobName(job.job["name"])
+    if name in (JobName.START, JobName.REBOOT) and _adopt_effect(job):
+        return
+    if name is JobName.STOP and _adopt_stop(job):
+        return
+    job.fail(error)
+
+
+def _adopt_stop(job: JobRun) -> bool:
+    """If the host reports the VM not running (the lost workers' stop ran, or it is gone by
+    the stop's own rule), record it stopped and end the job well; False if it still runs."""
+    vm = job.vm
+    if vm.state not in (VmState.RUNNING, VmState.FAILED) or vm.server_uuid is None:
+        return False
+    server_uuid = vm.server_uuid
+    try:
+        run = job.driver.observe(server_uuid, str(vm.id))
+    except ComputeError:
+        return False
+    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    if run is not None and run.state == "running":
+        return False
+    if run is None and vm.state == VmState.RUNNING \
+            and not effects.host_rebooted_since(job, server_uuid):
+        return False  # unknown to its agent under the same boot id: it may still run
+    effects.record_stopped(job, gone=run is None)
+    return True
+
+
+def _adopt_effect(job: JobRun) -> bool:
+    """If the VM's server reports a run this job began, record the boot it was (and what its
+    guest did since) and end the job well; False if the host has no such run."""
+    vm = job.vm
+    server_uuid = (vm.claim or {}).get("server_uuid") or vm.server_uuid
+    if server_uuid is None:
+        return False
+    try:
+        run = job.driver.observe(server_uuid, str(vm.id))
+    except ComputeError:
+        return False
+    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    if run is None or run.begun_by != job.job_uuid:
+        return False
+    if JobName(job.job["name"]) is JobName.REBOOT:
+        job.succeed(effects.booted(job, run, lambda v: v.record_rebooted(cause=job.cause)))
+    else:
+        job.succeed(effects.booted(job, run, lambda v: v.record_started(
+            cause=job.cause, server_uuid=server_uuid if server_uuid != vm.server_uuid else None)))
+    return True
+
+
+def _reported(server_uuid: str, run: Incarnation | None, job: JobRun) -> dict[str, object]:
+    """The ``reconcile`` step's result: what the host reports, and whether this job began
+    the run it reports."""
+    if run is None:
+        return {"server_uuid": server_uuid, "state": "absent"}
+    return {"server_uuid": server_uuid, **run.as_result(),
+            "begun_by_this_job": run.begun_by == job.job_uuid}
+
+
+def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = None) -> None:
+    """Take over a provision whose worker was lost (Triton ZAPI-599): ask the compute nodes
+    what is really there and record it, never redoing a finished effect (docs/jobs.md).
+
+    Absent: the provision failed. Present and booted by this job: it is provisioned, and
+    whatever its guest did since (a shutdown, a crash) is recorded after, as the persistence
+    policy answers; the boot is not replayed (Omicron #2209). Present and never booted: boot
+    it, unless ``giving_up`` (no attempts left), when the copy is removed and the job fails."""
+    found = _where_is(job, vm_uuid)
+    if found is None:
+        error = giving_up or "the worker provisioning it was lost before the VM was created"
+        job.record_step("reconcile", result=None, error=error)
+        job.fail(error, lambda v: v.record_provision_failed(error, cause=job.cause))
+        return
+    server_uuid, run = found
+    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    if run.begun_by != job.job_uuid and run.state != "running":
+        if giving_up is not None:
+            _remove_everywhere(job, vm_uuid)
+            job.fail(giving_up, lambda v: v.record_provision_failed(giving_up, cause=job.cause))
+            return
+        try:  # created but never booted: finish the provision, or leave nothing half-made
+            run = effects.boot(job, server_uuid)
+        except StepFailedError:
+            _remove_everywhere(job, vm_uuid)
+            raise
+    job.succeed(effects.booted(job, run,
+                               lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
+
+
+def _where_is(job: JobRun, vm_uuid: str) -> tuple[str, Incarnation] | None:
+    """The server that reports the VM, with its incarnation, or None. The server the VM
+    claims capacity on is asked first."""
+    servers = [server.uuid for server in job.driver.servers()]
+    claimed = (job.vm.claim or {}).get("server_uuid")
+    if claimed in servers:
+        servers.remove(claimed)
+        servers.insert(0, claimed)
+    for server_uuid in servers:
+        with contextlib.suppress(ComputeError):
+            run = job.driver.observe(server_uuid, vm_uuid)
+            if run is not None:
+                return server_uuid, run
+    return None
+
+
+def _remove_everywhere(job: JobRun, vm_uuid: str) -> None:
+    """Unregister the VM from every server that reports it (a provision that ends failed
+    leaves no copy behind: the VM records no server, so no destroy would ever find it)."""
+    for server in job.driver.servers():
+        with contextlib.suppress(ComputeError):
+            if vm_uuid in job.driver.inventory(server.uuid):
+                job.driver.unregister(server.uuid, vm_uuid)
