@@ -9,7 +9,7 @@ Values are always bound parameters; table and column names are fixed here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -147,8 +147,7 @@ class ConsoleQueries:
                  ) -> list[dict[str, Any]]:
         """Up to ``limit`` matching VMs in ``state``, oldest first: ``[{uuid, alias,
         owner_uuid, server_uuid, create_timestamp}]`` (the count is in ``states``)."""
-        narrowed = VmFilter(**{**vm_filter.__dict__, "state": state})
-        where, params = narrowed.where()
+        where, params = replace(vm_filter, state=state).where()
         return self._rows(
             "SELECT uuid, alias, owner_uuid, server_uuid, create_timestamp FROM vm_view"
             f"{where} ORDER BY create_timestamp, uuid LIMIT ?", [*params, limit])

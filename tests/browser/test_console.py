@@ -221,6 +221,12 @@ def test_an_owner_token_never_shows_another_owners_vm(page: Any, console: Consol
 
 def test_the_token_stays_in_the_tabs_session_storage(page: Any, browser: Any,
                                                      console: Console) -> None:
+    page.goto(f"{console.url}/console")
+    page.locator("#login input[name=token]").fill("not-a-token")
+    page.locator("#login button[type=submit]").click()
+    page.wait_for_selector("#login-error:not([hidden])")
+    assert page.locator("#login-error").inner_text() == "401 Unauthorized: unknown token"
+    assert page.locator("#content").is_hidden()
     sign_in(page, console, "analyst")
     assert page.evaluate("sessionStorage.length") == 1
     assert page.evaluate("localStorage.length") == 0

@@ -34,6 +34,7 @@ async function load(url, target, method = "GET") {
     status = response.status;
     const text = await response.text();
     if (status === 401) {
+      sessionStorage.removeItem(TOKEN_KEY);  // unknown, or no longer configured
       showLogin(describe(status, text));
     } else if (!response.ok) {
       const problem = document.createElement("p");
