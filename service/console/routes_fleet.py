@@ -63,7 +63,8 @@ def fleet(request: Request) -> HTMLResponse:
     except InvalidMarkerError:
         raise invalid_parameters(request, [{"field": "marker", "code": "Invalid",
                                             "message": "Invalid marker"}]) from None
-    total = services.vms.count(vm_filter)
+    states = console.states(vm_filter)
+    total = sum(states.values())  # the filter's matches: HEAD /vms's count
     stuck, stuck_total = AnalyticsQueries(services.db).stuck(
         round(services.settings.stuck_transient_s * 1000), int(time.time() * 1000),
         owner_uuid=vm_filter.owner_uuid, limit=LISTED)
@@ -75,7 +76,7 @@ def fleet(request: Request) -> HTMLResponse:
         filters={"owner_uuid": None if scoped else vm_filter.owner_uuid,
                  "server_uuid": vm_filter.server_uuid, "state": vm_filter.state},
         owner_scoped=scoped,
-        states=console.states(vm_filter),
+        states=states,
         chart_url="/console/fragments/fleet/chart" + (
             f"?{urlencode({'owner_uuid': vm_filter.owner_uuid})}"
             if vm_filter.owner_uuid and not scoped else ""),
