@@ -19,7 +19,7 @@ from service.api.app import create_app
 from service.audit.streams import MAX_PAGE, fleet_page
 from service.container import Services
 from tests.api.helpers import (
-    OTHER_OWNER, OWNER, act_and_wait, assert_error, create_running_vm, create_vm, get_vm,
+    OTHER_OWNER, OWNER, V2, act_and_wait, assert_error, create_running_vm, create_vm, get_vm,
     wait_job,
 )
 from tests.api.test_authorization import bearer, write_tokens_file
@@ -219,3 +219,16 @@ def test_audit_from_the_page_names_an_edited_event_by_stream_and_version(
     _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
     html = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
     assert f"tampered: stream {vm_uuid} version {version}: the event&#39;s content" in html
+
+
+def test_the_deepest_queues_come_first(paused) -> None:
+    deep = create_vm(paused.http)["vm_uuid"]
+    shallow = create_vm(paused.http)["vm_uuid"]
+    for action in ("stop", "start"):  # v2 queues them behind the provision
+        assert paused.http.post(f"/vms/{deep}", params={"action": action},
+                                headers=V2).status_code == 202
+    html = paused.http.get("/console/fragments/fleet").text
+    queues = html[html.index('data-testid="queues"'):]
+    assert re.findall(r'<a href="/console/vms/([^"]+)"><code>[^<]+</code></a></td><td>(\d+)<',
+                      queues)[:2] == [(deep, "3"), (shallow, "1")]
+    assert _cells(html, "execution")["queued"] == 4
