@@ -23,6 +23,7 @@ from tests.api.helpers import (
     wait_job,
 )
 from tests.api.test_authorization import bearer, write_tokens_file
+from tests.api.test_volumes import NET_A, NET_B, create_volume, mounting, volume_action
 from tests.integration.test_audit import _edit_stored_bytes
 
 PAGES = ("/console", "/console/servers", "/console/audit",
@@ -232,3 +233,29 @@ def test_the_deepest_queues_come_first(paused) -> None:
     assert re.findall(r'<a href="/console/vms/([^"]+)"><code>[^<]+</code></a></td><td>(\d+)<',
                       queues)[:2] == [(deep, "3"), (shallow, "1")]
     assert _cells(html, "execution")["queued"] == 4
+
+
+def test_a_vms_page_shows_its_stale_mounts_and_its_audit_folds_the_volumes_too(
+        services: Services, client: TestClient) -> None:
+    volume = create_volume(client, networks={NET_A: "10.0.0.5"})
+    vm_uuid = create_running_vm(client, volumes=mounting(volume["uuid"], "/srv/data"))
+    fresh = client.get(f"/console/fragments/vms/{vm_uuid}").text
+    assert "<tr><td><code>" + volume["uuid"] in fresh and "current" in fresh
+    attached = volume_action(client, volume["uuid"], "attach_network", network_uuid=NET_B,
+                             address="192.168.7.20")
+    assert attached.status_code == 202, attached.text
+    page = client.get(f"/console/fragments/vms/{vm_uuid}").text
+    assert '<tr class="stale"><td><code>' + volume["uuid"] in page
+    assert "10.0.0.5,192.168.7.20" in page and "stale: reboot to refresh" in page
+    # the fleet's list takes GET /vms's stale_mounts filter
+    listed = client.get("/console/fragments/fleet", params={"stale_mounts": "true"}).text
+    assert re.findall(r'<tr data-vm="([^"]+)"', listed) == [vm_uuid]
+    # the mount's row is folded from the VM's stream and the volume's, and equals the live one
+    audit = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    assert 'data-failed="0" data-checked="1"' in audit
+    with services.db.transaction() as tx:
+        tx.execute("UPDATE volume_mounts SET address_at_boot = address WHERE vm_uuid = ?",
+                   (vm_uuid,))
+    assert f"volume_mounts row {vm_uuid}//srv/data: differs from a fresh fold in " \
+        "address_at_boot" in client.post("/console/fragments/audit",
+                                         params={"vm_uuid": vm_uuid}).text
