@@ -112,17 +112,19 @@ def fleet_chart(request: Request) -> HTMLResponse:
 @router.get("/console/fragments/servers", response_class=HTMLResponse)
 def servers(request: Request) -> HTMLResponse:
     """Servers by hostname (``offset``, ``SERVERS_PAGE`` a page): capacity from the claims
-    the log records, used and free, and the VMs on each by state. (The page's script lists
-    the networks from ``GET /networks`` itself, where the service has it.)"""
+    the log records, used and free, and the VMs on each by state; and every network with
+    its addresses in use and free (``GET /networks``)."""
     query = Query(request, {"offset"})
     offset = query.integer("offset", minimum=0) or 0
     query.check()
     services = services_of(request)
-    read_your_writes(request, services, ("server_view", "analytics"), eventual=query.eventual)
+    read_your_writes(request, services, ("server_view", "analytics", "network_view"),
+                     eventual=query.eventual)
     console = ConsoleQueries(services.db)
     page, total = console.servers_page(limit=SERVERS_PAGE, offset=offset)
     return fragment(
         "servers.html", servers=page, total=total, offset=offset, capacity=console.capacity(),
+        networks=services.networks.list(),
         previous=f"/console/servers?offset={max(offset - SERVERS_PAGE, 0)}" if offset else None,
         next=f"/console/servers?offset={offset + SERVERS_PAGE}"
         if offset + SERVERS_PAGE < total else None)

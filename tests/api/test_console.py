@@ -200,8 +200,12 @@ def test_the_fleet_audit_runs_a_bounded_page_at_a_time(services: Services,
                  409, "ValidationFailed")
 
 
-def test_the_servers_fragment_shows_the_apis_capacity(client: TestClient) -> None:
-    create_running_vm(client)
+def test_the_servers_fragment_shows_the_apis_capacity_and_networks(client: TestClient) -> None:
+    assert "No networks yet" in client.get("/console/fragments/servers").text
+    network = client.post("/networks", json={
+        "name": "external", "subnet": "10.88.0.0/24", "provision_start_ip": "10.88.0.10",
+        "provision_end_ip": "10.88.0.19"}).json()
+    create_running_vm(client, networks=[network["uuid"]])
     servers = client.get("/servers").json()
     html = client.get("/console/fragments/servers").text
     assert f'<td data-key="servers">{len(servers)}</td>' in html
@@ -209,6 +213,10 @@ def test_the_servers_fragment_shows_the_apis_capacity(client: TestClient) -> Non
         row = html[html.index(f'data-server="{server["uuid"]}"'):]
         assert f'<span data-key="ram_free_mib">{server["ram_free_mib"]:,}</span>' in row
         assert f'<td data-key="vm_count">{server["vm_count"]}</td>' in row
+    [listed] = client.get("/networks").json()
+    assert listed["addresses_in_use"] == 1
+    row = html[html.index(f'data-network="{network["uuid"]}"'):]
+    assert '<span data-key="addresses_in_use">1</span> / <span data-key="addresses_free">9' in row
 
 
 def test_audit_from_the_page_names_an_edited_event_by_stream_and_version(

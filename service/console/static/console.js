@@ -73,7 +73,6 @@ function wire(root) {
       load(formUrl(form, event.submitter), target, (form.getAttribute("method") || "get").toUpperCase());
     });
   }
-  for (const element of root.querySelectorAll("[data-json-table]")) jsonTable(element);
   // A filter form navigates to its page's address without the fields left empty.
   for (const form of root.querySelectorAll("form[data-navigate]")) {
     form.addEventListener("submit", (event) => {
@@ -116,41 +115,6 @@ function wireStepper(stepper) {
       target.scrollIntoView({ block: "nearest" });
     });
   }
-}
-
-// An API list (JSON) as a table of its objects' plain fields; on 404 (a service without the
-// route) the element's placeholder shows instead.
-async function jsonTable(element) {
-  const response = await fetch(element.dataset.jsonTable, { headers: { ...headers(), Accept: "application/json" } });
-  element.dataset.status = String(response.status);
-  if (response.status === 404) {
-    for (const placeholder of element.querySelectorAll(".placeholder")) placeholder.hidden = false;
-    return;
-  }
-  const text = await response.text();
-  if (!response.ok) {
-    element.textContent = describe(response.status, text);
-    return;
-  }
-  const items = JSON.parse(text);
-  const columns = [...new Set(items.flatMap((item) => Object.keys(item)
-    .filter((key) => item[key] === null || typeof item[key] !== "object")))];
-  const table = document.createElement("table");
-  const head = table.createTHead().insertRow();
-  for (const column of columns) {
-    const cell = document.createElement("th");
-    cell.textContent = column;
-    head.append(cell);
-  }
-  const body = table.createTBody();
-  for (const item of items) {
-    const row = body.insertRow();
-    for (const column of columns) row.insertCell().textContent = item[column] ?? "";
-  }
-  const count = document.createElement("p");
-  count.className = "note";
-  count.textContent = `${items.length} network${items.length === 1 ? "" : "s"}`;
-  element.replaceChildren(count, table);
 }
 
 function showLogin(message) {
