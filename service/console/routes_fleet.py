@@ -56,6 +56,7 @@ def fleet(request: Request) -> HTMLResponse:
     if "limit" not in query.params:
         page.limit = PAGE_SIZE
     services = services_of(request)
+    head = services.projections.head()  # the page shows at least this: changes after it
     read_your_writes(request, services, FLEET_READ_MODELS, eventual=query.eventual)
     console = ConsoleQueries(services.db)
     try:
@@ -68,7 +69,6 @@ def fleet(request: Request) -> HTMLResponse:
     stuck, stuck_total = AnalyticsQueries(services.db).stuck(
         round(services.settings.stuck_transient_s * 1000), int(time.time() * 1000),
         owner_uuid=vm_filter.owner_uuid, limit=LISTED)
-    head = services.projections.head()
     params = {k: v for k, v in query.params.items() if k not in ("offset", "consistency")}
     scoped = principal_of(request).role == OWNER
     return fragment(

@@ -74,13 +74,17 @@ def test_the_session_fragment_names_the_token_and_its_role(authed: TestClient) -
                                                headers=bearer("auditor")).text
 
 
-def test_the_fleet_fragment_shows_the_apis_counts_with_its_filters(client: TestClient) -> None:
+def test_the_fleet_fragment_shows_the_apis_counts_with_its_filters(
+        services: Services, client: TestClient) -> None:
     running = create_running_vm(client)
     create_running_vm(client, owner_uuid=OTHER_OWNER)
     stopped = create_running_vm(client)
     act_and_wait(client, stopped, "stop")
+    head = services.commands.head_position()
     html = client.get("/console/fragments/fleet").text
     assert _cells(html, "state") == client.get("/stats/states").json()
+    # live updates follow the changefeed from the position the page was read at
+    assert f'data-live="/changes?after={head}"' in html
     jobs = client.get("/jobs").json()
     assert _cells(html, "execution")["succeeded"] == sum(
         j["execution"] == "succeeded" for j in jobs) == 4

@@ -81,6 +81,8 @@ function wire(root) {
     });
   }
   for (const stepper of root.querySelectorAll("form.stepper")) wireStepper(stepper);
+  const live = root.querySelector("[data-live]");
+  if (live) follow(live.dataset.live, document.getElementById("live"));
   for (const logout of root.querySelectorAll("#logout")) {
     logout.addEventListener("click", () => {
       sessionStorage.removeItem(TOKEN_KEY);
@@ -117,6 +119,54 @@ function wireStepper(stepper) {
   }
 }
 
+// Live updates: the page's fragment names the changefeed it shows (data-live: GET /changes
+// after the log position it was rendered at); the script follows it with fetch, so the token
+// goes in the Authorization header and never in a URL, counts the changes the page does not
+// show yet, and "refresh" loads the fragment again. A role the feed refuses sees no counter.
+let following = null;
+
+async function follow(url, indicator) {
+  if (following) following.abort();
+  const controller = following = new AbortController();
+  let lastId = null;
+  let unseen = 0;
+  try {
+    const response = await fetch(url, { headers: { ...headers(), Accept: "text/event-stream" },
+                                        signal: controller.signal });
+    if (!response.ok) {
+      indicator.hidden = true;
+      return;
+    }
+    indicator.hidden = false;
+    indicator.querySelector("[data-testid=live-count]").textContent = "0";
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const lines = buffer.slice(0, end).split("\n");
+        buffer = buffer.slice(end + 2);
+        const id = lines.find((line) => line.startsWith("id:"));
+        if (!id) continue;  // the opening frame, heartbeats
+        lastId = id.slice(3).trim();
+        if (lines.includes("event: cut")) continue;  // the service ended the stream
+        unseen += 1;
+        indicator.querySelector("[data-testid=live-count]").textContent = String(unseen);
+      }
+    }
+  } catch (error) {
+    if (error.name === "AbortError") return;
+  }
+  if (following === controller && lastId !== null) {  // ended by the service: resume
+    const next = new URL(url, window.location.href);
+    next.searchParams.set("after", lastId);
+    setTimeout(() => follow(next.pathname + next.search, indicator), 1000);
+  }
+}
+
 function showLogin(message) {
   const login = document.getElementById("login");
   const error = document.getElementById("login-error");
@@ -138,6 +188,10 @@ async function start() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  document.querySelector("#live button").addEventListener("click", () => {
+    const content = document.getElementById("content");
+    load(content.dataset.fragment, content);
+  });
   document.getElementById("login").addEventListener("submit", (event) => {
     event.preventDefault();
     const field = event.target.elements.token;
