@@ -4,7 +4,7 @@ fleet-wide fragment (the HTML the page's script fetches) over a synthetic read m
 fragment well under a second (docs/console.md, "How fast").
 
 The read models are written directly (rows shaped as the projections write them: 196,585
-``vm_view`` and ``vm_current`` rows, about 250,000 ``vm_transitions``, 400,000 jobs, 12,492
+``vm_view`` and ``vm_current`` rows, about 250,000 ``vm_transitions`` and as many jobs, 12,492
 servers with the running VMs' claims), with every tracking position at the empty log's head,
 so read-your-writes waits for nothing. Requests go through the app in-process (no socket), so
 the figures are the service's own time; the CPU time of this process (the app's thread and
