@@ -196,6 +196,7 @@ def test_an_owner_token_never_shows_another_owners_vm(page: Any, console: Consol
     mine, theirs = console.owners["owner_a"], console.owners["owner_b"]
     sign_in(page, console, "owner_a")
     assert page.get_by_test_id("who").get_attribute("data-role") == "owner"
+    assert page.locator("nav a:visible").all_inner_texts() == ["Fleet"]
     owners = {r.get_attribute("data-owner") for r in page.locator(
         "[data-testid=vms] tbody tr").all()}
     assert owners == {mine}
@@ -230,10 +231,11 @@ def test_an_owner_token_never_shows_another_owners_vm(page: Any, console: Consol
 def test_the_token_stays_in_the_tabs_session_storage(page: Any, browser: Any,
                                                      console: Console) -> None:
     page.goto(f"{console.url}/console")
+    page.wait_for_selector("#login:not([hidden])")
+    assert page.locator("#login-error").is_hidden()  # nothing tried yet, nothing wrong
     page.locator("#login input[name=token]").fill("not-a-token")
     page.locator("#login button[type=submit]").click()
-    page.wait_for_selector("#login-error:not([hidden])")
-    assert page.locator("#login-error").inner_text() == "401 Unauthorized: unknown token"
+    page.locator("#login-error:text-is('401 Unauthorized: unknown token')").wait_for()
     assert page.locator("#content").is_hidden()
     sign_in(page, console, "analyst")
     assert page.evaluate("sessionStorage.length") == 1

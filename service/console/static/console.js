@@ -34,8 +34,9 @@ async function load(url, target, method = "GET") {
     status = response.status;
     const text = await response.text();
     if (status === 401) {
+      const tried = token() !== null;
       sessionStorage.removeItem(TOKEN_KEY);  // unknown, or no longer configured
-      showLogin(describe(status, text));
+      showLogin(tried ? describe(status, text) : null);  // no token yet: just the form
     } else if (!response.ok) {
       const problem = document.createElement("p");
       problem.className = "error";
@@ -182,6 +183,8 @@ async function start() {
   const content = document.getElementById("content");
   const status = await load("/console/fragments/session", document.getElementById("session"));
   if (status !== 200) return;
+  // the navigation offers only the pages the role may see (console.css)
+  document.body.dataset.role = document.querySelector("#session [data-role]").dataset.role;
   document.getElementById("login").hidden = true;
   content.hidden = false;
   await load(content.dataset.fragment, content);
