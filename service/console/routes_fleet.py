@@ -56,6 +56,7 @@ def fleet(request: Request) -> HTMLResponse:
     if "limit" not in query.params:
         page.limit = PAGE_SIZE
     services = services_of(request)
+    head = services.projections.head()  # the page shows at least this: changes after it
     read_your_writes(request, services, FLEET_READ_MODELS, eventual=query.eventual)
     console = ConsoleQueries(services.db)
     try:
@@ -63,11 +64,11 @@ def fleet(request: Request) -> HTMLResponse:
     except InvalidMarkerError:
         raise invalid_parameters(request, [{"field": "marker", "code": "Invalid",
                                             "message": "Invalid marker"}]) from None
-    total = services.vms.count(vm_filter)
+    states = console.states(vm_filter)
+    total = sum(states.values())  # the filter's matches: HEAD /vms's count
     stuck, stuck_total = AnalyticsQueries(services.db).stuck(
         round(services.settings.stuck_transient_s * 1000), int(time.time() * 1000),
         owner_uuid=vm_filter.owner_uuid, limit=LISTED)
-    head = services.projections.head()
     params = {k: v for k, v in query.params.items() if k not in ("offset", "consistency")}
     scoped = principal_of(request).role == OWNER
     return fragment(
@@ -75,7 +76,7 @@ def fleet(request: Request) -> HTMLResponse:
         filters={"owner_uuid": None if scoped else vm_filter.owner_uuid,
                  "server_uuid": vm_filter.server_uuid, "state": vm_filter.state},
         owner_scoped=scoped,
-        states=console.states(vm_filter),
+        states=states,
         chart_url="/console/fragments/fleet/chart" + (
             f"?{urlencode({'owner_uuid': vm_filter.owner_uuid})}"
             if vm_filter.owner_uuid and not scoped else ""),
@@ -111,17 +112,19 @@ def fleet_chart(request: Request) -> HTMLResponse:
 @router.get("/console/fragments/servers", response_class=HTMLResponse)
 def servers(request: Request) -> HTMLResponse:
     """Servers by hostname (``offset``, ``SERVERS_PAGE`` a page): capacity from the claims
-    the log records, used and free, and the VMs on each by state. (The page's script lists
-    the networks from ``GET /networks`` itself, where the service has it.)"""
+    the log records, used and free, and the VMs on each by state; and every network with
+    its addresses in use and free (``GET /networks``)."""
     query = Query(request, {"offset"})
     offset = query.integer("offset", minimum=0) or 0
     query.check()
     services = services_of(request)
-    read_your_writes(request, services, ("server_view", "analytics"), eventual=query.eventual)
+    read_your_writes(request, services, ("server_view", "analytics", "network_view"),
+                     eventual=query.eventual)
     console = ConsoleQueries(services.db)
     page, total = console.servers_page(limit=SERVERS_PAGE, offset=offset)
     return fragment(
         "servers.html", servers=page, total=total, offset=offset, capacity=console.capacity(),
+        networks=services.networks.list(),
         previous=f"/console/servers?offset={max(offset - SERVERS_PAGE, 0)}" if offset else None,
         next=f"/console/servers?offset={offset + SERVERS_PAGE}"
         if offset + SERVERS_PAGE < total else None)

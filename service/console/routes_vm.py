@@ -44,12 +44,14 @@ def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
     query.check()
     services = services_of(request)
     current = _visible(request, query, vm_uuid)
+    head = services.commands.head_position()  # the page shows at least this: changes after
     read_your_writes(request, services, ("vm_view", "volume_mounts", "job_view"),
                      eventual=query.eventual)
     vm = services.vms.get(str(current.id))
     events = vm_history(services.commands, str(current.id), limit=TIMELINE)
     jobs = services.jobs.list(vm_uuid=str(current.id), limit=JOBS)
     return fragment("vm.html", vm=vm or render_vm(current), events=events,
+                    head=head,
                     version=current.version, truncated=current.version > len(events), jobs=jobs)
 
 

@@ -19,10 +19,11 @@ from service.api.app import create_app
 from service.audit.streams import MAX_PAGE, fleet_page
 from service.container import Services
 from tests.api.helpers import (
-    OTHER_OWNER, OWNER, act_and_wait, assert_error, create_running_vm, create_vm, get_vm,
+    OTHER_OWNER, OWNER, V2, act_and_wait, assert_error, create_running_vm, create_vm, get_vm,
     wait_job,
 )
 from tests.api.test_authorization import bearer, write_tokens_file
+from tests.api.test_volumes import NET_A, NET_B, create_volume, mounting, volume_action
 from tests.integration.test_audit import _edit_stored_bytes
 
 PAGES = ("/console", "/console/servers", "/console/audit",
@@ -73,13 +74,17 @@ def test_the_session_fragment_names_the_token_and_its_role(authed: TestClient) -
                                                headers=bearer("auditor")).text
 
 
-def test_the_fleet_fragment_shows_the_apis_counts_with_its_filters(client: TestClient) -> None:
+def test_the_fleet_fragment_shows_the_apis_counts_with_its_filters(
+        services: Services, client: TestClient) -> None:
     running = create_running_vm(client)
     create_running_vm(client, owner_uuid=OTHER_OWNER)
     stopped = create_running_vm(client)
     act_and_wait(client, stopped, "stop")
+    head = services.commands.head_position()
     html = client.get("/console/fragments/fleet").text
     assert _cells(html, "state") == client.get("/stats/states").json()
+    # live updates follow the changefeed from the position the page was read at
+    assert f'data-live="/changes?after={head}"' in html
     jobs = client.get("/jobs").json()
     assert _cells(html, "execution")["succeeded"] == sum(
         j["execution"] == "succeeded" for j in jobs) == 4
@@ -199,8 +204,12 @@ def test_the_fleet_audit_runs_a_bounded_page_at_a_time(services: Services,
                  409, "ValidationFailed")
 
 
-def test_the_servers_fragment_shows_the_apis_capacity(client: TestClient) -> None:
-    create_running_vm(client)
+def test_the_servers_fragment_shows_the_apis_capacity_and_networks(client: TestClient) -> None:
+    assert "No networks yet" in client.get("/console/fragments/servers").text
+    network = client.post("/networks", json={
+        "name": "external", "subnet": "10.88.0.0/24", "provision_start_ip": "10.88.0.10",
+        "provision_end_ip": "10.88.0.19"}).json()
+    create_running_vm(client, networks=[network["uuid"]])
     servers = client.get("/servers").json()
     html = client.get("/console/fragments/servers").text
     assert f'<td data-key="servers">{len(servers)}</td>' in html
@@ -208,6 +217,10 @@ def test_the_servers_fragment_shows_the_apis_capacity(client: TestClient) -> Non
         row = html[html.index(f'data-server="{server["uuid"]}"'):]
         assert f'<span data-key="ram_free_mib">{server["ram_free_mib"]:,}</span>' in row
         assert f'<td data-key="vm_count">{server["vm_count"]}</td>' in row
+    [listed] = client.get("/networks").json()
+    assert listed["addresses_in_use"] == 1
+    row = html[html.index(f'data-network="{network["uuid"]}"'):]
+    assert '<span data-key="addresses_in_use">1</span> / <span data-key="addresses_free">9' in row
 
 
 def test_audit_from_the_page_names_an_edited_event_by_stream_and_version(
@@ -219,3 +232,42 @@ def test_audit_from_the_page_names_an_edited_event_by_stream_and_version(
     _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
     html = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
     assert f"tampered: stream {vm_uuid} version {version}: the event&#39;s content" in html
+
+
+def test_the_deepest_queues_come_first(paused) -> None:
+    deep = create_vm(paused.http)["vm_uuid"]
+    shallow = create_vm(paused.http)["vm_uuid"]
+    for action in ("stop", "start"):  # v2 queues them behind the provision
+        assert paused.http.post(f"/vms/{deep}", params={"action": action},
+                                headers=V2).status_code == 202
+    html = paused.http.get("/console/fragments/fleet").text
+    queues = html[html.index('data-testid="queues"'):]
+    assert re.findall(r'<a href="/console/vms/([^"]+)"><code>[^<]+</code></a></td><td>(\d+)<',
+                      queues)[:2] == [(deep, "3"), (shallow, "1")]
+    assert _cells(html, "execution")["queued"] == 4
+
+
+def test_a_vms_page_shows_its_stale_mounts_and_its_audit_folds_the_volumes_too(
+        services: Services, client: TestClient) -> None:
+    volume = create_volume(client, networks={NET_A: "10.0.0.5"})
+    vm_uuid = create_running_vm(client, volumes=mounting(volume["uuid"], "/srv/data"))
+    fresh = client.get(f"/console/fragments/vms/{vm_uuid}").text
+    assert "<tr><td><code>" + volume["uuid"] in fresh and "current" in fresh
+    attached = volume_action(client, volume["uuid"], "attach_network", network_uuid=NET_B,
+                             address="192.168.7.20")
+    assert attached.status_code == 202, attached.text
+    page = client.get(f"/console/fragments/vms/{vm_uuid}").text
+    assert '<tr class="stale"><td><code>' + volume["uuid"] in page
+    assert "10.0.0.5,192.168.7.20" in page and "stale: reboot to refresh" in page
+    # the fleet's list takes GET /vms's stale_mounts filter
+    listed = client.get("/console/fragments/fleet", params={"stale_mounts": "true"}).text
+    assert re.findall(r'<tr data-vm="([^"]+)"', listed) == [vm_uuid]
+    # the mount's row is folded from the VM's stream and the volume's, and equals the live one
+    audit = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    assert 'data-failed="0" data-checked="1"' in audit
+    with services.db.transaction() as tx:
+        tx.execute("UPDATE volume_mounts SET address_at_boot = address WHERE vm_uuid = ?",
+                   (vm_uuid,))
+    assert f"volume_mounts row {vm_uuid}//srv/data: differs from a fresh fold in " \
+        "address_at_boot" in client.post("/console/fragments/audit",
+                                         params={"vm_uuid": vm_uuid}).text

@@ -36,6 +36,7 @@ REQUIRE_BROWSER = os.environ.get("VMLEDGER_REQUIRE_BROWSER") == "1"
 # with evictions, crashes and restarts, so some VMs have tens of versions.
 SKIP_JOBS, MAX_JOBS = 3833, 17
 ROLES = ("operator", "auditor", "analyst", "owner_a", "owner_b")
+THIRD_OWNER = "7d1f1d2a-3b4c-4d5e-8f60-718293a4b5c6"  # owns what the tests add to the trace
 
 
 def _missing() -> str | None:
@@ -115,7 +116,8 @@ class _Server:
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning",
+                                                    timeout_graceful_shutdown=5))
         self.thread = threading.Thread(target=self.server.run,
                                        kwargs={"sockets": [self.socket]}, daemon=True)
 
@@ -157,11 +159,25 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         with _Server(create_app(settings, services=services, background=False)) as url:
             found = Console(url, services, tokens, owners, shots)
             _quarantine_one(found)
+            _add_a_network(found)
             yield found
             # an artifact beside the screenshots, for the record (no test times anything)
             (shots / "timings.json").write_text(json.dumps(found.timings, indent=2))
     finally:
         services.close()
+
+
+def _add_a_network(console: Console) -> None:
+    """An operator records a network, and a VM of a third owner takes an address on it (the
+    trace has no networks)."""
+    response = console.api("operator", "POST", "/networks", json={
+        "name": "external", "subnet": "10.88.0.0/24", "gateway": "10.88.0.1",
+        "provision_start_ip": "10.88.0.10", "provision_end_ip": "10.88.0.250"})
+    assert response.status_code == 201, response.text
+    created = console.api("operator", "POST", "/vms", json={
+        "owner_uuid": THIRD_OWNER, "brand": "joyent", "ram": 256,
+        "networks": [response.json()["uuid"]]})
+    assert created.status_code == 202, created.text
 
 
 def _quarantine_one(console: Console) -> None:

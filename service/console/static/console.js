@@ -34,7 +34,9 @@ async function load(url, target, method = "GET") {
     status = response.status;
     const text = await response.text();
     if (status === 401) {
-      showLogin(describe(status, text));
+      const tried = token() !== null;
+      sessionStorage.removeItem(TOKEN_KEY);  // unknown, or no longer configured
+      showLogin(tried ? describe(status, text) : null);  // no token yet: just the form
     } else if (!response.ok) {
       const problem = document.createElement("p");
       problem.className = "error";
@@ -72,7 +74,6 @@ function wire(root) {
       load(formUrl(form, event.submitter), target, (form.getAttribute("method") || "get").toUpperCase());
     });
   }
-  for (const element of root.querySelectorAll("[data-json-table]")) jsonTable(element);
   // A filter form navigates to its page's address without the fields left empty.
   for (const form of root.querySelectorAll("form[data-navigate]")) {
     form.addEventListener("submit", (event) => {
@@ -81,6 +82,8 @@ function wire(root) {
     });
   }
   for (const stepper of root.querySelectorAll("form.stepper")) wireStepper(stepper);
+  const live = root.querySelector("[data-live]");
+  if (live) follow(live.dataset.live, document.getElementById("live"));
   for (const logout of root.querySelectorAll("#logout")) {
     logout.addEventListener("click", () => {
       sessionStorage.removeItem(TOKEN_KEY);
@@ -117,39 +120,52 @@ function wireStepper(stepper) {
   }
 }
 
-// An API list (JSON) as a table of its objects' plain fields; on 404 (a service without the
-// route) the element's placeholder shows instead.
-async function jsonTable(element) {
-  const response = await fetch(element.dataset.jsonTable, { headers: { ...headers(), Accept: "application/json" } });
-  element.dataset.status = String(response.status);
-  if (response.status === 404) {
-    for (const placeholder of element.querySelectorAll(".placeholder")) placeholder.hidden = false;
-    return;
+// Live updates: the page's fragment names the changefeed it shows (data-live: GET /changes
+// after the log position it was rendered at); the script follows it with fetch, so the token
+// goes in the Authorization header and never in a URL, counts the changes the page does not
+// show yet, and "refresh" loads the fragment again. A role the feed refuses sees no counter.
+let following = null;
+
+async function follow(url, indicator) {
+  if (following) following.abort();
+  const controller = following = new AbortController();
+  let lastId = null;
+  let unseen = 0;
+  try {
+    const response = await fetch(url, { headers: { ...headers(), Accept: "text/event-stream" },
+                                        signal: controller.signal });
+    if (!response.ok) {
+      indicator.hidden = true;
+      return;
+    }
+    indicator.hidden = false;
+    indicator.querySelector("[data-testid=live-count]").textContent = "0";
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const lines = buffer.slice(0, end).split("\n");
+        buffer = buffer.slice(end + 2);
+        const id = lines.find((line) => line.startsWith("id:"));
+        if (!id) continue;  // the opening frame, heartbeats
+        lastId = id.slice(3).trim();
+        if (lines.includes("event: cut")) continue;  // the service ended the stream
+        unseen += 1;
+        indicator.querySelector("[data-testid=live-count]").textContent = String(unseen);
+      }
+    }
+  } catch (error) {
+    if (error.name === "AbortError") return;
   }
-  const text = await response.text();
-  if (!response.ok) {
-    element.textContent = describe(response.status, text);
-    return;
+  if (following === controller && lastId !== null) {  // ended by the service: resume
+    const next = new URL(url, window.location.href);
+    next.searchParams.set("after", lastId);
+    setTimeout(() => follow(next.pathname + next.search, indicator), 1000);
   }
-  const items = JSON.parse(text);
-  const columns = [...new Set(items.flatMap((item) => Object.keys(item)
-    .filter((key) => item[key] === null || typeof item[key] !== "object")))];
-  const table = document.createElement("table");
-  const head = table.createTHead().insertRow();
-  for (const column of columns) {
-    const cell = document.createElement("th");
-    cell.textContent = column;
-    head.append(cell);
-  }
-  const body = table.createTBody();
-  for (const item of items) {
-    const row = body.insertRow();
-    for (const column of columns) row.insertCell().textContent = item[column] ?? "";
-  }
-  const count = document.createElement("p");
-  count.className = "note";
-  count.textContent = `${items.length} network${items.length === 1 ? "" : "s"}`;
-  element.replaceChildren(count, table);
 }
 
 function showLogin(message) {
@@ -167,12 +183,18 @@ async function start() {
   const content = document.getElementById("content");
   const status = await load("/console/fragments/session", document.getElementById("session"));
   if (status !== 200) return;
+  // the navigation offers only the pages the role may see (console.css)
+  document.body.dataset.role = document.querySelector("#session [data-role]").dataset.role;
   document.getElementById("login").hidden = true;
   content.hidden = false;
   await load(content.dataset.fragment, content);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
+  document.querySelector("#live button").addEventListener("click", () => {
+    const content = document.getElementById("content");
+    load(content.dataset.fragment, content);
+  });
   document.getElementById("login").addEventListener("submit", (event) => {
     event.preventDefault();
     const field = event.target.elements.token;
