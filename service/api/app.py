@@ -20,7 +20,7 @@ from service.api import (
 from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.connection import ConnectionHeaders
 from service.api.db_deadline import BoundDatabaseWaits
-from service.api.deps import bind_log_fields, new_request_id
+from service.api.deps import bind_log_fields, request_id_of
 from service.api.openapi import declare_request_bodies
 from service.api.schemas import printable, unstorable
 from service import console, metrics
@@ -106,7 +106,7 @@ def create_app(
     @app.middleware("http")
     async def envelope(request: Request,
                        call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        request.state.request_id = request.headers.get("x-request-id") or new_request_id()
+        request.state.request_id = request_id_of(request)
         started = time.perf_counter()
         # Every line logged while handling the request carries its id (and, once known, the
         # actor, and the VM and job its route handles: deps.bind_log_fields, deps.accepted).
