@@ -21,7 +21,7 @@ from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.connection import ConnectionHeaders
 from service.api.db_deadline import BoundDatabaseWaits
 from service.api.deps import bind_log_fields, request_id_of
-from service.api.openapi import declare_request_bodies
+from service.api.openapi import declare_schema
 from service.api.schemas import printable, unstorable
 from service import console, metrics
 from service.container import Services
@@ -84,7 +84,7 @@ def create_app(
         dependencies=[Depends(authorize), Depends(bind_log_fields)],
     )
     app.state.tokens = tokens
-    declare_request_bodies(app)
+    declare_schema(app)
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Connection and Keep-Alive (VMAPI's rules for curl and HEAD)
