@@ -29,7 +29,7 @@ from service.logs import bind, log_context
 from service.settings import Settings
 from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 # One line per request, when it is answered (uvicorn's own access log is off: this one has
 # the route template, the duration and the scope's fields).
 access_log = logging.getLogger("vmledger.access")

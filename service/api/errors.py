@@ -34,7 +34,7 @@ from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.idempotency import IdempotencyKeyReusedError
 from service.commands.versioning import InvalidVersionError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 RETRY_AFTER_S = "1"
 
