@@ -208,7 +208,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if error.status_code == 400:
+        if error.status_code == 400 and error.detail == "There was an error parsing the body":
             # FastAPI's answer to a body its JSON parser gave up on for another reason than
             # bad syntax: nested deeper than the parser's recursion limit (about 1,000 levels)
             return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=[

@@ -180,13 +180,13 @@ def audit_verify() -> None:
 
     services = _services()
     try:
-        head = event_count(services)
+        events = event_count(services)
         with progress_bar() as bar:
-            task = bar.add_task("checking hash chains", total=head)
+            task = bar.add_task("checking hash chains", total=events)
             differences = verify_chains(services.app, lambda n: bar.advance(task, n))
             finish(bar, task)
             task = bar.add_task("comparing read models with a fresh fold",
-                                total=head * len(services.projections.read_models))
+                                total=events * len(services.projections.read_models))
             differences += verify_read_models(services, lambda n: bar.advance(task, n))
             finish(bar, task)
     finally:
@@ -196,7 +196,8 @@ def audit_verify() -> None:
     if differences:
         typer.echo(f"audit verify: {len(differences)} differences")
         raise typer.Exit(1)
-    typer.echo(f"audit verify: every stream's chain and every read model held ({head} events)")
+    typer.echo(f"audit verify: every stream's chain and every read model held ({events} "
+               "events)")
 
 
 token = typer.Typer(help="Bearer tokens (docs/operations.md, \"Tokens and roles\").",
