@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 
-from service.api import routes_agents, routes_servers, routes_sim, routes_volumes
+from service.api import routes_agents, routes_networks, routes_servers, routes_sim, routes_volumes
 from service.api.response_models import (
     Accepted, Error, HistoryEvent, InventoryApplied, Job, Ping, Vm,
 )
@@ -36,6 +36,7 @@ REQUEST_BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("post", "/servers"): routes_servers.CreateServerRequest,
     ("post", "/servers/{server_uuid}"): routes_servers.ServerActionRequest,
     ("post", "/volumes"): routes_volumes.CreateVolumeRequest,
+    ("post", "/networks"): routes_networks.CreateNetworkRequest,
     ("post", "/sim/faults"): routes_sim.FaultRequest,
     ("put", "/sim/latency"): routes_sim.LatencyRequest,
 }
@@ -52,6 +53,8 @@ class Media:
 
 JSON = Media("application/json", {})            # some JSON value (an object or array)
 TEXT = Media("text/plain", {"type": "string"})
+HTML = Media("text/html", {"type": "string"})             # the console's fragments
+EVENTS = Media("text/event-stream", {"type": "string"})   # Server-Sent Events
 METRICS = Media(CONTENT_TYPE_LATEST.split(";")[0], {"type": "string"})  # Prometheus text
 NO_BODY = None
 # One model, a list of one model ([Vm]: an array of VMs), a Media, or NO_BODY.
@@ -108,6 +111,17 @@ declare("get", "/volumes", {200: JSON}, headers=_COUNT)
 declare("post", "/volumes", {201: JSON})
 declare("get", "/volumes/{volume_uuid}", {200: JSON}, errors=(404,))
 declare("post", "/volumes/{volume_uuid}", {202: JSON}, errors=(404, 412))
+declare("get", "/networks", {200: JSON})
+declare("post", "/networks", {201: JSON})
+declare("get", "/networks/{network_uuid}", {200: JSON}, errors=(404,))
+declare("get", "/changes", {200: EVENTS})
+declare("get", "/changefeeds", {200: JSON})
+declare("get", "/changefeeds/stats", {200: JSON})
+for _fragment in ("session", "fleet", "fleet/chart", "servers", "audit"):
+    declare("get", f"/console/fragments/{_fragment}", {200: HTML})
+declare("post", "/console/fragments/audit", {200: HTML})
+for _fragment in ("", "/state", "/diff"):
+    declare("get", f"/console/fragments/vms/{{vm_uuid}}{_fragment}", {200: HTML}, errors=(404,))
 declare("get", "/sim", {200: JSON})
 declare("post", "/sim/faults", {200: JSON})
 declare("delete", "/sim/faults", {200: JSON})

@@ -14,7 +14,8 @@ from tests.api.test_authorization import (  # noqa: F401  (authed is a fixture)
 )
 
 # Every route the agent role may call, each audited by a test below.
-AUDITED = {("GET", "/ping"), ("PUT", "/vms/{vm_uuid}"), ("PUT", "/vms")}
+AUDITED = {("GET", "/ping"), ("PUT", "/vms/{vm_uuid}"), ("PUT", "/vms"),
+           ("GET", "/console/fragments/session")}
 
 
 def _running_vm_on(authed: Authed, server_uuid: str) -> str:
@@ -48,6 +49,19 @@ def test_put_vm_of_a_vm_on_another_server_is_refused_as_a_vm_that_does_not_exist
     assert vm["state"] == "running"
 
 
+def test_put_vm_in_vm_agents_form_of_a_vm_on_another_server_is_refused_and_changes_nothing(
+        authed: Authed) -> None:
+    # vm-agent's form (no generation) records a VM the log never had as found, so the refusal
+    # cannot look like that; it is the 404 of an unknown VM, and shows nothing of the VM.
+    theirs = _running_vm_on(authed, OTHER_SERVER)
+    before = authed.head()
+    refused = authed.as_("agent", "PUT", f"/vms/{theirs}", json={
+        "uuid": theirs, "state": "stopped", "server_uuid": AGENT_SERVER})
+    assert assert_error(refused, 404, "ResourceNotFound")["message"] == f"VM {theirs} not found"
+    assert "secret" not in refused.text and OTHER_SERVER not in refused.text
+    assert authed.head() == before
+
+
 def test_put_vm_of_a_vm_on_the_agents_own_server_answers_the_vm(authed: Authed) -> None:
     mine = _running_vm_on(authed, AGENT_SERVER)
     response = authed.as_("agent", "PUT", f"/vms/{mine}", json={
@@ -76,6 +90,15 @@ def test_ping_tells_an_agent_nothing_about_vms(authed: Authed) -> None:
     assert response.status_code == 200, response.text
     assert set(response.json()) == {"status", "backend", "head_position", "projection_lag"}
     assert theirs not in response.text and "secret" not in response.text
+
+
+def test_the_console_session_fragment_tells_an_agent_only_who_it_is(authed: Authed) -> None:
+    theirs = _running_vm_on(authed, OTHER_SERVER)
+    response = authed.as_("agent", "GET", "/console/fragments/session")
+    assert response.status_code == 200, response.text
+    assert "agent" in response.text
+    assert theirs not in response.text and "secret" not in response.text
+    assert OTHER_SERVER not in response.text
 
 
 def test_every_other_route_refuses_the_agent_before_reading_anything(authed: Authed) -> None:
