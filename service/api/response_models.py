@@ -15,10 +15,12 @@ class _Open(BaseModel):
 
 
 class FieldError(_Open):
-    """One refused field of a validation error."""
+    """One refusal of a validation error: the ``field`` it names, or, for parameters that
+    cannot go together, the ``fields`` (VMAPI's ConflictingParameters item)."""
 
-    field: str
-    code: str  # Missing | Invalid | Duplicate
+    field: str | None = None
+    fields: list[str] | None = None
+    code: str  # Missing | Invalid | Duplicate | ConflictingParameters
     message: str
 
 
