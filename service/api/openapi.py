@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from service.api import routes_agents, routes_networks, routes_servers, routes_sim, routes_volumes
 from service.api.response_models import (
-    Accepted, Error, HistoryEvent, InventoryApplied, Job, Ping, Vm,
+    Accepted, Error, HistoryEvent, InventoryApplied, Job, ListedVm, Ping, Vm,
 )
 from service.api.schemas import CreateVmRequest, UpdateVmRequest
 
@@ -88,7 +88,7 @@ _COMMAND_ERRORS = (404, 412)
 
 declare("get", "/ping", {200: Ping})
 declare("get", "/metrics", {200: METRICS})
-declare("get", "/vms", {200: [Vm]}, headers=_COUNT)
+declare("get", "/vms", {200: [ListedVm]}, headers=_COUNT)
 declare("head", "/vms", {200: NO_BODY}, headers=_COUNT)
 declare("post", "/vms", {202: Accepted}, errors=(404,))
 declare("put", "/vms", {200: InventoryApplied}, errors=(404,))

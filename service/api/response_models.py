@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
 
 
 class _Open(BaseModel):
@@ -79,6 +79,13 @@ class Vm(_Open):
     last_modified: str
     destroyed: str | None
     version: int
+
+
+# ListVms' items: the VM object, or with ``fields=`` (VMAPI) only the fields asked for.
+ListedVm = create_model(
+    "ListedVm", __base__=_Open, __doc__="A VM of ListVms: every field of the VM object, or "
+    "only those ``fields=`` names.",
+    **{name: (field.annotation | None, None) for name, field in Vm.model_fields.items()})
 
 
 class Job(_Open):
