@@ -39,7 +39,7 @@ from projections.read_model import ReadModel
 
 SUFFIX = "__rebuild"
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 
 class Runner(Protocol):

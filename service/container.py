@@ -32,14 +32,19 @@ from service.storage import bound_waits
 from service.commands.quarantine import Quarantine
 from service.jobs.worker import Worker, utcnow
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
+
+
+_READ_MODELS = (VmView, JobView, ServerView, AnalyticsView, VolumeMounts, NetworkView)
+# Their names, known without a database (``vmledger rebuild --help`` lists them).
+READ_MODEL_NAMES = tuple(model.name for model in _READ_MODELS)
 
 
 def read_models(app: VmLedger) -> list[ReadModel]:
     """Fresh instances of every read model the service keeps (the runner's, and the audit's
     fresh folds)."""
-    return [VmView(app.mapper.transcoder), JobView(), ServerView(), AnalyticsView(),
-            VolumeMounts(), NetworkView()]
+    return [model(app.mapper.transcoder) if model is VmView else model()
+            for model in _READ_MODELS]
 
 
 def _register_simulated_servers(commands: Commands, fleet: SimulatedFleet,

@@ -136,3 +136,43 @@ def setup_logging(settings: Settings) -> dict[str, Any]:
     config = logging_config(settings)
     logging.config.dictConfig(config)
     return config
+
+
+class Throttled:
+    """Logs a repeating error at most once every ``interval_s`` (the first at once), saying
+    how many were left out since the last line: a loop that fails every few milliseconds
+    during a database outage writes one line per interval, not thousands. Not thread-safe:
+    one per loop."""
+
+    def __init__(self, logger: logging.Logger, what: str, interval_s: float = 10.0,
+                 clock: Any = None):
+        import time
+
+        self.logger = logger
+        self.what = what
+        self.interval_s = interval_s
+        self.clock = clock or time.monotonic
+        self._last: float | None = None
+        self._left_out = 0
+
+    def __call__(self, error: BaseException) -> None:
+        now = self.clock()
+        if self._last is not None and now - self._last < self.interval_s:
+            self._left_out += 1
+            return
+        more = f" ({self._left_out} more like it in the last {now - self._last:.0f} s)" \
+            if self._last is not None and self._left_out else ""
+        self.logger.error("%s: %s%s", self.what, error, more)
+        self._last, self._left_out = now, 0
+
+
+def database_shown(settings: Settings) -> str:
+    """The configured database for a log line: its URL without the password."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(settings.database_url)
+    if parts.password is None:
+        return settings.database_url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))

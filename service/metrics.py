@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 from domain.states import Execution
 from projections.job_view import JobGauges
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 VERSION_CONFLICT_RETRIES = Counter(
     "vmledger_version_conflict_retries_total",

@@ -106,6 +106,12 @@ class Settings(BaseSettings):
         description="HOST:PORT where `vmledger work` serves its process's metrics "
         "(unset: it serves none)")
 
+    @field_validator("metrics_address", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # VMLEDGER_METRICS_ADDRESS= (set, but empty) means unset, as docs/operations.md says
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("database_url")
     @classmethod
     def _known_scheme(cls, url: str) -> str:

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from service.settings import Settings
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 # The recorder calls the library retries 10 times, 0.2 s apart, each try waiting up to the
 # pool's timeout: with the database down a request took 42-52 s to fail (issue #13).

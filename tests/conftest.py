@@ -22,6 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
+from tests.api.conformance import conforming
 from service.container import Services
 from service.logs import JsonFormatter
 from service.settings import Settings
@@ -100,7 +101,7 @@ def client(services: Services) -> Iterator[TestClient]:
     """An HTTP client of the API over ``services``, with the projection runner and the job
     worker running in the background (embedded mode, on either backend)."""
     app = create_app(services=services, background=True)
-    with TestClient(app) as http:
+    with conforming(TestClient(app)) as http:
         yield http
 
 

@@ -20,8 +20,8 @@ from service.api import (
 from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.connection import ConnectionHeaders
 from service.api.db_deadline import BoundDatabaseWaits
-from service.api.deps import bind_log_fields, new_request_id
-from service.api.openapi import declare_request_bodies
+from service.api.deps import bind_log_fields, request_id_of
+from service.api.openapi import declare_schema
 from service.api.schemas import printable, unstorable
 from service import console, metrics
 from service.container import Services
@@ -29,7 +29,7 @@ from service.logs import bind, log_context
 from service.settings import Settings
 from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 # One line per request, when it is answered (uvicorn's own access log is off: this one has
 # the route template, the duration and the scope's fields).
 access_log = logging.getLogger("vmledger.access")
@@ -84,7 +84,7 @@ def create_app(
         dependencies=[Depends(authorize), Depends(bind_log_fields)],
     )
     app.state.tokens = tokens
-    declare_request_bodies(app)
+    declare_schema(app)
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Connection and Keep-Alive (VMAPI's rules for curl and HEAD)
@@ -106,7 +106,7 @@ def create_app(
     @app.middleware("http")
     async def envelope(request: Request,
                        call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        request.state.request_id = request.headers.get("x-request-id") or new_request_id()
+        request.state.request_id = request_id_of(request)
         started = time.perf_counter()
         # Every line logged while handling the request carries its id (and, once known, the
         # actor, and the VM and job its route handles: deps.bind_log_fields, deps.accepted).

@@ -295,9 +295,13 @@ def authorize(request: HTTPConnection) -> None:
         return
     assert isinstance(request, Request)
     principal = principal_of(request)
-    allowed = roles_for(request.method, path, request.query_params.get("action"))
+    action = request.query_params.get("action")
+    allowed = roles_for(request.method, path, action)
     if principal.role not in allowed:
-        raise ForbiddenError(f"role {principal.role} may not {request.method} {path}")
+        # Name the action when it is what narrowed the route (owners may POST other actions)
+        narrowed = action is not None and action in ACTION_ROLES.get((request.method, path), {})
+        what = f"{path}?action={action}" if narrowed else path
+        raise ForbiddenError(f"role {principal.role} may not {request.method} {what}")
 
 
 def scoped_owner(request: Request, asked: str | None) -> str | None:

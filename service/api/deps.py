@@ -69,16 +69,16 @@ def idempotency_of(request: Request, data: Any) -> IdempotencyKey | None:
 
 
 def if_match_of(request: Request) -> int | None:
-    """The VM version the request's ``If-Match`` names (``"7"`` or ``7``), or None without
-    the header; every command route reads it here (api.md, "Concurrency and idempotency").
-    Raises the ``ValidationFailed`` error naming ``If-Match`` for anything else."""
+    """The version ``If-Match`` names (``"7"``, ``7`` or ``W/"7"``), or None without the
+    header or for ``*``, which matches any current representation (RFC 9110, 13.1.1): a VM
+    that does not exist is still 404. Anything else is refused naming ``If-Match``."""
     header = request.headers.get("if-match")
-    if header is None:
+    if header is None or header.strip() == "*":
         return None
     version = int_or_none(header)
     if version is None:
         raise invalid_parameters(request, [{"field": "If-Match", "code": "Invalid",
-                                            "message": 'must be a version, e.g. "7"'}])
+                                            "message": 'must be a version, e.g. "7", or *'}])
     return version
 
 
@@ -148,3 +148,21 @@ def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> J
 def new_request_id() -> str:
     """A request id for requests that bring none."""
     return str(uuidlib.uuid4())
+
+
+# Headers whose value is stored (in every event a request appends, or a job's params): each
+# is bounded, so no client can make the log carry kilobytes per event (docs/api.md,
+# "Headers").
+MAX_REQUEST_ID = 128
+MAX_X_CONTEXT_BYTES = 4096
+
+
+def request_id_of(request: Request) -> str:
+    """The request's id: its ``x-request-id`` when that is 1 to ``MAX_REQUEST_ID`` printable
+    ASCII characters, else a generated one (a tracing header should not fail the request;
+    the id used is answered in ``x-request-id`` either way)."""
+    given = request.headers.get("x-request-id")
+    if given and len(given) <= MAX_REQUEST_ID and given.isascii() and given.isprintable():
+        return given
+    return new_request_id()
+

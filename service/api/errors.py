@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -33,7 +34,7 @@ from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.idempotency import IdempotencyKeyReusedError
 from service.commands.versioning import InvalidVersionError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 RETRY_AFTER_S = "1"
 
@@ -97,6 +98,11 @@ def field_errors(items: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
         location = [str(part) for part in item.get("loc", ())]
         if location[:1] in (["body"], ["query"], ["path"]):
             location = location[1:]
+        if item.get("type") == "json_invalid":  # its loc holds a character offset, no field
+            errors.append({"field": "body", "code": "Invalid", "message": (
+                f"not valid JSON ({item.get('ctx', {}).get('error', 'malformed')}, at "
+                f"character {location[0] if location else '?'})")})
+            continue
         errors.append({
             "field": ".".join(location) or "body",
             "code": "Missing" if item.get("type") == "missing" else "Invalid",
@@ -161,6 +167,23 @@ def _unavailable(message: str) -> JSONResponse:
                         headers={"Retry-After": RETRY_AFTER_S})
 
 
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` header of a 405: every method the app's schema lists for a path template
+    the request's path matches (RFC 9110, 15.5.6)."""
+    app = request.app
+    templates = getattr(app.state, "allow_templates", None)
+    if templates is None:
+        templates = app.state.allow_templates = [
+            (re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "$"),
+             {method.upper() for method in operations})
+            for path, operations in app.openapi()["paths"].items()]
+    methods: set[str] = set()
+    for pattern, listed in templates:
+        if pattern.match(request.url.path):
+            methods |= listed
+    return ", ".join(sorted(methods))
+
+
 def install(app: FastAPI) -> None:
     """Register every error handler on ``app``."""
 
@@ -185,9 +208,20 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 400 and error.detail == "There was an error parsing the body":
+            # FastAPI's answer to a body its JSON parser gave up on for another reason than
+            # bad syntax: nested deeper than the parser's recursion limit (about 1,000 levels)
+            return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=[
+                {"field": "body", "code": "Invalid",
+                 "message": "not valid JSON (nested too deeply)"}]),
+                status_code=validation_status(request))
         code = {404: "ResourceNotFound", 405: "BadMethod", 413: "PayloadTooLarge"}.get(
             error.status_code, "Error")
-        return JSONResponse(body(code, str(error.detail)), status_code=error.status_code)
+        headers = dict(error.headers or {})
+        if error.status_code == 405:
+            headers["Allow"] = allowed_methods(request)
+        return JSONResponse(body(code, str(error.detail)), status_code=error.status_code,
+                            headers=headers or None)
 
     @app.exception_handler(IdempotencyKeyReusedError)
     async def key_reused(request: Request, error: IdempotencyKeyReusedError) -> JSONResponse:

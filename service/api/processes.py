@@ -25,7 +25,7 @@ import socket
 from typing import Any
 
 APP = "service.api.app:create_app"
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -84,6 +84,7 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
         for process in processes:
             process.start()
         by_sentinel = {process.sentinel: process for process in processes}
+        _announce_when_listening(host, port, workers, list(by_sentinel))
         first = by_sentinel[multiprocessing.connection.wait(list(by_sentinel))[0]]
         first.join()
         if not asked:
@@ -97,6 +98,27 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return 0 if asked else abs(first.exitcode or 0)
+
+
+def _announce_when_listening(host: str, port: int, workers: int, sentinels: list[Any],
+                             timeout_s: float = 60.0) -> None:
+    """Log one line once ``host:port`` accepts connections (uvicorn says nothing when it is
+    given its socket), or return without it if a process ends first or ``timeout_s`` passes.
+    """
+    import time
+
+    target = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((target, port), timeout=1).close()
+        except OSError:
+            if multiprocessing.connection.wait(sentinels, timeout=0.05):
+                return  # a process ended: the caller reports it
+            continue
+        shown = f"[{host}]" if ":" in host else host
+        log.info("listening on http://%s:%s with %s HTTP processes", shown, port, workers)
+        return
 
 
 def _end_with(parent: int) -> None:

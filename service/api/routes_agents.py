@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime, ConfigDict, Field
 
 from domain.errors import VmNotFoundError
-from service.api.auth import require_server
+from service.api.auth import AGENT, principal_of, require_server
 from service.api.deps import cause_of, parse_body, read_your_writes, services_of
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, Query
@@ -94,11 +94,12 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
                                                 "message": "differs from the path's uuid"}])
         report = found.report()
         require_server(request, report.server_uuid)
+        _visible_to_reporter(request, vm_uuid, services, found_is_new=True)
         AgentVmReports(services.agents).put(vm_uuid.lower(), report, cause=cause_of(request))
         return _vm_as_it_is(request, services, vm_uuid)
     generational = parse_body(request, VmReport, data)
     require_server(request, str(generational.server_uuid))
-    services.commands.load(vm_uuid)  # 404 for a VM the log never had
+    _visible_to_reporter(request, vm_uuid, services)  # 404 for a VM the log never had
     services.agents.report_vm(vm_uuid.lower(), server_uuid=str(generational.server_uuid),
                               state=generational.state, boot_id=generational.boot_id,
                               generation=generational.generation, cause=cause_of(request))
@@ -111,6 +112,28 @@ def _vm_as_it_is(request: Request, services: Any, vm_uuid: str) -> JSONResponse:
     if vm is None:
         raise VmNotFoundError(vm_uuid)
     return JSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
+
+
+def _visible_to_reporter(request: Request, vm_uuid: str, services: Any, *,
+                         found_is_new: bool = False) -> None:
+    """Refuse a report of a VM the log never had (``VmNotFoundError``), unless the report may
+    record it as found (``found_is_new``, vm-agent's reports). An agent may name only a VM
+    its own server holds (placed there, or claimed there by a provision under way): any other
+    VM is refused with the same 404 and message as a VM the log never had, before anything is
+    read into the answer or appended, so an agent token can neither read other servers' VMs
+    nor learn which uuids exist. Operators may report for any VM."""
+    try:
+        vm = services.commands.load(vm_uuid)
+    except VmNotFoundError:
+        if found_is_new:
+            return
+        raise
+    principal = principal_of(request)
+    if principal.role != AGENT:
+        return
+    claimed = (vm.claim or {}).get("server_uuid")
+    if principal.server_uuid not in (vm.server_uuid, claimed):
+        raise VmNotFoundError(vm_uuid)
 
 
 @router.put("/vms")

@@ -14,6 +14,7 @@ from projections.vm_queries import InvalidMarkerError
 from projections.vm_view import render_vm
 from service.api.auth import require_owner
 from service.api.deps import (
+    MAX_X_CONTEXT_BYTES,
     accepted,
     behaviour_of,
     cause_of,
@@ -43,6 +44,7 @@ router = APIRouter()
 
 ACTIONS = {a.value: a for a in (Action.START, Action.STOP, Action.KILL, Action.REBOOT,
                                 Action.UPDATE)}
+UPDATABLE = ("alias", "customer_metadata", "internal_metadata", "tags")
 SYNC_TIMEOUT_S = 60.0
 # Sent by the VMAPI client on actions and DeleteVm when its caller gives them (cloudapi always
 # does); validated, then not recorded (docs/vmapi-compatibility.md).
@@ -96,6 +98,11 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     version = query.integer("version", minimum=1)
     at = _instant(query, "at")
     query.check()
+    if version is not None and at is not None:
+        raise invalid_parameters(
+            request, [{"field": "at", "code": "Invalid",
+                       "message": "version and at cannot be used together"}],
+            code="ConflictingParameters", message="version and at cannot be used together")
     owner_uuid = query.owner_uuid
     if version is not None or at is not None:
         if owner_uuid is not None and services.commands.load(vm_uuid).owner_uuid != owner_uuid:
@@ -196,7 +203,8 @@ def act_on_vm(vm_uuid: str, request: Request,
     query.integer("timeout", minimum=0)  # stopVm/rebootVm's grace period: nothing to wait for
     action = ACTIONS.get(request.query_params.get("action", ""))
     if action is None:
-        query.invalid("action", f"must be one of {', '.join(ACTIONS)}",
+        every = (*ACTIONS, *QUARANTINE_ACTIONS, *NIC_ACTIONS)
+        query.invalid("action", f"must be one of {', '.join(every)}",
                       code="Missing" if "action" not in query.params else "Invalid")
     query.check()
     assert action is not None
@@ -205,15 +213,21 @@ def act_on_vm(vm_uuid: str, request: Request,
                         message=UPDATE_MESSAGE if action is Action.UPDATE else None)
     args: dict[str, Any] = {}
     if isinstance(parsed, UpdateVmRequest):
-        args = parsed.model_dump(
-            include={"alias", "customer_metadata", "internal_metadata", "tags"},
-            exclude_none=True)
+        args = _update_args(parsed)
     owner_uuid = query.owner_uuid or (
         str(parsed.owner_uuid) if parsed.owner_uuid else None)
     return _request(request, vm_uuid, action, args=args, owner_uuid=owner_uuid,
                     idempotent=idempotent or bool(parsed.idempotent),
                     sync=sync or bool(parsed.sync), context=parsed.context,
                     idempotency=idempotency_of(request, data))
+
+
+def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
+    """The fields an update changes: those the body names. ``null`` clears one: ``alias``
+    becomes null, a metadata object or ``tags`` becomes ``{}`` (docs/api.md, "Commands")."""
+    given = parsed.model_dump(include=set(UPDATABLE), exclude_unset=True)
+    return {name: {} if value is None and name != "alias" else value
+            for name, value in given.items()}
 
 
 @router.delete("/vms/{vm_uuid}")
@@ -296,6 +310,9 @@ def _x_context(request: Request) -> dict[str, Any] | None:
     header = request.headers.get("x-context")
     if header is None:
         return None
+    if len(header.encode()) > MAX_X_CONTEXT_BYTES:
+        raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
+                                            "message": f"at most {MAX_X_CONTEXT_BYTES} bytes"}])
     try:
         value = json.loads(header)
     except ValueError:

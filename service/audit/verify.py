@@ -62,10 +62,13 @@ def verify_chains(app: VmLedger, progress: Callable[[int], None] | None = None
     """Check every stream's versions are contiguous from 1 and every event's ``chain``."""
     differences: list[Difference] = []
     heads: dict[UUID, tuple[int, str]] = {}
+    count = 0
     for count, stored in enumerate(notifications(app), start=1):
-        differences += check_link(app, stored, heads)
         if progress and count % BATCH == 0:
             progress(BATCH)
+        differences += check_link(app, stored, heads)
+    if progress and count % BATCH:
+        progress(count % BATCH)
     return differences
 
 
@@ -149,6 +152,8 @@ def _fold(app: VmLedger, read_model: Any, db: Any, stop: int,
     if batch:
         with db.transaction() as tx:
             read_model.apply(tx, batch)
+        if progress:
+            progress(len(batch))
 
 
 def _live(db: Any, read_model: Any) -> tuple[int, dict[str, dict[str, dict[str, Any]]]]:

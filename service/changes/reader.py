@@ -27,7 +27,7 @@ from eventsourcing.persistence import Notification
 
 from service.storage import PostgresLedgerRecorder
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 
 @dataclass

@@ -15,10 +15,11 @@ from typing import Annotated
 import typer
 
 from service.cli.changes import changes_command
-from service.cli.progress import progress_bar
+from service.cli.preflight import check_database
+from service.cli.progress import event_count, finish, progress_bar
 from service.cli.replay import replay_command
-from service.container import Services
-from service.logs import setup_logging
+from service.container import READ_MODEL_NAMES, Services
+from service.logs import Throttled, database_shown, setup_logging
 from service.metrics import serve_process_metrics
 from service.settings import Settings
 
@@ -26,7 +27,26 @@ cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_ar
 
 
 def _services() -> Services:
-    return Services.build(Settings())
+    settings = Settings()
+    check_database(settings)  # one line, not a traceback, for a missing database
+    return Services.build(settings)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        typer.echo(f"vmledger {version('vmledger')}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    version: Annotated[bool, typer.Option(
+        "--version", help="Print vmledger's version and exit.", is_eager=True,
+        callback=_print_version)] = False,
+) -> None:
+    """vmledger: an event-sourced VM lifecycle service."""
 
 
 def _wait_for_signal() -> threading.Event:
@@ -50,6 +70,7 @@ def serve(
 
     settings = Settings()
     refuse_open_bind_without_tokens(settings, host)
+    check_database(settings)
     options = {"log_config": setup_logging(settings), "log_level": settings.log_level.lower(),
                "access_log": False, "timeout_keep_alive": KEEP_ALIVE_S,
                "http": NoDelayH11Protocol, "ws": "websockets-sansio"}
@@ -69,15 +90,21 @@ def project() -> None:
     """Run the projection runner until interrupted (production mode)."""
     from service.storage import wake_on_appends
 
-    setup_logging(Settings())
+    settings = Settings()
+    setup_logging(settings)
     services = _services()
     stop = _wait_for_signal()
     wake_on_appends(services.app.recorder, services.projections.wake, stop)
+    log = logging.getLogger("vmledger.project")
+    log.info("projection runner started: database %s, read models %s",
+             database_shown(settings), ", ".join(services.projections.read_models))
     try:
-        services.projections.run_forever(stop, services.settings.projection_poll_s,
-                                         on_error=lambda e: logging.error("projection: %s", e))
+        services.projections.run_forever(
+            stop, settings.projection_poll_s,
+            on_error=Throttled(log, "projection runner (retrying)"))
     finally:
         services.close()
+        log.info("projection runner stopped")
 
 
 @cli.command()
@@ -99,24 +126,26 @@ def work() -> None:
 
 @cli.command()
 def rebuild(
-    names: Annotated[list[str] | None, typer.Argument(help="read models (default: all)")] = None,
+    names: Annotated[list[str] | None, typer.Argument(
+        help=f"read models: {', '.join(READ_MODEL_NAMES)} (default: all)")] = None,
 ) -> None:
     """Rebuild read models from position 1 while the service keeps serving them: built
     together beside their live tables in batches (one read of the log), then each switched
     in one transaction."""
+    chosen = names or list(READ_MODEL_NAMES)
+    unknown = set(chosen) - set(READ_MODEL_NAMES)
+    if unknown:
+        raise typer.BadParameter(f"unknown read models: {', '.join(sorted(unknown))} (valid: "
+                                 f"{', '.join(READ_MODEL_NAMES)})", param_hint="NAMES")
     services = _services()
     try:
-        chosen = names or list(services.projections.read_models)
-        unknown = set(chosen) - set(services.projections.read_models)
-        if unknown:
-            raise typer.BadParameter(f"unknown read models: {', '.join(sorted(unknown))}")
-        head = services.projections.head()
+        events = event_count(services)
         with progress_bar() as bar:
-            task = bar.add_task(f"rebuilding {', '.join(chosen)}", total=head)
+            task = bar.add_task(f"rebuilding {', '.join(chosen)}", total=events)
             count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
-            bar.update(task, completed=head, description=f"rebuilt {', '.join(chosen)}, switched")
+            finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
-                   f"({len(chosen)} read models), head {head}")
+                   f"({len(chosen)} read models), {events} events in the log")
     finally:
         services.close()
 
@@ -151,14 +180,15 @@ def audit_verify() -> None:
 
     services = _services()
     try:
-        head = services.projections.head()
+        events = event_count(services)
         with progress_bar() as bar:
-            task = bar.add_task("checking hash chains", total=head)
+            task = bar.add_task("checking hash chains", total=events)
             differences = verify_chains(services.app, lambda n: bar.advance(task, n))
-            bar.update(task, completed=head)
+            finish(bar, task)
             task = bar.add_task("comparing read models with a fresh fold",
-                                total=head * len(services.projections.read_models))
+                                total=events * len(services.projections.read_models))
             differences += verify_read_models(services, lambda n: bar.advance(task, n))
+            finish(bar, task)
     finally:
         services.close()
     for difference in differences:
@@ -166,7 +196,8 @@ def audit_verify() -> None:
     if differences:
         typer.echo(f"audit verify: {len(differences)} differences")
         raise typer.Exit(1)
-    typer.echo(f"audit verify: every stream's chain and every read model held ({head} events)")
+    typer.echo(f"audit verify: every stream's chain and every read model held ({events} "
+               "events)")
 
 
 token = typer.Typer(help="Bearer tokens (docs/operations.md, \"Tokens and roles\").",
@@ -211,8 +242,10 @@ def main() -> None:
     also print the values given, a database password included)."""
     from pydantic import ValidationError
 
+    from service.cli.help import unwrapped
+
     try:
-        cli()
+        unwrapped(typer.main.get_command(cli))(prog_name="vmledger")
     except ValidationError as error:
         for problem in error.errors(include_input=False, include_url=False):
             name = "_".join(str(part) for part in problem["loc"]).upper()

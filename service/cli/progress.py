@@ -1,15 +1,38 @@
-"""The progress bar every long command shows (rebuild, audit verify, replay)."""
+"""The progress bars of long commands (``audit verify``, ``rebuild``, ``replay``): on stderr,
+so stdout holds only the command's result, and always finished with their true totals."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn,
+)
 
 
 def progress_bar(console: Console | None = None) -> Progress:
-    """A bar with the task's description, a bar, done/total and the time elapsed; drawn on
-    ``console`` (rich's default, stdout, when None)."""
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console,
-    )
+    """The progress bar every long command shows: the task's description, a bar, done/total
+    and the time elapsed, drawn on ``console`` (stderr when None)."""
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console or Console(stderr=True))
+
+
+def finish(bar: Progress, task: TaskID, description: str | None = None) -> None:
+    """End ``task`` at what was really done: its total becomes its count, so the bar is full
+    and says how much there was (a total guessed up front may be off: log positions have
+    gaps on PostgreSQL, a read model may stop short of the head)."""
+    done = next(t.completed for t in bar.tasks if t.id == task)
+    fields: dict[str, Any] = {"total": done, "completed": done}
+    if description is not None:
+        fields["description"] = description
+    bar.update(task, **fields)
+
+
+def event_count(services: Any) -> int:
+    """How many events the log holds (the events table's rows, not its last position)."""
+    table = services.app.recorder.events_table_name
+    with services.db.transaction(commit=False) as tx:
+        tx.execute(f"SELECT COUNT(*) AS n FROM {table}")  # the library's own table name
+        row = tx.fetchone()
+    return int(row["n"] if isinstance(row, dict) else row[0])

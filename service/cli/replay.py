@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from service.cli.preflight import check_database
 from service.cli.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -46,8 +47,10 @@ def replay_command(
     from service.replay.run import catch_up, replay
     from service.settings import Settings
 
-    services = Services.build(Settings())
-    progress = progress_bar(Console(stderr=True))
+    settings = Settings()
+    check_database(settings)
+    services = Services.build(settings)
+    progress = progress_bar()
     try:
         with progress:
             summary = replay(services, trace, skip_jobs=skip_jobs, max_jobs=max_jobs,

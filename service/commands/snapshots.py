@@ -21,7 +21,7 @@ from eventsourcing.application import Application
 
 SNAPSHOT_EVERY = 100
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 
 def snapshot_long_streams(app: Application[Any], recordings: Sequence[Any],

@@ -24,7 +24,7 @@ from service.commands.application import Commands
 from service.jobs.compute.driver import ComputeDriver, ComputeError, Incarnation
 from service.jobs.transient import PatientDriver, retry_transient
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 # The servers to try, best first (the claim on each server's stream decides).
 Placement = Callable[[Vm], list[str]]

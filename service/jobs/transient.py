@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from eventsourcing.persistence import InterfaceError, OperationalError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 R = TypeVar("R")
 

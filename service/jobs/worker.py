@@ -27,7 +27,7 @@ from service.jobs.compute.driver import ComputeDriver
 from service.jobs.run import JobContext, JobRun, Placement, utcnow
 from service.logs import log_context
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(f"vmledger.{__name__}")
 
 __all__ = ["Placement", "Worker", "stop_on_signals", "utcnow"]
 

@@ -263,23 +263,37 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
     for line, fields in read_rows(trace, **selection):
         replayer.apply(line, fields)
         if task is not None and (summary.rows_read % 200 == 0):
-            progress.update(task, completed=summary.rows_read, description=(
-                f"replaying: {summary.vms_created} VMs, {sum(summary.refused.values())} refused"))
-    if task is not None:
-        progress.update(task, completed=summary.rows_read)
+            progress.update(task, completed=summary.rows_read, description=_said(summary))
+    if task is not None:  # the last rows' counts too, so the bar agrees with the summary
+        progress.update(task, completed=summary.rows_read, total=summary.rows_read,
+                        description=_said(summary))
     summary.final_states = replayer.final_states()
     summary.wall_time_s = time.perf_counter() - started
     return summary
 
 
+def _said(summary: Summary) -> str:
+    return f"replaying: {summary.vms_created} VMs, {sum(summary.refused.values())} refused"
+
+
 def catch_up(services: Services, summary: Summary, progress: Progress | None = None) -> None:
     """Bring every read model up to the log's head, timing it into ``summary``."""
     started = time.perf_counter()
-    task = None
-    if progress is not None:
-        behind = sum(services.projections.head() - p
-                     for p in services.projections.positions().values())
-        task = progress.add_task("read models", total=behind)
-    services.projections.catch_up(
-        progress=None if task is None else (lambda n: progress.advance(task, n)))
+    runner = services.projections
+    if progress is None:
+        runner.catch_up()
+    else:
+        # Counted in positions gained, summed over the read models: the runner's callback
+        # counts log events per batch, and one batch may serve several read models.
+        head, before = runner.head(), runner.positions()
+        task = progress.add_task("read models (positions, summed)",
+                                 total=sum(head - p for p in before.values()))
+
+        def gained(_n: int) -> None:
+            now = runner.positions()
+            progress.update(task, completed=sum(min(now[name], head) - p
+                                                for name, p in before.items()))
+
+        runner.catch_up(progress=gained)
+        gained(0)
     summary.catch_up_s = time.perf_counter() - started

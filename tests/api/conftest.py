@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from service.api.app import create_app
 from service.container import Services
+from tests.api.conformance import conforming
 
 
 @dataclass
@@ -33,6 +34,6 @@ class PausedWorker:
 def paused(services: Services) -> Iterator[PausedWorker]:
     """An HTTP client over ``services`` whose job worker runs only when asked."""
     app = create_app(services=services, background=False)
-    with TestClient(app) as http:
+    with conforming(TestClient(app)) as http:
         services.start_background(projections=True, worker=False)
         yield PausedWorker(http, services)

@@ -19,6 +19,7 @@ from service.api.app import create_app
 from service.api.auth import ROLES, ROUTE_ROLES, TokenFileError, Tokens, new_token
 from service.jobs.compute.simulated import simulated_server_uuid
 from service.container import Services
+from tests.api.conformance import conforming
 from tests.api.helpers import OTHER_OWNER, OWNER, assert_error, vm_body, wait_job
 
 AGENT_SERVER = simulated_server_uuid(0)
@@ -73,7 +74,7 @@ def authed(services: Services, tmp_path: Path) -> Iterator[Authed]:
     settings = services.settings.model_copy(
         update={"tokens_file": write_tokens_file(tmp_path / "tokens.toml")})
     app = create_app(settings, services=services, background=True)
-    with TestClient(app) as http:
+    with conforming(TestClient(app)) as http:
         yield Authed(http, services, app)
 
 

@@ -1,6 +1,7 @@
 """Fuzzing every operation of the OpenAPI schema with schemathesis, in-process over the ASGI app
-on SQLite, bounded (a few examples per operation and mode): no 5xx but 503, and a refused
-(4xx) request appends nothing to the log."""
+on SQLite, bounded (a few examples per operation and mode): no 5xx but 503, a refused (4xx)
+request appends nothing to the log, and every response conforms to the schema (its status is
+declared, and its content type, body and required headers are those declared for it)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,18 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+from schemathesis.checks import (
+    content_type_conformance, response_headers_conformance, response_schema_conformance,
+    status_code_conformance,
+)
 
 from service.api.app import create_app
 from service.container import Services
 from service.settings import Settings
 
 MAX_EXAMPLES = 10
+CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance,
+               response_headers_conformance]
 # Every operation the schema lists (building the app connects to nothing), but endless event
 # streams (GET /changes): a call never returns (tests/changes/ test it).
 OPERATIONS = sorted(
@@ -54,7 +61,7 @@ def api_schema(services: Services) -> schemathesis.schemas.BaseSchema:
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
                          ids=lambda m: m.value)
 @pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[" ".join(o) for o in OPERATIONS])
-def test_no_request_gets_a_5xx_but_503_and_a_refused_one_appends_nothing(
+def test_no_5xx_but_503_a_refused_request_appends_nothing_every_answer_conforms(
         api_schema, services: Services, method: str, path: str, mode: GenerationMode) -> None:
     operation = api_schema[path][method]
 
@@ -67,6 +74,9 @@ def test_no_request_gets_a_5xx_but_503_and_a_refused_one_appends_nothing(
         status = response.status_code
         assert status < 500 or status == 503, (case.method, case.formatted_path, case.query,
                                                case.body, response.text)
+        # A HEAD answer has no body to check (its Content-Type is the GET's)
+        case.validate_response(response, checks=CONFORMANCE if method != "HEAD" else [
+            status_code_conformance, response_headers_conformance])
         if 400 <= status < 500:
             # Nothing this request caused is in the log (events carry their request's id;
             # anything else appended meanwhile, e.g. a job of an earlier request, is not its).

@@ -63,7 +63,7 @@ def test_a_command_logs_its_request_id_actor_vm_and_job_on_every_line(
     assert closing["time"].endswith("Z")
     # The worker ran the provision in its own thread: its lines carry the job, not the
     # request's id or actor.
-    worker_lines = [line for line in lines if line["logger"] == "service.jobs.worker"
+    worker_lines = [line for line in lines if line["logger"] == "vmledger.service.jobs.worker"
                     and line.get("job_uuid") == created["job_uuid"]]
     assert worker_lines
     for line in worker_lines:

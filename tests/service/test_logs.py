@@ -28,9 +28,9 @@ def test_a_worker_job_logs_json_lines_with_its_vm_job_and_worker(
 
     lines = [line for line in json_logs() if line.get("job_uuid") == accepted.job_uuid]
     assert [(line["logger"], line["message"]) for line in lines] == [
-        ("service.jobs.worker", "job provision started (attempt 1)"),
+        ("vmledger.service.jobs.worker", "job provision started (attempt 1)"),
         ("test.driver", "booting"),
-        ("service.jobs.worker", "job provision succeeded"),
+        ("vmledger.service.jobs.worker", "job provision succeeded"),
     ]
     actor = f"worker:{services.worker.worker_id}"
     for line in lines:
@@ -106,3 +106,23 @@ def test_serve_hands_the_same_logging_configuration_to_uvicorn(monkeypatch) -> N
     assert formatter == "service.logs.JsonFormatter"
     assert called["access_log"] is False  # vmledger.access has the request's line
 
+
+
+def test_a_repeating_error_is_logged_at_most_once_per_interval_counting_those_left_out(
+        caplog) -> None:
+    import logging as logging_
+
+    from service.logs import Throttled
+
+    now = [0.0]
+    log = logging_.getLogger("vmledger.test.throttled")
+    throttled = Throttled(log, "projection runner (retrying)", interval_s=10, clock=lambda: now[0])
+    with caplog.at_level(logging_.ERROR, logger="vmledger.test.throttled"):
+        for _ in range(200):  # 200 failures, 50 ms apart: 10 s
+            throttled(OSError("connection refused"))
+            now[0] += 0.05
+        throttled(OSError("connection refused"))
+    assert [r.getMessage() for r in caplog.records] == [
+        "projection runner (retrying): connection refused",
+        "projection runner (retrying): connection refused (199 more like it in the last 10 s)"]
+    assert {r.name for r in caplog.records} == {"vmledger.test.throttled"}

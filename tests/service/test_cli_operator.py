@@ -1,0 +1,219 @@
+"""The command line as an operator meets it in the first hour (issue #17), always through the
+real ``vmledger`` entry point in a subprocess, checking its output and exit status."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from service.container import READ_MODEL_NAMES
+from tests.conftest import ADMIN_URL, REQUIRE_POSTGRES, _with_dbname
+
+VMLEDGER = str(Path(sys.executable).with_name("vmledger"))
+
+
+def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([VMLEDGER, *args], env={**os.environ, **(env or {})}, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def sqlite_env(tmp_path: Path) -> dict[str, str]:
+    return {"VMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'vmledger.db'}",
+            "VMLEDGER_SIM_SERVERS": "2", "VMLEDGER_LOG_FORMAT": "text"}
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    done = run("--version")
+    assert (done.returncode, done.stdout.strip()) == (0, f"vmledger {version('vmledger')}")
+
+
+def test_rebuild_help_and_its_unknown_name_error_list_the_read_models(
+        sqlite_env: dict[str, str]) -> None:
+    helped = run("rebuild", "--help", env={"COLUMNS": "200"})
+    assert helped.returncode == 0
+    assert all(name in helped.stdout for name in READ_MODEL_NAMES)
+    refused = run("rebuild", "vm_veiw", env={**sqlite_env, "COLUMNS": "200"})
+    assert refused.returncode == 2
+    assert "unknown read models: vm_veiw" in refused.stderr
+    assert all(name in refused.stderr for name in READ_MODEL_NAMES)
+
+
+def test_help_texts_are_not_hard_wrapped() -> None:
+    done = run("--help", env={"COLUMNS": "400"})
+    assert done.returncode == 0
+    work = next(line for line in done.stdout.splitlines() if re.search(r"\bwork\b", line))
+    assert "The first SIGINT or SIGTERM" in work and '"Stopping processes")' in work
+    rebuild = next(line for line in done.stdout.splitlines() if re.search(r"\brebuild\b", line))
+    assert "then each switched in one transaction" in rebuild
+
+
+def test_an_empty_metrics_address_means_unset(sqlite_env: dict[str, str]) -> None:
+    done = run("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": ""})
+    assert done.returncode == 0, done.stderr
+    bad = run("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": "nope"})
+    assert bad.returncode == 2 and "VMLEDGER_METRICS_ADDRESS" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def missing_database_url() -> str:
+    """A URL of the test PostgreSQL server naming a database that does not exist."""
+    try:
+        psycopg.connect(ADMIN_URL, connect_timeout=5).close()
+    except psycopg.OperationalError as error:
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"PostgreSQL not reachable at {ADMIN_URL}: {error}")
+        pytest.skip(f"PostgreSQL not reachable at {ADMIN_URL}: {error}")
+    return _with_dbname(ADMIN_URL, f"vmledger_missing_{uuid.uuid4().hex[:8]}")
+
+
+@pytest.mark.parametrize("command", [
+    ["serve", "--port", "0"], ["serve", "--workers", "2", "--port", "1"], ["project"],
+    ["work"], ["history", str(uuid.uuid4())], ["rebuild"], ["audit", "verify"],
+    ["replay", __file__],
+], ids=lambda c: " ".join(c[:3]))
+def test_a_missing_database_is_one_line_saying_how_to_create_it(
+        missing_database_url: str, command: list[str]) -> None:
+    dbname = missing_database_url.rsplit("/", 1)[1]
+    done = run(*command, env={"VMLEDGER_DATABASE_URL": missing_database_url}, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f'vmledger: database "{dbname}" does not exist on 127.0.0.1:5432; create it with: '
+        f"createdb -h 127.0.0.1 -p 5432 -U postgres {dbname}"]
+
+
+class Process:
+    """A ``vmledger`` process whose stderr lines can be waited for."""
+
+    def __init__(self, *args: str, env: dict[str, str]):
+        self.popen = subprocess.Popen([VMLEDGER, *args], env={**os.environ, **env},
+                                      stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      text=True, start_new_session=True)
+        self.lines: list[str] = []
+        self._new: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.popen.stderr is not None
+        for line in self.popen.stderr:
+            self.lines.append(line.rstrip("\n"))
+            self._new.put(line)
+        self._new.put(None)
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """The first stderr line holding ``text``; fails at the timeout or at end of output."""
+        for line in self.lines:
+            if text in line:
+                return line
+        while True:
+            line = self._new.get(timeout=timeout)
+            assert line is not None, f"{text!r} never logged: {self.lines}"
+            if text in line:
+                return line
+
+    def stop(self) -> int:
+        self.popen.send_signal(signal.SIGTERM)
+        status = self.popen.wait(timeout=60)
+        self._new.put(None)
+        return status
+
+
+@pytest.fixture
+def processes() -> Iterator[list[Process]]:
+    started: list[Process] = []
+    yield started
+    for process in started:
+        if process.popen.poll() is None:
+            os.killpg(process.popen.pid, signal.SIGKILL)
+            process.popen.wait()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_serve_with_workers_says_where_it_listens(sqlite_env: dict[str, str],
+                                                  processes: list[Process]) -> None:
+    port = _free_port()
+    serve = Process("serve", "--workers", "2", "--port", str(port), env=sqlite_env)
+    processes.append(serve)
+    line = serve.wait_for("listening on")
+    assert f"vmledger.service.api.processes: listening on http://127.0.0.1:{port} with 2 HTTP" \
+        in line
+    assert serve.stop() == 0
+
+
+def test_project_logs_one_line_at_start_and_one_at_stop(sqlite_env: dict[str, str],
+                                                       processes: list[Process]) -> None:
+    project = Process("project", env=sqlite_env)
+    processes.append(project)
+    started = project.wait_for("projection runner started")
+    assert "vmledger.project:" in started
+    assert sqlite_env["VMLEDGER_DATABASE_URL"] in started and "vm_view" in started
+    assert project.stop() == 0
+    project.wait_for("projection runner stopped")
+    assert all(" vmledger." in line or not re.match(r"\d{4}-", line) for line in project.lines)
+
+
+def _trace(path: Path, tasks: int) -> Path:
+    with gzip.open(path, "wt", newline="") as stream:
+        writer = csv.writer(stream)
+        for index in range(tasks):
+            for event in (0, 1):  # SUBMIT, SCHEDULE
+                writer.writerow(["1000", "", "7", str(index), "42" if event else "",
+                                 str(event), "user-a", "1", "4", "0.01", "0.01", "0", "0"])
+    return path
+
+
+def _final_counts(stderr: str, label: str) -> tuple[int, int]:
+    """The last ``done/total`` figures rich printed on the line of ``label``."""
+    lines = [line for line in stderr.splitlines() if label in line]
+    assert lines, stderr
+    done, total = re.findall(r"(\d+)/(\d+)", lines[-1])[-1]
+    return int(done), int(total)
+
+
+def test_replay_rebuild_and_audit_bars_go_to_stderr_and_end_full(
+        sqlite_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**sqlite_env, "COLUMNS": "200"}
+    replayed = run("replay", str(_trace(tmp_path / "t.csv.gz", 30)), "--json", env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    import json
+
+    summary = json.loads(replayed.stdout)  # stdout holds the summary alone
+    assert _final_counts(replayed.stderr, "replaying") == (60, 60)
+    assert f"replaying: {summary['vms_created']} VMs" in replayed.stderr
+    done, total = _final_counts(replayed.stderr, "read models")
+    assert done == total > 0
+    rebuilt = run("rebuild", env=env)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert rebuilt.stdout.startswith("rebuilt ")
+    done, total = _final_counts(rebuilt.stderr, "rebuilt")
+    assert done == total > 0
+    verified = run("audit", "verify", env=env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout.strip().splitlines() == [
+        f"audit verify: every stream's chain and every read model held ({total} events)"]
+    assert _final_counts(verified.stderr, "checking hash chains") == (total, total)
+    done, folded = _final_counts(verified.stderr, "comparing read models")
+    assert done == folded == total * len(READ_MODEL_NAMES)
