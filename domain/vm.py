@@ -15,31 +15,16 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate
 
 from domain import chain, transitions, vm_events, vm_nics, vm_reports
+from domain.events import Cause, make_cause
 from domain.job_queue import JobQueue
 from domain.lifecycle import Lifecycle
 from domain.states import DesiredState, JobName, VmState
-from domain.vm_events import Cause
 
+# Cause and make_cause are defined in domain.events; imported from here too.
+__all__ = ["QUARANTINE_OWNER_UUID", "Cause", "Vm", "make_cause"]
 
 # The operator quarantine takes over a quarantined VM (design.md, lesson 3).
 QUARANTINE_OWNER_UUID = str(uuid5(UUID(int=0), "vmledger:quarantine"))
-
-def make_cause(
-    actor: str = "system",
-    *,
-    request_id: str | None = None,
-    idempotency_key: str | None = None,
-    api_version: str | None = None,
-    job_uuid: str | None = None,
-) -> Cause:
-    """Build the cause every event carries: who and what made it happen (design.md)."""
-    return {
-        "actor": actor,
-        "request_id": request_id,
-        "idempotency_key": idempotency_key,
-        "api_version": api_version,
-        "job_uuid": job_uuid,
-    }
 
 
 class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, Aggregate):

@@ -9,16 +9,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eventsourcing.domain import Aggregate
-
-from domain import chain
+from domain.events import DomainEvent
 from domain.states import DesiredState, Execution, JobName
 
 if TYPE_CHECKING:
     # The queue these events change (a mixin of ``domain.vm.Vm``, which imports this module).
     from domain.job_queue import JobQueue as Vm
-
-Cause = dict[str, Any]
 
 _DESIRED_AFTER_JOB: dict[str, DesiredState] = {
     JobName.PROVISION: DesiredState.RUNNING,
@@ -29,12 +25,10 @@ _DESIRED_AFTER_JOB: dict[str, DesiredState] = {
 }
 
 
-class VmEvent(chain.ChainedEvent, Aggregate.Event):
-    """Base of every VM event: carries the cause, and the stream's hash chain."""
+class VmEvent(DomainEvent):
+    """Base of every VM event (its cause and chain link are ``DomainEvent``'s)."""
 
     TOPIC = "vm.event"
-    cause: Cause
-    chain: str
 
 
 class JobQueued(VmEvent):
