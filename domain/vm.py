@@ -234,25 +234,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         def apply(self, vm: Vm) -> None:
             vm.claim = None
 
-    class MetadataUpdated(Event):
-        """Alias, metadata or tags changed (``changes`` holds the new values)."""
-
-        TOPIC = "vm.metadata_updated"
-        changes: dict[str, Any]
-
-        def apply(self, vm: Vm) -> None:
-            for field, value in self.changes.items():
-                setattr(vm, field, value)
-
-    class VolumeAddressesRefreshed(Event):
-        """The VM booted with these addresses of the volumes it mounts (``{volume_uuid:
-        address or None}``, design.md lesson 6). Changes no state."""
-
-        TOPIC = "vm.volume_addresses_refreshed"
-        addresses: dict[str, str | None]
-
-        def apply(self, vm: Vm) -> None:
-            """Nothing: ``projections/volume_mounts.py`` reads the addresses."""
+    MetadataUpdated = vm_events.MetadataUpdated
+    VolumeAddressesRefreshed = vm_events.VolumeAddressesRefreshed
 
     # Attributes set by Created.apply; declared for readers and type checkers.
     owner_uuid: str

@@ -1,6 +1,7 @@
-"""The ``Vm`` aggregate's base event and its job-queue events (``domain.job_queue`` triggers
-them; ``domain.vm.Vm`` names each, e.g. ``Vm.JobQueued``). Defined apart from the aggregate's
-other events only to keep modules small; their topics (``TOPIC``), which the stored events
+"""The ``Vm`` aggregate's base event, its job-queue events (``domain.job_queue`` triggers
+them) and the events that change no lifecycle state (metadata, volume addresses);
+``domain.vm.Vm`` names each, e.g. ``Vm.JobQueued``. Defined apart from the aggregate's other
+events only to keep modules small; their topics (``TOPIC``), which the stored events
 carry, do not depend on where they are defined.
 """
 
@@ -130,3 +131,25 @@ class JobCanceled(VmEvent):
 
     def apply(self, vm: Vm) -> None:
         vm._drop_job(self.job_uuid)
+
+
+class MetadataUpdated(VmEvent):
+    """Alias, metadata or tags changed (``changes`` holds the new values)."""
+
+    TOPIC = "vm.metadata_updated"
+    changes: dict[str, Any]
+
+    def apply(self, vm: Vm) -> None:
+        for field, value in self.changes.items():
+            setattr(vm, field, value)
+
+
+class VolumeAddressesRefreshed(VmEvent):
+    """The VM booted with these addresses of the volumes it mounts (``{volume_uuid:
+    address or None}``, design.md lesson 6). Changes no state."""
+
+    TOPIC = "vm.volume_addresses_refreshed"
+    addresses: dict[str, str | None]
+
+    def apply(self, vm: Vm) -> None:
+        """Nothing: ``projections/volume_mounts.py`` reads the addresses."""
