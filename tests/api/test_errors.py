@@ -21,8 +21,10 @@ from domain.errors import (
     UnallocatedVmError, ValidationError, VersionMismatchError, VmAlreadyDestroyedError,
     VmNotFoundError, VolumeNotFoundError,
 )
+from domain.network import NetworkFullError
 from domain.server import InsufficientCapacityError
 from service.api import errors
+from service.commands.networks import NetworkNotFoundError
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTED_STATUSES = {400, 404, 409, 412, 422, 503}
@@ -44,6 +46,8 @@ SAMPLES: dict[type[DomainError], DomainError] = {
     JobNotRunnableError: JobNotRunnableError("job-1", "leased by w2"),
     StaleGenerationError: StaleGenerationError("server-1", 3, 5),
     InsufficientCapacityError: InsufficientCapacityError("server-1", "not enough RAM"),
+    NetworkFullError: NetworkFullError("network-1"),
+    NetworkNotFoundError: NetworkNotFoundError("network-1"),
 }
 
 
