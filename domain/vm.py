@@ -212,28 +212,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
             vm.owner_uuid = quarantine["previous_owner_uuid"]
             vm.quarantine = None
 
-    class CapacityClaimed(Event):
-        """The VM was placed on a server and holds capacity there (recorded in the same
-        transaction as the server's ``Claimed``)."""
-
-        TOPIC = "vm.capacity_claimed"
-        server_uuid: str
-        ram_mib: int
-        cpus: int
-
-        def apply(self, vm: Vm) -> None:
-            vm.claim = {"server_uuid": self.server_uuid, "ram_mib": self.ram_mib,
-                        "cpus": self.cpus}
-
-    class CapacityReleased(Event):
-        """The VM gave its capacity back (with the server's ``ClaimReleased``)."""
-
-        TOPIC = "vm.capacity_released"
-        server_uuid: str
-
-        def apply(self, vm: Vm) -> None:
-            vm.claim = None
-
+    CapacityClaimed = vm_events.CapacityClaimed
+    CapacityReleased = vm_events.CapacityReleased
     MetadataUpdated = vm_events.MetadataUpdated
     VolumeAddressesRefreshed = vm_events.VolumeAddressesRefreshed
 

@@ -1,6 +1,6 @@
 """The ``Vm`` aggregate's base event, its job-queue events (``domain.job_queue`` triggers
-them) and the events that change no lifecycle state (metadata, volume addresses);
-``domain.vm.Vm`` names each, e.g. ``Vm.JobQueued``. Defined apart from the aggregate's other
+them) and the events that change no lifecycle state (capacity claims, metadata, volume
+addresses); ``domain.vm.Vm`` names each, e.g. ``Vm.JobQueued``. Defined apart from the aggregate's other
 events only to keep modules small; their topics (``TOPIC``), which the stored events
 carry, do not depend on where they are defined.
 """
@@ -153,3 +153,27 @@ class VolumeAddressesRefreshed(VmEvent):
 
     def apply(self, vm: Vm) -> None:
         """Nothing: ``projections/volume_mounts.py`` reads the addresses."""
+
+
+class CapacityClaimed(VmEvent):
+    """The VM was placed on a server and holds capacity there (recorded in the same
+    transaction as the server's ``Claimed``)."""
+
+    TOPIC = "vm.capacity_claimed"
+    server_uuid: str
+    ram_mib: int
+    cpus: int
+
+    def apply(self, vm: Vm) -> None:
+        vm.claim = {"server_uuid": self.server_uuid, "ram_mib": self.ram_mib,
+                    "cpus": self.cpus}
+
+
+class CapacityReleased(VmEvent):
+    """The VM gave its capacity back (with the server's ``ClaimReleased``)."""
+
+    TOPIC = "vm.capacity_released"
+    server_uuid: str
+
+    def apply(self, vm: Vm) -> None:
+        vm.claim = None
