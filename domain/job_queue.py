@@ -8,20 +8,36 @@ A mixin of ``domain.vm.Vm``, whose events (``JobQueued``, ``JobStarted``, ...) i
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from domain import rules
-from domain.errors import InvalidTransitionError, JobNotRunnableError
+from domain.events import Cause
+from domain.errors import JobNotRunnableError
 from domain.states import Action, Execution, JobName, VmState
 
-Cause = dict[str, Any]
+
+class ActiveJob(TypedDict, total=False):
+    """A queued or running job as ``Vm.active_jobs`` holds it (a plain dict, so snapshots
+    store it as they always did). ``execution`` is ``Execution.QUEUED`` or
+    ``Execution.RUNNING``; ``attempt``, ``worker`` and ``lease_expires_at`` (ISO 8601) are set
+    when a worker claims it; ``steps_done`` names the steps an attempt finished."""
+
+    uuid: str
+    name: str
+    params: dict[str, Any]
+    execution: str  # an Execution value
+    attempt: int
+    worker: str | None
+    lease_expires_at: str | None
+    steps_done: list[str]
+    started_at: str
 
 
 class JobQueue:
     """Commands on the VM's queue of active jobs (``active_jobs``, head first)."""
 
     # Provided by ``Vm``.
-    active_jobs: list[dict[str, Any]]
+    active_jobs: list[ActiveJob]
     state: Any
     desired_state: Any
     JobQueued: Any
@@ -61,10 +77,7 @@ class JobQueue:
 
         Raises ``InvalidTransitionError`` when the rules table refuses the action in this state.
         """
-        if rules.verdict(VmState(self.state), action) is rules.Verdict.REFUSED:
-            raise InvalidTransitionError(
-                self.state, action.value, rules.allowed_actions(VmState(self.state))
-            )
+        rules.require(VmState(self.state), action)
         self.trigger_event(self.JobQueued, cause=cause, job_uuid=job_uuid, name=name, params=params)
 
     def queue_provision(self, *, job_uuid: str, params: dict[str, Any], cause: Cause) -> bool:
@@ -115,7 +128,7 @@ class JobQueue:
 
     def _running_job(self, job_uuid: str, worker: str | None = None) -> dict[str, Any]:
         head = self.head_job
-        if head is None or head["uuid"] != job_uuid or head["execution"] != "running":
+        if head is None or head["uuid"] != job_uuid or head["execution"] != Execution.RUNNING:
             raise JobNotRunnableError(job_uuid, "not the running head job")
         if worker is not None and head["worker"] != worker:
             raise JobNotRunnableError(job_uuid, f"taken over by {head['worker']}")

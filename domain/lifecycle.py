@@ -10,9 +10,8 @@ from typing import Any
 
 from domain import transitions
 from domain.errors import IllegalTransitionError, ValidationError
+from domain.events import Cause
 from domain.states import VmState
-
-Cause = dict[str, Any]
 
 
 class Lifecycle:

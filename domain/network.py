@@ -10,15 +10,14 @@ never held twice; it is released only by the VM that holds it.
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from domain import chain
 from domain.errors import ValidationError
+from domain.events import Cause, DomainEvent
 
-Cause = dict[str, Any]
 MAX_ADDRESSES = 65_536  # a provisioning range at most a /16: its claims fit one aggregate
 
 
@@ -35,12 +34,10 @@ class Network(chain.Chained, Aggregate):
 
     TOPIC = "network"
 
-    class Event(chain.ChainedEvent, Aggregate.Event):
-        """Base of every network event: carries the cause, and the stream's hash chain."""
+    class Event(DomainEvent):
+        """Base of every network event (its cause and chain link are ``DomainEvent``'s)."""
 
         TOPIC = "network.event"
-        cause: Cause
-        chain: str
 
     class Created(Event, Aggregate.Created):
         """A network was created; no address is claimed."""

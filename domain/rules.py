@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
+from domain.errors import InvalidTransitionError
 from domain.states import Action, VmState
 
 
@@ -61,6 +62,16 @@ RULES: Mapping[tuple[VmState, Action], Verdict] = {
 def verdict(state: VmState, action: Action) -> Verdict:
     """Return the verdict of the rules table for ``action`` on a VM in ``state``."""
     return RULES[(state, action)]
+
+
+def require(state: VmState, action: Action) -> Verdict:
+    """The verdict for ``action`` on a VM in ``state``, unless the table refuses it: then
+    raises ``InvalidTransitionError`` naming the actions that are allowed. The one place a
+    refusal of the table is raised (queueing a job, admitting a request, the quarantine)."""
+    found = verdict(state, action)
+    if found is Verdict.REFUSED:
+        raise InvalidTransitionError(state, action.value, allowed_actions(state))
+    return found
 
 
 def allowed_actions(state: VmState) -> list[str]:

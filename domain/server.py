@@ -8,15 +8,13 @@ sum of a server's claims always equals what the VMs' streams say is placed there
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from domain import chain
+from domain.events import Cause, DomainEvent
 from domain.errors import DomainError, StaleGenerationError
-
-Cause = dict[str, Any]
 
 SERVER_STATUSES = ("running", "unknown", "removed")
 
@@ -34,12 +32,10 @@ class Server(chain.Chained, Aggregate):
 
     TOPIC = "server"
 
-    class Event(chain.ChainedEvent, Aggregate.Event):
-        """Base of every server event: carries the cause, and the stream's hash chain."""
+    class Event(DomainEvent):
+        """Base of every server event (its cause and chain link are ``DomainEvent``'s)."""
 
         TOPIC = "server.event"
-        cause: Cause
-        chain: str
 
     class Registered(Event, Aggregate.Created):
         """A compute node joined the fleet."""

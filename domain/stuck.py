@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from domain.states import TRANSIENT_STATES, VmState
+from domain.states import TRANSIENT_STATES, Execution, VmState
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ def stuck_reason(vm: Any, now: datetime, thresholds: StuckThresholds) -> str | N
         return (f"stuck in {state.value} since {vm.created_on.isoformat()} "
                 f"(more than {thresholds.transient_s:g} s)")
     head = vm.head_job
-    if head is not None and head["execution"] == "running" and head.get("started_at"):
+    if head is not None and head["execution"] == Execution.RUNNING and head.get("started_at"):
         started = datetime.fromisoformat(head["started_at"])
         if now - started > timedelta(seconds=thresholds.job_s):
             return (f"job {head['uuid']} ({head['name']}) running since {started.isoformat()} "

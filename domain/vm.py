@@ -15,31 +15,16 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate
 
 from domain import chain, transitions, vm_events, vm_nics, vm_reports
+from domain.events import Cause, make_cause
 from domain.job_queue import JobQueue
 from domain.lifecycle import Lifecycle
 from domain.states import DesiredState, JobName, VmState
-from domain.vm_events import Cause
 
+# Cause and make_cause are defined in domain.events; imported from here too.
+__all__ = ["QUARANTINE_OWNER_UUID", "Cause", "Vm", "make_cause"]
 
 # The operator quarantine takes over a quarantined VM (design.md, lesson 3).
 QUARANTINE_OWNER_UUID = str(uuid5(UUID(int=0), "vmledger:quarantine"))
-
-def make_cause(
-    actor: str = "system",
-    *,
-    request_id: str | None = None,
-    idempotency_key: str | None = None,
-    api_version: str | None = None,
-    job_uuid: str | None = None,
-) -> Cause:
-    """Build the cause every event carries: who and what made it happen (design.md)."""
-    return {
-        "actor": actor,
-        "request_id": request_id,
-        "idempotency_key": idempotency_key,
-        "api_version": api_version,
-        "job_uuid": job_uuid,
-    }
 
 
 class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, Aggregate):
@@ -227,47 +212,10 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
             vm.owner_uuid = quarantine["previous_owner_uuid"]
             vm.quarantine = None
 
-    class CapacityClaimed(Event):
-        """The VM was placed on a server and holds capacity there (recorded in the same
-        transaction as the server's ``Claimed``)."""
-
-        TOPIC = "vm.capacity_claimed"
-        server_uuid: str
-        ram_mib: int
-        cpus: int
-
-        def apply(self, vm: Vm) -> None:
-            vm.claim = {"server_uuid": self.server_uuid, "ram_mib": self.ram_mib,
-                        "cpus": self.cpus}
-
-    class CapacityReleased(Event):
-        """The VM gave its capacity back (with the server's ``ClaimReleased``)."""
-
-        TOPIC = "vm.capacity_released"
-        server_uuid: str
-
-        def apply(self, vm: Vm) -> None:
-            vm.claim = None
-
-    class MetadataUpdated(Event):
-        """Alias, metadata or tags changed (``changes`` holds the new values)."""
-
-        TOPIC = "vm.metadata_updated"
-        changes: dict[str, Any]
-
-        def apply(self, vm: Vm) -> None:
-            for field, value in self.changes.items():
-                setattr(vm, field, value)
-
-    class VolumeAddressesRefreshed(Event):
-        """The VM booted with these addresses of the volumes it mounts (``{volume_uuid:
-        address or None}``, design.md lesson 6). Changes no state."""
-
-        TOPIC = "vm.volume_addresses_refreshed"
-        addresses: dict[str, str | None]
-
-        def apply(self, vm: Vm) -> None:
-            """Nothing: ``projections/volume_mounts.py`` reads the addresses."""
+    CapacityClaimed = vm_events.CapacityClaimed
+    CapacityReleased = vm_events.CapacityReleased
+    MetadataUpdated = vm_events.MetadataUpdated
+    VolumeAddressesRefreshed = vm_events.VolumeAddressesRefreshed
 
     # Attributes set by Created.apply; declared for readers and type checkers.
     owner_uuid: str

@@ -1,6 +1,7 @@
-"""The ``Vm`` aggregate's base event and its job-queue events (``domain.job_queue`` triggers
-them; ``domain.vm.Vm`` names each, e.g. ``Vm.JobQueued``). Defined apart from the aggregate's
-other events only to keep modules small; their topics (``TOPIC``), which the stored events
+"""The ``Vm`` aggregate's base event, its job-queue events (``domain.job_queue`` triggers
+them) and the events that change no lifecycle state (capacity claims, metadata, volume
+addresses); ``domain.vm.Vm`` names each, e.g. ``Vm.JobQueued``. Defined apart from the aggregate's other
+events only to keep modules small; their topics (``TOPIC``), which the stored events
 carry, do not depend on where they are defined.
 """
 
@@ -9,16 +10,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from eventsourcing.domain import Aggregate
-
-from domain import chain
+from domain.events import DomainEvent
 from domain.states import DesiredState, Execution, JobName
 
 if TYPE_CHECKING:
     # The queue these events change (a mixin of ``domain.vm.Vm``, which imports this module).
     from domain.job_queue import JobQueue as Vm
-
-Cause = dict[str, Any]
 
 _DESIRED_AFTER_JOB: dict[str, DesiredState] = {
     JobName.PROVISION: DesiredState.RUNNING,
@@ -29,12 +26,10 @@ _DESIRED_AFTER_JOB: dict[str, DesiredState] = {
 }
 
 
-class VmEvent(chain.ChainedEvent, Aggregate.Event):
-    """Base of every VM event: carries the cause, and the stream's hash chain."""
+class VmEvent(DomainEvent):
+    """Base of every VM event (its cause and chain link are ``DomainEvent``'s)."""
 
     TOPIC = "vm.event"
-    cause: Cause
-    chain: str
 
 
 class JobQueued(VmEvent):
@@ -136,3 +131,49 @@ class JobCanceled(VmEvent):
 
     def apply(self, vm: Vm) -> None:
         vm._drop_job(self.job_uuid)
+
+
+class MetadataUpdated(VmEvent):
+    """Alias, metadata or tags changed (``changes`` holds the new values)."""
+
+    TOPIC = "vm.metadata_updated"
+    changes: dict[str, Any]
+
+    def apply(self, vm: Vm) -> None:
+        for field, value in self.changes.items():
+            setattr(vm, field, value)
+
+
+class VolumeAddressesRefreshed(VmEvent):
+    """The VM booted with these addresses of the volumes it mounts (``{volume_uuid:
+    address or None}``, design.md lesson 6). Changes no state."""
+
+    TOPIC = "vm.volume_addresses_refreshed"
+    addresses: dict[str, str | None]
+
+    def apply(self, vm: Vm) -> None:
+        """Nothing: ``projections/volume_mounts.py`` reads the addresses."""
+
+
+class CapacityClaimed(VmEvent):
+    """The VM was placed on a server and holds capacity there (recorded in the same
+    transaction as the server's ``Claimed``)."""
+
+    TOPIC = "vm.capacity_claimed"
+    server_uuid: str
+    ram_mib: int
+    cpus: int
+
+    def apply(self, vm: Vm) -> None:
+        vm.claim = {"server_uuid": self.server_uuid, "ram_mib": self.ram_mib,
+                    "cpus": self.cpus}
+
+
+class CapacityReleased(VmEvent):
+    """The VM gave its capacity back (with the server's ``ClaimReleased``)."""
+
+    TOPIC = "vm.capacity_released"
+    server_uuid: str
+
+    def apply(self, vm: Vm) -> None:
+        vm.claim = None

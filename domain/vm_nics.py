@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from domain.errors import ValidationError
-from domain.vm_events import Cause, VmEvent
+from domain.events import Cause
+from domain.vm_events import VmEvent
 
 
 class NicsAdded(VmEvent):

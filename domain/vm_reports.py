@@ -17,7 +17,8 @@ from typing import Any
 from uuid import UUID
 
 from domain.states import DesiredState, VmState
-from domain.vm_events import Cause, VmEvent
+from domain.events import Cause
+from domain.vm_events import VmEvent
 
 # The states a VM found on a host can be recorded in.
 DISCOVERABLE = frozenset({VmState.RUNNING, VmState.STOPPED, VmState.FAILED})

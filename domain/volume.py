@@ -9,15 +9,13 @@ they boot again (``projections/volume_mounts.py`` lists the VMs that need a rebo
 from __future__ import annotations
 
 import ipaddress
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from domain import chain
+from domain.events import Cause, DomainEvent
 from domain.errors import ValidationError
-
-Cause = dict[str, Any]
 
 
 def mount_address(networks: dict[str, str]) -> str | None:
@@ -32,12 +30,10 @@ class Volume(chain.Chained, Aggregate):
 
     TOPIC = "volume"
 
-    class Event(chain.ChainedEvent, Aggregate.Event):
-        """Base of every volume event: carries the cause, and the stream's hash chain."""
+    class Event(DomainEvent):
+        """Base of every volume event (its cause and chain link are ``DomainEvent``'s)."""
 
         TOPIC = "volume.event"
-        cause: Cause
-        chain: str
 
     class Created(Event, Aggregate.Created):
         """A volume was created, on no network yet."""

@@ -16,6 +16,7 @@ from uuid import UUID
 from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import Transcoder
 
+from domain.states import Execution
 from domain.vm import Vm
 from projections.db import Database, Tx
 from projections.formats import rfc3339
@@ -52,7 +53,7 @@ def tag_format(tags: dict[str, Any]) -> str:
 def render_vm(vm: Vm) -> dict[str, Any]:
     """The VM object of api.md ("VM object (GetVm)") for the aggregate ``vm``."""
     jobs = vm.active_jobs
-    running = [j["uuid"] for j in jobs if j["execution"] == "running"]
+    running = [j["uuid"] for j in jobs if j["execution"] == Execution.RUNNING]
     quarantine = None
     if vm.quarantine:
         quarantine = {
@@ -84,7 +85,7 @@ def render_vm(vm: Vm) -> dict[str, Any]:
         "error": vm.error,
         "quarantine": quarantine,
         "active_job_uuid": running[0] if running else None,
-        "queued_job_uuids": [j["uuid"] for j in jobs if j["execution"] == "queued"],
+        "queued_job_uuids": [j["uuid"] for j in jobs if j["execution"] == Execution.QUEUED],
         "create_timestamp": rfc3339(vm.created_on),
         "last_modified": rfc3339(vm.modified_on),
         "destroyed": rfc3339(vm.destroyed_at),

@@ -104,3 +104,25 @@ def test_no_import_cycle_in_domain_projections_or_service() -> None:
     assert not found, "import circles (each a set of modules that import each other): " + "; ".join(
         " <-> ".join(component) for component in found
     )
+
+
+# Inside service/: the write side uses no other wing, the jobs use only the write side.
+WINGS_BELOW = {
+    "service.commands": ("service.jobs", "service.api", "service.cli", "service.replay",
+                         "service.audit", "service.container"),
+    "service.jobs": ("service.api", "service.cli", "service.replay", "service.audit",
+                     "service.container"),
+}
+
+
+def test_the_wings_of_service_point_one_way() -> None:
+    graph = import_graph()
+    offending = [
+        f"{module} imports {target}"
+        for wing, forbidden in WINGS_BELOW.items()
+        for module, targets in graph.items()
+        if module == wing or module.startswith(wing + ".")
+        for target in targets
+        if any(target == f or target.startswith(f + ".") for f in forbidden)
+    ]
+    assert not offending, offending

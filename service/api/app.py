@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
-from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import (
@@ -129,14 +128,11 @@ def create_app(
                        call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
-            return JSONResponse(
-                errors.body("PayloadTooLarge", f"body over {settings.max_body_bytes} bytes"),
-                status_code=413)
+            return errors.api_error_response(errors.PayloadTooLargeError(settings.max_body_bytes))
         try:
             version = negotiate(request.headers.get("accept-version"))
         except InvalidVersionError as error:
-            return JSONResponse(errors.body("InvalidVersion", str(error),
-                                            supported=error.supported), status_code=400)
+            return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)
         problem = _unstorable_in_url(request)
         if problem:

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from domain.errors import ServerNotFoundError
 from service.api.deps import cause_of, parse_body, services_of
-from service.api.errors import ApiError
 from service.api.params import Query
 from service.api.schemas import StrictModel
 from service.jobs.compute.driver import ComputeError
@@ -118,7 +118,7 @@ def server_happening(server_uuid: str, request: Request) -> JSONResponse:
         else:
             fleet.set_server_status(server_uuid, "removed" if action == "remove" else "running")
     except ComputeError:
-        raise ApiError(404, "ResourceNotFound", f"no simulated server {server_uuid}") from None
+        raise ServerNotFoundError(server_uuid) from None  # not in the simulated fleet
     return JSONResponse(_state(request))
 
 

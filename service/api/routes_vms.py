@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Body, Request, Response
@@ -11,7 +10,6 @@ from fastapi.responses import JSONResponse
 from domain.errors import ValidationError, VmNotFoundError
 from domain.states import Action
 from projections.vm_queries import InvalidMarkerError
-from projections.vm_view import render_vm
 from service.api.auth import require_owner
 from service.api.deps import (
     MAX_X_CONTEXT_BYTES,
@@ -34,6 +32,7 @@ from service.api.schemas import (
     ActionBody, AddNicsBody, CreateVmRequest, KillBody, RemoveNicsBody, UpdateVmRequest,
     unstorable,
 )
+from service.api.time_travel import as_it_was, instant
 from service.commands.application import VmSpec
 from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
@@ -96,7 +95,7 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     services = services_of(request)
     query = Query(request, {"version", "at"})
     version = query.integer("version", minimum=1)
-    at = _instant(query, "at")
+    at = instant(query, "at")
     query.check()
     if version is not None and at is not None:
         raise invalid_parameters(
@@ -107,7 +106,7 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     if version is not None or at is not None:
         if owner_uuid is not None and services.commands.load(vm_uuid).owner_uuid != owner_uuid:
             raise VmNotFoundError(vm_uuid)  # scoped by who owns it now (e.g. quarantined)
-        vm = _as_it_was(services, vm_uuid, version, at)
+        vm = as_it_was(services, vm_uuid, version, at)
     else:
         read_your_writes(request, services, ("vm_view", "volume_mounts"),
                          eventual=query.eventual)
@@ -115,36 +114,6 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid):
         raise VmNotFoundError(vm_uuid)
     return JSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
-
-
-def _instant(query: Query, name: str) -> datetime | None:
-    value = query.params.get(name)
-    if value is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        query.invalid(name, "must be an RFC 3339 timestamp with a time zone")
-        return None
-    return moment
-
-
-def _as_it_was(services: Any, vm_uuid: str, version: int | None,
-               at: datetime | None) -> dict[str, Any]:
-    current = services.commands.load(vm_uuid)
-    if version is None:
-        assert at is not None
-        events = vm_history(services.commands, vm_uuid, limit=current.version)
-        earlier = [e for e in events if datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")) <= at]
-        if not earlier:
-            raise VmNotFoundError(f"{vm_uuid} (it did not exist at {at.isoformat()})")
-        version = earlier[-1]["version"]
-    if version > current.version:
-        raise VmNotFoundError(f"{vm_uuid} at version {version} (current version is "
-                              f"{current.version})")
-    return render_vm(services.commands.load(vm_uuid, version=version))
 
 
 @router.post("/vms", status_code=202)

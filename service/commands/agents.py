@@ -18,7 +18,7 @@ from typing import Any
 from domain import policy
 from domain.policy import Happening, Response
 from domain.server import Server
-from domain.states import Action, DesiredState, JobName, VmState
+from domain.states import Action, DesiredState, Execution, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.application import Commands
 from service.commands.versioning import NEWEST
@@ -116,7 +116,7 @@ class Agents:
         if state in (VmState.DESTROYED, VmState.QUARANTINED, VmState.PROVISIONING):
             return None  # never revived; an operator's; or its provision decides
         head = vm.head_job
-        if head is not None and head["execution"] == "running":
+        if head is not None and head["execution"] == Execution.RUNNING:
             return None  # the job holding the ticket is authoritative until it ends
         if not isinstance(happening, Happening):
             happening_or_start = _DIFFERENCES.get((state, happening))

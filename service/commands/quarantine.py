@@ -9,7 +9,6 @@ from collections.abc import Callable
 from datetime import datetime
 
 from domain import rules
-from domain.errors import InvalidTransitionError
 from domain.rules import Verdict
 from domain.states import Action, VmState
 from domain.stuck import StuckThresholds, stuck_reason
@@ -34,11 +33,7 @@ class Quarantine:
         ``VersionMismatchError``."""
 
         def decide(vm: Vm) -> None:
-            verdict = rules.verdict(VmState(vm.state), Action.QUARANTINE)
-            if verdict is Verdict.REFUSED:
-                raise InvalidTransitionError(vm.state, "quarantine",
-                                             rules.allowed_actions(VmState(vm.state)))
-            if verdict is Verdict.ALREADY:
+            if rules.require(VmState(vm.state), Action.QUARANTINE) is Verdict.ALREADY:
                 return
             self._quarantine(vm, reason, cause)
 
@@ -51,9 +46,7 @@ class Quarantine:
         when it is not quarantined."""
 
         def decide(vm: Vm) -> None:
-            if VmState(vm.state) is not VmState.QUARANTINED:
-                raise InvalidTransitionError(vm.state, "release",
-                                             rules.allowed_actions(VmState(vm.state)))
+            rules.require(VmState(vm.state), Action.RELEASE)  # only a quarantined VM
             vm.record_released(cause=cause)
             # Given back still provisioning, its provision canceled by the quarantine: queue
             # a new one, or it would stay provisioning with no job for ever.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from domain import rules
-from domain.errors import InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError
+from domain.errors import UnallocatedVmError, VmAlreadyDestroyedError
 from domain.rules import Verdict
 from domain.states import Action, VmState
 
@@ -143,9 +143,7 @@ class Behaviour:
         Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
         server) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
         """
-        verdict = rules.verdict(state, action)
-        if verdict is Verdict.REFUSED:
-            raise InvalidTransitionError(state, action.value, rules.allowed_actions(state))
+        verdict = rules.require(state, action)
         if (action is Action.DESTROY and not has_server and self.major < 2
                 and state in (VmState.RUNNING, VmState.STOPPED)):
             raise UnallocatedVmError(state, action.value)

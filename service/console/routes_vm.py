@@ -15,7 +15,7 @@ from projections.vm_view import render_vm
 from service.api.deps import read_your_writes, services_of
 from service.api.params import Query
 # GetVm's own time travel, so the console shows exactly what ?version= and ?at= answer
-from service.api.routes_vms import _as_it_was, _instant
+from service.api.time_travel import as_it_was, instant
 from service.audit.history import vm_history
 from service.audit.streams import MAX_PAGE, fleet_page, verify_vms
 from service.console.render import differences, fragment
@@ -61,11 +61,11 @@ def vm_state(vm_uuid: str, request: Request) -> HTMLResponse:
     its stream; without either, as it is now."""
     query = Query(request, {"version", "at"})
     version = query.integer("version", minimum=1)
-    at = _instant(query, "at")
+    at = instant(query, "at")
     query.check()
     services = services_of(request)
     current = _visible(request, query, vm_uuid)
-    vm = (_as_it_was(services, str(current.id), version, at)
+    vm = (as_it_was(services, str(current.id), version, at)
           if version is not None or at is not None else render_vm(current))
     return fragment("vm_state.html", vm=vm, newest=current.version)
 
@@ -84,8 +84,8 @@ def vm_diff(vm_uuid: str, request: Request) -> HTMLResponse:
     current = _visible(request, query, vm_uuid)
     old, new = versions
     assert old is not None and new is not None
-    before = _as_it_was(services, str(current.id), old, None)
-    after = _as_it_was(services, str(current.id), new, None)
+    before = as_it_was(services, str(current.id), old, None)
+    after = as_it_was(services, str(current.id), new, None)
     return fragment("vm_diff.html", old=old, new=new, changes=differences(before, after))
 
 

@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 from domain.errors import ServerNotFoundError
 from domain.server import InsufficientCapacityError
-from domain.states import JobName, VmState
+from domain.rules import Verdict, verdict
+from domain.states import Action, JobName, VmState
 from domain.vm import Vm
 from service.commands.agents import record_happening
 from service.jobs import effects, takeovers
@@ -112,9 +113,10 @@ def start(job: JobRun) -> None:
     """Boot a stopped or failed VM: where it is, or placed anew when its server no longer has
     it (an eviction, a host reboot). A failed VM gave its capacity back, so it claims again."""
     vm = job.vm
-    if vm.state == VmState.RUNNING:
+    rule = verdict(VmState(vm.state), Action.START)  # the rules table, at the ticket
+    if rule is Verdict.ALREADY:
         _already(job, "start")
-    elif vm.state in (VmState.STOPPED, VmState.FAILED) and vm.server_uuid:
+    elif rule is Verdict.ALLOWED and vm.server_uuid:
         if _left_its_server(job, vm):
             _start_elsewhere(job, vm)
             return
@@ -158,9 +160,10 @@ def stop(job: JobRun) -> None:
     for is what is true, and its capacity is given back (Omicron #6809). With the same boot
     id and the VM unknown, its agent forgot it and it may still run: the stop fails."""
     vm = job.vm
-    if vm.state == VmState.STOPPED:
+    rule = verdict(VmState(vm.state), Action.STOP)
+    if rule is Verdict.ALREADY:
         _already(job, "stop")
-    elif vm.state in (VmState.RUNNING, VmState.FAILED) and vm.server_uuid:
+    elif rule is Verdict.ALLOWED and vm.server_uuid:
         server_uuid = vm.server_uuid
         run = job.step("ensure_state", lambda: job.driver.ensure_state(
             server_uuid, str(vm.id), "stopped"))
@@ -178,7 +181,7 @@ def reboot(job: JobRun) -> None:
     whose run already ended on its host (its guest shut it down) is not rebooted: the job
     fails and records what the host reports, as the agent's report would."""
     vm = job.vm
-    if vm.state == VmState.RUNNING and vm.server_uuid:
+    if verdict(VmState(vm.state), Action.REBOOT) is Verdict.ALLOWED and vm.server_uuid:
         server_uuid = vm.server_uuid
         run = effects.boot(job, server_uuid, "rebooted")
         if run.begun_by != job.job_uuid:
@@ -204,7 +207,7 @@ def update(job: JobRun) -> None:
 def destroy(job: JobRun) -> None:
     """Remove the VM from its server and mark it destroyed; with no server, only mark it."""
     vm = job.vm
-    if vm.state == VmState.DESTROYED:
+    if verdict(VmState(vm.state), Action.DESTROY) is Verdict.ALREADY:
         _already(job, "destroy")
         return
     if vm.server_uuid is None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from domain.errors import DomainError, JobNotRunnableError
+from domain.states import Execution
 from domain.vm import Cause, Vm, make_cause
 from service import metrics
 from service.jobs import handlers as jobs
@@ -84,7 +85,7 @@ class Worker:
         if head is None:
             return False
         now = self.clock()
-        if head["execution"] == "running" and datetime.fromisoformat(head["lease_expires_at"]) > now:
+        if head["execution"] == Execution.RUNNING and datetime.fromisoformat(head["lease_expires_at"]) > now:
             return False
         actor = f"worker:{self.worker_id}"
         with log_context(actor=actor, vm_uuid=vm_uuid, job_uuid=head["uuid"]):

@@ -27,8 +27,9 @@ from domain.vm import make_cause
 from service.commands.application import VmSpec
 from service.container import Services
 from service.commands.quarantine import Quarantine
+from service.replay.commands import ReplayCommands
 from service.replay.trace import (
-    MACHINE_CPUS, MACHINE_RAM_MIB, MalformedRowError, ReplayCommands, TraceDriver, TraceEvent,
+    MACHINE_CPUS, MACHINE_RAM_MIB, MalformedRowError, TraceDriver, TraceEvent,
     TracePlacement, TraceRecord,
     count_rows, cpu_cap, owner_uuid, parse_row, ram_mib, read_rows, server_uuid, vm_uuid,
 )

@@ -8,6 +8,7 @@ import itertools
 import pytest
 
 from domain import rules
+from domain.errors import InvalidTransitionError
 from domain.rules import RULES, Verdict, allowed_actions, verdict
 from domain.states import Action, VmState
 from domain.transitions import TRANSITIONS
@@ -88,3 +89,15 @@ def test_an_action_allowed_at_once_leads_to_a_transition_the_state_machine_permi
     state, action = pair
     assert rules.verdict(state, action) is ok
     assert (state, EVENT_OF_ACTION[action]) in TRANSITIONS
+
+
+@pytest.mark.parametrize("pair", sorted(RULES), ids=lambda p: f"{p[0]}-{p[1]}")
+def test_require_returns_the_verdict_or_raises_the_refusal_naming_the_allowed_actions(pair):
+    state, action = pair
+    if RULES[pair] is Verdict.REFUSED:
+        with pytest.raises(InvalidTransitionError) as refused:
+            rules.require(state, action)
+        assert refused.value.state == state and refused.value.action == action
+        assert refused.value.allowed_actions == allowed_actions(state)
+    else:
+        assert rules.require(state, action) is RULES[pair]

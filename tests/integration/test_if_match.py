@@ -90,3 +90,44 @@ def test_a_current_if_match_is_accepted_by_quarantine_and_release(client, runnin
                              headers={"If-Match": taken.headers["etag"]})
     assert given_back.status_code == 200, given_back.json()
     assert given_back.json()["state"] == "running"
+
+
+# The NIC actions (add_nics, remove_nics) read If-Match the same way.
+NIC_COMMANDS = [
+    ("?action=add_nics", lambda network: {"networks": [network]}),
+    ("?action=remove_nics", lambda _network: {"macs": ["02:00:00:00:00:00"]}),
+]
+
+
+@pytest.fixture
+def network(client) -> str:
+    made = client.post("/networks", json={"name": "if-match", "subnet": "10.9.0.0/28",
+                                          "provision_start_ip": "10.9.0.2",
+                                          "provision_end_ip": "10.9.0.5"})
+    assert made.status_code == 201, made.text
+    return made.json()["uuid"]
+
+
+@pytest.mark.parametrize(("query", "body"), NIC_COMMANDS)
+def test_nic_actions_refuse_a_stale_or_malformed_if_match_and_change_nothing(
+        client, services, running_vm, network, query, body):
+    version = int(client.get(f"/vms/{running_vm}").headers["etag"].strip('"'))
+    head = services.commands.head_position()
+    path = f"/vms/{running_vm}{query}"
+    stale = client.post(path, json=body(network),
+                        headers={"If-Match": f'"{version - 1}"', "Accept-Version": "~2"})
+    assert stale.status_code == 412, stale.json()
+    assert stale.json()["current_version"] == version
+    malformed = client.post(path, json=body(network),
+                            headers={"If-Match": "yesterday", "Accept-Version": "~2"})
+    assert malformed.status_code == 422, malformed.json()
+    assert [e["field"] for e in malformed.json()["errors"]] == ["If-Match"]
+    assert services.commands.head_position() == head
+
+
+def test_add_nics_accepts_the_current_if_match(client, running_vm, network):
+    etag = client.get(f"/vms/{running_vm}").headers["etag"]
+    accepted = client.post(f"/vms/{running_vm}?action=add_nics", json={"networks": [network]},
+                           headers={"If-Match": etag, "Accept-Version": "~2"})
+    assert accepted.status_code == 202, accepted.json()
+    assert int(accepted.headers["etag"].strip('"')) > int(etag.strip('"'))

@@ -22,7 +22,8 @@ from typer.testing import CliRunner
 from service.container import Services
 from service.audit.history import vm_history
 from service.replay.run import Replayer, Summary, catch_up, replay
-from service.replay.trace import ReplayCommands, server_uuid, vm_uuid
+from service.replay.commands import ReplayCommands
+from service.replay.trace import server_uuid, vm_uuid
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = Path(os.environ.get(

@@ -1,0 +1,48 @@
+"""Time travel: GetVm ``?version=N`` and ``?at=RFC3339`` answer the VM as it was, folded from
+its stream, not read from a read model (docs/architecture.md, "Read-your-writes")."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from domain.errors import VmNotFoundError
+from projections.vm_view import render_vm
+from service.api.params import Query
+from service.audit.history import vm_history
+
+
+def instant(query: Query, name: str) -> datetime | None:
+    """The RFC 3339 instant of query parameter ``name`` (with a time zone), or None when it
+    is absent; a malformed one is noted on ``query`` as invalid (refused by its ``check``)."""
+    value = query.params.get(name)
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        query.invalid(name, "must be an RFC 3339 timestamp with a time zone")
+        return None
+    return moment
+
+
+def as_it_was(services: Any, vm_uuid: str, version: int | None,
+              at: datetime | None) -> dict[str, Any]:
+    """The VM object as it was at ``version``, or at instant ``at`` (its last event then),
+    folded from its stream (GetVm ``?version=`` and ``?at=``). Raises ``VmNotFoundError``
+    when there was no such version, or no VM yet at that instant."""
+    current = services.commands.load(vm_uuid)
+    if version is None:
+        assert at is not None
+        events = vm_history(services.commands, vm_uuid, limit=current.version)
+        earlier = [e for e in events
+                   if datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")) <= at]
+        if not earlier:
+            raise VmNotFoundError(f"{vm_uuid} (it did not exist at {at.isoformat()})")
+        version = earlier[-1]["version"]
+    if version > current.version:
+        raise VmNotFoundError(f"{vm_uuid} at version {version} (current version is "
+                              f"{current.version})")
+    return render_vm(services.commands.load(vm_uuid, version=version))

@@ -1,0 +1,136 @@
+"""Errors map to HTTP in one place (service/api/errors.py, ``ERRORS``): every DomainError
+subclass, found recursively, answers a documented 4xx, 409, 412 or 503, never a 500."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+import domain
+import projections
+import service
+from domain.errors import (
+    DomainError, DuplicateVmError, IllegalTransitionError, InvalidTransitionError,
+    JobNotFoundError, JobNotRunnableError, ServerNotFoundError, StaleGenerationError,
+    UnallocatedVmError, ValidationError, VersionMismatchError, VmAlreadyDestroyedError,
+    VmNotFoundError, VolumeNotFoundError,
+)
+from domain.network import NetworkFullError
+from domain.server import InsufficientCapacityError
+from service.api import errors
+from service.commands.networks import NetworkNotFoundError
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCUMENTED_STATUSES = {400, 404, 409, 412, 422, 503}
+
+# One instance of every DomainError subclass; a new subclass must be added here (the first
+# test fails until it is), and so gets its row checked.
+SAMPLES: dict[type[DomainError], DomainError] = {
+    VmNotFoundError: VmNotFoundError("vm-1"),
+    JobNotFoundError: JobNotFoundError("job-1"),
+    ServerNotFoundError: ServerNotFoundError("server-1"),
+    VolumeNotFoundError: VolumeNotFoundError("volume-1"),
+    InvalidTransitionError: InvalidTransitionError("destroyed", "start", []),
+    IllegalTransitionError: IllegalTransitionError("stopped", "Failed"),
+    UnallocatedVmError: UnallocatedVmError("provisioning", "stop"),
+    VmAlreadyDestroyedError: VmAlreadyDestroyedError("vm-1"),
+    DuplicateVmError: DuplicateVmError("vm-1"),
+    VersionMismatchError: VersionMismatchError(3, 4),
+    ValidationError: ValidationError("ram", "Invalid", "must be positive"),
+    JobNotRunnableError: JobNotRunnableError("job-1", "leased by w2"),
+    StaleGenerationError: StaleGenerationError("server-1", 3, 5),
+    InsufficientCapacityError: InsufficientCapacityError("server-1", "not enough RAM"),
+    NetworkFullError: NetworkFullError("network-1"),
+    NetworkNotFoundError: NetworkNotFoundError("network-1"),
+}
+
+
+def _every_module_imported() -> None:
+    for package in (domain, projections, service):
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if not module.name.endswith("__main__"):  # that one runs the CLI
+                importlib.import_module(module.name)
+
+
+def _subclasses(cls: type) -> set[type]:
+    found = set()
+    for sub in cls.__subclasses__():
+        found |= {sub, *_subclasses(sub)}
+    return found
+
+
+def _documented() -> dict[str, tuple[str, str]]:
+    """``{error class: (status, code)}`` from the error table of docs/api.md."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    section = text.split("## The error table", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| `(\w+)` \|", section, re.MULTILINE)
+    return {name: (status.strip(), code) for name, status, code in rows}
+
+
+def test_every_domain_error_subclass_has_a_sample_here() -> None:
+    _every_module_imported()
+    assert _subclasses(DomainError) == set(SAMPLES)
+
+
+@pytest.mark.parametrize("error_class", sorted(SAMPLES, key=lambda c: c.__name__))
+def test_every_domain_error_has_a_documented_row_and_no_500(error_class) -> None:
+    row = errors.row_for(error_class)
+    assert row is not None, f"{error_class.__name__} has no row in service/api/errors.py"
+    assert row.status == errors.VALIDATION or row.status in DOCUMENTED_STATUSES
+    status = "409 (v1) / 422 (v2)" if row.status == errors.VALIDATION else str(row.status)
+    assert _documented().get(error_class.__name__) == (status, row.code)
+
+
+def test_a_row_is_found_along_the_mro() -> None:
+    class Special(VmNotFoundError):
+        pass
+
+    assert errors.row_for(Special) is errors.ERRORS[VmNotFoundError]
+    assert errors.row_for(DomainError) is None  # the base itself: a bug, answered 500
+
+
+@pytest.fixture
+def raising() -> TestClient:
+    app = FastAPI()
+    errors.install(app)
+
+    @app.get("/raise/{name}")
+    def raise_(name: str) -> None:
+        raise next(e for cls, e in SAMPLES.items() if cls.__name__ == name)
+
+    @app.get("/unmapped")
+    def unmapped() -> None:
+        raise DomainError("a refusal nobody mapped")
+
+    return TestClient(app, raise_server_exceptions=False)
+
+
+@pytest.mark.parametrize("error_class", sorted(SAMPLES, key=lambda c: c.__name__))
+def test_the_handler_answers_every_domain_error_by_its_row(raising, error_class) -> None:
+    row = errors.row_for(error_class)
+    response = raising.get(f"/raise/{error_class.__name__}")
+    # This bare app negotiates no API version: bad input answers as version 1 does, 409.
+    assert response.status_code == (409 if row.status == errors.VALIDATION else row.status)
+    assert response.json()["code"] == row.code and response.json()["message"]
+
+
+def test_a_domain_error_with_no_row_is_a_logged_500(raising, caplog) -> None:
+    response = raising.get("/unmapped")
+    assert response.status_code == 500
+    assert response.json()["code"] == "InternalError"
+    assert "unmapped error" in caplog.text
+
+
+def test_state_refusals_carry_the_state_and_the_allowed_actions(raising) -> None:
+    body = raising.get("/raise/IllegalTransitionError").json()
+    assert body["code"] == "InvalidTransition" and body["state"] == "stopped"
+    assert "start" in body["allowed_actions"]
+    body = raising.get("/raise/VersionMismatchError")
+    assert body.status_code == 412 and body.json()["current_version"] == 4
+    assert body.headers["etag"] == '"4"'
