@@ -91,6 +91,7 @@ class Changes:
     on_conflict: Callable[[], None]
     after_save: list[Callable[[int], None]]
     _network_effects: Callable[[Vm, dict[str, Network]], None]  # NetworkCommands
+    committer: Any  # service.commands.committer.Committer
 
     def load_aggregate(self, kind: type[A], uuid: str | UUID, version: int | None = None) -> A:
         """The ``kind`` aggregate folded from its stream (at ``version`` if given). Raises
@@ -164,14 +165,16 @@ class Changes:
     def save(self, *aggregates: Vm | Server | Volume, idempotency: KeyRecord | None = None) -> int:
         """THE append: the aggregates' pending events in one transaction (with the idempotency
         key, if any); returns the log position of the last. Raises ``IntegrityError`` when
-        another writer changed one of the streams first. (Group commit goes here.)"""
+        another writer changed one of the streams first. Group-committed with other
+        callers' appends (service/commands/committer.py): a conflict fails this append
+        alone."""
         kwargs: dict[str, Any] = {}
         if idempotency is not None:
             kwargs = {
                 "idempotency": idempotency,
                 "idempotency_expired_before": idempotency.created_at - self.keys.ttl_s,
             }
-        recordings = self.app.save(*aggregates, **kwargs)
+        recordings = self.committer.save(*aggregates, **kwargs)
         position = recordings[-1].notification.id
         snapshot_long_streams(self.app, recordings)
         for callback in self.after_save:

@@ -143,7 +143,7 @@ def test_a_writer_that_always_loses_gives_up_after_the_configured_retries(servic
         attempts.append(1)
         raise IntegrityError("simulated conflict")
 
-    monkeypatch.setattr(services.app, "save", always_conflicting)
+    monkeypatch.setattr(services.commands.committer, "save", always_conflicting)
     with pytest.raises(ConflictRetriesExhaustedError):
         act(services, vm.vm_uuid, Action.STOP, version=2)
     assert len(attempts) == services.commands.retries
