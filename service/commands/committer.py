@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -48,9 +49,13 @@ class Committer:
     errors), batching concurrent callers into one transaction of the recorder's
     ``insert_batch`` (service/storage.py)."""
 
-    def __init__(self, app: Application[Any], *, max_appends: int = 128):
+    def __init__(self, app: Application[Any], *, max_appends: int = 128, linger_s: float = 0.0):
         self.app = app
         self.max_appends = max_appends
+        # How long a batch that is not full waits for more appends: 0 for callers that wait
+        # for their answer (their concurrency makes the batches), more for a lone writer that
+        # does not wait (the trace replay).
+        self.linger_s = linger_s
         self._queue: list[_Pending] = []
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -105,6 +110,12 @@ class Committer:
                     self._wake.wait()
                 if not self._queue:
                     return
+                deadline = time.monotonic() + self.linger_s
+                while len(self._queue) < self.max_appends and not self._closed:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._wake.wait(left)
                 batch = self._queue[:self.max_appends]
                 del self._queue[:self.max_appends]
             self._commit(batch)

@@ -264,6 +264,8 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
         replayer.apply(line, fields)
         if task is not None and (summary.rows_read % 200 == 0):
             progress.update(task, completed=summary.rows_read, description=_said(summary))
+    replayer.commands.flush()
+    replayer.commands.committer.close()
     if task is not None:  # the last rows' counts too, so the bar agrees with the summary
         progress.update(task, completed=summary.rows_read, total=summary.rows_read,
                         description=_said(summary))
