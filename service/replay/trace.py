@@ -312,7 +312,7 @@ class ReplayCommands(Commands):
         return super().load_aggregate(kind, uuid, version)
 
     def save(self, *aggregates: Any, **options: Any) -> int:
-        if options:  # an idempotency key: not the replay's; wait as the service does
+        if options.get("idempotency") is not None:  # not the replay's: wait, as the API does
             position = super().save(*aggregates, **options)
         else:
             position = self._save_later(aggregates)
