@@ -14,7 +14,6 @@ docs/performance.md, P1).
 from __future__ import annotations
 
 import asyncio
-import functools
 import socket
 
 from typing import Any
@@ -36,13 +35,19 @@ class NoDelayH11Protocol(_NoDelay, H11Protocol):
     """uvicorn's h11 protocol with ``TCP_NODELAY``."""
 
 
-@functools.cache
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # pragma: no cover - uvicorn[standard] installs httptools
+    HttpToolsProtocol = None
+
+
+if HttpToolsProtocol is not None:
+    class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):  # type: ignore[misc, valid-type]
+        """uvicorn's httptools protocol with ``TCP_NODELAY`` (a module-level class: serve
+        --workers pickles it for its processes)."""
+
+
 def serve_protocol() -> type[Any]:
     """The protocol class ``serve`` gives uvicorn: httptools' with ``TCP_NODELAY`` when
     httptools is installed, else h11's."""
-    try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    except ImportError:  # pragma: no cover - uvicorn[standard] installs httptools
-        return NoDelayH11Protocol
-    return type("NoDelayHttpToolsProtocol", (_NoDelay, HttpToolsProtocol),
-                {"__doc__": "uvicorn's httptools protocol with ``TCP_NODELAY``."})
+    return NoDelayH11Protocol if HttpToolsProtocol is None else NoDelayHttpToolsProtocol
