@@ -23,7 +23,6 @@ from service.api.fast_json import FastJSONResponse
 from service.commands.application import Accepted
 from service.container import Services
 from service.commands.idempotency import IdempotencyKey
-from service.commands.loop_bridge import pause
 from service.logs import bind
 from service.commands.versioning import OLDEST, Behaviour
 
@@ -91,7 +90,7 @@ def read_your_writes(request: Request, services: Services, names: tuple[str, ...
     if eventual:
         return
     position = services.commands.head_position()
-    if not _wait_for(services, position, names, services.settings.read_timeout_s):
+    if not services.projections.wait_for(position, names, services.settings.read_timeout_s):
         raise UnavailableError(
             f"read models did not reach position {position} within "
             f"{services.settings.read_timeout_s} s"
@@ -109,32 +108,19 @@ def parse_body(request: Request, model: type[M], data: Any, *, message: str | No
                                  message=message) from None
 
 
-def _wait_for(services: Services, position: int, names: tuple[str, ...], timeout: float,
-              interval: float = 0.005) -> bool:
-    """``ProjectionRunner.wait_for``, sleeping with ``pause``: on an async route the event
-    loop serves other requests while this one waits."""
-    deadline = time.monotonic() + timeout
-    while not services.projections.wait_for(position, names, timeout=0):
-        if time.monotonic() >= deadline:
-            return False
-        services.projections.wake()
-        pause(interval)
-    return True
-
-
 def wait_for_job(services: Services, job_uuid: str, timeout_s: float) -> dict[str, Any] | None:
     """The job once it is terminal, or as it is at ``timeout_s``; None if unknown."""
     deadline = time.monotonic() + timeout_s
     while True:
-        _wait_for(services, services.commands.head_position(), ("job_view",),
-                  timeout=max(0.0, deadline - time.monotonic()))
+        services.projections.wait_for(services.commands.head_position(), ("job_view",),
+                                      timeout=max(0.0, deadline - time.monotonic()))
         job = services.jobs.get(job_uuid)
         if job is None or job["execution"] in TERMINAL_EXECUTIONS:
             return job
         if time.monotonic() >= deadline:
             return job
         services.worker.wake()
-        pause(0.01)
+        time.sleep(0.01)
 
 
 async def bind_log_fields(request: HTTPConnection) -> None:

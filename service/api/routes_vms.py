@@ -40,7 +40,6 @@ from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
 from service.audit.history import vm_history
 from service.commands.idempotency import IdempotencyKey
-from service.commands.loop_bridge import async_route
 
 router = APIRouter()
 
@@ -75,7 +74,6 @@ def _list(request: Request, *, rows: bool = True
 
 
 @router.get("/vms")
-@async_route  # on the event loop, no thread-pool hop (commands/loop_bridge.py)
 def list_vms(request: Request) -> JSONResponse:
     """ListVms: filters, then a page in a stable order; the total in x-joyent-resource-count."""
     vms, total, next_marker = _list(request)
@@ -94,7 +92,6 @@ def count_vms(request: Request) -> Response:
 
 
 @router.get("/vms/{vm_uuid}")
-@async_route  # on the event loop, no thread-pool hop (commands/loop_bridge.py)
 def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     """GetVm; ``?version=N`` or ``?at=RFC3339`` returns the VM as it was, folded from the log."""
     services = services_of(request)
@@ -152,7 +149,6 @@ def _as_it_was(services: Any, vm_uuid: str, version: int | None,
 
 
 @router.post("/vms", status_code=202)
-@async_route  # on the event loop, no thread-pool hop (commands/loop_bridge.py)
 def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """CreateVm: records the VM and queues its provision job."""
     Query(request, {"sync"}).check()
@@ -193,7 +189,6 @@ def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, Any] | N
 
 
 @router.post("/vms/{vm_uuid}")
-@async_route  # on the event loop, no thread-pool hop (commands/loop_bridge.py)
 def act_on_vm(vm_uuid: str, request: Request,
               data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job);
@@ -237,7 +232,6 @@ def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
 
 
 @router.delete("/vms/{vm_uuid}")
-@async_route  # on the event loop, no thread-pool hop (commands/loop_bridge.py)
 def delete_vm(vm_uuid: str, request: Request) -> Response:
     """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2")."""
     query = Query(request, {"sync", *CLIENT_EXTRAS})

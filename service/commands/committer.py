@@ -26,7 +26,6 @@ from typing import Any
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Notification, Recording
 
-from service.commands.loop_bridge import wait_result
 from service.storage import Append, Outcome
 
 log = logging.getLogger(__name__)
@@ -69,7 +68,7 @@ class Committer:
         record, in the same transaction) and wait; the recordings, as ``Application.save``
         returns them. Raises ``IntegrityError`` when another writer took one of the streams'
         next versions (or the idempotency key) first: this append alone is rolled back."""
-        return wait_result(self.submit(*aggregates, **kwargs))  # awaited on an async route
+        return self.submit(*aggregates, **kwargs).result()
 
     def submit(self, *aggregates: Any, **kwargs: Any) -> Future[Recordings]:
         """``save`` without waiting: a future of its recordings (an async route awaits it)."""
