@@ -318,7 +318,8 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
                         stored_events, kwargs = appends[index]
                         curs.execute("SAVEPOINT append")
                         insert_in_recorder(curs, Dialect.POSTGRES, kwargs)
-                        PostgresAggregateRecorder._insert_stored_events(self, insert, stored_events)
+                        PostgresAggregateRecorder._insert_stored_events(  # the INSERT alone
+                            self, insert, stored_events)
                         curs.execute("RELEASE SAVEPOINT append")
                     curs.execute("COMMIT")
                 pipeline.sync()
