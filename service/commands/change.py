@@ -138,27 +138,31 @@ class Changes:
             kind, uuid, decide = Vm, kind, uuid  # type: ignore[assignment]
         assert decide is not None
         for attempt in range(self.retries):
-            prior = self._first_outcome(idempotency_key)
-            if prior is not None:
-                return Changed(None, None, None, prior)  # type: ignore[arg-type]
-            aggregate = self._load_or_new(kind, uuid, new, first=attempt == 0)
-            if if_match is not None and aggregate.version != if_match:
-                raise VersionMismatchError(if_match, aggregate.version)
-            decision = decide(aggregate)
-            record = None
-            if idempotency_key is not None and outcome is not None:
-                record = self.keys.record(idempotency_key, 202, outcome(decision, aggregate))
-            pending = self._pending(aggregate, list(also(decision)) if also else [])
-            if not pending:
-                prior = self._store_key_alone(record) if record is not None else None
-                return Changed(decision, aggregate, None, prior)
-            try:
-                position = self.save(*pending, idempotency=record)
-            except IntegrityError:
-                self.on_conflict()
-                back_off(attempt)
-                continue
-            return Changed(decision, aggregate, position)
+            # One change of this stream at a time in this process, from its load to its
+            # commit: a group commit's queue lengthens that window, and two of a process's
+            # writers of one stream in one batch would only make one of them a conflict.
+            with self.committer.turn(uuid):
+                prior = self._first_outcome(idempotency_key)
+                if prior is not None:
+                    return Changed(None, None, None, prior)  # type: ignore[arg-type]
+                aggregate = self._load_or_new(kind, uuid, new, first=attempt == 0)
+                if if_match is not None and aggregate.version != if_match:
+                    raise VersionMismatchError(if_match, aggregate.version)
+                decision = decide(aggregate)
+                record = None
+                if idempotency_key is not None and outcome is not None:
+                    record = self.keys.record(idempotency_key, 202, outcome(decision, aggregate))
+                pending = self._pending(aggregate, list(also(decision)) if also else [])
+                if not pending:
+                    prior = self._store_key_alone(record) if record is not None else None
+                    return Changed(decision, aggregate, None, prior)
+                try:
+                    position = self.save(*pending, idempotency=record)
+                except IntegrityError:
+                    self.on_conflict()
+                else:
+                    return Changed(decision, aggregate, position)
+            back_off(attempt)
         raise ConflictRetriesExhaustedError(
             f"{kind.__name__.lower()} {uuid}: {self.retries} conflicting writes")
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import Future
 from typing import Any
 
@@ -44,6 +45,16 @@ class _Pending:
         self.future: Future[Recordings] = Future()
 
 
+class _Gate:
+    """One stream's turn, and how many callers hold or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # a decision may change its own stream again
+        self.users = 0
+
+
 class Committer:
     """Saves aggregates as ``Application.save`` does (same arguments, same recordings, same
     errors), batching concurrent callers into one transaction of the recorder's
@@ -60,8 +71,29 @@ class Committer:
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._gates: dict[str, _Gate] = {}
+        self._gates_lock = threading.Lock()
         self.batches = 0  # how many transactions, and how many appends they held
         self.appends = 0
+
+    @contextmanager
+    def turn(self, stream: object) -> Iterator[None]:
+        """Hold ``stream``'s turn: callers of this process that change the same stream wait
+        for each other (the change loop holds it from its load to its commit), so they do not
+        meet in one batch with the same expected version, one of them bound to conflict.
+        Other streams, and other processes, are not held."""
+        key = str(stream).lower()
+        with self._gates_lock:
+            gate = self._gates.setdefault(key, _Gate())
+            gate.users += 1
+        try:
+            with gate.lock:
+                yield
+        finally:
+            with self._gates_lock:
+                gate.users -= 1
+                if not gate.users:
+                    del self._gates[key]
 
     def save(self, *aggregates: Any, **kwargs: Any) -> Recordings:
         """Append the aggregates' pending events (with ``kwargs``, e.g. an idempotency
