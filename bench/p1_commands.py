@@ -1,6 +1,9 @@
 """P1: lifecycle commands per second over HTTP on PostgreSQL with 16 concurrent clients,
-divided by pgbench's one-row-insert tps with 16 clients on the same database in the same run.
-Goal: >= 0.5.
+divided by pgbench's tps of the event store's own append transaction (``LOCK TABLE ... IN
+EXCLUSIVE MODE``, ``NOTIFY``, one-row ``INSERT``) with 16 clients on the same database in the
+same run. Goal: >= 1.5 (only group commit gets past one append a transaction). P1' divides the
+same rate by pgbench's plain one-row insert (goal >= 0.1); the API processes' CPU per command
+has a goal of <= 1.0 ms.
 
 A production-mode deployment (``serve --workers N``, ``project``; ``work`` only with
 ``--job-workers``) on a scratch database; the load of ``bench/_load.py`` (create, reboot, stop,
@@ -27,7 +30,9 @@ from _common import (
 from _load import run_load
 from _profile import Profiler, summarize
 
-GOAL = 0.5
+GOAL = 1.5
+GOAL_PRIME = 0.1
+GOAL_API_CPU_MS = 1.0
 
 # The event store's insert transaction as the library runs it (eventsourcing 9.5.6,
 # PostgresApplicationRecorder.insert_events), as a pgbench script.
@@ -172,8 +177,10 @@ def main() -> None:
 
     commands = len(outcome.acks)
     rate = commands / outcome.seconds
-    reference = (ref_before + ref_after) / 2
+    insert_reference = (ref_before + ref_after) / 2
+    reference = locked["with_notify"]
     ratio = rate / reference
+    ratio_prime = rate / insert_reference
     latencies = [a[2] * 1000 for a in outcome.acks]
     positions = [a[1] for a in outcome.acks]
     used = meter["m"].used if "m" in meter else {}
@@ -187,8 +194,14 @@ def main() -> None:
     say(f"CPU ms per command: {per_command_ms}; machine busy {busy:.0%}")
     say(f"log: {events:,} events, head {head:,}, mean stored event {avg_size:.0f} bytes; "
         f"jobs claimed by workers: {claimed:,}")
-    say(f"P1 = {rate:,.1f} / {reference:,.0f} = {ratio:.3f} (goal >= {GOAL})")
-    emit("P1", "lifecycle commands/s over HTTP (16 clients) / pgbench one-row insert tps",
+    api_ms = per_command_ms.get("api", float("nan"))
+    say(f"P1 = {rate:,.1f} / {reference:,.0f} (the store's append transaction) = {ratio:.3f} "
+        f"(goal >= {GOAL})")
+    say(f"P1' = {rate:,.1f} / {insert_reference:,.0f} (plain insert) = {ratio_prime:.3f} "
+        f"(goal >= {GOAL_PRIME}); API CPU per command {api_ms:.2f} ms (goal <= "
+        f"{GOAL_API_CPU_MS})")
+    emit("P1", "lifecycle commands/s over HTTP (16 clients) / pgbench of the event store's "
+         "append transaction (lock, notify, insert), 16 clients",
          raw={"commands_per_s": round(rate, 1), "commands": commands,
               "window_s": round(outcome.seconds, 2),
               "pgbench_insert_tps_before": round(ref_before, 1),
@@ -202,7 +215,10 @@ def main() -> None:
               "log_positions_per_s": round((max(positions) - min(positions)) / outcome.seconds, 1)
               if positions else 0,
               "cpu_ms_per_command": per_command_ms, "machine_busy": round(busy, 3),
-              "statuses": dict(outcome.statuses)},
+              "statuses": dict(outcome.statuses),
+              "p1_prime_ratio_to_plain_insert": round(ratio_prime, 4),
+              "p1_prime_met": ratio_prime >= GOAL_PRIME,
+              "api_cpu_ms_per_command_met": api_ms <= GOAL_API_CPU_MS},
          ratio=ratio, goal=f">= {GOAL}", met=ratio >= GOAL,
          setup={"clients": args.clients, "api_workers": args.api_workers,
                 "job_workers": args.job_workers, "env": env}, profiled=bool(args.profile))

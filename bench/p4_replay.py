@@ -1,5 +1,6 @@
 """P4: the trace replay on SQLite, commands per second, divided by a plain eventsourcing
-get + command + save loop on the same SQLite in the same run. Goal: >= 0.7.
+get + command + save loop on the same SQLite in the same run. Goal: >= 3.0 (the replay
+group-commits many VMs' commands a transaction; the reference pays one commit a command).
 
 The replay is what ``vmledger replay TRACE --max-jobs N`` runs (``service.replay.replay``, then
 ``catch_up`` of the read models), called in this process so that its commands can be counted:
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from _common import emit, parser, say
 
-GOAL = 0.7
+GOAL = 3.0
 TRACE = Path("/work/shared/data/google2011_task_events_part-00000-of-00500.csv.gz")
 
 

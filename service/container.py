@@ -166,4 +166,5 @@ class Services:
         self.worker.wake()
         for thread in self._threads:
             thread.join(timeout=10)
+        self.commands.committer.close()
         self.app.close()

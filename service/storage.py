@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,8 +20,12 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import InterfaceError, Notification, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.persistence import (
+    IntegrityError, InterfaceError, Notification, OperationalError, StoredEvent,
+)
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder, PostgresApplicationRecorder, PostgresDatastore,
+)
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.errors import _WaitTimeout  # what psycopg's own wait raises on its timeout
@@ -39,7 +44,7 @@ log = logging.getLogger(f"vmledger.{__name__}")
 # The recorder calls the library retries 10 times, 0.2 s apart, each try waiting up to the
 # pool's timeout: with the database down a request took 42-52 s to fail (issue #13).
 _RETRIED_CALLS = ("insert_events", "select_events", "select_notifications",
-                  "max_notification_id")
+                  "max_notification_id", "insert_batch")
 
 
 # How long a database call made for an HTTP request waits for the server's answer (None:
@@ -151,6 +156,11 @@ def _retrying(call: Callable[..., Any], budget_s: float) -> Callable[..., Any]:
 
     return retrying
 
+# One append of a group commit: its stored events and ``app.save``'s keyword arguments.
+Append = tuple[Sequence[StoredEvent], dict[str, Any]]
+# What became of it: its events' notification ids, or the IntegrityError it alone met.
+Outcome = Sequence[int] | IntegrityError
+
 
 class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
     """SQLite event store; notification ids are the table's rowids."""
@@ -160,6 +170,26 @@ class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
         ids = super()._insert_events(c, stored_events, **kwargs)
         insert_in_recorder(c, Dialect.SQLITE, kwargs)
         return ids
+
+    def insert_batch(self, appends: Sequence[Append]) -> list[Outcome]:
+        """Group commit: every append of ``appends`` in ONE transaction, each under its own
+        savepoint, so an append that conflicts (a stream's version, or an idempotency key,
+        already taken) is rolled back alone and the others commit. Returns one outcome per
+        append, in order. Raises the library's errors for anything else (nothing committed).
+        """
+        outcomes: list[Outcome] = []
+        with self.datastore.transaction(commit=True) as c:
+            for stored_events, kwargs in appends:
+                c.execute("SAVEPOINT append")
+                try:
+                    outcomes.append(self._insert_events(c, stored_events, **kwargs) or [])
+                except sqlite3.IntegrityError as error:
+                    c.execute("ROLLBACK TO SAVEPOINT append")
+                    conflict = IntegrityError(error)
+                    conflict.__cause__ = error
+                    outcomes.append(conflict)
+                c.execute("RELEASE SAVEPOINT append")
+        return outcomes
 
     def select_stream(self, originator_id: UUID, after_version: int, limit: int) -> list[Notification]:
         """Events of one stream after ``after_version``, oldest first, with positions."""
@@ -225,6 +255,91 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
         # Runs in the same transaction as the events' insert, before it.
         insert_in_recorder(curs, Dialect.POSTGRES, kwargs)
 
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_batch(self, appends: Sequence[Append]) -> list[Outcome]:
+        """Group commit: every append of ``appends`` in ONE transaction, under ONE table
+        lock, with ONE ``NOTIFY`` and ONE WAL flush; each append under its own savepoint, so
+        one that conflicts (a stream's version, or an idempotency key, already taken) is
+        rolled back alone and the others commit. Returns one outcome per append, in order;
+        their notification ids are consecutive in the order given, as one insert's are.
+
+        Every statement, ``COMMIT`` included, goes in one pipeline flush: one round trip
+        while the lock is held when nothing conflicts. A conflict aborts the rest of the
+        flush: its savepoint is rolled back, and the appends after it are sent again in the
+        same transaction (docs/performance.md, "Group commit"). Anything but a conflict
+        rolls the whole transaction back and raises the library's error.
+        """
+        if self.datastore.enable_db_functions:  # pragma: no cover - vmledger never enables it
+            raise NotImplementedError("group commit needs the table lock, not db functions")
+        outcomes: list[Outcome | None] = [None] * len(appends)
+        todo = list(range(len(appends)))
+        with self.datastore.get_connection() as conn:
+            # No statement may be prepared in a flush a conflict can abort: psycopg would
+            # take a skipped PREPARE for done ("prepared statement ... does not exist" on
+            # the connection's next use).
+            threshold, conn.prepare_threshold = conn.prepare_threshold, None
+            try:
+                first = True
+                while todo:
+                    failed = self._send_appends(conn, appends, todo, outcomes, begin=first)
+                    first = False
+                    if failed is None:
+                        break
+                    conn.execute("ROLLBACK TO SAVEPOINT append")
+                    todo = todo[todo.index(failed) + 1:]
+                    if not todo:
+                        conn.execute("COMMIT")
+            except BaseException:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    conn.execute("ROLLBACK")
+                raise
+            finally:
+                conn.prepare_threshold = threshold
+        return outcomes  # type: ignore[return-value] - every slot was filled
+
+    def _send_appends(self, conn: Any, appends: Sequence[Append], todo: list[int],
+                      outcomes: list[Outcome | None], *, begin: bool) -> int | None:
+        """One pipeline flush of the appends ``todo`` and ``COMMIT``; fills ``outcomes``.
+        Returns the index of the append that conflicted (its savepoint still to be rolled
+        back, the transaction open), or None when all committed."""
+        inserts = []
+        error: Exception | None = None
+        with conn.pipeline() as pipeline:
+            try:
+                with conn.cursor() as curs:
+                    if begin:
+                        curs.execute("BEGIN")
+                        self._lock_table(curs)
+                        self._notify_channel(curs)
+                    for index in todo:
+                        # Listed first: an error may come back while this append is sent.
+                        insert = conn.cursor()
+                        inserts.append((index, insert))
+                        stored_events, kwargs = appends[index]
+                        curs.execute("SAVEPOINT append")
+                        insert_in_recorder(curs, Dialect.POSTGRES, kwargs)
+                        PostgresAggregateRecorder._insert_stored_events(  # the INSERT alone
+                            self, insert, stored_events)
+                        curs.execute("RELEASE SAVEPOINT append")
+                    curs.execute("COMMIT")
+                pipeline.sync()
+            except psycopg.errors.IntegrityError as e:  # raised below, outside the pipeline
+                error = e
+                _drain(pipeline)
+        for index, insert in inserts:
+            result = insert.pgresult
+            if result is None or result.status != psycopg.pq.ExecStatus.TUPLES_OK:
+                if error is None:  # pragma: no cover - psycopg reported no error
+                    raise AssertionError("an append produced no ids and no error")
+                conflict = IntegrityError(error)
+                conflict.__cause__ = error
+                outcomes[index] = conflict
+                return index
+            outcomes[index] = [row["notification_id"] for row in insert.fetchall()]
+        if error is not None:  # pragma: no cover - the error came from no append
+            raise error
+        return None
+
     def select_stream(self, originator_id: UUID, after_version: int, limit: int) -> list[Notification]:
         """Events of one stream after ``after_version``, oldest first, with positions."""
         statement = SQL(
@@ -246,6 +361,18 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
                 )
                 for row in curs.fetchall()
             ]
+
+
+def _drain(pipeline: Any) -> None:
+    """Process what an aborted pipeline still holds, up to a Sync, so that it can be left
+    (or used) without raising: the error may have come back while statements were still
+    being sent, before the block's own ``sync``."""
+    for _attempt in range(3):
+        try:
+            pipeline.sync()
+            return
+        except psycopg.errors.PipelineAborted:
+            continue
 
 
 def wake_on_appends(recorder: object, wake: Callable[[], None], stop: threading.Event,

@@ -19,6 +19,7 @@ from domain.states import TERMINAL_EXECUTIONS
 from domain.vm import Cause, make_cause
 from service.api.errors import UnavailableError, field_errors, invalid_parameters
 from service.api.params import int_or_none
+from service.api.fast_json import FastJSONResponse
 from service.commands.application import Accepted
 from service.container import Services
 from service.commands.idempotency import IdempotencyKey
@@ -141,8 +142,8 @@ def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> J
     }
     if result.position is not None:
         headers["x-log-position"] = str(result.position)
-    return JSONResponse({"vm_uuid": result.vm_uuid, "job_uuid": result.job_uuid},
-                        status_code=status_code, headers=headers)
+    return FastJSONResponse({"vm_uuid": result.vm_uuid, "job_uuid": result.job_uuid},
+                            status_code=status_code, headers=headers)
 
 
 def new_request_id() -> str:

@@ -1,5 +1,7 @@
-"""The HTTP protocol ``vmledger serve`` runs uvicorn with: h11's, with ``TCP_NODELAY`` set
-on every connection.
+"""The HTTP protocol ``vmledger serve`` runs uvicorn with: httptools' (``uvicorn[standard]``;
+h11's where httptools is missing), with ``TCP_NODELAY`` set on every connection. httptools
+parses a request in C, a fraction of h11's pure-Python CPU per request (docs/performance.md,
+"A lean HTTP edge").
 
 In multiprocess mode (``serve --workers N``) uvicorn binds the listening socket itself with
 ``proto`` 0; accepted sockets inherit it, and asyncio, which turns Nagle's algorithm off only
@@ -14,14 +16,38 @@ from __future__ import annotations
 import asyncio
 import socket
 
+from typing import Any
+
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 
-class NoDelayH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, turning Nagle's algorithm off on each TCP connection."""
+class _NoDelay:
+    """Turns Nagle's algorithm off on each TCP connection, then lets the protocol start."""
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        super().connection_made(transport)
+        super().connection_made(transport)  # type: ignore[misc]
+
+
+class NoDelayH11Protocol(_NoDelay, H11Protocol):
+    """uvicorn's h11 protocol with ``TCP_NODELAY``."""
+
+
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # pragma: no cover - uvicorn[standard] installs httptools
+    HttpToolsProtocol = None
+
+
+if HttpToolsProtocol is not None:
+    class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):  # type: ignore[misc, valid-type]
+        """uvicorn's httptools protocol with ``TCP_NODELAY`` (a module-level class: serve
+        --workers pickles it for its processes)."""
+
+
+def serve_protocol() -> type[Any]:
+    """The protocol class ``serve`` gives uvicorn: httptools' with ``TCP_NODELAY`` when
+    httptools is installed, else h11's."""
+    return NoDelayH11Protocol if HttpToolsProtocol is None else NoDelayHttpToolsProtocol

@@ -24,6 +24,7 @@ from service.api.deps import (
     wait_for_job,
 )
 from service.api.errors import invalid_parameters
+from service.api.fast_json import FastJSONResponse
 from service.api.list_vms_params import LIST_MESSAGE, ListVmsQuery
 from service.api.params import Query
 from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
@@ -78,7 +79,7 @@ def list_vms(request: Request) -> JSONResponse:
     headers = {"x-joyent-resource-count": str(total)}
     if next_marker:
         headers["x-next-marker"] = next_marker
-    return JSONResponse(vms, headers=headers)
+    return FastJSONResponse(vms, headers=headers)
 
 
 @router.head("/vms")
@@ -113,7 +114,7 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
         vm = services.vms.get(vm_uuid.lower())
     if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid):
         raise VmNotFoundError(vm_uuid)
-    return JSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
+    return FastJSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
 
 
 @router.post("/vms", status_code=202)

@@ -20,6 +20,7 @@ from domain.errors import DuplicateVmError, VmNotFoundError
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.change import Accepted, Changed, Changes
+from service.commands.committer import Committer
 from service.commands.fleet import ServerCommands, VolumeCommands
 from service.commands.networks import NetworkCommands, NicRequest
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore
@@ -74,6 +75,7 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         self.retries = retries
         self.on_conflict = on_conflict or (lambda: None)
         self.after_save: list[Callable[[int], None]] = []
+        self.committer = Committer(app)  # group commit of concurrent saves (change.save)
 
     def load(self, vm_uuid: str | UUID, version: int | None = None) -> Vm:
         """The VM folded from its stream (at ``version`` if given). Raises VmNotFoundError."""

@@ -91,6 +91,7 @@ class Changes:
     on_conflict: Callable[[], None]
     after_save: list[Callable[[int], None]]
     _network_effects: Callable[[Vm, dict[str, Network]], None]  # NetworkCommands
+    committer: Any  # service.commands.committer.Committer
 
     def load_aggregate(self, kind: type[A], uuid: str | UUID, version: int | None = None) -> A:
         """The ``kind`` aggregate folded from its stream (at ``version`` if given). Raises
@@ -137,41 +138,47 @@ class Changes:
             kind, uuid, decide = Vm, kind, uuid  # type: ignore[assignment]
         assert decide is not None
         for attempt in range(self.retries):
-            prior = self._first_outcome(idempotency_key)
-            if prior is not None:
-                return Changed(None, None, None, prior)  # type: ignore[arg-type]
-            aggregate = self._load_or_new(kind, uuid, new, first=attempt == 0)
-            if if_match is not None and aggregate.version != if_match:
-                raise VersionMismatchError(if_match, aggregate.version)
-            decision = decide(aggregate)
-            record = None
-            if idempotency_key is not None and outcome is not None:
-                record = self.keys.record(idempotency_key, 202, outcome(decision, aggregate))
-            pending = self._pending(aggregate, list(also(decision)) if also else [])
-            if not pending:
-                prior = self._store_key_alone(record) if record is not None else None
-                return Changed(decision, aggregate, None, prior)
-            try:
-                position = self.save(*pending, idempotency=record)
-            except IntegrityError:
-                self.on_conflict()
-                back_off(attempt)
-                continue
-            return Changed(decision, aggregate, position)
+            # One change of this stream at a time in this process, from its load to its
+            # commit: a group commit's queue lengthens that window, and two of a process's
+            # writers of one stream in one batch would only make one of them a conflict.
+            with self.committer.turn(uuid):
+                prior = self._first_outcome(idempotency_key)
+                if prior is not None:
+                    return Changed(None, None, None, prior)  # type: ignore[arg-type]
+                aggregate = self._load_or_new(kind, uuid, new, first=attempt == 0)
+                if if_match is not None and aggregate.version != if_match:
+                    raise VersionMismatchError(if_match, aggregate.version)
+                decision = decide(aggregate)
+                record = None
+                if idempotency_key is not None and outcome is not None:
+                    record = self.keys.record(idempotency_key, 202, outcome(decision, aggregate))
+                pending = self._pending(aggregate, list(also(decision)) if also else [])
+                if not pending:
+                    prior = self._store_key_alone(record) if record is not None else None
+                    return Changed(decision, aggregate, None, prior)
+                try:
+                    position = self.save(*pending, idempotency=record)
+                except IntegrityError:
+                    self.on_conflict()
+                else:
+                    return Changed(decision, aggregate, position)
+            back_off(attempt)
         raise ConflictRetriesExhaustedError(
             f"{kind.__name__.lower()} {uuid}: {self.retries} conflicting writes")
 
     def save(self, *aggregates: Vm | Server | Volume, idempotency: KeyRecord | None = None) -> int:
         """THE append: the aggregates' pending events in one transaction (with the idempotency
         key, if any); returns the log position of the last. Raises ``IntegrityError`` when
-        another writer changed one of the streams first. (Group commit goes here.)"""
+        another writer changed one of the streams first. Group-committed with other
+        callers' appends (service/commands/committer.py): a conflict fails this append
+        alone."""
         kwargs: dict[str, Any] = {}
         if idempotency is not None:
             kwargs = {
                 "idempotency": idempotency,
                 "idempotency_expired_before": idempotency.created_at - self.keys.ttl_s,
             }
-        recordings = self.app.save(*aggregates, **kwargs)
+        recordings = self.committer.save(*aggregates, **kwargs)
         position = recordings[-1].notification.id
         snapshot_long_streams(self.app, recordings)
         for callback in self.after_save:

@@ -3,12 +3,25 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from domain.states import VmState
 from domain.vm import Vm
 from service.commands.application import Commands
+from service.commands.committer import Committer
+from service.commands.snapshots import snapshot_long_streams
+
+# Group commit of the replay's appends: at most this many a transaction, waiting at most
+# this long for a batch to fill; at most MAX_IN_FLIGHT appends handed over and not yet
+# committed (memory stays bounded when the disk is slower than the replay). MAX_IN_FLIGHT is
+# far below ReplayCommands' cache size, so an aggregate that falls out of the cache (and is
+# then read from the log) was saved long enough ago to be committed.
+BATCH_APPENDS = 500
+BATCH_LINGER_S = 0.02
+MAX_IN_FLIGHT = 5_000
 
 
 class ReplayCommands(Commands):
@@ -26,6 +39,10 @@ class ReplayCommands(Commands):
         self.seen: dict[str, tuple[VmState, int]] = {}  # vm uuid -> (state, active jobs)
         self._saved: OrderedDict[str, Any] = OrderedDict()  # uuid -> Vm or Server, LRU
         self._cache_size = cache_size
+        self._in_flight: deque[Future[Any]] = deque()
+        self._position = 0
+        self.committer = Committer(self.app, max_appends=BATCH_APPENDS,
+                                   linger_s=BATCH_LINGER_S)
         base_on_conflict = base.on_conflict
 
         def on_conflict() -> None:
@@ -49,7 +66,10 @@ class ReplayCommands(Commands):
         return super().load_aggregate(kind, uuid, version)
 
     def save(self, *aggregates: Any, **options: Any) -> int:
-        position = super().save(*aggregates, **options)
+        if options.get("idempotency") is not None:  # not the replay's: wait, as the API does
+            position = super().save(*aggregates, **options)
+        else:
+            position = self._save_later(aggregates)
         for aggregate in aggregates:
             key = str(aggregate.id)
             if isinstance(aggregate, Vm):
@@ -59,6 +79,34 @@ class ReplayCommands(Commands):
             if len(self._saved) > self._cache_size:
                 self._saved.popitem(last=False)
         return position
+
+
+    def _save_later(self, aggregates: Sequence[Any]) -> int:
+        """Hand the append to the group committer and go on without waiting: the replay
+        reads its VMs from ``_saved``, not the log, so many VMs' commands share a
+        transaction (batched by ``BATCH_APPENDS`` and ``BATCH_LINGER_S``). Returns the log's
+        last known position (the append's own is not known yet). A failed append (the
+        replay is the only writer: a bug, not a race) is raised by a later save or by
+        ``flush``."""
+        self._in_flight.append(self.committer.submit(*aggregates))
+        while self._in_flight and (self._in_flight[0].done()
+                                   or len(self._in_flight) > MAX_IN_FLIGHT):
+            self._settle(self._in_flight.popleft())
+        return self._position
+
+    def flush(self) -> int:
+        """Wait until every append handed over is committed; the log position after the
+        last. Raises what a failed append raised."""
+        while self._in_flight:
+            self._settle(self._in_flight.popleft())
+        return self._position
+
+    def _settle(self, future: Future[Any]) -> None:
+        recordings = future.result()
+        self._position = max(self._position, recordings[-1].notification.id)
+        snapshot_long_streams(self.app, recordings)
+        for callback in self.after_save:
+            callback(self._position)
 
 
 def _copied(value: Any) -> Any:

@@ -92,6 +92,15 @@ class Replayer:
         commands.is_stuck = lambda _vm: None
         self.quarantine = Quarantine(commands, StuckThresholds(), utcnow)
 
+    def commit_all(self) -> None:
+        """Wait until every command applied so far is committed (the replay's saves do not
+        wait: ``ReplayCommands._save_later``), and stop its committer. Raises what a failed
+        append raised."""
+        try:
+            self.commands.flush()
+        finally:
+            self.commands.committer.close()
+
     def apply(self, line: int, fields: list[str]) -> None:
         """Apply one CSV row, counting it as applied, refused or ignored."""
         self.summary.rows_read += 1
@@ -265,6 +274,7 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
         replayer.apply(line, fields)
         if task is not None and (summary.rows_read % 200 == 0):
             progress.update(task, completed=summary.rows_read, description=_said(summary))
+    replayer.commit_all()
     if task is not None:  # the last rows' counts too, so the bar agrees with the summary
         progress.update(task, completed=summary.rows_read, total=summary.rows_read,
                         description=_said(summary))

@@ -28,6 +28,7 @@ from service.jobs.compute.driver import (
     ComputeError, Incarnation, PowerState, ServerInfo, TargetState,
 )
 
+
 MACHINE_RAM_MIB = 65_536
 MACHINE_CPUS = 64
 

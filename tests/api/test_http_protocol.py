@@ -12,7 +12,7 @@ import pytest
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from service.api.http_protocol import NoDelayH11Protocol
+from service.api.http_protocol import NoDelayH11Protocol, serve_protocol
 
 
 async def hello(scope, receive, send):  # a minimal ASGI app
@@ -20,7 +20,7 @@ async def hello(scope, receive, send):  # a minimal ASGI app
     await send({"type": "http.response.body", "body": b"ok"})
 
 
-def nodelay_of_accepted_connection(protocol: type[H11Protocol]) -> int:
+def nodelay_of_accepted_connection(protocol: type[H11Protocol], loop: str = "auto") -> int:
     """TCP_NODELAY of the server side of a connection accepted on a listener bound the way
     uvicorn's multiprocess mode binds it (``proto`` 0)."""
     seen: list[int] = []
@@ -35,7 +35,7 @@ def nodelay_of_accepted_connection(protocol: type[H11Protocol]) -> int:
     listener.bind(("127.0.0.1", 0))
     assert listener.proto == 0
     server = uvicorn.Server(uvicorn.Config(hello, http=Recording, log_level="warning",
-                                           lifespan="off"))
+                                           lifespan="off", loop=loop))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     try:
@@ -58,9 +58,16 @@ def test_connections_accepted_on_a_proto_0_listener_get_tcp_nodelay():
     assert nodelay_of_accepted_connection(NoDelayH11Protocol) == 1
 
 
+def test_serve_runs_httptools_with_tcp_nodelay():
+    protocol = serve_protocol()
+    assert protocol.__name__ == "NoDelayHttpToolsProtocol"  # uvicorn[standard] is installed
+    assert nodelay_of_accepted_connection(protocol) == 1
+
+
 def test_without_it_uvicorn_leaves_nagle_on_for_such_connections():
     # The reason for NoDelayH11Protocol; if uvicorn fixes #3149, this fails and it can go.
-    assert nodelay_of_accepted_connection(H11Protocol) == 0
+    # (uvloop, which serve runs on, sets TCP_NODELAY itself; asyncio's loop does not.)
+    assert nodelay_of_accepted_connection(H11Protocol, loop="asyncio") == 0
 
 
 def test_serve_runs_uvicorn_with_it_in_one_process_or_several(monkeypatch):
@@ -75,10 +82,10 @@ def test_serve_runs_uvicorn_with_it_in_one_process_or_several(monkeypatch):
                         lambda workers, host, port, options: given.update(workers=workers,
                                                                           **options) or 0)
     assert CliRunner().invoke(cli, ["serve"]).exit_code == 0
-    assert given.pop("http") is NoDelayH11Protocol
+    assert given.pop("http") is serve_protocol()
     assert "workers" not in given
     assert CliRunner().invoke(cli, ["serve", "--workers", "2"]).exit_code == 0
-    assert given["http"] is NoDelayH11Protocol
+    assert given["http"] is serve_protocol()
     assert given["workers"] == 2
 
 

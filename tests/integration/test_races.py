@@ -178,13 +178,18 @@ def test_a_projection_tailing_16_writers_applies_every_event_once_in_stream_orde
             VmSpec(owner_uuid=OWNER, brand="bhyve", ram=256), cause=make_cause()).vm_uuid
             for _ in range(6)]
         barrier = threading.Barrier(16)
+        # Four writers' processes (each its own pool and group committer): within one, the
+        # change loop takes a stream's writers in turn, so the conflicts are between them.
+        writing = [services] + [Services.build(Settings(
+            database_url=postgres_database, postgres_pool_size=5, postgres_max_overflow=2))
+            for _ in range(3)]
 
         def writer(seed: int) -> None:
             rng = random.Random(seed)
             barrier.wait()
             for n in range(40):
                 # conflicting appends on few streams: gaps in the sequence from rollbacks
-                services.commands.request_action(
+                writing[seed % 4].commands.request_action(
                     rng.choice(vm_uuids), Action.UPDATE, behaviour=NEWEST,
                     cause=make_cause(f"writer-{seed}"), args={"alias": f"w{seed}-{n}"})
 
@@ -193,6 +198,8 @@ def test_a_projection_tailing_16_writers_applies_every_event_once_in_stream_orde
             thread.start()
         for thread in writers:
             thread.join()
+        for other in writing[1:]:
+            other.close()
         head = runner.head()
         assert runner.wait_for(head, ["event_ledger"], timeout=60)
     finally:

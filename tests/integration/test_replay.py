@@ -149,6 +149,7 @@ def feed(services: Services, *rows: list[str]) -> Replayer:
     replayer = Replayer(ReplayCommands(services.commands), Summary(trace="test"))
     for line, fields in enumerate(rows, start=1):
         replayer.apply(line, fields)
+    replayer.commit_all()  # as replay() does: every append committed
     return replayer
 
 

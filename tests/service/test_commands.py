@@ -12,6 +12,7 @@ from domain.errors import UnallocatedVmError, VersionMismatchError, VmNotFoundEr
 from domain.states import Action
 from domain.vm import Vm
 from service.commands.application import ConflictRetriesExhaustedError
+from service.container import Services
 from tests.builders import OWNER, act, create, event_names, stream
 
 
@@ -93,46 +94,56 @@ def test_an_unknown_vm_is_not_found(services, vm_uuid):
 
 
 def test_a_conflict_with_another_writer_is_retried_and_both_writes_land(services, monkeypatch):
+    # The other writer is another process (its own pool and group committer): within one
+    # process the change loop takes a stream's writers in turn (Committer.turn).
     vm = create(services)
+    other = Services.build(services.settings)
     conflicts: list[int] = []
-    count_metric = services.commands.on_conflict
-    monkeypatch.setattr(services.commands, "on_conflict",
-                        lambda: (conflicts.append(1), count_metric()))
-    # Both threads must have read the VM at the same version before either saves: the
-    # barrier holds each thread's first load until the other has loaded too.
+    # Both writers must have read the VM at the same version before either saves: the
+    # barrier holds each one's first load until the other has loaded too.
     barrier = threading.Barrier(2, timeout=10)
-    first_load = threading.local()
-    load = services.commands.load_aggregate  # the change loop's one loader
+    unpatched_load = services.commands.load_aggregate
+    for writer in (services, other):
+        count_metric = writer.commands.on_conflict
+        monkeypatch.setattr(writer.commands, "on_conflict",
+                            lambda count_metric=count_metric: (conflicts.append(1),
+                                                               count_metric()))
+        first_load = threading.local()
+        load = writer.commands.load_aggregate  # the change loop's one loader
 
-    def load_then_wait(kind, uuid, version=None):
-        loaded = load(kind, uuid, version)
-        if version is None and not getattr(first_load, "done", False):
-            first_load.done = True
-            barrier.wait()
-        return loaded
+        def load_then_wait(kind, uuid, version=None, load=load, first_load=first_load):
+            loaded = load(kind, uuid, version)
+            if version is None and not getattr(first_load, "done", False):
+                first_load.done = True
+                barrier.wait()
+            return loaded
 
-    monkeypatch.setattr(services.commands, "load_aggregate", load_then_wait)
+        monkeypatch.setattr(writer.commands, "load_aggregate", load_then_wait)
     results: dict[str, object] = {}
 
-    def queue_update(alias: str) -> None:
+    def queue_update(writer: Services, alias: str) -> None:
         try:
-            results[alias] = act(services, vm.vm_uuid, Action.UPDATE, version=2,
+            results[alias] = act(writer, vm.vm_uuid, Action.UPDATE, version=2,
                                  args={"alias": alias})
         except BaseException as error:  # noqa: BLE001 - reported by the assertion below
             results[alias] = error
 
-    threads = [threading.Thread(target=queue_update, args=(a,)) for a in ("left", "right")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    threads = [threading.Thread(target=queue_update, args=(w, a))
+               for w, a in ((services, "left"), (other, "right"))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        other.close()
     assert not any(thread.is_alive() for thread in threads)
     assert all(not isinstance(r, BaseException) for r in results.values()), results
     assert len(conflicts) >= 1  # they really collided
     queued = [e for e in stream(services, vm.vm_uuid) if type(e).__name__ == "JobQueued"]
     assert sorted(e.params["args"]["alias"] for e in queued[1:]) == ["left", "right"]
     assert {e.job_uuid for e in queued[1:]} == {r.job_uuid for r in results.values()}
-    assert load(Vm, vm.vm_uuid).version == 4
+    assert unpatched_load(Vm, vm.vm_uuid).version == 4
 
 
 def test_a_writer_that_always_loses_gives_up_after_the_configured_retries(services, monkeypatch):
@@ -143,7 +154,7 @@ def test_a_writer_that_always_loses_gives_up_after_the_configured_retries(servic
         attempts.append(1)
         raise IntegrityError("simulated conflict")
 
-    monkeypatch.setattr(services.app, "save", always_conflicting)
+    monkeypatch.setattr(services.commands.committer, "save", always_conflicting)
     with pytest.raises(ConflictRetriesExhaustedError):
         act(services, vm.vm_uuid, Action.STOP, version=2)
     assert len(attempts) == services.commands.retries

@@ -1,0 +1,189 @@
+"""Group commit: the appends of many commands (from concurrent requests, the worker and the
+agents) written together, one transaction, one table lock, one WAL flush and one ``NOTIFY`` a
+batch (docs/performance.md, "Group commit").
+
+The event store serializes every append behind one table lock, so one append a transaction
+caps every writer near a thousand a second whatever the language; a batch pays the lock and
+the flush once. Per stream nothing changes: each append keeps its own savepoint, so one whose
+expected version (or idempotency key) is already taken fails ALONE, with the same
+``IntegrityError`` ``Application.save`` raises, and the rest of its batch commits; an
+append's idempotency record commits with its own events; each caller gets its own
+recordings, so its own position.
+
+One committer thread a process takes whatever appends are waiting when it is free (no timer:
+batches grow with the load, and a lone command is written at once), at most ``max_appends``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from concurrent.futures import Future
+from typing import Any
+
+from eventsourcing.application import Application, ProcessingEvent
+from eventsourcing.persistence import IntegrityError, Notification, Recording
+
+from service.storage import Append, Outcome
+
+log = logging.getLogger(__name__)
+
+Recordings = list[Recording[Any]]
+
+
+class _Pending:
+    """One caller's append, waiting for its batch."""
+
+    __slots__ = ("processing", "stored", "future")
+
+    def __init__(self, processing: ProcessingEvent[Any], stored: Sequence[Any]):
+        self.processing = processing
+        self.stored = stored
+        self.future: Future[Recordings] = Future()
+
+
+class _Gate:
+    """One stream's turn, and how many callers hold or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # a decision may change its own stream again
+        self.users = 0
+
+
+class Committer:
+    """Saves aggregates as ``Application.save`` does (same arguments, same recordings, same
+    errors), batching concurrent callers into one transaction of the recorder's
+    ``insert_batch`` (service/storage.py)."""
+
+    def __init__(self, app: Application[Any], *, max_appends: int = 128, linger_s: float = 0.0):
+        self.app = app
+        self.max_appends = max_appends
+        # How long a batch that is not full waits for more appends: 0 for callers that wait
+        # for their answer (their concurrency makes the batches), more for a lone writer that
+        # does not wait (the trace replay).
+        self.linger_s = linger_s
+        self._queue: list[_Pending] = []
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._gates: dict[str, _Gate] = {}
+        self._gates_lock = threading.Lock()
+        self.batches = 0  # how many transactions, and how many appends they held
+        self.appends = 0
+
+    @contextmanager
+    def turn(self, stream: object) -> Iterator[None]:
+        """Hold ``stream``'s turn: callers of this process that change the same stream wait
+        for each other (the change loop holds it from its load to its commit), so they do not
+        meet in one batch with the same expected version, one of them bound to conflict.
+        Other streams, and other processes, are not held."""
+        key = str(stream).lower()
+        with self._gates_lock:
+            gate = self._gates.setdefault(key, _Gate())
+            gate.users += 1
+        try:
+            with gate.lock:
+                yield
+        finally:
+            with self._gates_lock:
+                gate.users -= 1
+                if not gate.users:
+                    del self._gates[key]
+
+    def save(self, *aggregates: Any, **kwargs: Any) -> Recordings:
+        """Append the aggregates' pending events (with ``kwargs``, e.g. an idempotency
+        record, in the same transaction) and wait; the recordings, as ``Application.save``
+        returns them. Raises ``IntegrityError`` when another writer took one of the streams'
+        next versions (or the idempotency key) first: this append alone is rolled back."""
+        return self.submit(*aggregates, **kwargs).result()
+
+    def submit(self, *aggregates: Any, **kwargs: Any) -> Future[Recordings]:
+        """``save`` without waiting: a future of its recordings (an async route awaits it)."""
+        if not hasattr(self.app.recorder, "insert_batch"):  # a recorder of the library's own
+            future: Future[Recordings] = Future()
+            future.set_result(self.app.save(*aggregates, **kwargs))
+            return future
+        processing: ProcessingEvent[Any] = ProcessingEvent()
+        processing.collect_events(*aggregates, **kwargs)
+        pending = _Pending(processing,
+                           [self.app.mapper.to_stored_event(e) for e in processing.events])
+        if not pending.stored:
+            pending.future.set_result([])
+            return pending.future
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("the committer is closed")
+            self._queue.append(pending)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="vmledger-committer",
+                                                daemon=True)
+                self._thread.start()
+            self._wake.notify()
+        return pending.future
+
+    def close(self) -> None:
+        """Write what is queued, then stop the thread."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._queue and not self._closed:
+                    self._wake.wait()
+                if not self._queue:
+                    return
+                deadline = time.monotonic() + self.linger_s
+                while len(self._queue) < self.max_appends and not self._closed:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._wake.wait(left)
+                batch = self._queue[:self.max_appends]
+                del self._queue[:self.max_appends]
+            self._commit(batch)
+
+    def _commit(self, batch: list[_Pending]) -> None:
+        appends: list[Append] = [(p.stored, p.processing.saved_kwargs) for p in batch]
+        try:
+            outcomes = self.app.recorder.insert_batch(appends)  # type: ignore[attr-defined]
+        except BaseException as error:  # noqa: BLE001 - every caller gets the batch's error
+            for pending in batch:
+                pending.future.set_exception(error)
+            return
+        self.batches += 1
+        self.appends += len(batch)
+        for pending, outcome in zip(batch, outcomes, strict=True):
+            self._settle(pending, outcome)
+
+    def _settle(self, pending: _Pending, outcome: Outcome) -> None:
+        if isinstance(outcome, IntegrityError):
+            pending.future.set_exception(outcome)
+            return
+        try:
+            recordings = [
+                Recording(event, Notification(
+                    id=notification_id, originator_id=stored.originator_id,
+                    originator_version=stored.originator_version, topic=stored.topic,
+                    state=stored.state))
+                for event, stored, notification_id in zip(
+                    pending.processing.events, pending.stored, outcome, strict=True)
+            ]
+            repository = self.app.repository  # as Application._record leaves the cache
+            if repository.cache and not repository.fastforward:
+                for aggregate_id, aggregate in pending.processing.aggregates.items():
+                    repository.cache.put(aggregate_id, aggregate)
+        except BaseException as error:  # noqa: BLE001 - the caller must hear of it
+            log.exception("settling a committed append")
+            pending.future.set_exception(error)
+            return
+        pending.future.set_result(recordings)
