@@ -28,7 +28,7 @@ from service.jobs.compute.simulated import SimulatedFleet
 from service.commands.idempotency import IdempotencyStore
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.settings import Settings
-from service.storage import bound_waits
+from service.db_limits import bound_waits
 from service.commands.quarantine import Quarantine
 from service.jobs.worker import Worker, utcnow
 

@@ -1,22 +1,17 @@
 """The event store: the ``eventsourcing`` recorders, extended with a stream read that keeps
 each event's global position (for ``GET /vms/{uuid}/history``), and a wake-up on other
-processes' appends; and the bounds on every wait for the database (``bound_waits``).
+processes' appends (the bounds on every wait for the database are in service/db_limits.py).
 
 Selected by ``Settings.eventsourcing_env`` through ``APPLICATION_RECORDER_TOPIC``.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import random
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -24,137 +19,16 @@ from eventsourcing.persistence import (
     IntegrityError, InterfaceError, Notification, OperationalError, StoredEvent,
 )
 from eventsourcing.postgres import (
-    PostgresAggregateRecorder, PostgresApplicationRecorder, PostgresDatastore,
+    PostgresAggregateRecorder, PostgresApplicationRecorder,
 )
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import retry
-from psycopg.errors import _WaitTimeout  # what psycopg's own wait raises on its timeout
 from psycopg.sql import SQL, Identifier
 
 from projections.db import Dialect
 from service.commands.idempotency import insert_in_recorder
 
-if TYPE_CHECKING:
-    from eventsourcing.application import Application
-
-    from service.settings import Settings
-
 log = logging.getLogger(f"vmledger.{__name__}")
-
-# The recorder calls the library retries 10 times, 0.2 s apart, each try waiting up to the
-# pool's timeout: with the database down a request took 42-52 s to fail (issue #13).
-_RETRIED_CALLS = ("insert_events", "select_events", "select_notifications",
-                  "max_notification_id", "insert_batch")
-
-
-# How long a database call made for an HTTP request waits for the server's answer (None:
-# outside a request, only the server's statement timeout bounds it). Set by
-# ``request_waits_bounded``, read by ``BoundedConnection.wait``.
-_request_wait_s: ContextVar[float | None] = ContextVar("vmledger_request_wait_s", default=None)
-
-
-@contextmanager
-def request_waits_bounded(seconds: float) -> Iterator[None]:
-    """Within this context (an HTTP request: service/api/db_deadline.py) every PostgreSQL
-    call waits ``seconds`` at most for the server's answer."""
-    token = _request_wait_s.set(seconds)
-    try:
-        yield
-    finally:
-        _request_wait_s.reset(token)
-
-
-class BoundedConnection(psycopg.Connection[Any]):
-    """A psycopg connection whose waits for the server, within an HTTP request, end after
-    the request's bound: a peer that acknowledges but never answers (a hung server, a
-    partition in front of a proxy) would otherwise hold the request, whatever the TCP
-    timeouts, until the network heals (issue #13, input 8). The connection is closed then (its
-    protocol state is unknown) and the pool opens another; the call raises
-    ``psycopg.OperationalError``, a 503 for the client, which may retry (with an
-    ``Idempotency-Key`` a command's retry is safe whether or not it was applied)."""
-
-    def wait(self, gen: Any, interval: float | None = None, timeout: float | None = None
-             ) -> Any:
-        bound = _request_wait_s.get() if timeout is None else None
-        options: dict[str, float] = {} if interval is None else {"interval": interval}
-        if bound is None:
-            return super().wait(gen, timeout=timeout, **options)
-        try:
-            return super().wait(gen, timeout=bound, **options)
-        except _WaitTimeout:
-            self.close()
-            raise psycopg.OperationalError(
-                f"no answer from the database in {bound} s: connection closed") from None
-
-
-def bound_waits(app: Application[Any], settings: Settings) -> None:
-    """Bound every wait for PostgreSQL (docs/jobs.md, "Outages"), on every connection: a
-    request waits ``postgres_pool_wait_s`` for a pooled connection; a connection takes
-    ``postgres_connect_timeout_s`` to open at most; one left unanswered (data unacknowledged,
-    keepalive probes lost: a silent partition) is dropped after ``postgres_network_timeout_s``;
-    the server ends a statement after ``postgres_statement_timeout_s`` and a lock wait after
-    ``postgres_lock_timeout_s``; within an HTTP request a call waits
-    ``postgres_request_wait_s`` at most for its answer (``BoundedConnection``); a pool that
-    cannot reconnect gives up its attempt within a few seconds and starts afresh on the next
-    request, so service is back within about that of the database. The event store's calls are retried for ``database_retry_s`` at most
-    (the library's own retry is taken off). Nothing on SQLite, whose writers wait for each
-    other (``SQLITE_LOCK_TIMEOUT``) and which has no network."""
-    recorders = [app.recorder, getattr(app.snapshots, "recorder", None)]
-    datastore = getattr(app.recorder, "datastore", None)
-    if not isinstance(datastore, PostgresDatastore):
-        return
-    # The library opened its pool with its defaults as the app was built: replace it by one
-    # with the bounds (changing the open pool would race the connections it is opening).
-    old = datastore.pool
-    assert isinstance(old.kwargs, dict)
-    options = (f"-c statement_timeout={int(settings.postgres_statement_timeout_s * 1000)} "
-               f"-c lock_timeout={settings.postgres_lock_timeout_s * 1000}")
-    datastore.pool = type(old)(
-        connection_class=BoundedConnection,
-        kwargs={**old.kwargs, "connect_timeout": settings.postgres_connect_timeout_s,
-                "keepalives": 1, "keepalives_idle": 1, "keepalives_interval": 1,
-                "keepalives_count": 2,
-                "tcp_user_timeout": int(settings.postgres_network_timeout_s * 1000),
-                "options": options},
-        min_size=old.min_size, max_size=old.max_size, open=False,
-        configure=old._configure, check=old._check,  # noqa: SLF001 - the library's own
-        timeout=settings.postgres_pool_wait_s, max_waiting=old.max_waiting,
-        max_lifetime=old.max_lifetime,
-        reconnect_timeout=max(2.0, settings.postgres_connect_timeout_s + 1.0),
-        get_password_func=old.get_password_func)
-    old.close()
-    for recorder in recorders:
-        if recorder is not None:
-            _retry_within(recorder, settings.database_retry_s)
-
-
-def _retry_within(recorder: object, budget_s: float) -> None:
-    """Replace the library's retry of the recorder's calls by one that gives up after
-    ``budget_s`` (50 ms, 100 ms, ... between tries)."""
-    for name in _RETRIED_CALLS:
-        method = getattr(type(recorder), name, None)
-        if method is None:
-            continue
-        once = getattr(method, "__wrapped__", method).__get__(recorder)
-        setattr(recorder, name, _retrying(once, budget_s))
-
-
-def _retrying(call: Callable[..., Any], budget_s: float) -> Callable[..., Any]:
-    @functools.wraps(call)
-    def retrying(*args: Any, **kwargs: Any) -> Any:
-        give_up_at = time.monotonic() + budget_s
-        wait = 0.05
-        while True:
-            try:
-                return call(*args, **kwargs)
-            except (InterfaceError, OperationalError):
-                pause = wait * random.uniform(0.5, 1.0)  # noqa: S311
-                if time.monotonic() + pause >= give_up_at:
-                    raise
-                time.sleep(pause)
-                wait *= 2
-
-    return retrying
 
 # One append of a group commit: its stored events and ``app.save``'s keyword arguments.
 Append = tuple[Sequence[StoredEvent], dict[str, Any]]

@@ -1,5 +1,5 @@
 """Every database call made for an HTTP request waits a bounded time for its answer
-(``VMLEDGER_POSTGRES_REQUEST_WAIT_S``; service/storage.py, ``BoundedConnection``): a pure ASGI
+(``VMLEDGER_POSTGRES_REQUEST_WAIT_S``; service/db_limits.py, ``BoundedConnection``): a pure ASGI
 middleware, so the bound holds for the route's own thread (Starlette copies the context into
 it) and for nothing the process runs outside requests (its projection runner, its worker)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.storage import request_waits_bounded
+from service.db_limits import request_waits_bounded
 
 
 class BoundDatabaseWaits:
