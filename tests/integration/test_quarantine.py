@@ -10,7 +10,7 @@ import pytest
 
 from domain.errors import InvalidTransitionError
 from domain.states import Action
-from domain.vm import QUARANTINE_OWNER_UUID, make_cause
+from domain.vm import QUARANTINE_OWNER_UUID, Vm, make_cause
 from service.commands.application import VmSpec
 from service.commands.versioning import NEWEST, OLDEST
 from service.jobs.worker import utcnow
@@ -88,7 +88,7 @@ def test_a_job_running_past_its_deadline_gets_its_vm_quarantined(services):
     services.commands.request_action(vm_uuid, Action.STOP, behaviour=NEWEST, cause=make_cause())
     head = services.commands.load(vm_uuid).head_job
     now = utcnow()
-    services.commands.change(vm_uuid, lambda vm: vm.start_job(
+    services.commands.change(Vm, vm_uuid, lambda vm: vm.start_job(
         head["uuid"], worker="hung", now=now, lease_expires_at=now + timedelta(days=1),
         cause=make_cause("hung")))
     services.projections.catch_up()
