@@ -26,7 +26,7 @@ from domain.stuck import StuckThresholds
 from domain.vm import make_cause
 from service.commands.application import VmSpec
 from service.container import Services
-from service.commands.quarantine import Quarantine
+from service.commands.quarantine import Quarantine, StuckCheck
 from service.replay.commands import ReplayCommands
 from service.replay.trace import (
     MACHINE_CPUS, MACHINE_RAM_MIB, MalformedRowError, TraceDriver, TraceEvent,
@@ -84,13 +84,7 @@ class Replayer:
                              worker_id="replay")
         self.tasks: dict[tuple[str, str], tuple[int, str]] = {}  # task -> (incarnation, vm)
         self.machines: set[str] = set()  # trace machines recorded as servers
-        # The trace is the truth about what ran where, and when; two policies of the live
-        # service would contradict it. Capacity: Borg overcommits, so claims are recorded but
-        # never refused. The stuck-VM rule (a DELETE of a VM provisioning for an hour
-        # quarantines it): it measures wall-clock time, which a replay squeezes or stretches.
-        commands.enforce_capacity = False
-        commands.is_stuck = lambda _vm: None
-        self.quarantine = Quarantine(commands, StuckThresholds(), utcnow)
+        self.quarantine = Quarantine(commands, StuckCheck(StuckThresholds(), utcnow))
 
     def commit_all(self) -> None:
         """Wait until every command applied so far is committed (the replay's saves do not
