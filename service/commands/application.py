@@ -61,7 +61,6 @@ class VmSpec:
 
 def never_stuck(_vm: Vm) -> None:
     """The stuck check of a service that quarantines nothing on a DeleteVm."""
-    return None
 
 
 class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
