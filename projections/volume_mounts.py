@@ -49,6 +49,7 @@ class VolumeMounts(ReadModel):
 
     name = "volume_mounts"
     tables = ("volume_mounts_volumes", "volume_mounts")
+    apply_indexes = ("volume_mounts_volume",)  # a volume's new address, to its mounts
 
     def create_statements(self, db: Database) -> list[str]:
         volumes, mounts = self.table("volume_mounts_volumes"), self.table("volume_mounts")
