@@ -125,9 +125,9 @@ class ProjectionRunner:
     def _apply_batch(self, group: Sequence[ReadModel], start: int,
                      batch_size: int | None = None) -> int:
         """Read the batch (``batch_size`` events, the runner's by default) after position
-        ``start`` once, decode it once, and apply it to every
-        read model of ``group`` (all at ``start``) in one transaction that also moves their
-        tracking rows; return how many events the batch held.
+        ``start`` once, decode it once, and apply it to every read model of ``group`` (all at
+        ``start``) in one transaction that also moves their tracking rows; return how many
+        events the batch held.
 
         Sharing decoded events between read models relies on ``apply`` never changing an
         event (the domain's fold copies what it keeps: tests/projections/test_runner.py).
