@@ -42,13 +42,13 @@ def _rss_now_mib() -> float:
 
 def child(mode: str, url: str, page: int) -> None:
     """Run in a child process; print one JSON line. For the rebuild, ``page`` other than 0
-    replaces the runner's batch size (a what-if: ``--batch-size``)."""
+    replaces the runner's rebuild batch size (a what-if: ``--batch-size``)."""
     from service.container import Services
     from service.settings import Settings
 
     services = Services.build(Settings(database_url=url))
     if mode == "rebuild" and page:
-        services.projections.batch_size = page
+        services.projections.rebuild_batch_size = page
     rss_built = _rss_now_mib()
     try:
         started = time.perf_counter()
@@ -62,7 +62,7 @@ def child(mode: str, url: str, page: int) -> None:
         else:
             result = {"applied": services.projections.rebuild(),
                       "read_models": list(services.projections.read_models),
-                      "batch_size": services.projections.batch_size}
+                      "batch_size": services.projections.rebuild_batch_size}
         result["seconds"] = time.perf_counter() - started
         result["head"] = services.projections.head()
     finally:
@@ -148,7 +148,7 @@ def main() -> None:
     p.add_argument("--profile", metavar="DIR", help="py-spy the rebuild child")
     p.add_argument("--batch-size", type=int, default=0,
                    help="what-if: the runner's batch size for the rebuild (default: the "
-                   "service's own, 500)")
+                   "service's own rebuild_batch_size, 10,000)")
     args = p.parse_args()
     if args.quick:
         args.events = 20_000

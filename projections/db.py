@@ -99,6 +99,24 @@ class _ImmediateTransaction(SQLiteTransaction):
         return cursor
 
 
+@contextmanager
+def _synchronous(conn: Any, *, durable: bool) -> Iterator[None]:
+    """Unless ``durable``, SQLite's ``synchronous = NORMAL`` for what runs inside (it cannot
+    change within a transaction, so it is set around one), then the connection's own level
+    again: the event store's commits on this pooled connection stay as synced as before."""
+    if durable:
+        yield
+        return
+    cursor = conn.cursor()
+    cursor.execute("PRAGMA synchronous")
+    level = int(cursor.fetchone()[0])
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    try:
+        yield
+    finally:
+        conn.cursor().execute(f"PRAGMA synchronous = {level}")  # an int we read, not input
+
+
 class Database:
     """The read models' database: the same one, and the same connection pool, as the events."""
 
@@ -116,13 +134,15 @@ class Database:
                     durable: bool = True) -> Iterator[Tx]:
         """A transaction that commits on success (if ``commit``) and rolls back on error.
 
-        PostgreSQL only (ignored on SQLite), for the projection runner's batches
-        (docs/performance.md, P3 and P5): ``pipeline`` sends statements without waiting for
-        their results, which are fetched when a ``fetch*`` needs them (an error surfaces at the
-        next fetch or at the end, and rolls the transaction back as usual); ``durable=False``
-        commits without waiting for the WAL to reach the disk (``synchronous_commit = off``):
-        a crash may lose the last such commits, rows and tracking position together, and the
-        runner applies those events again. Only for what can be rebuilt from the log."""
+        For the projection runner's batches (docs/performance.md, P3 and P5): ``pipeline``
+        (PostgreSQL only, ignored on SQLite) sends statements without waiting for their
+        results, which are fetched when a ``fetch*`` needs them (an error surfaces at the next
+        fetch or at the end, and rolls the transaction back as usual); ``durable=False``
+        commits without waiting for the log to reach the disk (PostgreSQL:
+        ``synchronous_commit = off``; SQLite: ``synchronous = NORMAL`` for this commit, which
+        in WAL mode does not sync the WAL): an operating-system crash or a power cut may lose
+        the last such commits, rows and tracking position together, and the runner applies
+        those events again. Only for what can be rebuilt from the log."""
         if pipeline and isinstance(self._datastore, PostgresDatastore):
             # BEGIN and COMMIT travel in the pipeline too: no round trip of their own.
             with self._datastore.get_connection() as conn, conn.pipeline(), \
@@ -139,6 +159,7 @@ class Database:
             # commit (WAL mode cannot upgrade a stale read snapshot; the busy handler is not
             # called): the simulated driver's read-then-update failed so (issue #13).
             with self._datastore.get_connection(commit=True) as conn, \
+                    _synchronous(conn, durable=durable), \
                     _ImmediateTransaction(conn, commit=True) as cursor, cursor:
                 yield Tx(cursor, self.dialect)
             return

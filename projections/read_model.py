@@ -23,6 +23,9 @@ class ReadModel(ABC):
     name: str
     tables: tuple[str, ...]
     suffix: str = ""
+    # Indexes (names as given to ``index()``) that ``apply``'s own statements look rows up
+    # by; a rebuild makes the others only once the tables are built (projections.rebuild).
+    apply_indexes: tuple[str, ...] = ()
 
     def table(self, name: str) -> str:
         """The real name of table ``name`` (one of ``tables``) for this instance."""

@@ -3,11 +3,14 @@
 1. **Prepare.** Drop what an interrupted rebuild may have left (the shadow tables and the
    shadow's tracking row), then create the shadow tables ``<table>__rebuild`` with their
    indexes ``<index>__rebuild``: the read model's own DDL, named through ``ReadModel.table``
-   and ``ReadModel.index``.
-2. **Build.** Apply the log from position 1 to the shadow in batches, each in one transaction
-   with the shadow's own tracking row ``<name>__rebuild``, until the head. Several read
-   models rebuilt together share each batch (one read and one decoding of the log). The live tables
-   keep serving reads, and the live runner keeps them up to date, all along.
+   and ``ReadModel.index``; only the indexes its ``apply`` needs
+   (``ReadModel.apply_indexes``) are made now, the others after the build.
+2. **Build.** Apply the log from position 1 to the shadow in batches of the runner's
+   ``rebuild_batch_size``, each in one transaction with the shadow's own tracking row
+   ``<name>__rebuild``, until the head. Several read models rebuilt together share each batch
+   (one read and one decoding of the log). Then the remaining indexes are made, each from the
+   whole table at once rather than row by row (docs/performance.md, P3). The live tables keep
+   serving reads, and the live runner keeps them up to date, all along.
 3. **Switch**, in one transaction: hold the live tracking row (PostgreSQL: ``FOR UPDATE``;
    SQLite: the database write lock), so no runner moves it; apply to the shadow whatever the
    live read model already has and the shadow has not (a switch never moves a read model
@@ -49,11 +52,13 @@ class Runner(Protocol):
     db: Database
     source: Any  # the runner's NotificationSource
     batch_size: int
+    rebuild_batch_size: int
 
     def reset(self, names: Iterable[str]) -> None: ...
 
     def catch_up_models(self, read_models: Sequence[ReadModel],
-                        progress: Callable[[int], None] | None = None) -> int: ...
+                        progress: Callable[[int], None] | None = None, *,
+                        batch_size: int | None = None) -> int: ...
 
     def position_in(self, tx: Tx, name: str) -> int: ...
 
@@ -75,20 +80,45 @@ def rebuild_beside(runner: Runner, lives: Sequence[ReadModel],
     beside = [live for live in lives if live not in in_place]
     shadows = [live.beside(SUFFIX) for live in beside]
     for shadow in shadows:
-        prepare(runner.db, shadow)
-    total = runner.catch_up_models(in_place + shadows, progress)
+        prepare(runner.db, shadow, defer_indexes=True)
+    total = runner.catch_up_models(in_place + shadows, progress,
+                                   batch_size=runner.rebuild_batch_size)
+    for shadow in shadows:
+        make_deferred_indexes(runner.db, shadow)
     for live, shadow in zip(beside, shadows):
         total += switch(runner, live, shadow)
     return total
 
 
-def prepare(db: Database, shadow: ReadModel) -> None:
-    """Empty shadow tables and no shadow tracking row, in one transaction."""
+def prepare(db: Database, shadow: ReadModel, *, defer_indexes: bool = False) -> None:
+    """Empty shadow tables and no shadow tracking row, in one transaction; with
+    ``defer_indexes``, without the indexes ``make_deferred_indexes`` makes later."""
+    deferred = set(deferred_indexes(db, shadow)) if defer_indexes else set()
     with db.transaction() as tx:
         for table in shadow.real_tables():  # table names are ours, never input
             tx.execute(f"DROP TABLE IF EXISTS {table}")
         tx.execute("DELETE FROM projection_tracking WHERE name = ?", (shadow.name,))
         for statement in shadow.create_statements(db):
+            if statement not in deferred:
+                tx.execute(statement)
+
+
+def deferred_indexes(db: Database, read_model: ReadModel) -> list[str]:
+    """The DDL of ``read_model``'s indexes that its ``apply`` does not need: plain (not
+    unique: a unique index is a rule the rows must keep while they are written) and not
+    named in ``apply_indexes``. Maintaining them row by row is a large share of a rebuild's
+    database work; one ``CREATE INDEX`` over the finished table costs far less."""
+    needed = [f" {read_model.index(name)} " for name in read_model.apply_indexes]
+    return [statement for statement in read_model.create_statements(db)
+            if statement.startswith("CREATE INDEX ")
+            and not any(name in statement for name in needed)]
+
+
+def make_deferred_indexes(db: Database, shadow: ReadModel) -> None:
+    """Create the indexes ``prepare(..., defer_indexes=True)`` left out, in one
+    transaction."""
+    with db.transaction() as tx:
+        for statement in deferred_indexes(db, shadow):
             tx.execute(statement)
 
 

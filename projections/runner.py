@@ -49,7 +49,10 @@ class ProjectionConflictError(Exception):
 
 
 class ProjectionRunner:
-    """Keeps read models up to date with the log, in batches of ``batch_size`` events."""
+    """Keeps read models up to date with the log, in batches of ``batch_size`` events; a
+    rebuild reads batches of ``rebuild_batch_size`` (larger: a rebuild's cost is mostly per
+    batch and per VM touched in a batch, and nobody waits on its rows until the switch;
+    docs/performance.md, P3)."""
 
     def __init__(
         self,
@@ -59,6 +62,7 @@ class ProjectionRunner:
         read_models: Iterable[ReadModel],
         *,
         batch_size: int = 500,
+        rebuild_batch_size: int = 10_000,
         on_lag: Callable[[str, int], None] | None = None,
         lag_interval_s: float = 1.0,
     ):
@@ -67,6 +71,7 @@ class ProjectionRunner:
         self.decoder = decoder
         self.read_models = {rm.name: rm for rm in read_models}
         self.batch_size = batch_size
+        self.rebuild_batch_size = rebuild_batch_size
         self.on_lag = on_lag
         self.lag_interval_s = lag_interval_s
         self._lag_reported_at = float("-inf")
@@ -117,10 +122,12 @@ class ProjectionRunner:
         transaction with its tracking row; return how many events it held."""
         return self._apply_batch([read_model], self.position(read_model.name))
 
-    def _apply_batch(self, group: Sequence[ReadModel], start: int) -> int:
-        """Read the batch after position ``start`` once, decode it once, and apply it to every
-        read model of ``group`` (all at ``start``) in one transaction that also moves their
-        tracking rows; return how many events the batch held.
+    def _apply_batch(self, group: Sequence[ReadModel], start: int,
+                     batch_size: int | None = None) -> int:
+        """Read the batch (``batch_size`` events, the runner's by default) after position
+        ``start`` once, decode it once, and apply it to every read model of ``group`` (all at
+        ``start``) in one transaction that also moves their tracking rows; return how many
+        events the batch held.
 
         Sharing decoded events between read models relies on ``apply`` never changing an
         event (the domain's fold copies what it keeps: tests/projections/test_runner.py).
@@ -128,7 +135,7 @@ class ProjectionRunner:
         (``Database.transaction(durable=False)``): a crash may lose the last batches, rows and
         positions together, and they are applied again (docs/performance.md, P3 and P5)."""
         notifications = self.source.select_notifications(
-            start, self.batch_size, inclusive_of_start=False
+            start, batch_size or self.batch_size, inclusive_of_start=False
         )
         if not notifications:
             return 0
@@ -179,21 +186,24 @@ class ProjectionRunner:
         return total
 
     def catch_up_models(self, read_models: Sequence[ReadModel],
-                        progress: Callable[[int], None] | None = None) -> int:
-        """``catch_up`` for read model instances (live ones, or ones built beside).
+                        progress: Callable[[int], None] | None = None, *,
+                        batch_size: int | None = None) -> int:
+        """``catch_up`` for read model instances (live ones, or ones built beside), in
+        batches of ``batch_size`` events (the runner's by default).
 
         Read models at the same position (the live runner's usual case, and a rebuild's) share
         each batch: one log read, one decoding, one transaction (``_apply_batch``). A batch
         shorter than ``batch_size`` reached the head as it was read, so no empty read follows
         it (round trips are most of a live pass: docs/performance.md, P5)."""
+        batch_size = batch_size or self.batch_size
         total = 0
         pending = list(read_models)
         while pending:
             positions = self._positions_of(rm.name for rm in pending)
             start = min(positions.values())
             group = [rm for rm in pending if positions[rm.name] == start]
-            applied = self._apply_batch(group, start)
-            if applied < self.batch_size:
+            applied = self._apply_batch(group, start, batch_size)
+            if applied < batch_size:
                 pending = [rm for rm in pending if rm not in group]
             total += applied * len(group)
             if applied and progress:

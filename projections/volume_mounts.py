@@ -44,11 +44,15 @@ def is_stale(vm_state: str, mount: dict[str, Any]) -> bool:
         (mount["address_at_boot"] or "") != (mount["address"] or ""))
 
 
+_BOOTS = Vm.Provisioned | Vm.Started | Vm.Rebooted  # each sets address_at_boot to address
+
+
 class VolumeMounts(ReadModel):
     """Volumes, and each VM mount's address at boot and now."""
 
     name = "volume_mounts"
     tables = ("volume_mounts_volumes", "volume_mounts")
+    apply_indexes = ("volume_mounts_volume",)  # a volume's new address, to its mounts
 
     def create_statements(self, db: Database) -> list[str]:
         volumes, mounts = self.table("volume_mounts_volumes"), self.table("volume_mounts")
@@ -64,19 +68,36 @@ class VolumeMounts(ReadModel):
         ]
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+        mounting = self._mounting(tx, events)  # most VMs mount nothing: no statement for them
+        mounts = self.table("volume_mounts")
         for _position, event in events:
             if isinstance(event, Volume.Event):
                 self._volume_changed(tx, event)
             elif isinstance(event, Vm.Created):
                 self._mounted(tx, event)
-            elif isinstance(event, Vm.Provisioned | Vm.Started | Vm.Rebooted):
-                tx.execute(f"UPDATE {self.table('volume_mounts')} SET address_at_boot = address "
-                           "WHERE vm_uuid = ?", (str(event.originator_id),))
+            elif str(event.originator_id) not in mounting:
+                continue
+            elif isinstance(event, _BOOTS):
+                tx.execute(f"UPDATE {mounts} SET address_at_boot = address WHERE vm_uuid = ?",
+                           (str(event.originator_id),))
             elif isinstance(event, Vm.VolumeAddressesRefreshed):
                 for volume_uuid, address in event.addresses.items():
-                    tx.execute(f"UPDATE {self.table('volume_mounts')} SET address_at_boot = ? "
+                    tx.execute(f"UPDATE {mounts} SET address_at_boot = ? "
                                "WHERE vm_uuid = ? AND volume_uuid = ?",
                                (address, str(event.originator_id), volume_uuid))
+
+    def _mounting(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> set[str]:
+        """The VMs of ``events``' boots and refreshes that have mounts: rows already (one
+        query for the batch), or a ``Created`` with volumes in the batch (mount rows are
+        made only there)."""
+        booted = {str(e.originator_id) for _, e in events
+                  if isinstance(e, _BOOTS | Vm.VolumeAddressesRefreshed)}
+        if not booted:
+            return set()
+        created = {str(e.originator_id) for _, e in events
+                   if isinstance(e, Vm.Created) and e.volumes}
+        return set(tx.rows_by_key(self.table("volume_mounts"), "vm_uuid", booted - created,
+                                  columns="vm_uuid")) | (booted & created)
 
     def _mounted(self, tx: Tx, event: Vm.Created) -> None:
         for mount in event.volumes:

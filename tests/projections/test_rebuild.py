@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from domain.states import Action
 from projections.db import Dialect
-from projections.rebuild import SUFFIX, prepare, switch
+from projections.rebuild import SUFFIX, make_deferred_indexes, prepare, switch
 from projections.vm_queries import VmFilter
 from service.cli.app import cli
 from tests.builders import (
@@ -85,6 +85,8 @@ def test_reads_keep_answering_with_every_vm_while_vm_view_is_rebuilt(client, ser
         batch_applied.set()
         reads_answered.wait(timeout=30)
         reads_answered.clear()
+
+    services.projections.rebuild_batch_size = 500  # several batches: reads between them
 
     def rebuild() -> None:
         try:
@@ -174,7 +176,7 @@ def test_an_interrupted_rebuild_leaves_the_live_read_model_serving_and_the_next_
     def crash(_count: int) -> None:
         raise Interrupted  # e.g. the operator pressed ^C after the first batch
 
-    services.projections.batch_size = 50
+    services.projections.rebuild_batch_size = 50
     with pytest.raises(Interrupted):
         services.projections.rebuild(["vm_view"], progress=crash)
     assert tables(services) == live
@@ -227,3 +229,20 @@ def test_the_rebuild_command_rebuilds_the_named_read_models(services, database_u
     assert tables(services, ("vm_view", "vm_current")) == live
     unknown = CliRunner().invoke(cli, ["rebuild", "vm_viewz"])
     assert unknown.exit_code != 0 and "vm_viewz" in unknown.output
+
+
+def test_a_shadow_is_built_with_only_the_indexes_its_apply_looks_rows_up_by(services):
+    runner = services.projections
+    vm_view = runner.read_models["vm_view"].beside(SUFFIX)
+    mounts = runner.read_models["volume_mounts"].beside(SUFFIX)
+    for shadow in (vm_view, mounts):
+        prepare(services.db, shadow, defer_indexes=True)
+    _, indexes = schema_names(services)
+    assert "volume_mounts_volume" + SUFFIX in indexes  # a volume's address finds its mounts
+    assert not {"vm_view_owner", "vm_view_state", "vm_view_tags_kv"} & {
+        name.replace(SUFFIX, "") for name in indexes if SUFFIX in name}
+    for shadow in (vm_view, mounts):
+        make_deferred_indexes(services.db, shadow)
+    _, indexes = schema_names(services)
+    assert {"vm_view_owner" + SUFFIX, "vm_view_state" + SUFFIX,
+            "vm_view_tags_kv" + SUFFIX} <= indexes

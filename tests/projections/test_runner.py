@@ -74,10 +74,12 @@ def test_small_batches_give_the_same_rows_as_one_big_batch(services):
     assert snapshot(services) == live
 
 
-def test_a_rebuild_equals_the_live_read_models_row_for_row(services):
+@pytest.mark.parametrize("rebuild_batch_size", [3, 10_000])
+def test_a_rebuild_equals_the_live_read_models_row_for_row(services, rebuild_batch_size):
     a_mix_of_commands_and_jobs(services)
     live = snapshot(services)
     assert live["vm_view"] and live["job_view"]
+    services.projections.rebuild_batch_size = rebuild_batch_size  # many batches, or one
     services.projections.rebuild()
     assert snapshot(services) == live
 

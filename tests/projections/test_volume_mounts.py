@@ -68,6 +68,38 @@ def test_a_boot_takes_the_volumes_current_address_as_the_address_at_boot(service
     assert row["address_at_boot"] == row["address"] == "10.0.0.5"
 
 
+class Statements:
+    """A transaction that records each statement it is given."""
+
+    def __init__(self, tx):
+        self.tx, self.sent = tx, []
+
+    def execute(self, statement, params=()):
+        self.sent.append(statement)
+        self.tx.execute(statement, params)
+
+    def __getattr__(self, name):
+        return getattr(self.tx, name)
+
+
+def test_a_boot_in_a_later_batch_finds_the_mounts_and_an_unmounted_vms_boot_costs_nothing(
+    services,
+):
+    volume = new_volume(**{NET_A: "10.0.0.5"})
+    mounted, bare = new_vm(volumes=mounting(volume)), new_vm()
+    apply(services, [*volume.collect_events(), *mounted.collect_events(),
+                     *bare.collect_events()])
+    for vm in (mounted, bare):
+        run_head_job(vm, lambda v: v.record_provisioned(SERVER, cause=cause()))
+    with services.db.transaction() as tx:
+        spy = Statements(tx)
+        VolumeMounts().apply(spy, list(enumerate(bare.collect_events(), 10)))
+        assert not [s for s in spy.sent if s.startswith("UPDATE")]
+        VolumeMounts().apply(spy, list(enumerate(mounted.collect_events(), 20)))
+    [row] = rows(services, "volume_mounts", order_by=MOUNTS)
+    assert row["address_at_boot"] == row["address"] == "10.0.0.5"
+
+
 def test_a_network_change_moves_every_mounts_address_but_not_its_address_at_boot(services):
     volume = new_volume(**{NET_A: "10.0.0.5"})
     vms = [new_vm(volumes=mounting(volume)) for _ in range(2)]
