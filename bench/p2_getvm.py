@@ -34,7 +34,7 @@ BATCH = 1_000
 
 def build_vms(database_url: str, lengths: dict[str, int]) -> dict[str, str]:
     """Create one VM per entry of ``lengths`` with exactly that many events; their uuids."""
-    from domain.vm import make_cause
+    from domain.vm import Vm, make_cause
     from service.commands.application import VmSpec
     from service.container import Services
     from service.settings import Settings
@@ -57,7 +57,7 @@ def build_vms(database_url: str, lengths: dict[str, int]) -> dict[str, str]:
                     vm.update_metadata({"alias": f"p2-{label}-{counter[0]}"}, cause=cause)
 
             while (version := services.commands.load(vm_uuid).version) < length:
-                services.commands.change(vm_uuid, lambda vm: pad(vm, min(BATCH, length - version)))
+                services.commands.change(Vm, vm_uuid, lambda vm: pad(vm, min(BATCH, length - version)))
             made[label] = (vm_uuid, services.commands.load(vm_uuid).version)
         services.projections.catch_up()
     finally:

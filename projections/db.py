@@ -158,6 +158,12 @@ class Database:
         with self._datastore.transaction(commit=commit) as cursor:
             yield Tx(cursor, self.dialect)
 
+    def one(self, statement: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+        """The first row a read-only query answers, or None (its own transaction)."""
+        with self.transaction(commit=False) as tx:
+            tx.execute(statement, params)
+            return tx.fetchone()
+
     @contextmanager
     def schema_lock(self) -> Iterator[None]:
         """Serialize schema creation across processes starting together (PostgreSQL's

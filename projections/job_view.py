@@ -148,9 +148,7 @@ class JobQueries:
 
     def get(self, job_uuid: str) -> dict[str, Any] | None:
         """The job object, or None."""
-        with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT * FROM job_view WHERE uuid = ?", (job_uuid,))
-            row = tx.fetchone()
+        row = self.db.one("SELECT * FROM job_view WHERE uuid = ?", (job_uuid,))
         return None if row is None else render_job(row)
 
     def list(

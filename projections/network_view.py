@@ -94,9 +94,7 @@ class NetworkQueries:
 
     def get(self, network_uuid: str) -> dict[str, Any] | None:
         """The network object, or None."""
-        with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT * FROM network_view WHERE uuid = ?", (network_uuid,))
-            row = tx.fetchone()
+        row = self.db.one("SELECT * FROM network_view WHERE uuid = ?", (network_uuid,))
         return None if row is None else render_network(row)
 
     def by_name(self, name: str) -> list[dict[str, Any]]:

@@ -103,9 +103,7 @@ class ServerQueries:
 
     def get(self, server_uuid: str) -> dict[str, Any] | None:
         """One server, or None."""
-        with self.db.transaction(commit=False) as tx:
-            tx.execute(f"{_SELECT} WHERE s.uuid = ?{_GROUP}", (server_uuid,))
-            row = tx.fetchone()
+        row = self.db.one(f"{_SELECT} WHERE s.uuid = ?{_GROUP}", (server_uuid,))
         return None if row is None else render_server(row)
 
     def candidates(self, ram_mib: int, cpus: int) -> list[str]:

@@ -155,9 +155,7 @@ class VolumeQueries:
 
     def get(self, volume_uuid: str) -> dict[str, Any] | None:
         """The volume object, or None."""
-        with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT * FROM volume_mounts_volumes WHERE uuid = ?", (volume_uuid,))
-            row = tx.fetchone()
+        row = self.db.one("SELECT * FROM volume_mounts_volumes WHERE uuid = ?", (volume_uuid,))
         return None if row is None else render_volume(row)
 
     def list(self, *, limit: int = 1000, offset: int = 0) -> tuple[list[dict[str, Any]], int]:

@@ -29,7 +29,7 @@ from service.commands.idempotency import IdempotencyStore
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.settings import Settings
 from service.db_limits import bound_waits
-from service.commands.quarantine import Quarantine
+from service.commands.quarantine import Quarantine, StuckCheck
 from service.jobs.worker import Worker, utcnow
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -105,15 +105,16 @@ class Services:
             keys.create_tables()
             fleet.ensure_servers(settings.sim_servers, ram_mib=settings.sim_server_ram_mib,
                                  cpus=settings.sim_server_cpus)
+        stuck = StuckCheck(StuckThresholds(settings.stuck_transient_s, settings.stuck_job_s),
+                           utcnow)
         commands = Commands(app, keys=keys, retries=settings.command_retries,
                             on_conflict=VERSION_CONFLICT_RETRIES.inc,
-                            server_status=fleet.server_status)
+                            server_status=fleet.server_status, is_stuck=stuck,
+                            after_save=[lambda _position: runner.wake()])
         jobs = JobQueries(db)
         servers = ServerQueries(db)
         _register_simulated_servers(commands, fleet, runner)
-        quarantine = Quarantine(
-            commands, StuckThresholds(settings.stuck_transient_s, settings.stuck_job_s), utcnow)
-        commands.is_stuck = quarantine.stuck
+        quarantine = Quarantine(commands, stuck)
         stuck_candidates = StuckCandidates(db)
         worker = Worker(
             commands,
@@ -125,10 +126,9 @@ class Services:
             step_attempts=settings.job_step_attempts,
             max_attempts=settings.job_max_attempts,
             periodic=lambda: [quarantine.quarantine_if_stuck(vm) for vm in stuck_candidates(
-                quarantine.clock(), quarantine.thresholds)],
+                stuck.clock(), stuck.thresholds)],
             periodic_s=settings.stuck_check_s,
         )
-        commands.after_save.append(lambda _position: runner.wake())
         runner.add_listener(worker.wake)
         return cls(settings=settings, app=app, commands=commands, db=db, projections=runner,
                    vms=VmQueries(db), jobs=jobs, servers=servers, fleet=fleet, worker=worker,

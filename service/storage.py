@@ -69,21 +69,13 @@ class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
         """Events of one stream after ``after_version``, oldest first, with positions."""
         with self.datastore.transaction(commit=False) as c:
             c.execute(
-                f"SELECT rowid, originator_version, topic, state FROM {self.events_table_name} "
+                f"SELECT rowid AS id, originator_version, topic, state "
+                f"FROM {self.events_table_name} "
                 "WHERE originator_id = ? AND originator_version > ? "
                 "ORDER BY originator_version LIMIT ?",
                 (originator_id.hex, after_version, limit),
             )
-            return [
-                Notification(
-                    id=row["rowid"],
-                    originator_id=originator_id,
-                    originator_version=row["originator_version"],
-                    topic=row["topic"],
-                    state=row["state"],
-                )
-                for row in c.fetchall()
-            ]
+            return _stream_notifications(originator_id, c.fetchall())
 
 
 class PostgresLedgerRecorder(PostgresApplicationRecorder):
@@ -217,7 +209,8 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
     def select_stream(self, originator_id: UUID, after_version: int, limit: int) -> list[Notification]:
         """Events of one stream after ``after_version``, oldest first, with positions."""
         statement = SQL(
-            "SELECT notification_id, originator_version, topic, state FROM {schema}.{table} "
+            "SELECT notification_id AS id, originator_version, topic, state "
+            "FROM {schema}.{table} "
             "WHERE originator_id = %s AND originator_version > %s "
             "ORDER BY originator_version LIMIT %s"
         ).format(
@@ -225,16 +218,16 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
         )
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(statement, (originator_id, after_version, limit))
-            return [
-                Notification(
-                    id=row["notification_id"],
-                    originator_id=originator_id,
-                    originator_version=row["originator_version"],
-                    topic=row["topic"],
-                    state=bytes(row["state"]),
-                )
-                for row in curs.fetchall()
-            ]
+            return _stream_notifications(originator_id, curs.fetchall())
+
+
+def _stream_notifications(originator_id: UUID, rows: Sequence[Any]) -> list[Notification]:
+    """The rows of ``select_stream`` (``id``: the position; ``originator_version``, ``topic``,
+    ``state``), either backend's, as notifications."""
+    return [Notification(id=row["id"], originator_id=originator_id,
+                         originator_version=row["originator_version"], topic=row["topic"],
+                         state=bytes(row["state"]))
+            for row in rows]
 
 
 def _drain(pipeline: Any) -> None:

@@ -13,7 +13,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import (
     errors, routes_agents, routes_changefeed, routes_changes, routes_jobs, routes_networks,
-    routes_ops, routes_servers, routes_sim, routes_stats, routes_vms, routes_volumes,
+    routes_ops, routes_servers, routes_sim, routes_stats, routes_vm_commands, routes_vms,
+    routes_volumes,
 )
 from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.connection import ConnectionHeaders
@@ -85,6 +86,7 @@ def create_app(
     app.add_middleware(BoundDatabaseWaits, seconds=settings.postgres_request_wait_s)
     app.include_router(routes_ops.router)
     app.include_router(routes_vms.router)
+    app.include_router(routes_vm_commands.router)
     app.include_router(routes_jobs.router)
     app.include_router(routes_servers.router)
     app.include_router(routes_agents.router)

@@ -7,6 +7,7 @@ import hashlib
 import json
 import time
 import uuid as uuidlib
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -95,6 +96,19 @@ def read_your_writes(request: Request, services: Services, names: tuple[str, ...
             f"read models did not reach position {position} within "
             f"{services.settings.read_timeout_s} s"
         )
+
+
+def read_one(request: Request, read_model: str, get: Callable[[str], dict[str, Any] | None],
+             uuid: str, not_found: Callable[[str], Exception], *, eventual: bool
+             ) -> dict[str, Any]:
+    """One resource, ``get(uuid.lower())``, read from ``read_model`` once it reflects every
+    command acknowledged before this request (``read_your_writes``; none of that wait when
+    ``eventual``). Raises ``not_found(uuid)`` when the read model has no such resource."""
+    read_your_writes(request, services_of(request), (read_model,), eventual=eventual)
+    found = get(uuid.lower())
+    if found is None:
+        raise not_found(uuid)
+    return found
 
 
 def parse_body(request: Request, model: type[M], data: Any, *, message: str | None = None

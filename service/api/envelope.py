@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import metrics
 from service.api import errors, routes_changes
-from service.api.auth import Tokens
+from service.api.tokens import Tokens
 from service.api.deps import request_id_of
 from service.api.schemas import printable, unstorable
 from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request
@@ -23,7 +24,7 @@ from projections.vm_queries import (
     INTEGER_SORT_FIELDS, MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker,
 )
 from service.api.errors import invalid_parameters
-from service.api.params import MAX_INTEGER, MAX_LIMIT, Query
+from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param
 
 LIST_MESSAGE = "Invalid Parameters"
 UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
@@ -98,31 +99,30 @@ class ListVmsQuery:
     def _invalid(self, field: str, message: str = "Invalid parameter") -> None:
         self.errors.append({"field": field, "code": "Invalid", "message": message})
 
-    def _uuid(self, name: str) -> str | None:
+    def _checked(self, name: str, valid: Callable[[str], object], message: str) -> str | None:
+        """The parameter's value when it is given and ``valid``; None when it is absent, or
+        refused with ``message``."""
         value = self.params.get(name)
-        if value is not None and not UUID_RE.match(value):
-            self._invalid(name, "Invalid UUID")
+        if value is not None and not valid(value):
+            self._invalid(name, message)
             return None
         return value
 
+    def _uuid(self, name: str) -> str | None:
+        return self._checked(name, UUID_RE.match, "Invalid UUID")
+
     def _number(self, name: str, *, minimum: int, maximum: int | None = None) -> int | None:
-        value = self.params.get(name)
-        if value is None:
-            return None
-        try:
-            number = int(value)
-        except ValueError:
-            number = None
-        if number is None or number < minimum:
-            bounds = f">= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
-            self._invalid(name, f"Not a valid number: number must be {bounds}")
-            return None
-        if number > (maximum if maximum is not None else MAX_INTEGER):
-            # VMAPI sets no upper bound on offset; ours is what a database integer holds
-            bounds = f">= {minimum} and <= {maximum if maximum is not None else MAX_INTEGER}"
-            self._invalid(name, f"Not a valid number: number must be {bounds}")
-            return None
-        return number
+        def message(number: int | None) -> str:
+            # VMAPI sets no upper bound on offset; ours (what a database integer holds) is
+            # named only to a number above it
+            top = maximum if maximum is not None else (
+                MAX_INTEGER if number is not None and number > MAX_INTEGER else None)
+            bounds = f">= {minimum}" + (f" and <= {top}" if top is not None else "")
+            return f"Not a valid number: number must be {bounds}"
+
+        return integer_param(self.params, name, minimum=minimum,
+                             maximum=MAX_INTEGER if maximum is None else maximum,
+                             refuse=self._invalid, message=message)
 
     def _filters(self) -> None:
         params, vm_filter = self.params, self.vm_filter
@@ -130,36 +130,18 @@ class ListVmsQuery:
             setattr(vm_filter, name, self._uuid(name))
         if self._uuid("billing_id") is not None:
             vm_filter.unrecorded = True
-        alias = params.get("alias")
-        if alias is not None:
-            if ALIAS_RE.match(alias):
-                vm_filter.alias = alias
-            else:
-                self._invalid("alias", f"String does not match regexp: {ALIAS_RE_SHOWN}")
-        brand = params.get("brand")
-        if brand is not None:
-            if brand in VMAPI_BRANDS:
-                vm_filter.brand = brand
-            else:
-                self._invalid("brand", f"Must be one of: {', '.join(VMAPI_BRANDS)}")
-        state = params.get("state")
-        if state is not None:
-            if state in STATES:
-                vm_filter.state = state
-            else:
-                self._invalid("state", f"Must be one of: {', '.join(VMAPI_STATES)}")
-        docker = params.get("docker")
+        vm_filter.alias = self._checked(
+            "alias", ALIAS_RE.match, f"String does not match regexp: {ALIAS_RE_SHOWN}")
+        vm_filter.brand = self._checked(
+            "brand", VMAPI_BRANDS.__contains__, f"Must be one of: {', '.join(VMAPI_BRANDS)}")
+        vm_filter.state = self._checked(
+            "state", STATES.__contains__, f"Must be one of: {', '.join(VMAPI_STATES)}")
+        docker = self._checked("docker", ("true", "false").__contains__, "Invalid parameter")
         if docker is not None:
-            if docker in ("true", "false"):
-                vm_filter.docker = docker == "true"
-            else:
-                self._invalid("docker")
-        ram = params.get("ram")
+            vm_filter.docker = docker == "true"
+        ram = self._checked("ram", RAM_RE.match, f"String does not match regexp: {RAM_RE_SHOWN}")
         if ram is not None:
-            if RAM_RE.match(ram):
-                vm_filter.ram = int(ram)
-            else:
-                self._invalid("ram", f"String does not match regexp: {RAM_RE_SHOWN}")
+            vm_filter.ram = int(ram)
         stamp = params.get("create_timestamp")
         if stamp is not None:
             instant = parse_timestamp(stamp)
@@ -167,12 +149,10 @@ class ListVmsQuery:
                 self._invalid("create_timestamp", f"Invalid timestamp: {stamp}")
             else:
                 vm_filter.create_timestamp = rfc3339(instant)
-        uuids = params.get("uuids")
+        uuids = self._checked("uuids", lambda v: all(UUID_RE.match(u) for u in v.split(",")),
+                              f"Invalid values: {params.get('uuids')}")
         if uuids is not None:
-            if all(UUID_RE.match(u) for u in uuids.split(",")):
-                vm_filter.uuids = uuids.split(",")
-            else:
-                self._invalid("uuids", f"Invalid values: {uuids}")
+            vm_filter.uuids = uuids.split(",")
         if any(params.get(name) is not None for name in ("package_name", "package_version")):
             vm_filter.unrecorded = True
         for name in NOT_SUPPORTED:

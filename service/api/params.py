@@ -6,7 +6,7 @@ refused naming it, malformed UUIDs name their field. ListVms' own are in
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fastapi import Request
@@ -66,18 +66,10 @@ class Query:
     def integer(self, name: str, *, minimum: int, maximum: int = MAX_INTEGER) -> int | None:
         """An integer from ``minimum`` to ``maximum`` (at most ``MAX_INTEGER``: every number
         that reaches the database fits its 64-bit integers, and JSON's exact range)."""
-        value = self.params.get(name)
-        if value is None:
-            return None
-        try:
-            number = int(value)
-        except ValueError:
-            self.invalid(name, "must be an integer")
-            return None
-        if not minimum <= number <= maximum:
-            self.invalid(name, f"must be {minimum} to {maximum}")
-            return None
-        return number
+        return integer_param(
+            self.params, name, minimum=minimum, maximum=maximum, refuse=self.invalid,
+            message=lambda number: "must be an integer" if number is None
+            else f"must be {minimum} to {maximum}")
 
     def boolean(self, name: str) -> bool:
         value = self.params.get(name)
@@ -93,6 +85,26 @@ class Query:
     def eventual(self) -> bool:
         """Whether the client asked to skip the read-your-writes wait."""
         return self.params.get("consistency") == "eventual"
+
+
+def integer_param(params: Mapping[str, str], name: str, *, minimum: int, maximum: int,
+                  refuse: Callable[[str, str], None],
+                  message: Callable[[int | None], str]) -> int | None:
+    """The query parameter ``name`` as an integer from ``minimum`` to ``maximum``; None
+    when absent, or when it is not such an integer: then ``refuse(name, message(number))``,
+    with the number read (None: not an integer), so each caller words its own refusal
+    (``Query.integer``; ListVms' in VMAPI's words, service/api/list_vms_params.py)."""
+    value = params.get(name)
+    if value is None:
+        return None
+    try:
+        number: int | None = int(value)
+    except ValueError:
+        number = None
+    if number is None or not minimum <= number <= maximum:
+        refuse(name, message(number))
+        return None
+    return number
 
 
 def int_or_none(value: Any) -> int | None:

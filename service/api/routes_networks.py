@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from service.api.deps import cause_of, parse_body, read_your_writes, services_of
+from service.api.deps import cause_of, parse_body, read_one, read_your_writes, services_of
 from service.api.errors import ApiError
 from service.api.params import Query
 from service.api.schemas import Alias, StrictModel
@@ -31,13 +31,11 @@ class CreateNetworkRequest(StrictModel):
     gateway: str | None = Field(None, min_length=7, max_length=15)
 
 
-def _network(request: Request, network_uuid: str, **headers: str) -> dict[str, Any]:
-    services = services_of(request)
-    read_your_writes(request, services, ("network_view",), eventual=False)
-    network = services.networks.get(network_uuid.lower())
-    if network is None:
-        raise ApiError(404, "ResourceNotFound", f"Network {network_uuid} not found")
-    return network
+def _network(request: Request, network_uuid: str) -> dict[str, Any]:
+    """The network once ``network_view`` reflects this request (404 ``ResourceNotFound``)."""
+    return read_one(request, "network_view", services_of(request).networks.get, network_uuid,
+                    lambda uuid: ApiError(404, "ResourceNotFound", f"Network {uuid} not found"),
+                    eventual=False)
 
 
 @router.post("/networks", status_code=201)

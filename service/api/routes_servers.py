@@ -12,7 +12,7 @@ from pydantic import Field
 
 from domain.errors import ServerNotFoundError
 from domain.server import Server
-from service.api.deps import cause_of, parse_body, read_your_writes, services_of
+from service.api.deps import cause_of, parse_body, read_one, read_your_writes, services_of
 from service.api.params import Query
 from service.api.schemas import StrictModel
 
@@ -49,14 +49,10 @@ def list_servers(request: Request) -> JSONResponse:
 @router.get("/servers/{server_uuid}")
 def get_server(server_uuid: str, request: Request) -> JSONResponse:
     """One server with its allocated and free capacity and VM count."""
-    services = services_of(request)
     query = Query(request, set())
     query.check()
-    read_your_writes(request, services, ("server_view",), eventual=query.eventual)
-    server = services.servers.get(server_uuid.lower())
-    if server is None:
-        raise ServerNotFoundError(server_uuid)
-    return JSONResponse(server)
+    return JSONResponse(read_one(request, "server_view", services_of(request).servers.get,
+                                 server_uuid, ServerNotFoundError, eventual=query.eventual))
 
 
 @router.post("/servers", status_code=201)

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field, IPvAnyAddress
 
 from domain.errors import VolumeNotFoundError
-from service.api.deps import cause_of, parse_body, read_your_writes, services_of
+from service.api.deps import cause_of, parse_body, read_one, read_your_writes, services_of
 from service.api.params import MAX_LIMIT, Query
 from service.api.schemas import Alias, StrictModel
 from service.container import Services
@@ -47,10 +47,8 @@ class DetachNetworkRequest(StrictModel):
 def _volume(request: Request, services: Services, volume_uuid: str, *, status: int,
             position: int | None) -> JSONResponse:
     """The volume as the read model has it once it reflects this request's change."""
-    read_your_writes(request, services, ("volume_mounts",), eventual=False)
-    volume = services.volumes.get(volume_uuid)
-    if volume is None:  # pragma: no cover - read-your-writes saw the change
-        raise VolumeNotFoundError(volume_uuid)
+    volume = read_one(request, "volume_mounts", services.volumes.get, volume_uuid,
+                      VolumeNotFoundError, eventual=False)
     headers = {"ETag": f'"{volume["version"]}"', "Location": f"/volumes/{volume_uuid}"}
     if position is not None:
         headers["x-log-position"] = str(position)
@@ -74,13 +72,10 @@ def list_volumes(request: Request) -> JSONResponse:
 @router.get("/volumes/{volume_uuid}")
 def get_volume(volume_uuid: str, request: Request) -> JSONResponse:
     """GetVolume: its networks, its address on each, and the address VMs mount."""
-    services = services_of(request)
     query = Query(request, set())
     query.check()
-    read_your_writes(request, services, ("volume_mounts",), eventual=query.eventual)
-    volume = services.volumes.get(volume_uuid.lower())
-    if volume is None:
-        raise VolumeNotFoundError(volume_uuid)
+    volume = read_one(request, "volume_mounts", services_of(request).volumes.get, volume_uuid,
+                      VolumeNotFoundError, eventual=query.eventual)
     return JSONResponse(volume, headers={"ETag": f'"{volume["version"]}"'})
 
 

@@ -214,7 +214,7 @@ def token_create(
 ) -> None:
     """Make a new random token: prints the token (give it to its holder; it is not stored)
     and, on stderr, the entry to append to VMLEDGER_TOKENS_FILE (its SHA-256 only)."""
-    from service.api.auth import ROLES, new_token
+    from service.api.tokens import ROLES, new_token
 
     if role not in ROLES:
         raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")

@@ -14,7 +14,7 @@ from service.cli.preflight import check_database
 from service.cli.progress import progress_bar
 
 if TYPE_CHECKING:
-    from service.replay.run import Summary
+    from service.replay.replayer import Summary
 
 
 def _print(summary: Summary, console: Console) -> None:

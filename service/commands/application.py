@@ -9,7 +9,7 @@ again, ``retries`` times at most (api.md, "Concurrency and idempotency").
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
@@ -59,23 +59,37 @@ class VmSpec:
     networks: tuple[NicRequest, ...] = ()  # a NIC on each, addresses claimed at create
 
 
+def never_stuck(_vm: Vm) -> None:
+    """The stuck check of a service that quarantines nothing on a DeleteVm."""
+
+
 class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
     """The command handlers shared by the HTTP API, the worker and the trace replay."""
 
     def __init__(self, app: VmLedger, *, keys: IdempotencyStore, retries: int = 30,
                  on_conflict: Callable[[], None] | None = None,
-                 server_status: Callable[[str], str | None] = lambda _server_uuid: None):
+                 server_status: Callable[[str], str | None] = lambda _server_uuid: None,
+                 is_stuck: Callable[[Vm], str | None] = never_stuck,
+                 enforce_capacity: bool = True,
+                 committer: Committer | None = None,
+                 after_save: Iterable[Callable[[int], None]] = ()):
+        """``retries``: attempts of the change loop; ``on_conflict``: called on each conflict
+        (the service counts them); ``server_status``: a server's status by uuid
+        (``"removed"`` lets a DeleteVm destroy at once); ``is_stuck``: why a VM is stuck now,
+        or None (``service.commands.quarantine.StuckCheck``; design.md, lesson 3);
+        ``enforce_capacity``: False records claims whatever the capacity (the trace replay);
+        ``committer``: the group commit of saves (one of its own by default);
+        ``after_save``: called with the log position after each save (more may be added to
+        the list ``after_save``: a changefeed subscribes when it starts)."""
         self.app = app
         self.server_status = server_status
-        # Why a VM is stuck now, or None (wired to service.commands.quarantine; lesson 3 of design.md).
-        self.is_stuck: Callable[[Vm], str | None] = lambda _vm: None
-        # The trace replay records where the trace says tasks ran, whatever the capacity.
-        self.enforce_capacity = True
+        self.is_stuck = is_stuck
+        self.enforce_capacity = enforce_capacity
         self.keys = keys
         self.retries = retries
         self.on_conflict = on_conflict or (lambda: None)
-        self.after_save: list[Callable[[int], None]] = []
-        self.committer = Committer(app)  # group commit of concurrent saves (change.save)
+        self.after_save: list[Callable[[int], None]] = list(after_save)
+        self.committer = committer or Committer(app)  # group commit of concurrent saves
 
     def load(self, vm_uuid: str | UUID, version: int | None = None) -> Vm:
         """The VM folded from its stream (at ``version`` if given). Raises VmNotFoundError."""

@@ -110,7 +110,7 @@ class Changes:
         self,
         kind: type[A],
         uuid: str | UUID,
-        decide: Callable[[A], R] | None = None,
+        decide: Callable[[A], R],
         *,
         if_match: int | None = None,
         idempotency_key: IdempotencyKey | None = None,
@@ -134,9 +134,6 @@ class Changes:
         not-found refusal of ``kind``, whatever ``decide`` raises,
         ``IdempotencyKeyReusedError`` and ``ConflictRetriesExhaustedError``.
         """
-        if not isinstance(kind, type):  # the form before #14, change(vm_uuid, decide, ...)
-            kind, uuid, decide = Vm, kind, uuid  # type: ignore[assignment]
-        assert decide is not None
         for attempt in range(self.retries):
             # One change of this stream at a time in this process, from its load to its
             # commit: a group commit's queue lengthens that window, and two of a process's

@@ -16,14 +16,25 @@ from domain.vm import Cause, Vm, make_cause
 from service.commands.application import Accepted, Commands
 
 
+class StuckCheck:
+    """Why a VM is stuck now, or None (``domain.stuck``): the thresholds and the clock read
+    by both the DeleteVm of a stuck VM (``Commands(is_stuck=...)``) and the periodic check
+    (``Quarantine.quarantine_if_stuck``), so the two never disagree."""
+
+    def __init__(self, thresholds: StuckThresholds, clock: Callable[[], datetime]):
+        self.thresholds = thresholds
+        self.clock = clock
+
+    def __call__(self, vm: Vm) -> str | None:
+        return stuck_reason(vm, self.clock(), self.thresholds)
+
+
 class Quarantine:
     """Quarantine and release commands, and the stuck-VM check."""
 
-    def __init__(self, commands: Commands, thresholds: StuckThresholds,
-                 clock: Callable[[], datetime]):
+    def __init__(self, commands: Commands, stuck: StuckCheck):
         self.commands = commands
-        self.thresholds = thresholds
-        self.clock = clock
+        self.stuck = stuck
 
     def quarantine(self, vm_uuid: str, reason: str, *, cause: Cause,
                    if_match: int | None = None) -> Accepted:
@@ -55,10 +66,6 @@ class Quarantine:
 
         _, vm, position, _ = self.commands.change(Vm, vm_uuid, decide, if_match=if_match)
         return Accepted(str(vm.id), None, vm.version, position)
-
-    def stuck(self, vm: Vm) -> str | None:
-        """Why the VM is stuck now, or None."""
-        return stuck_reason(vm, self.clock(), self.thresholds)
 
     def quarantine_if_stuck(self, vm_uuid: str) -> bool:
         """The periodic check for one VM: quarantine it if it is stuck (re-checked on the

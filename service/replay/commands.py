@@ -10,7 +10,7 @@ from typing import Any
 
 from domain.states import VmState
 from domain.vm import Vm
-from service.commands.application import Commands
+from service.commands.application import Commands, never_stuck
 from service.commands.committer import Committer
 from service.commands.snapshots import snapshot_long_streams
 
@@ -32,24 +32,32 @@ class ReplayCommands(Commands):
     does) instead of reading and folding the stream again. A conflict with another writer
     empties that cache, so the retry reads the stream: a stale copy can cost a retry, never a
     lost update.
+
+    The trace is the truth about what ran where, and when; two policies of the live service
+    would contradict it, so these handlers are built without them. Capacity: Borg
+    overcommits, so claims are recorded but never refused. The stuck-VM rule (a DELETE of a
+    VM provisioning for an hour quarantines it): it measures wall-clock time, which a replay
+    squeezes or stretches.
     """
 
     def __init__(self, base: Commands, *, cache_size: int = 40_000):
-        vars(self).update(vars(base))  # the same store, keys, retries and hooks as the service
         self.seen: dict[str, tuple[VmState, int]] = {}  # vm uuid -> (state, active jobs)
         self._saved: OrderedDict[str, Any] = OrderedDict()  # uuid -> Vm or Server, LRU
         self._cache_size = cache_size
         self._in_flight: deque[Future[Any]] = deque()
         self._position = 0
-        self.committer = Committer(self.app, max_appends=BATCH_APPENDS,
-                                   linger_s=BATCH_LINGER_S)
-        base_on_conflict = base.on_conflict
+        counted = base.on_conflict
 
         def on_conflict() -> None:
             self._saved.clear()
-            base_on_conflict()
+            counted()
 
-        self.on_conflict = on_conflict
+        # The same store, keys, retries and hooks as the service's handlers ``base``.
+        super().__init__(
+            base.app, keys=base.keys, retries=base.retries, on_conflict=on_conflict,
+            server_status=base.server_status, is_stuck=never_stuck, enforce_capacity=False,
+            committer=Committer(base.app, max_appends=BATCH_APPENDS, linger_s=BATCH_LINGER_S),
+            after_save=base.after_save)
 
     def _cached(self, uuid: Any) -> Any:
         saved = self._saved.get(str(uuid))

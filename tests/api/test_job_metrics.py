@@ -9,6 +9,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from domain.states import Execution
+from domain.vm import Vm
 from service.metrics import JobCollector, serve_process_metrics
 from service.jobs.worker import Worker, utcnow
 from tests.api.conftest import PausedWorker
@@ -66,7 +67,7 @@ def test_a_job_taken_over_after_its_lease_expired_is_counted(paused: PausedWorke
     vm_uuid, job_uuid = created["vm_uuid"], created["job_uuid"]
     # A worker claims the provision and is lost: its lease runs for the usual length.
     now = utcnow()
-    services.commands.change(vm_uuid, lambda vm: vm.start_job(
+    services.commands.change(Vm, vm_uuid, lambda vm: vm.start_job(
         job_uuid, worker="lost-worker", now=now, lease_expires_at=now + services.worker.lease,
         cause=cause("worker:lost-worker")))
     assert job_figures(paused) == (zero(running=1), 1)

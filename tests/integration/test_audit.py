@@ -100,7 +100,7 @@ def test_an_upcast_old_event_still_verifies_and_reads_with_its_new_field(service
     vm = services.commands.load(vm_id)
     assert vm.volumes == [] and vm.chain_head == old_fields["chain"]
     # the stream goes on from the old event, and the chain still holds
-    services.commands.change(vm_id, lambda v: v.update_metadata({"alias": "old"},
+    services.commands.change(Vm, vm_id, lambda v: v.update_metadata({"alias": "old"},
                                                                cause=make_cause()))
     assert verify_chains(services.app) == []
 

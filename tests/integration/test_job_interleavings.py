@@ -126,7 +126,7 @@ class World:
                 return
             # (another worker may hold it: then this one cannot even claim it)
             with contextlib.suppress(JobNotRunnableError):
-                self.services.commands.change(vm_uuid, lambda vm: vm.start_job(
+                self.services.commands.change(Vm, vm_uuid, lambda vm: vm.start_job(
                     head["uuid"], worker=dead.worker_id, now=self.now,
                     lease_expires_at=self.now + self.lease, cause=make_cause(dead.worker_id)))
             return

@@ -10,7 +10,7 @@ import pytest
 
 from domain.errors import InvalidTransitionError
 from domain.states import Action
-from domain.vm import QUARANTINE_OWNER_UUID, make_cause
+from domain.vm import QUARANTINE_OWNER_UUID, Vm, make_cause
 from service.commands.application import VmSpec
 from service.commands.versioning import NEWEST, OLDEST
 from service.jobs.worker import utcnow
@@ -29,7 +29,7 @@ def create(services, *, run: bool = True) -> str:
 
 def later(services, seconds: float):
     """Make the quarantine's clock read ``seconds`` from now."""
-    services.quarantine.clock = lambda: utcnow() + timedelta(seconds=seconds)
+    services.quarantine.stuck.clock = lambda: utcnow() + timedelta(seconds=seconds)
 
 
 def test_quarantine_takes_the_vm_from_its_owner_and_release_gives_it_back_as_it_was(client):
@@ -72,7 +72,7 @@ def test_the_stuck_check_quarantines_a_vm_stuck_past_the_threshold_and_nothing_e
     services.fleet.faults.pause_workers(True)  # the next provision never runs: stuck
     stuck = create(services, run=False)
     services.projections.catch_up()
-    threshold = services.quarantine.thresholds.transient_s
+    threshold = services.quarantine.stuck.thresholds.transient_s
     later(services, threshold / 2)
     services.worker.periodic()
     assert services.commands.load(stuck).state == "provisioning"  # not past it yet
@@ -88,11 +88,11 @@ def test_a_job_running_past_its_deadline_gets_its_vm_quarantined(services):
     services.commands.request_action(vm_uuid, Action.STOP, behaviour=NEWEST, cause=make_cause())
     head = services.commands.load(vm_uuid).head_job
     now = utcnow()
-    services.commands.change(vm_uuid, lambda vm: vm.start_job(
+    services.commands.change(Vm, vm_uuid, lambda vm: vm.start_job(
         head["uuid"], worker="hung", now=now, lease_expires_at=now + timedelta(days=1),
         cause=make_cause("hung")))
     services.projections.catch_up()
-    later(services, services.quarantine.thresholds.job_s + 1)
+    later(services, services.quarantine.stuck.thresholds.job_s + 1)
     services.worker.periodic()
     vm = services.commands.load(vm_uuid)
     assert vm.state == "quarantined" and "running since" in vm.quarantine["reason"]
@@ -103,7 +103,7 @@ def test_an_owners_delete_of_a_stuck_vm_quarantines_it_instead_of_racing_the_stu
         services, behaviour):
     services.fleet.faults.pause_workers(True)
     vm_uuid = create(services, run=False)
-    later(services, services.quarantine.thresholds.transient_s + 1)
+    later(services, services.quarantine.stuck.thresholds.transient_s + 1)
     accepted = services.commands.request_action(vm_uuid, Action.DESTROY, behaviour=behaviour,
                                                 cause=make_cause("owner"), owner_uuid=OWNER)
     assert accepted.job_uuid is not None  # the usual accepted answer
@@ -120,7 +120,7 @@ def test_an_owners_delete_of_a_stuck_vm_quarantines_it_instead_of_racing_the_stu
 
 def test_a_delete_of_a_vm_that_is_not_stuck_is_an_ordinary_destroy(services):
     vm_uuid = create(services)
-    later(services, 10 * services.quarantine.thresholds.transient_s)  # old, but running
+    later(services, 10 * services.quarantine.stuck.thresholds.transient_s)  # old, but running
     services.commands.request_action(vm_uuid, Action.DESTROY, behaviour=NEWEST,
                                      cause=make_cause())
     settle(services)

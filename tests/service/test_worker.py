@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from domain.states import Action
+from domain.vm import Vm
 from service.jobs.compute.simulated import place
 from service.jobs.worker import Worker, utcnow
 from tests.builders import act, cause, create, settle, stream
@@ -288,7 +289,7 @@ def test_a_v1_delete_whose_vm_was_destroyed_before_its_ticket_succeeds_doing_not
     act(services, vm_uuid, Action.STOP)  # holds the ticket while the delete waits behind it
     deleted = act(services, vm_uuid, Action.DESTROY, version=1)
     # Something else (an ephemeral VM's host rebooting) destroys the VM meanwhile.
-    services.commands.change(vm_uuid, lambda vm: vm.record_destroyed(cause=cause("agent")))
+    services.commands.change(Vm, vm_uuid, lambda vm: vm.record_destroyed(cause=cause("agent")))
     settle(services)
     destroy = job(services, deleted.job_uuid)
     assert destroy["execution"] == "succeeded"

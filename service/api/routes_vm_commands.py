@@ -1,0 +1,228 @@
+"""VM commands: CreateVm, the actions (``POST /vms/{uuid}?action=``) and DeleteVm. Each turns
+its request into one call of ``Commands`` (``create_vm``, ``request_action``, ``change_nics``,
+or the quarantine's) and answers 202 with the job; the reads are ``service.api.routes_vms``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Body, Request, Response
+from fastapi.responses import JSONResponse
+
+from domain.errors import ValidationError
+from domain.states import Action
+from service.api.auth import require_owner
+from service.api.deps import (
+    MAX_X_CONTEXT_BYTES,
+    accepted,
+    behaviour_of,
+    cause_of,
+    idempotency_of,
+    if_match_of,
+    parse_body,
+    read_your_writes,
+    services_of,
+    wait_for_job,
+)
+from service.api.errors import invalid_parameters
+from service.api.params import Query
+from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
+from service.api.network_params import parse_networks
+from service.api.schemas import (
+    ActionBody, AddNicsBody, CreateVmRequest, KillBody, RemoveNicsBody, UpdateVmRequest,
+    unstorable,
+)
+from service.commands.application import VmSpec
+from service.commands.networks import NicRequest
+from service.commands.nic_actions import change_nics
+from service.commands.idempotency import IdempotencyKey
+
+router = APIRouter()
+
+ACTIONS = {a.value: a for a in (Action.START, Action.STOP, Action.KILL, Action.REBOOT,
+                                Action.UPDATE)}
+UPDATABLE = ("alias", "customer_metadata", "internal_metadata", "tags")
+SYNC_TIMEOUT_S = 60.0
+# Sent by the VMAPI client on actions and DeleteVm when its caller gives them (cloudapi always
+# does); validated, then not recorded (docs/vmapi-compatibility.md).
+CLIENT_EXTRAS = ("origin", "creator_uuid")
+# VMAPI's top-level messages of bad CreateVm and UpdateVm input (lib/common/validation.js)
+CREATE_MESSAGE, UPDATE_MESSAGE = "Invalid VM parameters", "Invalid VM update parameters"
+NIC_ACTIONS = ("add_nics", "remove_nics")
+
+
+@router.post("/vms", status_code=202)
+def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """CreateVm: records the VM and queues its provision job."""
+    Query(request, {"sync"}).check()
+    spec_in = parse_body(request, CreateVmRequest, data, message=CREATE_MESSAGE)
+    require_owner(request, str(spec_in.owner_uuid))
+    try:
+        return _create(request, spec_in, data)
+    except ValidationError as error:  # networks, volumes: VMAPI's top-level text
+        raise invalid_parameters(request, error.errors, message=CREATE_MESSAGE) from None
+
+
+def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, Any] | None
+            ) -> JSONResponse:
+    spec = VmSpec(
+        owner_uuid=str(spec_in.owner_uuid),
+        brand=spec_in.brand,
+        ram=spec_in.ram,
+        alias=spec_in.alias,
+        image_uuid=str(spec_in.image_uuid) if spec_in.image_uuid else None,
+        cpu_cap=spec_in.cpu_cap,
+        persistence=spec_in.persistence,
+        customer_metadata=spec_in.customer_metadata or {},
+        internal_metadata=spec_in.internal_metadata or {},
+        tags=spec_in.tags or {},
+        server_uuid=str(spec_in.server_uuid) if spec_in.server_uuid else None,
+        volumes=[{"volume_uuid": str(m.volume_uuid), "mountpoint": m.mountpoint}
+                 for m in spec_in.volumes],
+        networks=tuple(_networks(request, spec_in.networks)),
+    )
+    services = services_of(request)
+    result = services.commands.create_vm(
+        spec, cause=cause_of(request), vm_uuid=str(spec_in.uuid) if spec_in.uuid else None,
+        idempotency=idempotency_of(request, data), context=_x_context(request),
+    )
+    if request.query_params.get("sync") == "true":
+        wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+    return accepted(request, result)
+
+
+@router.post("/vms/{vm_uuid}")
+def act_on_vm(vm_uuid: str, request: Request,
+              data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+    """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job);
+    ``quarantine|release`` (operator; 200 with the VM)."""
+    if request.query_params.get("action") in QUARANTINE_ACTIONS:
+        return quarantine_action(vm_uuid, request, data)
+    if request.query_params.get("action") in NIC_ACTIONS:
+        return _nic_action(vm_uuid, request, data)
+    query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout"})
+    idempotent = query.boolean("idempotent")
+    sync = query.boolean("sync")
+    _client_extras(query)
+    query.integer("timeout", minimum=0)  # stopVm/rebootVm's grace period: nothing to wait for
+    action = ACTIONS.get(request.query_params.get("action", ""))
+    if action is None:
+        every = (*ACTIONS, *QUARANTINE_ACTIONS, *NIC_ACTIONS)
+        query.invalid("action", f"must be one of {', '.join(every)}",
+                      code="Missing" if "action" not in query.params else "Invalid")
+    query.check()
+    assert action is not None
+    model = {Action.UPDATE: UpdateVmRequest, Action.KILL: KillBody}.get(action, ActionBody)
+    parsed = parse_body(request, model, data,
+                        message=UPDATE_MESSAGE if action is Action.UPDATE else None)
+    args: dict[str, Any] = {}
+    if isinstance(parsed, UpdateVmRequest):
+        args = _update_args(parsed)
+    owner_uuid = query.owner_uuid or (
+        str(parsed.owner_uuid) if parsed.owner_uuid else None)
+    return _request(request, vm_uuid, action, args=args, owner_uuid=owner_uuid,
+                    idempotent=idempotent or bool(parsed.idempotent),
+                    sync=sync or bool(parsed.sync), context=parsed.context,
+                    idempotency=idempotency_of(request, data))
+
+
+def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
+    """The fields an update changes: those the body names. ``null`` clears one: ``alias``
+    becomes null, a metadata object or ``tags`` becomes ``{}`` (docs/api.md, "Commands")."""
+    given = parsed.model_dump(include=set(UPDATABLE), exclude_unset=True)
+    return {name: {} if value is None and name != "alias" else value
+            for name, value in given.items()}
+
+
+@router.delete("/vms/{vm_uuid}")
+def delete_vm(vm_uuid: str, request: Request) -> Response:
+    """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2")."""
+    query = Query(request, {"sync", *CLIENT_EXTRAS})
+    sync = query.boolean("sync")
+    _client_extras(query)
+    query.check()
+    return _request(request, vm_uuid, Action.DESTROY, args={},
+                    owner_uuid=query.owner_uuid, idempotent=False, sync=sync,
+                    context=None, idempotency=idempotency_of(request, None))
+
+
+def _networks(request: Request, networks: Any) -> list[NicRequest]:
+    if networks is None:
+        return []
+    services = services_of(request)
+    read_your_writes(request, services, ("network_view",), eventual=False)  # names
+    return parse_networks(networks, services.networks)
+
+
+def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None) -> JSONResponse:
+    """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them."""
+    query = Query(request, {"action", "sync", *CLIENT_EXTRAS})
+    sync = query.boolean("sync")
+    _client_extras(query)
+    query.check()
+    adding = request.query_params["action"] == "add_nics"
+    parsed = parse_body(request, AddNicsBody if adding else RemoveNicsBody, data)
+    services = services_of(request)
+    result = change_nics(
+        services.commands, vm_uuid.lower(), behaviour=behaviour_of(request),
+        cause=cause_of(request),
+        add=_networks(request, parsed.networks) if isinstance(parsed, AddNicsBody) else None,
+        remove=None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs],
+        owner_uuid=query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None),
+        if_match=if_match_of(request), idempotency=idempotency_of(request, data))
+    if sync or parsed.sync:
+        wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+    return accepted(request, result)
+
+
+def _client_extras(query: Query) -> None:
+    query.text("origin")
+    query.uuid("creator_uuid")
+
+
+def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, Any],
+             owner_uuid: str | None, idempotent: bool, sync: bool,
+             context: dict[str, Any] | None,
+             idempotency: IdempotencyKey | None) -> Response:
+    services = services_of(request)
+    context = context or _x_context(request)
+    result = services.commands.request_action(
+        vm_uuid.lower(), action,
+        behaviour=behaviour_of(request),
+        cause=cause_of(request),
+        args=args,
+        context=context,
+        idempotent=idempotent,
+        if_match=if_match_of(request),
+        owner_uuid=owner_uuid.lower() if owner_uuid else None,
+        idempotency=idempotency,
+    )
+    if result.job_uuid is None:
+        # Destroyed at once, with no job (v2 DeleteVm of a VM whose server was removed).
+        headers = {"ETag": f'"{result.version}"'}
+        if result.position is not None:
+            headers["x-log-position"] = str(result.position)
+        return Response(status_code=204, headers=headers)
+    if sync:
+        wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+    return accepted(request, result)
+
+
+def _x_context(request: Request) -> dict[str, Any] | None:
+    header = request.headers.get("x-context")
+    if header is None:
+        return None
+    if len(header.encode()) > MAX_X_CONTEXT_BYTES:
+        raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
+                                            "message": f"at most {MAX_X_CONTEXT_BYTES} bytes"}])
+    try:
+        value = json.loads(header)
+    except ValueError:
+        value = {"raw": header}
+    context = value if isinstance(value, dict) else {"value": value}
+    problem = unstorable(context, "x-context")
+    if problem:
+        raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
+                                            "message": problem}])
+    return context
