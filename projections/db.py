@@ -61,6 +61,19 @@ class Tx:
             self._cursor = self._new_cursor()
         self._cursor.executemany(statement, [tuple(params) for params in params_seq])
 
+    def submit(self, statement: str, params: Sequence[Any] = ()
+               ) -> Callable[[], list[dict[str, Any]]]:
+        """Run ``statement`` and return a function that gives its rows later: in a PostgreSQL
+        pipeline the statement is sent now and its result read when asked for, by which time
+        later statements' fetches have usually brought it back (no round trip of its own);
+        elsewhere the rows are read at once (SQLite shares one cursor)."""
+        self.execute(statement, params)
+        cursor = self._cursor
+        if self._new_cursor is not None:
+            return lambda: [dict(row) for row in cursor.fetchall()]
+        rows = self.fetchall()
+        return lambda: rows
+
     def fetchall(self) -> list[dict[str, Any]]:
         """The remaining rows of the last statement."""
         return [dict(row) for row in self._cursor.fetchall()]

@@ -20,6 +20,7 @@ from eventsourcing.persistence import Notification
 from projections.db import Database, Tx
 from projections.read_model import ReadModel
 from projections.rebuild import rebuild_beside
+from projections.tracking import ProjectionConflictError, claim, conflict_over
 
 TRACKING_DDL = (
     "CREATE TABLE IF NOT EXISTS projection_tracking ("
@@ -42,10 +43,6 @@ class EventDecoder(Protocol):
     """What the runner needs of the application's mapper."""
 
     def to_domain_event(self, stored: Any) -> Any: ...
-
-
-class ProjectionConflictError(Exception):
-    """Another runner advanced the read model first; the batch was rolled back."""
 
 
 class ProjectionRunner:
@@ -120,14 +117,14 @@ class ProjectionRunner:
     def apply_next_batch(self, read_model: ReadModel) -> int:
         """Apply the next batch to ``read_model`` (a live one, or one built beside) in one
         transaction with its tracking row; return how many events it held."""
-        return self._apply_batch([read_model], self.position(read_model.name))
+        return self._apply_batch([read_model], self.position(read_model.name))[0]
 
     def _apply_batch(self, group: Sequence[ReadModel], start: int,
-                     batch_size: int | None = None) -> int:
+                     batch_size: int | None = None) -> tuple[int, int]:
         """Read the batch (``batch_size`` events, the runner's by default) after position
         ``start`` once, decode it once, and apply it to every read model of ``group`` (all at
         ``start``) in one transaction that also moves their tracking rows; return how many
-        events the batch held.
+        events the batch held and the position the group reached (``start`` when none).
 
         Sharing decoded events between read models relies on ``apply`` never changing an
         event (the domain's fold copies what it keeps: tests/projections/test_runner.py).
@@ -138,71 +135,69 @@ class ProjectionRunner:
             start, batch_size or self.batch_size, inclusive_of_start=False
         )
         if not notifications:
-            return 0
+            return 0, start
         events = self.decode(notifications)
+        end = notifications[-1].id
         with self.db.transaction(pipeline=True, durable=False) as tx:
-            # Claim first, then apply: a runner that read a stale position (its batch may
-            # overlap what a rival applied, or reach further) applies nothing, and on
-            # PostgreSQL the claimed rows hold a rival runner until this transaction ends.
-            for read_model in group:
-                self._advance(tx, read_model.name, start, notifications[-1].id)
-            for read_model in group:
-                read_model.apply(tx, events)
-        return len(notifications)
+            # Claim first, then apply: the claim runs first in the server, so on PostgreSQL
+            # the claimed rows hold a rival runner until this transaction ends, and a runner
+            # that read a stale position (its batch may overlap what a rival applied, or
+            # reach further) commits nothing. Its answer is read after the apply, whose
+            # fetches bring it back: a round trip a pass fewer (docs/performance.md, P5).
+            claimed = claim(tx, [read_model.name for read_model in group], start, end)
+            try:
+                for read_model in group:
+                    read_model.apply(tx, events)
+                claimed()  # its fetch brings back every error of the apply too
+            except ProjectionConflictError:
+                raise
+            except Exception as error:
+                conflict_over(claimed, error)  # a stale runner's apply may fail
+                raise
+        return len(notifications), end
 
     def decode(self, notifications: Sequence[Notification]) -> list[tuple[int, Any]]:
         """``(position, domain event)`` pairs of ``notifications``."""
         return [(n.id, self.decoder.to_domain_event(n)) for n in notifications]
 
-    @staticmethod
-    def _advance(tx: Tx, name: str, start: int, position: int) -> None:
-        """Move ``name`` from exactly ``start`` to ``position``, or raise
-        ``ProjectionConflictError`` (another runner moved it first)."""
-        tx.execute(
-            "INSERT INTO projection_tracking (name, position) VALUES (?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET position = excluded.position "
-            "WHERE projection_tracking.position = ? RETURNING position",
-            (name, position, start),
-        )
-        if tx.fetchone() is None:
-            raise ProjectionConflictError(
-                f"{name}: another runner moved the position past {start} first"
-            )
-
     def catch_up(self, names: Iterable[str] | None = None,
-                 progress: Callable[[int], None] | None = None, *,
-                 lag_now: bool = True) -> int:
+                 progress: Callable[[int], None] | None = None) -> int:
         """Apply batches until the named read models (all by default) reach the head; return
         how many events were applied in all (an event applied to k read models counts k
         times). ``progress(n)`` is called after each batch with its ``n`` log events. The lag
-        is reported after a pass that applied events, or (``lag_now=False``, the background
-        loop) at most once every ``lag_interval_s``: two queries fewer on each wake-up of a
-        busy runner (docs/performance.md, P5)."""
+        is reported after a pass that applied events (the background loop reports it at most
+        once every ``lag_interval_s``: docs/performance.md, P5)."""
         chosen = [self.read_models[name] for name in (names or list(self.read_models))]
         total = self.catch_up_models(chosen, progress)
         if total:
             self._notify()
-        self.report_lag(force=bool(total) and lag_now)
+        self.report_lag(force=bool(total))
         return total
 
     def catch_up_models(self, read_models: Sequence[ReadModel],
                         progress: Callable[[int], None] | None = None, *,
-                        batch_size: int | None = None) -> int:
+                        batch_size: int | None = None,
+                        positions: dict[str, int] | None = None) -> int:
         """``catch_up`` for read model instances (live ones, or ones built beside), in
         batches of ``batch_size`` events (the runner's by default).
 
         Read models at the same position (the live runner's usual case, and a rebuild's) share
         each batch: one log read, one decoding, one transaction (``_apply_batch``). A batch
         shorter than ``batch_size`` reached the head as it was read, so no empty read follows
-        it (round trips are most of a live pass: docs/performance.md, P5)."""
+        it (round trips are most of a live pass: docs/performance.md, P5). ``positions``
+        (the background loop's) says where the read models stand and is kept up to date as
+        batches commit; without it they are read before each batch."""
         batch_size = batch_size or self.batch_size
         total = 0
         pending = list(read_models)
         while pending:
-            positions = self._positions_of(rm.name for rm in pending)
-            start = min(positions.values())
-            group = [rm for rm in pending if positions[rm.name] == start]
-            applied = self._apply_batch(group, start, batch_size)
+            at = positions if positions is not None else self._positions_of(
+                rm.name for rm in pending)
+            start = min(at[rm.name] for rm in pending)
+            group = [rm for rm in pending if at[rm.name] == start]
+            applied, end = self._apply_batch(group, start, batch_size)
+            if positions is not None:
+                positions.update((rm.name, end) for rm in group)
             if applied < batch_size:
                 pending = [rm for rm in pending if rm not in group]
             total += applied * len(group)
@@ -260,19 +255,37 @@ class ProjectionRunner:
 
     def run_forever(self, stop: threading.Event, poll_s: float,
                     on_error: Callable[[BaseException], None] | None = None) -> None:
-        """Catch up, then wait for a wake-up or ``poll_s``, until ``stop`` is set."""
+        """Catch up, then wait for a wake-up or ``poll_s``, until ``stop`` is set.
+
+        Between passes the loop keeps the positions its own commits reached instead of
+        reading them again: the claim's compare-and-set still refuses a stale one (another
+        runner's, a rebuild's), and after any error the loop reads them afresh
+        (docs/performance.md, P5)."""
+        known: dict[str, int] | None = None
         while not stop.is_set():
             self._wake.clear()
             try:
-                self.catch_up(lag_now=False)
+                known = self._live_pass(known)
             except ProjectionConflictError:
+                known = None
                 continue  # another runner applied it; read the new position and go on
             except Exception as error:  # noqa: BLE001 - keep serving; report and retry
+                known = None
                 if on_error:
                     on_error(error)
                 stop.wait(poll_s)
                 continue
-            self._wake.wait(poll_s)
+            if not self._wake.wait(poll_s):
+                known = None  # idle: read them again (a reset with no append after it)
+
+    def _live_pass(self, known: dict[str, int] | None) -> dict[str, int]:
+        """One pass of the background loop: every read model to the head from ``known``
+        positions (read when None); return the positions reached."""
+        positions = dict(known) if known is not None else self.positions()
+        if self.catch_up_models(list(self.read_models.values()), positions=positions):
+            self._notify()
+        self.report_lag(force=False)
+        return positions
 
     def wait_for(self, position: int, names: Iterable[str], timeout: float,
                  interval: float = 0.005) -> bool:
@@ -287,3 +300,4 @@ class ProjectionRunner:
                 return False
             self.wake()
             time.sleep(interval)
+

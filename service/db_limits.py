@@ -49,6 +49,12 @@ def request_waits_bounded(seconds: float) -> Iterator[None]:
         _request_wait_s.reset(token)
 
 
+def request_wait_bound() -> float | None:
+    """The current HTTP request's bound on each database wait (s), or None outside one: for
+    waits that are not a connection's own (the committer's answer, service/commands)."""
+    return _request_wait_s.get()
+
+
 class BoundedConnection(psycopg.Connection[Any]):
     """A psycopg connection whose waits for the server, within an HTTP request, end after
     the request's bound: a peer that acknowledges but never answers (a hung server, a

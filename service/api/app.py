@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api import (
@@ -20,19 +19,14 @@ from service.api import (
 from service.api.auth import TokenFileError, Tokens, authorize
 from service.api.connection import ConnectionHeaders
 from service.api.db_deadline import BoundDatabaseWaits
-from service.api.deps import bind_log_fields, request_id_of
+from service.api.deps import bind_log_fields
+from service.api.envelope import Envelope
 from service.api.openapi import declare_schema
-from service.api.schemas import printable, unstorable
 from service import console, metrics
 from service.container import Services
-from service.logs import bind, log_context
 from service.settings import Settings
-from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
 
 log = logging.getLogger(f"vmledger.{__name__}")
-# One line per request, when it is answered (uvicorn's own access log is off: this one has
-# the route template, the duration and the scope's fields).
-access_log = logging.getLogger("vmledger.access")
 
 # How long `serve` keeps an idle keep-alive connection (seconds; uvicorn's default is 5), also
 # announced on every response as `Keep-Alive: timeout=N`. The VMAPI client pools connections
@@ -104,85 +98,10 @@ def create_app(
     if settings.driver == "simulated":
         app.include_router(routes_sim.router)
 
-    @app.middleware("http")
-    async def envelope(request: Request,
-                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        request.state.request_id = request_id_of(request)
-        started = time.perf_counter()
-        # Every line logged while handling the request carries its id (and, once known, the
-        # actor, and the VM and job its route handles: deps.bind_log_fields, deps.accepted).
-        with log_context(request_id=request.state.request_id):
-            try:
-                response = await _respond(request, call_next)
-            except Exception:
-                access_log.exception("%s %s failed", request.method, request.url.path,
-                                     extra=_access_fields(request, 500, started))
-                raise
-            route = getattr(request.scope.get("route"), "path", None) or "unmatched"
-            metrics.REQUESTS.labels(route=route, status=str(response.status_code)).inc()
-            access_log.info("%s %s %s", request.method, request.url.path,
-                            response.status_code,
-                            extra=_access_fields(request, response.status_code, started))
-        response.headers["x-request-id"] = request.state.request_id
-        return response
-
-    async def _respond(request: Request,
-                       call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > settings.max_body_bytes:
-            return errors.api_error_response(errors.PayloadTooLargeError(settings.max_body_bytes))
-        try:
-            version = negotiate(request.headers.get("accept-version"))
-        except InvalidVersionError as error:
-            return errors.error_response(request, error)
-        request.state.behaviour = behaviour_for(version)
-        problem = _unstorable_in_url(request)
-        if problem:
-            return errors.api_error_response(errors.invalid_parameters(
-                request, [{"field": problem[0], "code": "Invalid", "message": problem[1]}]))
-        try:
-            principal = tokens.authenticate(routes_changes.stream_authorization(request))
-        except errors.UnauthorizedError as error:
-            response: Response = errors.api_error_response(error)
-        else:
-            request.state.principal = principal
-            request.state.actor = principal.name
-            bind(actor=principal.name)
-            started = time.perf_counter()
-            response = await call_next(request)
-            route = getattr(request.scope.get("route"), "path", None) or "unmatched"
-            if request.method in ("POST", "PUT", "DELETE"):
-                metrics.COMMAND_LATENCY.labels(route=f"{request.method} {route}").observe(
-                    time.perf_counter() - started)
-        response.headers["Api-Version"] = version
-        return response
-
+    # Outermost of ours: the request id, log scope, metrics and checks before any route.
+    app.add_middleware(Envelope, tokens=tokens, max_body_bytes=settings.max_body_bytes)
     console.install(app)  # last: its pages and assets are served before the token check
     return app
-
-
-def _unstorable_in_url(request: Request) -> tuple[str, str] | None:
-    """The first path or query text no route could look up or store (a NUL character:
-    PostgreSQL's text refuses it), as (field, message), or None."""
-    if "\x00" in request.url.path:
-        return "path", "the path may not contain the NUL character"
-    for name, value in request.query_params.multi_items():
-        problem = unstorable({name: value})
-        if problem:
-            return printable(name), problem
-    return None
-
-
-def _access_fields(request: Request, status: int, started: float) -> dict[str, object]:
-    """The fields of a request's closing log line (beside the scope's request id, actor, VM
-    and job)."""
-    return {
-        "method": request.method,
-        "path": request.url.path,
-        "route": getattr(request.scope.get("route"), "path", None) or "unmatched",
-        "status": status,
-        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-    }
 
 
 class BodyLimit:

@@ -21,17 +21,31 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from concurrent.futures import Future
+from concurrent.futures import Future, TimeoutError as FutureTimeout
 from typing import Any
 
 from eventsourcing.application import Application, ProcessingEvent
-from eventsourcing.persistence import IntegrityError, Notification, Recording
+from eventsourcing.persistence import IntegrityError, Notification, OperationalError, Recording
 
+from service.db_limits import request_wait_bound
 from service.storage import Append, Outcome
 
 log = logging.getLogger(__name__)
 
 Recordings = list[Recording[Any]]
+
+
+class CommitWaitTimeout(OperationalError):
+    """An HTTP request waited its database bound for the committer's answer (a 503).
+    ``appended`` is False when the append was taken off the queue (it will never be
+    written), None when its batch was already being written (it may yet commit: the client
+    learns which by retrying with its ``Idempotency-Key``, or by reading the resource;
+    docs/operations.md, ``VMLEDGER_POSTGRES_REQUEST_WAIT_S``)."""
+
+    def __init__(self, bound_s: float, *, appended: bool | None):
+        self.appended = appended
+        outcome = "not appended" if appended is False else "it may still be appended"
+        super().__init__(f"no answer from the committer in {bound_s} s: {outcome}")
 
 
 class _Pending:
@@ -99,8 +113,22 @@ class Committer:
         """Append the aggregates' pending events (with ``kwargs``, e.g. an idempotency
         record, in the same transaction) and wait; the recordings, as ``Application.save``
         returns them. Raises ``IntegrityError`` when another writer took one of the streams'
-        next versions (or the idempotency key) first: this append alone is rolled back."""
-        return self.submit(*aggregates, **kwargs).result()
+        next versions (or the idempotency key) first: this append alone is rolled back.
+
+        Within an HTTP request the wait ends after the request's database bound
+        (``request_wait_bound``), as the request's own database calls do: then an append
+        still queued is withdrawn, and ``CommitWaitTimeout`` says whether it may yet commit."""
+        future = self.submit(*aggregates, **kwargs)
+        bound = request_wait_bound()
+        try:
+            return future.result(timeout=bound)
+        except FutureTimeout:
+            assert bound is not None
+            if future.cancel():  # only before the committer's thread took it (``_run``)
+                raise CommitWaitTimeout(bound, appended=False) from None
+            if future.done():  # answered just now
+                return future.result()
+            raise CommitWaitTimeout(bound, appended=None) from None
 
     def submit(self, *aggregates: Any, **kwargs: Any) -> Future[Recordings]:
         """``save`` without waiting: a future of its recordings (an async route awaits it)."""
@@ -148,9 +176,12 @@ class Committer:
                     if left <= 0:
                         break
                     self._wake.wait(left)
-                batch = self._queue[:self.max_appends]
+                taken = self._queue[:self.max_appends]
                 del self._queue[:self.max_appends]
-            self._commit(batch)
+            # An append whose caller stopped waiting (``save``'s bound) is not written.
+            batch = [p for p in taken if p.future.set_running_or_notify_cancel()]
+            if batch:
+                self._commit(batch)
 
     def _commit(self, batch: list[_Pending]) -> None:
         appends: list[Append] = [(p.stored, p.processing.saved_kwargs) for p in batch]
