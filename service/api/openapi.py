@@ -12,6 +12,8 @@ Routes answer plain ``JSONResponse``s, so declaring changes no behaviour.
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -131,9 +133,16 @@ declare("post", "/sim/servers/{server_uuid}", {200: JSON}, errors=(404,))
 declare("post", "/sim/vms/{vm_uuid}", {200: JSON}, errors=(404,))
 
 
+@functools.cache
+def _json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    # Pydantic builds a model's schema anew on every call, and a schema names most models
+    # many times (Error under every operation): built once a process, each app's copied.
+    return model.model_json_schema(ref_template="#/components/schemas/{model}")
+
+
 def _ref(model: type[BaseModel], components: dict[str, Any]) -> dict[str, Any]:
     """``model``'s schema added to ``components``; a ``$ref`` to it."""
-    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema = copy.deepcopy(_json_schema(model))
     components.update(schema.pop("$defs", {}))
     components[model.__name__] = schema
     return {"$ref": f"#/components/schemas/{model.__name__}"}

@@ -68,10 +68,21 @@ async def _serve(websocket: WebSocket, hub: ChangeHub, registration: triton.Regi
                                         "subResources": sorted(registration.sub_resources)}
     await websocket.send_text(json.dumps(registration.bootstrap))
     drain = asyncio.create_task(_ignore_incoming(websocket))
+    stream = hub.stream(after, shown)
+    step: asyncio.Future | None = None
     try:
-        async for item in hub.stream(after, shown):
+        while True:
+            # Raced against the listener going away: the stream may send nothing for a
+            # heartbeat (15 s), and the listener's registration and stream slot must not
+            # outlive it that long.
+            step = asyncio.ensure_future(anext(stream))
+            await asyncio.wait((step, drain), return_when=asyncio.FIRST_COMPLETED)
             if drain.done():
                 return  # the listener went away
+            try:
+                item = step.result()
+            except StopAsyncIteration:
+                return  # the hub ended the stream
             if isinstance(item, StreamEnd):
                 await websocket.close(TRY_AGAIN_LATER,
                                       f"{item.reason[:60]}; resume after {item.resume_after}")
@@ -85,9 +96,12 @@ async def _serve(websocket: WebSocket, hub: ChangeHub, registration: triton.Regi
     except (WebSocketDisconnect, RuntimeError):
         return  # the socket closed under a send
     finally:
-        drain.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await drain
+        for task in (step, drain):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await stream.aclose()
         if listeners.get(registration.instance, {}).get("subResources") is not None:
             listeners.pop(registration.instance, None)
 

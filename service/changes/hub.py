@@ -89,6 +89,10 @@ class _Subscriber:
         if self.cut is not None:
             return
         shown = [c for c in changes if self.filter.matches(c)]
+        if not shown:
+            # Not woken: its wait is also its heartbeat's timer, which a wake-up for nothing
+            # (every tail pass, several a heartbeat) would start again, so it never ran out.
+            return
         if len(self.buffer) + len(shown) > self.limit:
             self.cut = (f"too far behind: more than {self.limit} changes waiting to be sent; "
                         "resume from the last id received")

@@ -21,7 +21,7 @@ def tokens() -> dict[str, str]:
 
 @pytest.fixture
 def tokened_services(settings: Settings, tokens: dict[str, str]) -> Iterator[Services]:
-    """``services`` with ``tokens`` configured, and heartbeats every 50 ms (a stream that
+    """``services`` with ``tokens`` configured, and heartbeats every 10 ms (a stream that
     sends one has caught up with the head)."""
     import hashlib
 
@@ -35,7 +35,7 @@ def tokened_services(settings: Settings, tokens: dict[str, str]) -> Iterator[Ser
         {"name": "agent", "role": "agent", "server_uuid": OWNER_B, "sha256": digest("agent")},
     ]
     configured = settings.model_copy(update={"tokens": json.dumps(entries),
-                                             "changes_heartbeat_s": 0.05})
+                                             "changes_heartbeat_s": 0.01})
     built = Services.build(configured)
     try:
         yield built

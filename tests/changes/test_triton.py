@@ -10,7 +10,7 @@ import pytest
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
-from tests.changes.live import live_server
+from tests.changes.live import live_server, until
 from tests.changes.scenarios import OWNER_A, create_vm
 
 V1 = {"instance": "6f0f3b8e-0d5e-4d0b-9c5e-6d1f7a9b2c01", "service": "test",
@@ -99,3 +99,15 @@ def test_with_tokens_a_listener_needs_one_and_an_owner_gets_its_own_vms_only(
             create_vm(services, OWNER_B)
             mine = create_vm(services, OWNER_A)
             assert json.loads(ws.recv(timeout=10))["changedResourceId"] == mine
+
+
+def test_a_listener_that_hangs_up_is_gone_at_once_not_at_its_next_heartbeat(services):
+    assert services.settings.changes_heartbeat_s >= 15  # nothing sent to it meanwhile
+    with live_server(services) as url:
+        with connect(_ws(url)) as ws:
+            ws.send(json.dumps(V1))
+            json.loads(ws.recv(timeout=10))  # registered, bootstrapped: its stream is open
+        until(lambda: httpx.get(url + "/changefeeds/stats").json()["listeners"] == 0,
+              "the listener's registration to end", timeout=5)
+        assert "vmledger_change_streams{protocol=\"changefeed\"} 0.0" in httpx.get(
+            url + "/metrics").text

@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import _empty_schema
 from tests.integration.outages import measure, served_through_a_proxy
 
-pytestmark = pytest.mark.postgres
+# A fault run (a real serve, a proxy cut twice, about 10 s each): its own CI step (.ci/slow.sh).
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("kind", ["refuse", "black_hole"], ids=["refused", "partition"])

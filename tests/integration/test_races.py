@@ -161,6 +161,7 @@ class EventLedger:
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_a_projection_tailing_16_writers_applies_every_event_once_in_stream_order(
         postgres_database):
     from projections.runner import ProjectionRunner

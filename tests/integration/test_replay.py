@@ -103,7 +103,6 @@ def view_states(services: Services) -> Counter[str]:
 
 
 @needs_trace
-@pytest.mark.slow
 def test_replay_of_a_slice_matches_the_trace_and_rebuilds_identically(services: Services):
     summary = replay(services, TRACE, skip_jobs=SKIP_JOBS, max_jobs=MAX_JOBS)
     catch_up(services, summary)

@@ -22,8 +22,6 @@ import pytest
 
 from tests.integration.processes import free_port
 
-pytestmark = pytest.mark.slow
-
 CLIENT = "sdc-clients@13.0.6"
 DRIVE_JS = Path(__file__).parent / "vmapi_client" / "drive.js"
 NPM_TIMEOUT_S = 300

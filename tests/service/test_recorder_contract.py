@@ -81,18 +81,6 @@ class _Postgres:
 class _Contract(ApplicationRecorderTestCase):
     __test__ = False
 
-    @pytest.mark.slow
-    def test_concurrent_no_conflicts(self, initial_position: int = 0) -> None:
-        super().test_concurrent_no_conflicts(initial_position)
-
-    @pytest.mark.slow
-    def test_concurrent_throughput(self) -> None:
-        super().test_concurrent_throughput()
-
-    @pytest.mark.slow
-    def test_performance(self) -> None:
-        super().test_performance()
-
 
 class TestSQLiteLedgerRecorder(_SQLite, _Contract):
     __test__ = True
