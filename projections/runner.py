@@ -257,10 +257,12 @@ class ProjectionRunner:
                     on_error: Callable[[BaseException], None] | None = None) -> None:
         """Catch up, then wait for a wake-up or ``poll_s``, until ``stop`` is set.
 
-        Between passes the loop keeps the positions its own commits reached instead of
-        reading them again: the claim's compare-and-set still refuses a stale one (another
-        runner's, a rebuild's), and after any error the loop reads them afresh
-        (docs/performance.md, P5)."""
+        Between passes that applied events the loop keeps the positions its own commits
+        reached instead of reading them again: the claim's compare-and-set still refuses a
+        stale one (another runner's, a rebuild's). After a pass that applied nothing, an
+        idle wait or any error it reads them afresh: a reset with no append after it finds
+        no event past the kept positions, so only a fresh read can see it, however often
+        waiters wake the loop (docs/performance.md, P5)."""
         known: dict[str, int] | None = None
         while not stop.is_set():
             self._wake.clear()
@@ -278,14 +280,16 @@ class ProjectionRunner:
             if not self._wake.wait(poll_s):
                 known = None  # idle: read them again (a reset with no append after it)
 
-    def _live_pass(self, known: dict[str, int] | None) -> dict[str, int]:
+    def _live_pass(self, known: dict[str, int] | None) -> dict[str, int] | None:
         """One pass of the background loop: every read model to the head from ``known``
-        positions (read when None); return the positions reached."""
+        positions (read when None); return the positions reached, or None when the pass
+        applied nothing."""
         positions = dict(known) if known is not None else self.positions()
-        if self.catch_up_models(list(self.read_models.values()), positions=positions):
+        applied = self.catch_up_models(list(self.read_models.values()), positions=positions)
+        if applied:
             self._notify()
         self.report_lag(force=False)
-        return positions
+        return positions if applied else None
 
     def wait_for(self, position: int, names: Iterable[str], timeout: float,
                  interval: float = 0.005) -> bool:

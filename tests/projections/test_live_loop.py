@@ -24,11 +24,11 @@ def rebuilt_from_scratch(services) -> dict[str, object]:
 class Loops:
     """``count`` runners' background loops in threads, as in as many ``project`` processes."""
 
-    def __init__(self, services, count: int, *, batch_size: int = 2):
+    def __init__(self, services, count: int, *, batch_size: int = 2, poll_s: float = 0.01):
         self.runners = [second_runner(services, batch_size=batch_size) for _ in range(count)]
         self.stop = threading.Event()
         self.errors: list[BaseException] = []
-        self.threads = [threading.Thread(target=r.run_forever, args=(self.stop, 0.01,
+        self.threads = [threading.Thread(target=r.run_forever, args=(self.stop, poll_s,
                                                                         self.errors.append))
                         for r in self.runners]
 
@@ -39,12 +39,14 @@ class Loops:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop.set()
+        for runner in self.runners:
+            runner.wake()  # out of a long poll's wait
         for thread in self.threads:
             thread.join(30)
 
-    def caught_up(self, services) -> bool:
+    def caught_up(self, services, timeout: float = 30) -> bool:
         head = services.commands.head_position()
-        return self.runners[0].wait_for(head, VIEWS, timeout=30)
+        return self.runners[0].wait_for(head, VIEWS, timeout=timeout)
 
 
 def test_two_loops_racing_with_appends_give_the_rows_one_runner_gives(services):
@@ -76,6 +78,19 @@ def test_a_loop_notices_a_reset_made_while_it_ran_and_applies_everything_again(s
     assert not loops.errors
     live = snapshot(services)
     assert rebuilt_from_scratch(services) == live
+
+
+def test_a_reset_is_seen_while_waiters_keep_waking_the_loop(services):
+    # The loop never waits out its poll here: wait_for wakes it every few milliseconds, as
+    # read-your-writes waiters do. A reset with no append after it must still be seen.
+    create(services)
+    with Loops(services, 1, poll_s=3600) as loops:
+        assert loops.caught_up(services)
+        expected = snapshot(services)
+        services.projections.reset(VIEWS)
+        assert loops.caught_up(services, timeout=10)
+        assert snapshot(services) == expected
+    assert not loops.errors
 
 
 def test_positions_kept_from_before_a_reset_are_refused_and_change_nothing(services):
