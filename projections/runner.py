@@ -17,14 +17,11 @@ from typing import Any, Protocol
 
 from eventsourcing.persistence import Notification
 
-from projections.db import Database, Tx
+from projections.db import Database
 from projections.read_model import ReadModel
 from projections.rebuild import rebuild_beside
-from projections.tracking import ProjectionConflictError, claim, conflict_over
-
-TRACKING_DDL = (
-    "CREATE TABLE IF NOT EXISTS projection_tracking ("
-    "name TEXT PRIMARY KEY, position BIGINT NOT NULL)"
+from projections.tracking import (
+    TRACKING_DDL, ProjectionConflictError, claim, conflict_over, position_in, positions_in,
 )
 
 
@@ -95,16 +92,9 @@ class ProjectionRunner:
     def _positions_of(self, names: Iterable[str]) -> dict[str, int]:
         """The positions of read models ``names``, in one query (one round trip)."""
         with self.db.transaction(commit=False, pipeline=True) as tx:
-            tx.execute("SELECT name, position FROM projection_tracking")
-            found = {row["name"]: int(row["position"]) for row in tx.fetchall()}
-        return {name: found.get(name, 0) for name in names}
+            return positions_in(tx, names)
 
-    @staticmethod
-    def position_in(tx: Tx, name: str) -> int:
-        """Read model ``name``'s position, read inside ``tx``."""
-        tx.execute("SELECT position FROM projection_tracking WHERE name = ?", (name,))
-        row = tx.fetchone()
-        return 0 if row is None else int(row["position"])
+    position_in = staticmethod(position_in)  # read inside a caller's transaction
 
     def head(self) -> int:
         """The log's last position (0 when empty)."""

@@ -8,13 +8,32 @@ removed it, makes the claim fail, and the batch's transaction commits nothing
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from projections.db import Tx
+
+TRACKING_DDL = (
+    "CREATE TABLE IF NOT EXISTS projection_tracking ("
+    "name TEXT PRIMARY KEY, position BIGINT NOT NULL)"
+)
 
 
 class ProjectionConflictError(Exception):
     """Another runner advanced the read model first; the batch was rolled back."""
+
+
+def position_in(tx: Tx, name: str) -> int:
+    """Read model ``name``'s position (0 before any), read inside ``tx``."""
+    tx.execute("SELECT position FROM projection_tracking WHERE name = ?", (name,))
+    row = tx.fetchone()
+    return 0 if row is None else int(row["position"])
+
+
+def positions_in(tx: Tx, names: Iterable[str]) -> dict[str, int]:
+    """The positions of read models ``names`` (0 for one with no row), in one query."""
+    tx.execute("SELECT name, position FROM projection_tracking")
+    found = {row["name"]: int(row["position"]) for row in tx.fetchall()}
+    return {name: found.get(name, 0) for name in names}
 
 
 def claim(tx: Tx, names: Sequence[str], start: int, position: int) -> Callable[[], None]:
