@@ -25,17 +25,14 @@ BOUND_S = 0.5
 
 
 @pytest.fixture
-def bounded(settings: Settings) -> Iterator[Services]:
-    built = Services.build(settings.model_copy(update={"postgres_request_wait_s": BOUND_S}))
-    try:
-        yield built
-    finally:
-        built.close()
+def settings(settings: Settings) -> Settings:
+    """The shared test settings with a short request bound (``services`` builds on them)."""
+    return settings.model_copy(update={"postgres_request_wait_s": BOUND_S})
 
 
 @pytest.fixture
-def http(bounded: Services) -> Iterator[TestClient]:
-    with conforming(TestClient(create_app(services=bounded, background=False))) as client:
+def http(services: Services) -> Iterator[TestClient]:
+    with conforming(TestClient(create_app(services=services, background=False))) as client:
         yield client
 
 
@@ -63,9 +60,9 @@ def held(services: Services, gate: Gate) -> threading.Thread:
 
 
 def test_a_command_queued_behind_a_held_committer_is_answered_503_and_never_appended(
-        bounded, http, monkeypatch):
-    gate = Gate(bounded, monkeypatch)
-    writer = held(bounded, gate)
+        services, http, monkeypatch):
+    gate = Gate(services, monkeypatch)
+    writer = held(services, gate)
     vm_uuid = str(uuid.uuid4())
     started = time.monotonic()
     response = http.post("/vms", json=vm_body(uuid=vm_uuid))
@@ -75,14 +72,14 @@ def test_a_command_queued_behind_a_held_committer_is_answered_503_and_never_appe
     assert BOUND_S <= waited < BOUND_S + 1.5
     gate.open()
     writer.join(10)
-    after = create(bounded)  # written after whatever was queued with the withdrawn append
-    assert after.position == bounded.commands.head_position()
-    assert vm_uuid not in streams(bounded)
+    after = create(services)  # written after whatever was queued with the withdrawn append
+    assert after.position == services.commands.head_position()
+    assert vm_uuid not in streams(services)
 
 
 def test_a_command_whose_batch_is_held_is_answered_503_and_a_retry_with_its_key_tells(
-        bounded, http, monkeypatch):
-    gate = Gate(bounded, monkeypatch)
+        services, http, monkeypatch):
+    gate = Gate(services, monkeypatch)
     key = {"Idempotency-Key": "held-create"}
     vm_uuid = str(uuid.uuid4())
     answers: list = []
@@ -94,8 +91,8 @@ def test_a_command_whose_batch_is_held_is_answered_503_and_a_retry_with_its_key_
     [response] = answers
     assert response.status_code == 503, response.text
     gate.open()  # the batch goes on and commits: the 503 said the outcome is unknown
-    assert committed(bounded.commands.committer, batches=1)
+    assert committed(services.commands.committer, batches=1)
     retry = http.post("/vms", json=vm_body(uuid=vm_uuid), headers=key)
     assert retry.status_code == 202, retry.text
     assert retry.json()["vm_uuid"] == vm_uuid
-    assert vm_uuid in streams(bounded)
+    assert vm_uuid in streams(services)
