@@ -259,10 +259,10 @@ def install(app: FastAPI) -> None:
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         if error.status_code == 400 and error.detail == "There was an error parsing the body":
             # FastAPI's answer to a body its JSON parser gave up on for another reason than
-            # bad syntax: nested deeper than the parser's recursion limit (about 1,000 levels)
+            # bad syntax; the parser's own error is the cause
             return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=[
                 {"field": "body", "code": "Invalid",
-                 "message": "not valid JSON (nested too deeply)"}]),
+                 "message": f"not valid JSON ({_unparsable(error.__cause__)})"}]),
                 status_code=validation_status(request))
         code = {404: "ResourceNotFound", 405: "BadMethod", 413: "PayloadTooLarge"}.get(
             error.status_code, "Error")
@@ -271,3 +271,12 @@ def install(app: FastAPI) -> None:
             headers["Allow"] = allowed_methods(request)
         return JSONResponse(body(code, str(error.detail)), status_code=error.status_code,
                             headers=headers or None)
+
+
+def _unparsable(cause: BaseException | None) -> str:
+    """Why a body that is not a JSON syntax error could not be parsed, in a few words."""
+    if isinstance(cause, RecursionError):
+        return "nested too deeply"  # past the parser's recursion limit, about 1,000 levels
+    if isinstance(cause, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return "it could not be parsed"

@@ -63,6 +63,18 @@ def test_malformed_and_too_deeply_nested_bodies_are_validation_errors_naming_the
     assert client.get("/vms").json() == []
 
 
+def test_a_body_that_is_not_utf8_is_refused_saying_so_not_as_nested_too_deeply(
+        client: TestClient) -> None:
+    content = json.dumps(vm_body()).encode()[:-1] + b', "alias": "\xff\xfe"}'
+    for headers, status in (({}, 409), (V2, 422)):
+        response = client.post("/vms", content=content, headers={
+            "content-type": "application/json", **headers})
+        body = assert_error(response, status, "ValidationFailed")
+        assert error_fields(body) == {"body": "Invalid"}, body
+        assert body["errors"][0]["message"] == "not valid JSON (not UTF-8 text)", body
+    assert client.get("/vms").json() == []
+
+
 def test_version_with_at_is_refused_as_conflicting_parameters(client: TestClient) -> None:
     vm = create_running_vm(client)
     for headers, status in (({}, 409), (V2, 422)):
