@@ -24,6 +24,12 @@ BATCH_LINGER_S = 0.02
 MAX_IN_FLIGHT = 5_000
 
 
+class ReplayAppendFailedError(RuntimeError):
+    """An append the replay handed over without waiting failed (the replay is the only
+    writer: a bug, not a race). Not an ``IntegrityError``: raised at a later save, the
+    change loop would take it for that later command's conflict and retry it."""
+
+
 class ReplayCommands(Commands):
     """The API's command handlers, unchanged, with two additions for a replay that is the
     database's only writer: they note each VM's state and job count whenever they save it (so
@@ -49,6 +55,7 @@ class ReplayCommands(Commands):
         counted = base.on_conflict
 
         def on_conflict() -> None:
+            self.flush()  # the log, read again, must hold what the cache held
             self._saved.clear()
             counted()
 
@@ -95,22 +102,25 @@ class ReplayCommands(Commands):
         transaction (batched by ``BATCH_APPENDS`` and ``BATCH_LINGER_S``). Returns the log's
         last known position (the append's own is not known yet). A failed append (the
         replay is the only writer: a bug, not a race) is raised by a later save or by
-        ``flush``."""
-        self._in_flight.append(self.committer.submit(*aggregates))
+        ``flush`` as ``ReplayAppendFailedError``."""
         while self._in_flight and (self._in_flight[0].done()
-                                   or len(self._in_flight) > MAX_IN_FLIGHT):
+                                   or len(self._in_flight) >= MAX_IN_FLIGHT):
             self._settle(self._in_flight.popleft())
+        self._in_flight.append(self.committer.submit(*aggregates))
         return self._position
 
     def flush(self) -> int:
         """Wait until every append handed over is committed; the log position after the
-        last. Raises what a failed append raised."""
+        last. Raises ``ReplayAppendFailedError`` for a failed append."""
         while self._in_flight:
             self._settle(self._in_flight.popleft())
         return self._position
 
     def _settle(self, future: Future[Any]) -> None:
-        recordings = future.result()
+        try:
+            recordings = future.result()
+        except Exception as error:
+            raise ReplayAppendFailedError(f"a replayed append failed: {error}") from error
         self._position = max(self._position, recordings[-1].notification.id)
         snapshot_long_streams(self.app, recordings)
         for callback in self.after_save:

@@ -15,6 +15,7 @@ import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from uuid import UUID, uuid4
 
 import pytest
 from typer.testing import CliRunner
@@ -22,8 +23,10 @@ from typer.testing import CliRunner
 from service.container import Services
 from service.audit.history import vm_history
 from service.replay.run import Replayer, Summary, catch_up, replay
-from service.replay.commands import ReplayCommands
+from domain.vm import Vm
+from service.replay.commands import ReplayAppendFailedError, ReplayCommands
 from service.replay.trace import server_uuid, vm_uuid
+from tests.builders import create, event_names, new_vm
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = Path(os.environ.get(
@@ -280,3 +283,19 @@ def test_cli_replays_into_the_configured_database_and_prints_json(
     summary = json.loads(result.stdout)
     assert summary["rows_read"] == 4 and summary["rows_refused"] == 0
     assert summary["final_states"] == {"destroyed": 1, "running": 1}
+
+
+def test_a_failed_deferred_append_is_raised_as_the_replays_bug_not_as_a_later_commands_conflict(
+        services):
+    # The replay's saves do not wait: an append that fails (here a stream another writer
+    # took first) surfaces at a later save or at the flush. It must stop the replay naming
+    # that append, not be taken by the change loop for the later command's own conflict
+    # (which retried that command, sending its append twice).
+    commands = ReplayCommands(services.commands)
+    taken = create(services).vm_uuid
+    commands.save(new_vm(vm_uuid=UUID(taken)))  # version 1 of a stream that has it: fails
+    later = uuid4()
+    with pytest.raises(ReplayAppendFailedError):
+        commands.change(Vm, later, lambda vm: None, new=lambda: new_vm(vm_uuid=later))
+        commands.flush()
+    assert event_names(services, str(later)) == ["Created", "JobQueued"]  # written once
