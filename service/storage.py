@@ -156,7 +156,10 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
                     if not todo:
                         conn.execute("COMMIT")
             except BaseException:
-                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                # Not on a closed connection (a bounded wait ran out: BoundedConnection closes
+                # it): its ROLLBACK would raise over the error that says why.
+                if conn.info.transaction_status in (psycopg.pq.TransactionStatus.INTRANS,
+                                                    psycopg.pq.TransactionStatus.INERROR):
                     conn.execute("ROLLBACK")
                 raise
             finally:
