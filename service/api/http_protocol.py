@@ -1,7 +1,7 @@
-"""The HTTP protocol ``vmledger serve`` runs uvicorn with: httptools' (``uvicorn[standard]``;
-h11's where httptools is missing), with ``TCP_NODELAY`` set on every connection. httptools
-parses a request in C, a fraction of h11's pure-Python CPU per request (docs/performance.md,
-"A lean HTTP edge").
+"""The HTTP protocol ``vmledger serve`` runs uvicorn with: h11's, with ``TCP_NODELAY`` set on
+every connection. httptools (cheaper per request) answers HEAD and ``Connection`` differently
+from what VMAPI's own curl-head tests expect (6 of 12 failed with it), so it is not used until
+``service/api/connection.py`` works with both (docs/performance.md, "A lean HTTP edge").
 
 In multiprocess mode (``serve --workers N``) uvicorn binds the listening socket itself with
 ``proto`` 0; accepted sockets inherit it, and asyncio, which turns Nagle's algorithm off only
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-
-from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -33,23 +31,3 @@ class _NoDelay:
 
 class NoDelayH11Protocol(_NoDelay, H11Protocol):
     """uvicorn's h11 protocol with ``TCP_NODELAY``."""
-
-
-try:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-except ImportError:  # pragma: no cover - uvicorn[standard] installs httptools
-    HttpToolsProtocol = None
-
-
-if HttpToolsProtocol is not None:
-    class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):  # type: ignore[misc, valid-type]
-        """uvicorn's httptools protocol with ``TCP_NODELAY`` (a module-level class: serve
-        --workers pickles it for its processes)."""
-
-
-def serve_protocol() -> type[Any]:
-    """The protocol class ``serve`` gives uvicorn: h11's with ``TCP_NODELAY``. httptools'
-    (cheaper per request) answers HEAD and ``Connection`` differently from what VMAPI's own
-    curl-head tests expect (6 of 12 failed with it after the merge of group commit), so it
-    stays unused until ``service/api/connection.py`` is made to work with both."""
-    return NoDelayH11Protocol

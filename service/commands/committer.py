@@ -131,7 +131,7 @@ class Committer:
             raise CommitWaitTimeout(bound, appended=None) from None
 
     def submit(self, *aggregates: Any, **kwargs: Any) -> Future[Recordings]:
-        """``save`` without waiting: a future of its recordings (an async route awaits it)."""
+        """``save`` without waiting: a future of its recordings (the replay's deferred saves)."""
         if not hasattr(self.app.recorder, "insert_batch"):  # a recorder of the library's own
             future: Future[Recordings] = Future()
             future.set_result(self.app.save(*aggregates, **kwargs))

@@ -72,6 +72,7 @@ def test_a_command_queued_behind_a_held_committer_is_answered_503_and_never_appe
     assert BOUND_S <= waited < BOUND_S + 1.5
     gate.open()
     writer.join(10)
+    assert not writer.is_alive()
     after = create(services)  # written after whatever was queued with the withdrawn append
     assert after.position == services.commands.head_position()
     assert vm_uuid not in streams(services)

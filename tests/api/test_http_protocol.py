@@ -12,7 +12,7 @@ import pytest
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from service.api.http_protocol import NoDelayH11Protocol, serve_protocol
+from service.api.http_protocol import NoDelayH11Protocol
 
 
 async def hello(scope, receive, send):  # a minimal ASGI app
@@ -58,13 +58,6 @@ def test_connections_accepted_on_a_proto_0_listener_get_tcp_nodelay():
     assert nodelay_of_accepted_connection(NoDelayH11Protocol) == 1
 
 
-def test_serve_runs_h11_with_tcp_nodelay():
-    # h11, not httptools: VMAPI's curl-head tests need h11's HEAD and Connection handling
-    protocol = serve_protocol()
-    assert protocol is NoDelayH11Protocol
-    assert nodelay_of_accepted_connection(protocol) == 1
-
-
 def test_without_it_uvicorn_leaves_nagle_on_for_such_connections():
     # The reason for NoDelayH11Protocol; if uvicorn fixes #3149, this fails and it can go.
     # (uvloop, which serve runs on, sets TCP_NODELAY itself; asyncio's loop does not.)
@@ -83,10 +76,11 @@ def test_serve_runs_uvicorn_with_it_in_one_process_or_several(monkeypatch):
                         lambda workers, host, port, options: given.update(workers=workers,
                                                                           **options) or 0)
     assert CliRunner().invoke(cli, ["serve"]).exit_code == 0
-    assert given.pop("http") is serve_protocol()
+    # h11, not httptools: VMAPI's curl-head tests need h11's HEAD and Connection handling
+    assert given.pop("http") is NoDelayH11Protocol
     assert "workers" not in given
     assert CliRunner().invoke(cli, ["serve", "--workers", "2"]).exit_code == 0
-    assert given["http"] is serve_protocol()
+    assert given["http"] is NoDelayH11Protocol
     assert given["workers"] == 2
 
 
