@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 
-from domain.states import JobName, VmState
+from domain.rules import Verdict, verdict
+from domain.states import Action, JobName, VmState
 from service.jobs import effects
 from service.jobs.compute.driver import ComputeError, Incarnation
 from service.jobs.run import JobRun, StepFailedError
@@ -35,8 +36,8 @@ def _adopt_stop(job: JobRun) -> bool:
     """If the host reports the VM not running (the lost workers' stop ran, or it is gone by
     the stop's own rule), record it stopped and end the job well; False if it still runs."""
     vm = job.vm
-    if vm.state not in (VmState.RUNNING, VmState.FAILED) or vm.server_uuid is None:
-        return False
+    if verdict(VmState(vm.state), Action.STOP) is not Verdict.ALLOWED or vm.server_uuid is None:
+        return False  # the rules table: only a stop its handler would carry out is adopted
     server_uuid = vm.server_uuid
     try:
         run = job.driver.observe(server_uuid, str(vm.id))
