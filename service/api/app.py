@@ -16,12 +16,13 @@ from service.api import (
     routes_ops, routes_servers, routes_sim, routes_stats, routes_vm_commands, routes_vms,
     routes_volumes,
 )
-from service.api.auth import TokenFileError, Tokens, authorize
+from service.api.auth import authorize
 from service.api.connection import ConnectionHeaders
 from service.api.db_deadline import BoundDatabaseWaits
 from service.api.deps import bind_log_fields
 from service.api.envelope import Envelope
 from service.api.openapi import declare_schema
+from service.api.tokens import TokenFileError, Tokens
 from service import console, metrics
 from service.container import Services
 from service.settings import Settings

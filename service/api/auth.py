@@ -12,14 +12,9 @@ from fastapi import Request, WebSocketException
 from starlette.requests import HTTPConnection
 
 from service.api.errors import ForbiddenError, UnauthorizedError
-from service.api.tokens import (  # the tokens' names, imported from here by the app and tests
-    AGENT, ANALYST, AUDITOR, OPEN, OPERATOR, OWNER, ROLES, Principal, TokenFileError, Tokens,
-    new_token,
+from service.api.tokens import (
+    AGENT, ANALYST, AUDITOR, OPEN, OPERATOR, OWNER, ROLES, Principal,
 )
-
-__all__ = ["AGENT", "OPERATOR", "OWNER", "ROLES", "ROUTE_ROLES", "Principal", "TokenFileError",
-           "Tokens", "authorize", "new_token", "principal_of", "require_owner", "require_server",
-           "roles_for", "scoped_owner"]
 
 # An owner_uuid no VM can have (owner uuids are validated UUIDs): an owner token that asks
 # for another owner's VMs is scoped to this, so it sees nothing (404, an empty list, zeros).

@@ -16,7 +16,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
-from service.api.auth import ROLES, ROUTE_ROLES, TokenFileError, Tokens, new_token
+from service.api.auth import ROUTE_ROLES
+from service.api.tokens import ROLES, TokenFileError, Tokens, new_token
 from service.jobs.compute.simulated import simulated_server_uuid
 from service.container import Services
 from tests.api.conformance import conforming

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from service.api.app import create_app, refuse_open_bind_without_tokens
-from service.api.auth import TokenFileError, Tokens
+from service.api.tokens import TokenFileError, Tokens
 from service.settings import Settings
 from tests.api.helpers import OWNER, assert_error, vm_body
 

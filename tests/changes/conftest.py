@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.api.auth import new_token
+from service.api.tokens import new_token
 from service.container import Services
 from service.settings import Settings
 from tests.changes.scenarios import OWNER_A, OWNER_B
