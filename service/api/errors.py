@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from domain import rules
 from domain.errors import (
@@ -217,21 +218,20 @@ def api_error_response(error: ApiError) -> JSONResponse:
                         status_code=error.status, headers=headers or None)
 
 
+#: The methods a 405's ``Allow`` header can name: those of RFC 9110 (9.3) a route here might
+#: have, and PATCH (RFC 5789).
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def allowed_methods(request: Request) -> str:
-    """The ``Allow`` header of a 405: every method the app's schema lists for a path template
-    the request's path matches (RFC 9110, 15.5.6)."""
-    app = request.app
-    templates = getattr(app.state, "allow_templates", None)
-    if templates is None:
-        templates = app.state.allow_templates = [
-            (re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path)) + "$"),
-             {method.upper() for method in operations})
-            for path, operations in app.openapi()["paths"].items()]
-    methods: set[str] = set()
-    for pattern, listed in templates:
-        if pattern.match(request.url.path):
-            methods |= listed
-    return ", ".join(sorted(methods))
+    """The ``Allow`` header of a 405: every method for which the app's router has a route
+    matching the request's path (RFC 9110, 15.5.6), HEAD included wherever GET is (Starlette
+    answers HEAD on every GET route). The methods are listed in alphabetical order."""
+    routes = request.app.router.routes
+    return ", ".join(sorted(
+        method for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL
+               for route in routes)))
 
 
 def install(app: FastAPI) -> None:
