@@ -3,6 +3,8 @@ built from it, so every operation declares every status it answers, each with it
 
 - ``REQUEST_BODIES``: the bodies of routes that read a ``dict`` body (``Body(None)``) and
   validate it themselves (so a refusal is VMAPI-shaped).
+- ``QUERY_PARAMETERS`` (service/api/openapi_queries.py): the query parameters of list
+  routes, which parse their query themselves.
 - ``RESPONSES``: every operation's answers, registered with ``declare`` (routes added later
   call it too; ``tests/api/test_openapi.py`` fails for an operation without a declaration,
   and ``tests/api/test_fuzz.py`` checks every response it sees against the schema).
@@ -27,6 +29,7 @@ from service.api import routes_agents, routes_networks, routes_servers, routes_s
 from service.api.response_models import (
     Accepted, Error, HistoryEvent, InventoryApplied, Job, ListedVm, Ping, Vm,
 )
+from service.api.openapi_queries import QUERY_PARAMETERS
 from service.api.schemas import CreateVmRequest, UpdateVmRequest
 
 # (method, path) → the model its JSON body is validated against
@@ -166,8 +169,9 @@ def _response(status: int, answer: Answer, headers: dict[str, str],
 
 
 def declare_schema(app: FastAPI) -> None:
-    """Make ``app.openapi()`` describe the bodies in ``REQUEST_BODIES`` and the answers in
-    ``RESPONSES`` (an operation without a declaration keeps FastAPI's guess)."""
+    """Make ``app.openapi()`` describe the bodies in ``REQUEST_BODIES``, the query parameters
+    in ``QUERY_PARAMETERS`` and the answers in ``RESPONSES`` (an operation without a
+    declaration keeps FastAPI's guess)."""
     original = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -180,6 +184,11 @@ def declare_schema(app: FastAPI) -> None:
             if operation is not None:
                 operation["requestBody"] = {"content": {"application/json": {
                     "schema": _ref(model, components)}}}
+        for (method, path), parameters in QUERY_PARAMETERS.items():
+            operation = schema["paths"].get(path, {}).get(method)
+            if operation is not None:
+                operation["parameters"] = [*operation.get("parameters", []),
+                                           *copy.deepcopy(parameters)]
         for (method, path), answers in RESPONSES.items():
             operation = schema["paths"].get(path, {}).get(method)
             if operation is not None:

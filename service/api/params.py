@@ -107,6 +107,14 @@ def integer_param(params: Mapping[str, str], name: str, *, minimum: int, maximum
     return number
 
 
+def openapi_parameter(name: str, description: str, schema: Mapping[str, Any] | None = None,
+                      where: str = "query") -> dict[str, Any]:
+    """The OpenAPI parameter object of an optional parameter a route parses itself (a string
+    unless ``schema`` says otherwise); declaring it changes no parsing."""
+    return {"name": name, "in": where, "required": False, "description": description,
+            "schema": dict(schema or {"type": "string"})}
+
+
 def int_or_none(value: Any) -> int | None:
     """An integer from a header value, or None."""
     try:

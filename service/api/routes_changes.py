@@ -16,7 +16,7 @@ from domain.server import SERVER_STATUSES
 from domain.states import VmState
 from service.api.auth import OWNER, principal_of
 from service.api.errors import UnavailableError
-from service.api.params import Query
+from service.api.params import Query, openapi_parameter
 from service.changes import sse
 from service.changes.filters import ChangeFilter
 from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
@@ -126,22 +126,19 @@ def parse_stream_request(request: Request) -> tuple[int | None, ChangeFilter]:
     return after, shown
 
 
-def _parameter(name: str, description: str, where: str = "query") -> dict[str, object]:
-    return {"name": name, "in": where, "required": False, "description": description,
-            "schema": {"type": "string"}}
-
-
 # The schema of GET /changes (it parses its parameters itself, as every route does).
 STREAM_OPENAPI = {
     "parameters": [
-        _parameter("after", "start after this log position (default: now)"),
-        _parameter("Last-Event-ID", "start after this position (wins over after)", "header"),
-        _parameter("vm_uuid", "only these VMs (comma-separated)"),
-        _parameter("owner_uuid", "only VMs of this owner after the event"),
-        _parameter("server_uuid", "only changes on this server"),
-        _parameter("type", "only these event types (comma-separated)"),
-        _parameter("state", "only changes after which the resource is in these states"),
-        _parameter("token", "the bearer token, for EventSource (which sends no headers)"),
+        openapi_parameter("after", "start after this log position (default: now)"),
+        openapi_parameter("Last-Event-ID", "start after this position (wins over after)",
+                          where="header"),
+        openapi_parameter("vm_uuid", "only these VMs (comma-separated)"),
+        openapi_parameter("owner_uuid", "only VMs of this owner after the event"),
+        openapi_parameter("server_uuid", "only changes on this server"),
+        openapi_parameter("type", "only these event types (comma-separated)"),
+        openapi_parameter("state", "only changes after which the resource is in these states"),
+        openapi_parameter("token",
+                          "the bearer token, for EventSource (which sends no headers)"),
     ],
     "responses": {"200": {"description": "an endless stream of changes (docs/api.md)",
                           "content": {"text/event-stream": {"schema": {"type": "string"}}}}},

@@ -41,7 +41,9 @@ def _list(request: Request, *, rows: bool = True
 
 @router.get("/vms")
 def list_vms(request: Request) -> JSONResponse:
-    """ListVms: filters, then a page in a stable order; the total in x-joyent-resource-count."""
+    """ListVms: filters (also ``tag.K=V`` and ``internal_metadata.K=V``: only VMs whose tag or
+    internal_metadata key K is V), then a page in a stable order; the total in
+    x-joyent-resource-count."""
     vms, total, next_marker = _list(request)
     headers = {"x-joyent-resource-count": str(total)}
     if next_marker:

@@ -27,7 +27,8 @@ CONFORMANCE = [status_code_conformance, content_type_conformance, response_schem
 # Every operation the schema lists (building the app connects to nothing), but endless event
 # streams (GET /changes): a call never returns (tests/changes/ test it).
 # Negative mode only where the schema declares something to make invalid: a request body
-# (path parameters are unconstrained strings, and query parameters are parsed by the routes).
+# (path parameters are unconstrained strings, and the declared query parameters are parsed by
+# the routes, which refuse in VMAPI's words, not the schema's).
 _SCHEMA = create_app(Settings()).openapi()["paths"]
 OPERATIONS = sorted(
     (method.upper(), path, mode)
