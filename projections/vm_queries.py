@@ -59,8 +59,8 @@ class VmFilter:
     image_uuid: str | None = None
     ram: int | None = None
     create_timestamp: str | None = None
-    # A filter on a field vmledger does not record (VMAPI's billing_id, package_name,
-    # package_version): no VM matches it.
+    # A filter no VM can match: on a field vmledger does not record (VMAPI's billing_id,
+    # package_name, package_version), or a ram beyond any VM's.
     unrecorded: bool = False
     docker: bool | None = None  # vmledger makes no docker VMs: true matches none
     tags: dict[str, str] = field(default_factory=dict)

@@ -140,7 +140,9 @@ class ListVmsQuery:
         if docker is not None:
             vm_filter.docker = docker == "true"
         ram = self._checked("ram", RAM_RE.match, f"String does not match regexp: {RAM_RE_SHOWN}")
-        if ram is not None:
+        if ram is not None and int(ram) > MAX_INTEGER:
+            vm_filter.unrecorded = True  # more than any VM has (and than SQLite's integers)
+        elif ram is not None:
             vm_filter.ram = int(ram)
         stamp = params.get("create_timestamp")
         if stamp is not None:

@@ -51,3 +51,13 @@ def test_ram_must_be_a_json_integer(client, ram):
                                          "brand": "bhyve", "ram": ram})
     assert response.status_code == 409, response.text
     assert response.json()["errors"][0]["field"] == "ram"
+
+
+def test_a_ram_filter_beyond_any_vms_memory_matches_none(client):
+    # VMAPI takes any digits for ram (its regexp), so a huge one is no refusal: no VM has it
+    create_running_vm(client)
+    for method in ("GET", "HEAD"):
+        response = client.request(method, "/vms", params={"ram": HUGE})
+        assert response.status_code == 200, response.text
+        assert response.headers["x-joyent-resource-count"] == "0"
+    assert client.get("/vms", params={"ram": HUGE}).json() == []
