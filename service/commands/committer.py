@@ -36,15 +36,14 @@ Recordings = list[Recording[Any]]
 
 
 class CommitWaitTimeout(OperationalError):
-    """An HTTP request waited its database bound for the committer's answer (a 503).
-    ``appended`` is False when the append was taken off the queue (it will never be
-    written), None when its batch was already being written (it may yet commit: the client
-    learns which by retrying with its ``Idempotency-Key``, or by reading the resource;
+    """An HTTP request waited its database bound for the committer's answer (a 503). Its
+    message says whether the append was ``withdrawn`` from the queue (it will never be
+    written) or its batch was already being written (it may yet commit: the client learns
+    which by retrying with its ``Idempotency-Key``, or by reading the resource;
     docs/operations.md, ``VMLEDGER_POSTGRES_REQUEST_WAIT_S``)."""
 
-    def __init__(self, bound_s: float, *, appended: bool | None):
-        self.appended = appended
-        outcome = "not appended" if appended is False else "it may still be appended"
+    def __init__(self, bound_s: float, *, withdrawn: bool):
+        outcome = "not appended" if withdrawn else "it may still be appended"
         super().__init__(f"no answer from the committer in {bound_s} s: {outcome}")
 
 
@@ -72,7 +71,7 @@ class _Gate:
 class Committer:
     """Saves aggregates as ``Application.save`` does (same arguments, same recordings, same
     errors), batching concurrent callers into one transaction of the recorder's
-    ``insert_batch`` (service/storage.py)."""
+    ``insert_batch`` (the ledger's recorders have one: service/storage.py)."""
 
     def __init__(self, app: Application[Any], *, max_appends: int = 128, linger_s: float = 0.0):
         self.app = app
@@ -125,17 +124,13 @@ class Committer:
         except FutureTimeout:
             assert bound is not None
             if future.cancel():  # only before the committer's thread took it (``_run``)
-                raise CommitWaitTimeout(bound, appended=False) from None
+                raise CommitWaitTimeout(bound, withdrawn=True) from None
             if future.done():  # answered just now
                 return future.result()
-            raise CommitWaitTimeout(bound, appended=None) from None
+            raise CommitWaitTimeout(bound, withdrawn=False) from None
 
     def submit(self, *aggregates: Any, **kwargs: Any) -> Future[Recordings]:
         """``save`` without waiting: a future of its recordings (the replay's deferred saves)."""
-        if not hasattr(self.app.recorder, "insert_batch"):  # a recorder of the library's own
-            future: Future[Recordings] = Future()
-            future.set_result(self.app.save(*aggregates, **kwargs))
-            return future
         processing: ProcessingEvent[Any] = ProcessingEvent()
         processing.collect_events(*aggregates, **kwargs)
         pending = _Pending(processing,
