@@ -50,15 +50,15 @@ class JobQueue:
     trigger_event: Any
 
     @property
-    def head_job(self) -> dict[str, Any] | None:
+    def head_job(self) -> ActiveJob | None:
         """The job holding the ticket (the only one that may run), or None."""
         return self.active_jobs[0] if self.active_jobs else None
 
-    def active_job(self, job_uuid: str) -> dict[str, Any] | None:
+    def active_job(self, job_uuid: str) -> ActiveJob | None:
         """The queued or running job with this uuid, or None."""
         return next((j for j in self.active_jobs if j["uuid"] == job_uuid), None)
 
-    def matching_active_job(self, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    def matching_active_job(self, name: str, args: dict[str, Any]) -> ActiveJob | None:
         """The job a repeat of ``name`` with ``args`` merges into, or None (queue a new one).
 
         Only the last job of the queue (queued, or running with nothing queued after it) can
@@ -126,7 +126,7 @@ class JobQueue:
             self.JobLeaseRenewed, cause=cause, job_uuid=job_uuid, lease_expires_at=lease_expires_at
         )
 
-    def _running_job(self, job_uuid: str, worker: str | None = None) -> dict[str, Any]:
+    def _running_job(self, job_uuid: str, worker: str | None = None) -> ActiveJob:
         head = self.head_job
         if head is None or head["uuid"] != job_uuid or head["execution"] != Execution.RUNNING:
             raise JobNotRunnableError(job_uuid, "not the running head job")

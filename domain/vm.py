@@ -16,7 +16,7 @@ from eventsourcing.domain import Aggregate
 
 from domain import chain, transitions, vm_events, vm_nics, vm_reports
 from domain.events import Cause, make_cause
-from domain.job_queue import JobQueue
+from domain.job_queue import ActiveJob, JobQueue
 from domain.lifecycle import Lifecycle
 from domain.states import DesiredState, JobName, VmState
 
@@ -235,7 +235,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
     error: dict[str, str] | None
     quarantine: dict[str, Any] | None
     destroyed_at: datetime | None
-    active_jobs: list[dict[str, Any]]
+    active_jobs: list[ActiveJob]
     claim: dict[str, Any] | None
     reported_at: datetime | None  # the newest generation-less agent report applied
     nics: list[dict[str, Any]]  # domain/vm_nics.py

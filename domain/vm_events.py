@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from domain.events import DomainEvent
+from domain.job_queue import ActiveJob
 from domain.states import DesiredState, Execution, JobName
 
 if TYPE_CHECKING:
@@ -41,18 +42,10 @@ class JobQueued(VmEvent):
     params: dict[str, Any]
 
     def apply(self, vm: Vm) -> None:
-        vm.active_jobs.append(
-            {
-                "uuid": self.job_uuid,
-                "name": self.name,
-                "params": self.params,
-                "execution": Execution.QUEUED.value,
-                "attempt": 0,
-                "worker": None,
-                "lease_expires_at": None,
-                "steps_done": [],
-            }
-        )
+        vm.active_jobs.append(ActiveJob(
+            uuid=self.job_uuid, name=self.name, params=self.params,
+            execution=Execution.QUEUED.value, attempt=0, worker=None, lease_expires_at=None,
+            steps_done=[]))
         desired = _DESIRED_AFTER_JOB.get(self.name)
         if desired is not None:
             vm.desired_state = desired

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from domain.errors import JobNotRunnableError
+from domain.job_queue import ActiveJob
 from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
 from service.commands.application import Commands
@@ -63,7 +64,7 @@ class JobRun:
     """One claimed job being worked on: records steps and the outcome as this worker, keeps
     its lease alive, and runs no step whose preconditions no longer hold (Omicron #2209)."""
 
-    def __init__(self, context: JobContext, vm: Vm, job: dict[str, Any]):
+    def __init__(self, context: JobContext, vm: Vm, job: ActiveJob):
         self.context = context
         self.vm = vm
         self.job = job
