@@ -8,6 +8,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
+from eventsourcing.persistence import Transcoder
+
 from projections.db import Database, Tx
 
 
@@ -38,6 +40,12 @@ class ReadModel(ABC):
     def real_tables(self) -> list[str]:
         """The real names of every table, in ``tables`` order."""
         return [self.table(name) for name in self.tables]
+
+    @classmethod
+    def fresh(cls, transcoder: Transcoder) -> ReadModel:
+        """A new instance over an event store whose events ``transcoder`` encodes (a model
+        that keeps encoded state, ``VmView``'s folded VM, needs it; the others do not)."""
+        return cls()
 
     def beside(self, suffix: str) -> ReadModel:
         """A copy writing into ``<table><suffix>`` tables, tracked as ``<name><suffix>``."""

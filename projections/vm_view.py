@@ -102,6 +102,10 @@ class VmView(ReadModel):
     def __init__(self, transcoder: Transcoder):
         self.transcoder = transcoder
 
+    @classmethod
+    def fresh(cls, transcoder: Transcoder) -> VmView:
+        return cls(transcoder)
+
     def create_statements(self, db: Database) -> list[str]:
         view, tags, index = self.table("vm_view"), self.table("vm_view_tags"), self.index
         metadata = self.table("vm_view_internal_metadata")

@@ -43,8 +43,7 @@ READ_MODEL_NAMES = tuple(model.name for model in _READ_MODELS)
 def read_models(app: VmLedger) -> list[ReadModel]:
     """Fresh instances of every read model the service keeps (the runner's, and the audit's
     fresh folds)."""
-    return [model(app.mapper.transcoder) if model is VmView else model()
-            for model in _READ_MODELS]
+    return [model.fresh(app.mapper.transcoder) for model in _READ_MODELS]
 
 
 def _register_simulated_servers(commands: Commands, fleet: SimulatedFleet,
