@@ -11,11 +11,13 @@ from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime, ConfigDict, Field
 
 from domain.errors import VmNotFoundError
+from domain.vm import Vm
 from service.api.auth import AGENT, principal_of, require_server
-from service.api.deps import cause_of, parse_body, read_your_writes, services_of
+from service.api.deps import cause_of, parse_body, read_one, services_of
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, Query
 from service.api.schemas import Alias, Brand, Scalar, StrictModel
+from service.commands.agents import Admit
 from service.commands.vm_agent import AgentVm, AgentVmReports
 
 router = APIRouter(tags=["agents"])
@@ -87,6 +89,7 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
     recorded as found."""
     Query(request, set()).check()
     services = services_of(request)
+    admit = _visible_to_reporter(request, vm_uuid)
     if isinstance(data, dict) and "generation" not in data:
         found = parse_body(request, AgentVmBody, data)
         if found.uuid is not None and str(found.uuid) != vm_uuid.lower():
@@ -94,46 +97,38 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
                                                 "message": "differs from the path's uuid"}])
         report = found.report()
         require_server(request, report.server_uuid)
-        _visible_to_reporter(request, vm_uuid, services, found_is_new=True)
-        AgentVmReports(services.agents).put(vm_uuid.lower(), report, cause=cause_of(request))
-        return _vm_as_it_is(request, services, vm_uuid)
-    generational = parse_body(request, VmReport, data)
-    require_server(request, str(generational.server_uuid))
-    _visible_to_reporter(request, vm_uuid, services)  # 404 for a VM the log never had
-    services.agents.report_vm(vm_uuid.lower(), server_uuid=str(generational.server_uuid),
-                              state=generational.state, boot_id=generational.boot_id,
-                              generation=generational.generation, cause=cause_of(request))
-    return _vm_as_it_is(request, services, vm_uuid)
-
-
-def _vm_as_it_is(request: Request, services: Any, vm_uuid: str) -> JSONResponse:
-    read_your_writes(request, services, ("vm_view",), eventual=False)
-    vm = services.vms.get(vm_uuid.lower())
-    if vm is None:
-        raise VmNotFoundError(vm_uuid)
+        AgentVmReports(services.agents).put(vm_uuid.lower(), report, cause=cause_of(request),
+                                            admit=admit)
+    else:
+        generational = parse_body(request, VmReport, data)
+        require_server(request, str(generational.server_uuid))
+        services.agents.report_vm(vm_uuid.lower(), server_uuid=str(generational.server_uuid),
+                                  state=generational.state, boot_id=generational.boot_id,
+                                  generation=generational.generation, cause=cause_of(request),
+                                  admit=admit)
+    vm = read_one(request, "vm_view", services.vms.get, vm_uuid, VmNotFoundError,
+                  eventual=False)
     return JSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
 
 
-def _visible_to_reporter(request: Request, vm_uuid: str, services: Any, *,
-                         found_is_new: bool = False) -> None:
-    """Refuse a report of a VM the log never had (``VmNotFoundError``), unless the report may
-    record it as found (``found_is_new``, vm-agent's reports). An agent may name only a VM
-    its own server holds (placed there, or claimed there by a provision under way): any other
-    VM is refused with the same 404 and message as a VM the log never had, before anything is
-    read into the answer or appended, so an agent token can neither read other servers' VMs
-    nor learn which uuids exist. Operators may report for any VM."""
-    try:
-        vm = services.commands.load(vm_uuid)
-    except VmNotFoundError:
-        if found_is_new:
-            return
-        raise
+def _visible_to_reporter(request: Request, vm_uuid: str) -> Admit:
+    """The check a report's command makes of the VM it loaded (``Admit``): a VM the log
+    never had is refused (``VmNotFoundError``; a vm-agent report records it as found before
+    asking). An agent may name only a VM its own server holds (placed there, or claimed there
+    by a provision under way): any other VM is refused with the same 404 and message as a VM
+    the log never had, before anything is read into the answer or appended, so an agent token
+    can neither read other servers' VMs nor learn which uuids exist. Operators may report for
+    any VM."""
     principal = principal_of(request)
-    if principal.role != AGENT:
-        return
-    claimed = (vm.claim or {}).get("server_uuid")
-    if principal.server_uuid not in (vm.server_uuid, claimed):
-        raise VmNotFoundError(vm_uuid)
+
+    def admit(vm: Vm | None) -> None:
+        if vm is None:
+            raise VmNotFoundError(vm_uuid)
+        claimed = (vm.claim or {}).get("server_uuid")
+        if principal.role == AGENT and principal.server_uuid not in (vm.server_uuid, claimed):
+            raise VmNotFoundError(vm_uuid)
+
+    return admit
 
 
 @router.put("/vms")

@@ -17,6 +17,7 @@ from typing import Any
 
 from domain import policy
 from domain.policy import Happening, Response
+from domain.errors import VmNotFoundError
 from domain.server import Server
 from domain.states import Action, DesiredState, Execution, JobName, VmState
 from domain.vm import Cause, Vm
@@ -24,6 +25,11 @@ from service.commands.application import Commands
 from service.commands.versioning import NEWEST
 
 OBSERVED_STATES = ("running", "stopped", "failed")
+
+# Given the reported VM as the report's change loaded it (None: the log never had it) before
+# anything is decided; refuses the report by raising (the API's 404 for a VM an agent may not
+# name: service/api/routes_agents.py).
+Admit = Callable[[Vm | None], None]
 
 # How a reported power state differs from what the log says, for a VM that is present.
 _DIFFERENCES: dict[tuple[str, str], Happening | str] = {
@@ -57,9 +63,11 @@ class Agents:
         return self._apply(server_uuid, boot_id, generation, affected, cause)
 
     def report_vm(self, vm_uuid: str, *, server_uuid: str, state: str, boot_id: str,
-                  generation: int, cause: Cause) -> dict[str, str]:
+                  generation: int, cause: Cause, admit: Admit | None = None
+                  ) -> dict[str, str]:
         """One VM's observed state on ``server_uuid``. A new ``boot_id`` is a host reboot for
-        the server's other VMs too. Raises ``StaleGenerationError``, ``ServerNotFoundError``."""
+        the server's other VMs too. ``admit`` sees the VM first (``Admit``). Raises
+        ``StaleGenerationError``, ``ServerNotFoundError`` and what ``admit`` raises."""
 
         def affected(server: Server, rebooted: bool) -> dict[str, Happening | str]:
             found: dict[str, Happening | str] = {vm_uuid: state}
@@ -68,7 +76,8 @@ class Agents:
                               if other != vm_uuid})
             return found
 
-        return self._apply(server_uuid, boot_id, generation, affected, cause)
+        return self._apply(server_uuid, boot_id, generation, affected, cause,
+                           admit=(vm_uuid, admit) if admit else None)
 
     def host_rebooted(self, server_uuid: str, boot_id: str, *, cause: Cause) -> dict[str, str]:
         """The operator records that the host rebooted with ``boot_id`` (its VMs are gone)."""
@@ -80,15 +89,25 @@ class Agents:
 
     def _apply(self, server_uuid: str, boot_id: str, generation: int | None,
                affected: Callable[[Server, bool], dict[str, Happening | str]],
-               cause: Cause) -> dict[str, str]:
+               cause: Cause, admit: tuple[str, Admit] | None = None) -> dict[str, str]:
         def decide(server: Server) -> tuple[dict[str, str], list[Vm]]:
+            loaded: dict[str, Vm | None] = {}  # this attempt's, each VM loaded once
+
+            def vm_of(vm_uuid: str) -> Vm | None:
+                if vm_uuid not in loaded:
+                    loaded[vm_uuid] = self._vm(vm_uuid)
+                return loaded[vm_uuid]
+
+            if admit is not None:
+                admitted, check = admit
+                check(vm_of(admitted))
             if generation is not None:
                 server.check_generation(generation)
             rebooted = server.record_reboot(boot_id, cause=cause)
             changed: list[Vm] = []
             outcome: dict[str, str] = {}
             for vm_uuid, happening in affected(server, rebooted).items():
-                vm = self._vm(vm_uuid)
+                vm = vm_of(vm_uuid)
                 if vm is None or vm.server_uuid != server_uuid:
                     continue  # unknown to the log, or placed elsewhere since
                 what = self._react(vm, happening, cause)
@@ -107,7 +126,7 @@ class Agents:
     def _vm(self, vm_uuid: str) -> Vm | None:
         try:
             return self.commands.load(vm_uuid)
-        except Exception:  # noqa: BLE001 - a report may name VMs this log never had
+        except VmNotFoundError:  # a report may name VMs this log never had
             return None
 
     def _react(self, vm: Vm, happening: Happening | str, cause: Cause) -> str | None:

@@ -23,7 +23,7 @@ from uuid import UUID
 from domain.errors import VmNotFoundError
 from domain.states import VmState
 from domain.vm import Cause, Vm
-from service.commands.agents import OBSERVED_STATES, Agents
+from service.commands.agents import OBSERVED_STATES, Admit, Agents
 
 UNKNOWN_OWNER = str(UUID(int=0))  # a VM found with no owner_uuid in its report
 
@@ -53,11 +53,13 @@ class AgentVmReports:
         self.agents = agents
         self.commands = agents.commands
 
-    def put(self, vm_uuid: str, report: AgentVm, *, cause: Cause) -> None:
+    def put(self, vm_uuid: str, report: AgentVm, *, cause: Cause,
+            admit: Admit | None = None) -> None:
         """Record the VM as its agent reports it (module docstring), in one pass of the
-        change loop: a VM the log does not have is made (``new``), one it has is reconciled.
-        Raises ``VmNotFoundError`` for an unknown VM reported in a state nothing is recorded
-        of (``destroyed``, ``provisioning``)."""
+        change loop: a VM the log does not have is made (``new``), one it has is reconciled,
+        once ``admit`` (``service.commands.agents.Admit``) has seen it. Raises
+        ``VmNotFoundError`` for an unknown VM reported in a state nothing is recorded of
+        (``destroyed``, ``provisioning``), and what ``admit`` raises."""
         try:
             vm_id = UUID(vm_uuid)
         except ValueError:
@@ -67,6 +69,8 @@ class AgentVmReports:
         def decide(vm: Vm) -> None:
             if vm.pending_events:  # found now: recorded as found
                 return
+            if admit is not None:
+                admit(vm)
             if VmState(vm.state) is VmState.DESTROYED or vm.is_stale_report(reported_at):
                 return
             if vm.server_uuid == report.server_uuid and report.state in OBSERVED_STATES:

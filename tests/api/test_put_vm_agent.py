@@ -79,3 +79,30 @@ def test_an_unknown_vm_reported_gone_or_a_mismatched_uuid_is_refused(client) -> 
     assert_error(mismatch, 409, "ValidationFailed")
     assert_error(put(client, str(uuid.uuid4()), state="running", alias="a\x00b"), 409,
                  "ValidationFailed")
+
+
+def test_a_report_folds_the_vms_stream_once_for_its_check_and_its_change(
+        client, services, monkeypatch) -> None:
+    # The check that a reporter may name the VM is made on the aggregate the report's own
+    # change loaded, not on a fold of its own
+    vm_uuid = create_running_vm(client)
+    vm = get_vm(client, vm_uuid)
+    folds: list[str] = []
+    fold = services.app.repository.get
+
+    def counted(aggregate_id, *args, **kwargs):
+        if str(aggregate_id) == vm_uuid:
+            folds.append(vm_uuid)
+        return fold(aggregate_id, *args, **kwargs)
+
+    monkeypatch.setattr(services.app.repository, "get", counted)
+    generational = client.put(f"/vms/{vm_uuid}", json={
+        "state": "running", "server_uuid": vm["server_uuid"], "boot_id": "b1",
+        "generation": 1})
+    assert generational.status_code == 200, generational.text
+    assert len(folds) == 1
+    folds.clear()
+    # vm-agent's form first asks whether the log has the VM (a VM it has not is made new)
+    assert put(client, vm_uuid, state="running", server_uuid=vm["server_uuid"],
+               last_modified=T1).status_code == 200
+    assert len(folds) == 2
