@@ -16,7 +16,7 @@ import typer
 
 from service.cli.changes import changes_command
 from service.cli.preflight import check_database
-from service.cli.progress import event_count, finish, progress_bar
+from service.cli.progress import finish, progress_bar
 from service.cli.replay import replay_command
 from service.container import READ_MODEL_NAMES, Services
 from service.logs import Throttled, database_shown, setup_logging
@@ -139,11 +139,11 @@ def rebuild(
                                  f"{', '.join(READ_MODEL_NAMES)})", param_hint="NAMES")
     services = _services()
     try:
-        events = event_count(services)
         with progress_bar() as bar:
-            task = bar.add_task(f"rebuilding {', '.join(chosen)}", total=events)
+            task = bar.add_task(f"rebuilding {', '.join(chosen)}",
+                                total=services.commands.head_position())
             count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
-            finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
+            events = finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
                    f"({len(chosen)} read models), {events} events in the log")
     finally:
@@ -180,11 +180,10 @@ def audit_verify() -> None:
 
     services = _services()
     try:
-        events = event_count(services)
         with progress_bar() as bar:
-            task = bar.add_task("checking hash chains", total=events)
+            task = bar.add_task("checking hash chains", total=services.commands.head_position())
             differences = verify_chains(services.app, lambda n: bar.advance(task, n))
-            finish(bar, task)
+            events = finish(bar, task)
             task = bar.add_task("comparing read models with a fresh fold",
                                 total=events * len(services.projections.read_models))
             differences += verify_read_models(services, lambda n: bar.advance(task, n))

@@ -18,21 +18,14 @@ def progress_bar(console: Console | None = None) -> Progress:
                     TimeElapsedColumn(), console=console or Console(stderr=True))
 
 
-def finish(bar: Progress, task: TaskID, description: str | None = None) -> None:
+def finish(bar: Progress, task: TaskID, description: str | None = None) -> int:
     """End ``task`` at what was really done: its total becomes its count, so the bar is full
-    and says how much there was (a total guessed up front may be off: log positions have
-    gaps on PostgreSQL, a read model may stop short of the head)."""
-    done = next(t.completed for t in bar.tasks if t.id == task)
+    and says how much there was (the total given up front is the log's head position, an
+    index lookup: at least the number of events, more where positions have gaps, as on
+    PostgreSQL). Returns that count."""
+    done = int(next(t.completed for t in bar.tasks if t.id == task))
     fields: dict[str, Any] = {"total": done, "completed": done}
     if description is not None:
         fields["description"] = description
     bar.update(task, **fields)
-
-
-def event_count(services: Any) -> int:
-    """How many events the log holds (the events table's rows, not its last position)."""
-    table = services.app.recorder.events_table_name
-    with services.db.transaction(commit=False) as tx:
-        tx.execute(f"SELECT COUNT(*) AS n FROM {table}")  # the library's own table name
-        row = tx.fetchone()
-    return int(row["n"] if isinstance(row, dict) else row[0])
+    return done
