@@ -32,7 +32,8 @@ it is rebuilt in place (emptied, then replayed; readers see it fill up again), w
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+import re
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol
 
 from eventsourcing.persistence import Notification
@@ -41,6 +42,8 @@ from projections.db import Database, Dialect, Tx
 from projections.read_model import ReadModel
 
 SUFFIX = "__rebuild"
+# A plain index's DDL, as every read model writes it, and the index's (real) name
+_PLAIN_INDEX = re.compile(r"CREATE INDEX (?:IF NOT EXISTS )?(?P<name>\w+) ON ")
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
@@ -79,21 +82,22 @@ def rebuild_beside(runner: Runner, lives: Sequence[ReadModel],
     runner.reset([live.name for live in in_place])
     beside = [live for live in lives if live not in in_place]
     shadows = [live.beside(SUFFIX) for live in beside]
-    for shadow in shadows:
-        prepare(runner.db, shadow, defer_indexes=True)
+    deferred = [deferred_indexes(runner.db, shadow) for shadow in shadows]
+    for shadow, later in zip(shadows, deferred):
+        prepare(runner.db, shadow, deferred=later)
     total = runner.catch_up_models(in_place + shadows, progress,
                                    batch_size=runner.rebuild_batch_size)
-    for shadow in shadows:
-        make_deferred_indexes(runner.db, shadow)
+    for later in deferred:
+        make_deferred_indexes(runner.db, later)
     for live, shadow in zip(beside, shadows):
         total += switch(runner, live, shadow)
     return total
 
 
-def prepare(db: Database, shadow: ReadModel, *, defer_indexes: bool = False) -> None:
-    """Empty shadow tables and no shadow tracking row, in one transaction; with
-    ``defer_indexes``, without the indexes ``make_deferred_indexes`` makes later."""
-    deferred = set(deferred_indexes(db, shadow)) if defer_indexes else set()
+def prepare(db: Database, shadow: ReadModel, *, deferred: Collection[str] = ()) -> None:
+    """Empty shadow tables and no shadow tracking row, in one transaction; without the
+    ``deferred`` statements of its DDL (``deferred_indexes``: ``make_deferred_indexes`` makes
+    them later)."""
     with db.transaction() as tx:
         for table in shadow.real_tables():  # table names are ours, never input
             tx.execute(f"DROP TABLE IF EXISTS {table}")
@@ -107,18 +111,29 @@ def deferred_indexes(db: Database, read_model: ReadModel) -> list[str]:
     """The DDL of ``read_model``'s indexes that its ``apply`` does not need: plain (not
     unique: a unique index is a rule the rows must keep while they are written) and not
     named in ``apply_indexes``. Maintaining them row by row is a large share of a rebuild's
-    database work; one ``CREATE INDEX`` over the finished table costs far less."""
-    needed = [f" {read_model.index(name)} " for name in read_model.apply_indexes]
-    return [statement for statement in read_model.create_statements(db)
-            if statement.startswith("CREATE INDEX ")
-            and not any(name in statement for name in needed)]
+    database work; one ``CREATE INDEX`` over the finished table costs far less. Raises
+    ``ValueError`` for a name in ``apply_indexes`` that no plain index of the DDL has (it
+    would otherwise be deferred unnoticed, and the build look rows up without it)."""
+    needed = {read_model.index(name) for name in read_model.apply_indexes}
+    deferred, kept = [], set()
+    for statement in read_model.create_statements(db):
+        made = _PLAIN_INDEX.match(statement)
+        if made is None:
+            continue
+        if made["name"] in needed:
+            kept.add(made["name"])
+        else:
+            deferred.append(statement)
+    if needed - kept:
+        raise ValueError(f"{read_model.name}: apply_indexes names no plain index of its DDL: "
+                         f"{', '.join(sorted(needed - kept))}")
+    return deferred
 
 
-def make_deferred_indexes(db: Database, shadow: ReadModel) -> None:
-    """Create the indexes ``prepare(..., defer_indexes=True)`` left out, in one
-    transaction."""
+def make_deferred_indexes(db: Database, deferred: Sequence[str]) -> None:
+    """Create the indexes ``prepare`` left out (its ``deferred``), in one transaction."""
     with db.transaction() as tx:
-        for statement in deferred_indexes(db, shadow):
+        for statement in deferred:
             tx.execute(statement)
 
 

@@ -4,6 +4,7 @@ model back; nothing is left beside afterwards; the runner publishes each read mo
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any
 
@@ -13,7 +14,9 @@ from typer.testing import CliRunner
 
 from domain.states import Action
 from projections.db import Dialect
-from projections.rebuild import SUFFIX, make_deferred_indexes, prepare, switch
+from projections.rebuild import (
+    SUFFIX, deferred_indexes, make_deferred_indexes, prepare, switch,
+)
 from projections.vm_queries import VmFilter
 from service.cli.app import cli
 from tests.builders import (
@@ -235,14 +238,23 @@ def test_a_shadow_is_built_with_only_the_indexes_its_apply_looks_rows_up_by(serv
     runner = services.projections
     vm_view = runner.read_models["vm_view"].beside(SUFFIX)
     mounts = runner.read_models["volume_mounts"].beside(SUFFIX)
+    deferred = {shadow.name: deferred_indexes(services.db, shadow)
+                for shadow in (vm_view, mounts)}
     for shadow in (vm_view, mounts):
-        prepare(services.db, shadow, defer_indexes=True)
+        prepare(services.db, shadow, deferred=deferred[shadow.name])
     _, indexes = schema_names(services)
     assert "volume_mounts_volume" + SUFFIX in indexes  # a volume's address finds its mounts
     assert not {"vm_view_owner", "vm_view_state", "vm_view_tags_kv"} & {
         name.replace(SUFFIX, "") for name in indexes if SUFFIX in name}
     for shadow in (vm_view, mounts):
-        make_deferred_indexes(services.db, shadow)
+        make_deferred_indexes(services.db, deferred[shadow.name])
     _, indexes = schema_names(services)
     assert {"vm_view_owner" + SUFFIX, "vm_view_state" + SUFFIX,
             "vm_view_tags_kv" + SUFFIX} <= indexes
+
+
+def test_an_apply_index_the_ddl_does_not_have_is_refused_not_deferred(services):
+    mounts = copy.copy(services.projections.read_models["volume_mounts"])
+    mounts.apply_indexes = ("volume_mounts_volume", "volume_mounts_nonesuch")
+    with pytest.raises(ValueError, match="volume_mounts_nonesuch"):
+        deferred_indexes(services.db, mounts.beside(SUFFIX))
