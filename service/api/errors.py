@@ -225,8 +225,9 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 def allowed_methods(request: Request) -> str:
     """The ``Allow`` header of a 405: every method for which the app's router has a route
-    matching the request's path (RFC 9110, 15.5.6), HEAD included wherever GET is (Starlette
-    answers HEAD on every GET route). The methods are listed in alphabetical order."""
+    matching the request's path (RFC 9110, 15.5.6), in alphabetical order. HEAD is named
+    where a route answers it: Starlette's GET routes do (``/openapi.json``), FastAPI's do
+    not, and ``HEAD /vms`` is a route of its own."""
     routes = request.app.router.routes
     return ", ".join(sorted(
         method for method in _METHODS
