@@ -5,8 +5,8 @@ changes no parsing, and ``tests/api/test_openapi.py`` checks each declared name 
 route accepts.
 
 ListVms' ``tag.K=V`` and ``internal_metadata.K=V`` are named by their key, which no OpenAPI
-parameter can be, so the route's description (its docstring) tells of them; ``predicate`` and ``query``
-(Moray's filters) are accepted only to be refused, and are not declared.
+parameter can be, so the route's description (its docstring) tells of them; ``predicate``
+and ``query`` (Moray's filters) are accepted only to be refused, and are not declared.
 """
 
 from __future__ import annotations
