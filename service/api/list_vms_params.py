@@ -206,11 +206,17 @@ class ListVmsQuery:
                 self.page.after = decode_marker(marker, self.page.sort)
             except ValueError:
                 self._invalid("marker", "Invalid marker")
+                return
+            if not _storable(self.page.after[0]):  # we never hand such a marker out
+                self._invalid("marker", "Invalid marker")
             return
         for problem in vmapi_marker_problems(marker, self.params.get("sort")):
             self._invalid("marker", f"Invalid marker: {marker}. {problem}")
         if not any(e["field"] == "marker" for e in self.errors):
             self.page.after = self._keyset(json.loads(marker))
+            if not _storable(self.page.after[0]):
+                self._invalid("marker", f"Invalid marker: {marker}. "
+                                        f"{self.page.sort_field} is out of range")
 
     def _keyset(self, marker: dict[str, Any]) -> tuple[Any, str]:
         """A VMAPI marker as ``(sort value, uuid)``: the sort key's value in the marker (made
@@ -237,6 +243,12 @@ class ListVmsQuery:
         if "max_physical_memory" in self.fields:
             out["max_physical_memory"] = vm["ram"]
         return out
+
+
+def _storable(sort_value: Any) -> bool:
+    """Whether a marker's sort value can be compared with its column: an integer beyond
+    ``MAX_INTEGER`` (no stored one is) overflows the database's 64-bit integers (a 500)."""
+    return not isinstance(sort_value, int) or abs(sort_value) <= MAX_INTEGER
 
 
 def parse_timestamp(text: str) -> datetime | None:
