@@ -115,6 +115,17 @@ def openapi_parameter(name: str, description: str, schema: Mapping[str, Any] | N
             "schema": dict(schema or {"type": "string"})}
 
 
+def log_position(text: str) -> int | None:
+    """``text`` (a header or a WebSocket's query value) as a log position: ASCII digits, 0 to
+    ``MAX_INTEGER``, as ``?after=`` takes it; None when it is not one. (``str.isdigit`` is
+    true of digits ``int`` cannot read, such as "\u00b2", which made a 500.)"""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    number = int(text)
+    return number if number <= MAX_INTEGER else None
+
+
 def int_or_none(value: Any) -> int | None:
     """An integer from a header value, or None."""
     try:

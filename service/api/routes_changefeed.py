@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
 from service.api.auth import OWNER, principal_of
+from service.api.params import log_position
 from service.api.routes_changes import change_hub
 from service.changes import triton
 from service.changes.filters import ChangeFilter
@@ -43,8 +44,11 @@ async def changefeed(websocket: WebSocket) -> None:
     await websocket.accept()
     after = websocket.query_params.get("after")
     try:
-        registration = triton.parse_registration(
-            await websocket.receive_text(), int(after) if after and after.isdigit() else None)
+        text = await websocket.receive_text()
+        position = None if after is None else log_position(after)
+        if after is not None and position is None:
+            raise triton.RegistrationError(triton.AFTER_REFUSED)
+        registration = triton.parse_registration(text, position)
     except triton.RegistrationError as error:
         await websocket.close(POLICY_VIOLATION, str(error)[:120])
         return

@@ -16,7 +16,7 @@ from domain.server import SERVER_STATUSES
 from domain.states import VmState
 from service.api.auth import OWNER, principal_of
 from service.api.errors import UnavailableError
-from service.api.params import Query, openapi_parameter
+from service.api.params import MAX_INTEGER, Query, log_position, openapi_parameter
 from service.changes import sse
 from service.changes.filters import ChangeFilter
 from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
@@ -109,10 +109,9 @@ def parse_stream_request(request: Request) -> tuple[int | None, ChangeFilter]:
     after = query.integer("after", minimum=0)
     last_id = request.headers.get("last-event-id")
     if last_id is not None:
-        if last_id.strip().isdigit():
-            after = int(last_id)
-        else:
-            query.invalid("Last-Event-ID", "must be a log position (an integer)")
+        after = log_position(last_id)
+        if after is None:
+            query.invalid("Last-Event-ID", f"must be a log position (0 to {MAX_INTEGER})")
     principal = principal_of(request)
     shown = ChangeFilter(
         vm_uuids=_listed(query, "vm_uuid", uuids=True),

@@ -45,6 +45,9 @@ class Registration:
     after: int | None
 
 
+AFTER_REFUSED = '"after" should be a log position (an integer)'
+
+
 def parse_registration(text: str, after: int | None = None) -> Registration:
     """The registration in ``text``. Raises ``RegistrationError`` (v1 or v2 rules: an object
     with a string ``instance``, a ``changeKind`` or a non-empty ``resources`` list, each with a
@@ -74,7 +77,7 @@ def parse_registration(text: str, after: int | None = None) -> Registration:
         wanted.update(s for s in kind["subResources"] if isinstance(s, str))
     resume = registration.get("after", after)
     if resume is not None and (not isinstance(resume, int) or resume < 0):
-        raise RegistrationError('"after" should be a log position (an integer)')
+        raise RegistrationError(AFTER_REFUSED)
     return Registration(registration["instance"], frozenset(wanted),
                         bootstrap_of(len(kinds)), resume)
 

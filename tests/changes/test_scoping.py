@@ -122,6 +122,9 @@ def test_operators_filter_servers_and_types(tokened_services, tokens, history):
     ({"after": "-1"}, {}, "after"),
     ({"colour": "red"}, {}, "colour"),
     ({}, {"Last-Event-ID": "abc"}, "Last-Event-ID"),
+    # a digit int() does not read (a 500), and a position past what ?after= takes
+    ({}, {"Last-Event-ID": "\u00b2".encode("latin-1")}, "Last-Event-ID"),
+    ({}, {"Last-Event-ID": str(2**64)}, "Last-Event-ID"),
 ])
 def test_bad_parameters_are_refused_naming_the_field(tokened_services, tokens, query, headers,
                                                      field):

@@ -69,6 +69,17 @@ def test_a_bad_registration_is_closed_with_the_reason(services, registration, re
         assert ws.close_code == 1008 and reason in ws.close_reason
 
 
+@pytest.mark.parametrize("after", ["abc", "-1", "%C2%B2", str(2**64)])
+def test_a_bad_after_on_the_upgrade_is_closed_with_the_reason(services, after):
+    # found by a new user: ?after=abc was ignored (the stream started from now) and a digit
+    # int() does not read ("²") dropped the connection with no close frame
+    with live_server(services) as url, connect(_ws(url) + "?after=" + after) as ws:
+        ws.send(json.dumps(V1))
+        with pytest.raises(ConnectionClosedError):
+            ws.recv(timeout=10)
+        assert ws.close_code == 1008 and '"after" should be a log position' in ws.close_reason
+
+
 def test_a_listener_resumes_after_a_position_and_skips_unregistered_sub_resources(services):
     first = create_vm(services, OWNER_A)
     second = create_vm(services, OWNER_A)
