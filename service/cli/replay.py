@@ -34,10 +34,11 @@ def _print(summary: Summary, console: Console) -> None:
 def replay_command(
     trace: Annotated[Path, typer.Argument(help="task_events CSV (.csv.gz or .csv)")],
     max_jobs: Annotated[int | None, typer.Option(
-        help="replay only the first N distinct job_ids, in file order (whole tasks)")] = None,
+        min=0, help="replay only the first N distinct job_ids, in file order (whole tasks)")
+    ] = None,
     skip_jobs: Annotated[int, typer.Option(
-        help="skip the first K distinct job_ids (--max-jobs counts after them)")] = 0,
-    max_rows: Annotated[int | None, typer.Option(help="stop after N rows")] = None,
+        min=0, help="skip the first K distinct job_ids (--max-jobs counts after them)")] = 0,
+    max_rows: Annotated[int | None, typer.Option(min=0, help="stop after N rows")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Replay a Google 2011 task_events trace through the service (docs/replay.md)."""
@@ -58,6 +59,10 @@ def replay_command(
             catch_up(services, summary, progress)
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
+    except (OSError, EOFError) as error:
+        # not gzip (BadGzipFile), or truncated (EOFError, which click would print as a bare
+        # "Aborted."); the progress bar's count reads the file first, so nothing was replayed
+        raise typer.BadParameter(f"cannot read the trace: {error}", param_hint="TRACE") from None
     finally:
         services.close()
     if as_json:

@@ -23,7 +23,8 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
            progress: Progress | None = None) -> Summary:
     """Replay ``trace`` into ``services``' database (it must have no VM yet) and return
     the summary; read models are not touched (see ``catch_up``). Raises ``OSError`` for an
-    unreadable file and ``ValueError`` for a database that already has VMs."""
+    unreadable file (``EOFError`` for a truncated gzip) and ``ValueError`` for a database that
+    already has VMs."""
     if services.app.recorder.select_notifications(0, 1, topics=["vm.created"]):
         raise ValueError("the database already has VMs; replay into an empty one")
     summary = Summary(trace=str(trace))

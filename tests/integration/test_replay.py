@@ -285,6 +285,36 @@ def test_cli_replays_into_the_configured_database_and_prints_json(
     assert summary["final_states"] == {"destroyed": 1, "running": 1}
 
 
+@pytest.mark.parametrize("content, told", [
+    (b"plain text, not gzip\n", "Not a gzipped file"),
+    (gzip.compress(b"0,,1,0,,0,u,0,1,0.1,0.1,0.1,0\n" * 50)[:40], "ended before"),
+], ids=["not gzip", "truncated"])
+def test_cli_names_a_trace_it_cannot_read_instead_of_a_traceback(
+    settings, tmp_path, monkeypatch, content, told
+):
+    # found by a new user: a file that is not gzip printed a traceback, a truncated one only
+    # "Aborted." (click's word for EOFError)
+    from service.cli.app import cli
+
+    trace = tmp_path / "t.csv.gz"
+    trace.write_bytes(content)
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    result = CliRunner().invoke(cli, ["replay", str(trace)])
+    assert result.exit_code == 2, result.output
+    assert "cannot read the trace" in result.output and told in result.output
+
+
+@pytest.mark.parametrize("option", ["--max-jobs", "--skip-jobs", "--max-rows"])
+def test_cli_refuses_a_negative_count(settings, tmp_path, monkeypatch, option):
+    from service.cli.app import cli
+
+    trace = tmp_path / "t.csv"
+    trace.write_text(",".join(row(SUBMIT)) + "\n")
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    result = CliRunner().invoke(cli, ["replay", str(trace), option, "-1"])
+    assert result.exit_code == 2 and option in result.output, result.output
+
+
 def test_a_failed_deferred_append_is_raised_as_the_replays_bug_not_as_a_later_commands_conflict(
         services):
     # The replay's saves do not wait: an append that fails (here a stream another writer
