@@ -69,10 +69,11 @@ class DuplicateVmError(DomainError):
 
 
 class VersionMismatchError(DomainError):
-    """``If-Match`` named another version than the VM's current one."""
+    """``If-Match`` named another version than the aggregate's current one (``noun``: what
+    it is, for the message)."""
 
-    def __init__(self, expected: int, current: int):
-        super().__init__(f"VM is at version {current}, not {expected}")
+    def __init__(self, expected: int, current: int, noun: str = "VM"):
+        super().__init__(f"{noun} is at version {current}, not {expected}")
         self.expected = expected
         self.current = current
 

@@ -11,7 +11,9 @@ from fastapi.responses import JSONResponse
 from pydantic import Field, IPvAnyAddress
 
 from domain.errors import VolumeNotFoundError
-from service.api.deps import cause_of, parse_body, read_one, read_your_writes, services_of
+from service.api.deps import (
+    cause_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
+)
 from service.api.params import MAX_LIMIT, Query
 from service.api.schemas import Alias, StrictModel
 from service.container import Services
@@ -99,7 +101,7 @@ def volume_action(volume_uuid: str, request: Request,
     """``?action=attach_network`` (body ``{network_uuid, address}``) or ``detach_network``
     (body ``{network_uuid}``), 202 with the volume: the VMs mounting it keep the addresses
     they booted with until they boot again (``GET /vms?stale_mounts=true``). A repeat
-    changes nothing."""
+    changes nothing. ``If-Match`` (the volume's version) is honoured: 412 otherwise."""
     query = Query(request, {"action"})
     action = query.params.get("action")
     if action not in ACTIONS:
@@ -107,13 +109,14 @@ def volume_action(volume_uuid: str, request: Request,
                       code="Missing" if action is None else "Invalid")
     query.check()
     services = services_of(request)
-    cause = cause_of(request)
+    cause, if_match = cause_of(request), if_match_of(request)
     if action == "attach_network":
         attach = parse_body(request, AttachNetworkRequest, data)
         volume, position = services.commands.attach_network(
-            volume_uuid.lower(), str(attach.network_uuid), str(attach.address), cause=cause)
+            volume_uuid.lower(), str(attach.network_uuid), str(attach.address), cause=cause,
+            if_match=if_match)
     else:
         detach = parse_body(request, DetachNetworkRequest, data)
         volume, position = services.commands.detach_network(
-            volume_uuid.lower(), str(detach.network_uuid), cause=cause)
+            volume_uuid.lower(), str(detach.network_uuid), cause=cause, if_match=if_match)
     return _volume(request, services, str(volume.id), status=202, position=position)

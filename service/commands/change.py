@@ -144,7 +144,8 @@ class Changes:
                     return Changed(None, None, None, prior)  # type: ignore[arg-type]
                 aggregate = self._load_or_new(kind, uuid, new, first=attempt == 0)
                 if if_match is not None and aggregate.version != if_match:
-                    raise VersionMismatchError(if_match, aggregate.version)
+                    raise VersionMismatchError(if_match, aggregate.version,
+                                               "VM" if kind is Vm else kind.__name__.lower())
                 decision = decide(aggregate)
                 record = None
                 if idempotency_key is not None and outcome is not None:

@@ -73,17 +73,21 @@ class VolumeCommands(_UsesCommands):
         return volume, position
 
     def attach_network(self, volume_uuid: str, network_uuid: str, address: str, *,
-                       cause: Cause) -> tuple[Volume, int | None]:
+                       cause: Cause, if_match: int | None = None) -> tuple[Volume, int | None]:
         """Make the volume reachable on ``network_uuid`` at ``address``; returns it and the log
-        position (None: it already was). Raises ``VolumeNotFoundError``, ``ValidationError``."""
+        position (None: it already was). Raises ``VolumeNotFoundError``, ``ValidationError``,
+        ``VersionMismatchError`` (``if_match`` is not its version)."""
         _, volume, position, _ = self.change(
-            Volume, volume_uuid, lambda v: v.attach_network(network_uuid, address, cause=cause))
+            Volume, volume_uuid, lambda v: v.attach_network(network_uuid, address, cause=cause),
+            if_match=if_match)
         return volume, position
 
     def detach_network(self, volume_uuid: str, network_uuid: str, *,
-                       cause: Cause) -> tuple[Volume, int | None]:
+                       cause: Cause, if_match: int | None = None) -> tuple[Volume, int | None]:
         """Make the volume unreachable on ``network_uuid``; returns it and the log position
-        (None: it was not on that network). Raises ``VolumeNotFoundError``."""
+        (None: it was not on that network). Raises ``VolumeNotFoundError``,
+        ``VersionMismatchError``."""
         _, volume, position, _ = self.change(
-            Volume, volume_uuid, lambda v: v.detach_network(network_uuid, cause=cause))
+            Volume, volume_uuid, lambda v: v.detach_network(network_uuid, cause=cause),
+            if_match=if_match)
         return volume, position
