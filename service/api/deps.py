@@ -18,7 +18,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from domain.states import TERMINAL_EXECUTIONS
 from domain.vm import Cause, make_cause
-from service.api.errors import UnavailableError, field_errors, invalid_parameters
+from service.api.errors import UnavailableError, invalid_parameters
+from service.api.field_errors import field_errors
 from service.api.params import int_or_none
 from service.api.fast_json import FastJSONResponse
 from service.commands.application import Accepted

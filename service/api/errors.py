@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from domain.errors import (
 )
 from domain.server import InsufficientCapacityError
 from domain.states import VmState
+from service.api.field_errors import field_errors
 from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.idempotency import IdempotencyKeyReusedError
 from service.commands.versioning import InvalidVersionError
@@ -101,28 +102,6 @@ def invalid_parameters(request: Request, errors: list[dict[str, str]],
     return ApiError(
         validation_status(request), code, message or "Invalid parameters", errors=errors
     )
-
-
-def field_errors(items: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
-    """pydantic's (or FastAPI's) validation errors as VMAPI's ``errors`` list: one
-    ``{field, code: Missing|Invalid, message}`` per problem. FastAPI prefixes a location with
-    where the value came from (``body``, ``query``, ``path``): that first part is not the field."""
-    errors = []
-    for item in items:
-        location = [str(part) for part in item.get("loc", ())]
-        if location[:1] in (["body"], ["query"], ["path"]):
-            location = location[1:]
-        if item.get("type") == "json_invalid":  # its loc holds a character offset, no field
-            errors.append({"field": "body", "code": "Invalid", "message": (
-                f"not valid JSON ({item.get('ctx', {}).get('error', 'malformed')}, at "
-                f"character {location[0] if location else '?'})")})
-            continue
-        errors.append({
-            "field": ".".join(location) or "body",
-            "code": "Missing" if item.get("type") == "missing" else "Invalid",
-            "message": item.get("msg", "invalid"),
-        })
-    return errors
 
 
 def body(code: str, message: str, **extra: Any) -> dict[str, Any]:

@@ -92,6 +92,24 @@ def test_every_field_out_of_bounds_is_refused_naming_it_and_appends_nothing(
     assert services.commands.head_position() == head
 
 
+@pytest.mark.parametrize("field, value, named", [
+    ("tags", {"a": {"b": 1}}, "tags.a"),
+    ("customer_metadata", {"str": [1]}, "customer_metadata.str"),
+    ("networks", 5, "networks"),
+    ("networks", [None], "networks.0"),
+])
+def test_a_value_of_no_allowed_type_is_one_error_naming_the_field_not_pydantics_union(
+        client, field, value, named) -> None:
+    # found by a new user: {"tags": {"a": {}}} answered four errors, tags.a.str, tags.a.int,
+    # tags.a.float and tags.a.bool, and networks: 5 "networks.list[union[str,dict[str,any]]]"
+    body = assert_error(client.post("/vms", json=vm_body(**{field: value})), 409,
+                        "ValidationFailed")
+    [error] = body["errors"]
+    assert (error["field"], error["code"]) == (named, "Invalid"), body
+    assert error["message"].startswith("Input should be a valid "), body
+    assert " or a valid " in error["message"], body
+
+
 def test_a_body_that_is_not_json_is_refused(client, services) -> None:
     head = services.commands.head_position()
     response = client.post("/vms", content=b"{not json",
