@@ -24,7 +24,8 @@ def field_errors(items: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
         errors.append({
             "field": location,
             "code": "Missing" if item.get("type") == "missing" else "Invalid",
-            "message": item.get("msg", "invalid"),
+            # our validators' refusals, without pydantic's "Value error, " before them
+            "message": str(item.get("msg", "invalid")).removeprefix("Value error, "),
         })
     return [{**error, "field": ".".join(error["field"]) or "body"}
             for error in _without_union_branches(errors)]

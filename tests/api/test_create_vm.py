@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -108,6 +109,19 @@ def test_a_value_of_no_allowed_type_is_one_error_naming_the_field_not_pydantics_
     assert (error["field"], error["code"]) == (named, "Invalid"), body
     assert error["message"].startswith("Input should be a valid "), body
     assert " or a valid " in error["message"], body
+
+
+@pytest.mark.parametrize("field, value", [
+    ("customer_metadata", {"": "x"}),
+    ("tags", {"k": float("inf")}),
+    ("volumes", [{"volume_uuid": str(uuid.uuid4()), "mountpoint": "/a"}] * 2),
+])
+def test_a_refusal_of_our_own_rules_carries_no_pydantic_prefix(client, field, value) -> None:
+    # found by a new user: "Value error, keys must be 1 to 128 characters"
+    response = client.post("/vms", content=json.dumps(vm_body(**{field: value})),
+                           headers={"content-type": "application/json"})
+    body = assert_error(response, 409, "ValidationFailed")
+    assert all(not e["message"].startswith("Value error") for e in body["errors"]), body
 
 
 def test_a_body_that_is_not_json_is_refused(client, services) -> None:
