@@ -94,13 +94,24 @@ def negotiate(accept_version: str | None) -> str:
     Raises ``InvalidVersionError``."""
     if accept_version is None or accept_version.strip() in _ANY:
         return OLDEST_VERSION
-    terms = accept_version.split("||")
+    alternatives = [_comparators(term) for term in accept_version.split("||")]
+
+    def admitted(version: str) -> bool:
+        return any(all(_satisfies(version, term) for term in terms) for terms in alternatives)
+
     for version in sorted(SUPPORTED_VERSIONS, key=_parse, reverse=True):
-        if any(_satisfies(version, term) for term in terms):
+        if admitted(version):
             return version
-    if any(_satisfies(VMAPI_VERSION, term) for term in terms):
+    if admitted(VMAPI_VERSION):
         return OLDEST_VERSION
     raise InvalidVersionError(accept_version)
+
+
+def _comparators(alternative: str) -> list[str]:
+    """One ``||`` alternative as its comparators, each of which must hold: node-semver's
+    set, joined by spaces (``>=1 <2``; ``>= 1`` is one comparator)."""
+    joined = re.sub(r"(~|\^|>=|<=|>|<|=)\s+", r"\1", alternative.strip())
+    return joined.split() or [""]
 
 
 class IfAlready(StrEnum):
