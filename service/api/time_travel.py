@@ -19,7 +19,8 @@ def instant(query: Query, name: str) -> datetime | None:
     if value is None:
         return None
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        # RFC 3339 (5.6) allows a lower-case "t" and "z"
+        moment = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
     except ValueError:
         moment = None
     if moment is None or moment.tzinfo is None:

@@ -168,6 +168,14 @@ def test_at_an_instant_between_two_events_answers_the_earlier_state(paused) -> N
                  404, "ResourceNotFound")
 
 
+def test_at_takes_rfc_3339s_lower_case_t_and_z(client) -> None:
+    # RFC 3339, 5.6: "T" and "Z" may be lower case (found by a new user: refused as malformed)
+    vm_uuid = create_running_vm(client)
+    now = rfc3339(datetime.now(UTC))
+    assert get_vm(client, vm_uuid, at=now.lower())["version"] == get_vm(
+        client, vm_uuid, at=now)["version"]
+
+
 def test_a_get_right_after_each_command_sees_its_effect(client) -> None:
     for _ in range(3):
         response = client.post("/vms", json={"owner_uuid": OWNER, "brand": "joyent",
