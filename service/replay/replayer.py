@@ -75,8 +75,12 @@ class Replayer:
         self.summary = summary
         self.driver = TraceDriver()
         self.placement = TracePlacement()
+        # No lease renewals: no other worker takes a replayed job over, and each ends in
+        # milliseconds (a renewal thread a job cost a fifth of the replay's time; and a
+        # renewal, due after a third of the lease, would add an event only on a stalled
+        # disk, making the log depend on the machine).
         self.worker = Worker(commands, self.driver, find_work=list, placement=self.placement,
-                             worker_id="replay")
+                             worker_id="replay", renew_leases=False)
         self.tasks: dict[tuple[str, str], tuple[int, str]] = {}  # task -> (incarnation, vm)
         self.machines: set[str] = set()  # trace machines recorded as servers
         self.quarantine = Quarantine(commands, StuckCheck(StuckThresholds(), utcnow))
