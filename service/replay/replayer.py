@@ -53,7 +53,8 @@ class Summary:
     vms_created: int = 0
     final_states: Counter[str] = field(default_factory=Counter)
     wall_time_s: float = 0.0
-    catch_up_s: float = 0.0
+    catch_up_s: float = 0.0  # from the replay's end to every read model at the head
+    applied_beside: int = 0  # events applied to read models during the replay, summed
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain JSON-able data (``--json``)."""
@@ -64,6 +65,7 @@ class Summary:
             "vms_created": self.vms_created,
             "final_states": dict(sorted(self.final_states.items())),
             "wall_time_s": round(self.wall_time_s, 1), "catch_up_s": round(self.catch_up_s, 1),
+            "applied_beside": self.applied_beside,
         }
 
 
