@@ -31,7 +31,7 @@ class ReplayAppendFailedError(RuntimeError):
 
 
 class ReplayCommands(Commands):
-    """The API's command handlers, unchanged, with two additions for a replay that is the
+    """The API's command handlers, unchanged, with additions for a replay that is the
     database's only writer: they note each VM's state and job count whenever they save it (so
     the replay follows the trace without reading VMs), and ``load_aggregate`` (the one loader)
     answers with the aggregates they last saved instead of reading and folding the stream
@@ -39,7 +39,8 @@ class ReplayCommands(Commands):
     starts from what the last one saved, and a change that raises (a refusal, after its
     decision may have recorded events) drops from the cache every aggregate left with events
     it never saved (``change``). A conflict with another writer empties the cache, so the
-    retry reads the stream: a stale aggregate can cost a retry, never a lost update.
+    retry reads the stream: a stale aggregate can cost a retry, never a lost update. And a
+    server's status is read once a server.
 
     The trace is the truth about what ran where, and when; two policies of the live service
     would contradict it, so these handlers are built without them. Capacity: Borg
@@ -64,8 +65,8 @@ class ReplayCommands(Commands):
         statuses: dict[str, str | None] = {}
 
         def server_status(server_uuid: str) -> str | None:
-            # A server's status changes only by the simulated fleet's operator commands, and
-            # the replay is the only writer: asked once a server (a read a destroy, before).
+            # Only the simulated fleet's operator commands change a server's status, and
+            # nothing else runs beside the replay: read once a server, not every DeleteVm.
             if server_uuid not in statuses:
                 statuses[server_uuid] = base.server_status(server_uuid)
             return statuses[server_uuid]
