@@ -27,7 +27,9 @@ def _print(summary: Summary, console: Console) -> None:
         for name, count in data[group].items():
             table.add_row(f"  {prefix}{name}", f"{count:,}")
     table.add_row("wall time (replay)", f"{summary.wall_time_s:.1f} s")
-    table.add_row("read models caught up in", f"{summary.catch_up_s:.1f} s")
+    table.add_row("read models caught up in", f"{summary.catch_up_s:.1f} s after it")
+    if summary.applied_beside:
+        table.add_row("  events applied during the replay", f"{summary.applied_beside:,}")
     console.print(table)
 
 
@@ -40,12 +42,14 @@ def replay_command(
         min=0, help="skip the first K distinct job_ids (--max-jobs counts after them)")] = 0,
     max_rows: Annotated[int | None, typer.Option(min=0, help="stop after N rows")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    follow: Annotated[bool, typer.Option(
+        help="catch the read models up in a second process while the replay runs")] = True,
 ) -> None:
     """Replay a Google 2011 task_events trace through the service (docs/replay.md)."""
     if not trace.is_file():
         raise typer.BadParameter(f"no such file: {trace}", param_hint="TRACE")
     from service.container import Services
-    from service.replay.run import catch_up, replay
+    from service.replay.run import catch_up, replay, replay_and_catch_up
     from service.settings import Settings
 
     settings = Settings()
@@ -53,10 +57,13 @@ def replay_command(
     services = Services.build(settings)
     progress = progress_bar()
     try:
+        selection = {"skip_jobs": skip_jobs, "max_jobs": max_jobs, "max_rows": max_rows}
         with progress:
-            summary = replay(services, trace, skip_jobs=skip_jobs, max_jobs=max_jobs,
-                             max_rows=max_rows, progress=progress)
-            catch_up(services, summary, progress)
+            if follow:
+                summary = replay_and_catch_up(services, trace, progress=progress, **selection)
+            else:
+                summary = replay(services, trace, progress=progress, **selection)
+                catch_up(services, summary, progress)
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
     except (OSError, EOFError) as error:

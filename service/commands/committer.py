@@ -58,6 +58,18 @@ class _Pending:
         self.future: Future[Recordings] = Future()
 
 
+def _collected(aggregates: Sequence[Any], kwargs: dict[str, Any]) -> ProcessingEvent[Any]:
+    """``ProcessingEvent.collect_events(*aggregates, **kwargs)`` for aggregates (every
+    caller's): the library's version asks two ``runtime_checkable`` protocols of each
+    object, and ``isinstance`` against a protocol costs more than the collection itself."""
+    processing: ProcessingEvent[Any] = ProcessingEvent()
+    for aggregate in aggregates:
+        processing.events.extend(aggregate.collect_events())
+        processing.aggregates[aggregate.id] = aggregate
+    processing.saved_kwargs.update(kwargs)
+    return processing
+
+
 class _Gate:
     """One stream's turn, and how many callers hold or wait for it."""
 
@@ -131,8 +143,7 @@ class Committer:
 
     def submit(self, *aggregates: Any, **kwargs: Any) -> Future[Recordings]:
         """``save`` without waiting: a future of its recordings (the replay's deferred saves)."""
-        processing: ProcessingEvent[Any] = ProcessingEvent()
-        processing.collect_events(*aggregates, **kwargs)
+        processing = _collected(aggregates, kwargs)
         pending = _Pending(processing,
                            [self.app.mapper.to_stored_event(e) for e in processing.events])
         if not pending.stored:
@@ -146,7 +157,10 @@ class Committer:
                 self._thread = threading.Thread(target=self._run, name="vmledger-committer",
                                                 daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            # The thread waits for a first append, or (lingering) for a full batch: waking
+            # it for every append of a lingering batch only costs a switch each (the replay).
+            if len(self._queue) == 1 or len(self._queue) >= self.max_appends:
+                self._wake.notify()
         return pending.future
 
     def close(self) -> None:

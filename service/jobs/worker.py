@@ -51,7 +51,10 @@ class Worker:
         max_attempts: int = 3,
         periodic: Callable[[], object] | None = None,
         periodic_s: float = 30.0,
+        renew_leases: bool = True,
     ):
+        """``renew_leases``: False for a worker nothing competes with, whose jobs end long
+        before their lease (the trace replay, the only writer): no renewal thread a job."""
         self.commands = commands
         self.driver = driver
         self.find_work = find_work
@@ -65,6 +68,7 @@ class Worker:
         self.max_attempts = max_attempts
         self.periodic = periodic  # the stuck-VM check, every ``periodic_s`` seconds
         self.periodic_s = periodic_s
+        self.renew_leases = renew_leases
         self._periodic_at = 0.0
         self._wake = threading.Event()
 
@@ -111,7 +115,8 @@ class Worker:
         log.info("job %s started (attempt %d%s)", run.job["name"], run.attempt,
                  ", taken over after its lease expired" if run.attempt > 1 else "",
                  extra=fields)
-        run.keep_lease()
+        if self.renew_leases:
+            run.keep_lease()
         try:
             if run.attempt > self.max_attempts:
                 takeovers.give_up(run)

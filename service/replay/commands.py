@@ -31,13 +31,16 @@ class ReplayAppendFailedError(RuntimeError):
 
 
 class ReplayCommands(Commands):
-    """The API's command handlers, unchanged, with two additions for a replay that is the
+    """The API's command handlers, unchanged, with additions for a replay that is the
     database's only writer: they note each VM's state and job count whenever they save it (so
     the replay follows the trace without reading VMs), and ``load_aggregate`` (the one loader)
-    answers from the aggregates they last saved (a copy, as the library's own aggregate cache
-    does) instead of reading and folding the stream again. A conflict with another writer
-    empties that cache, so the retry reads the stream: a stale copy can cost a retry, never a
-    lost update.
+    answers with the aggregates they last saved instead of reading and folding the stream
+    again. It hands out the saved aggregate itself, not a copy: the next change of a stream
+    starts from what the last one saved, and a change that raises (a refusal, after its
+    decision may have recorded events) drops from the cache every aggregate left with events
+    it never saved (``change``). A conflict with another writer empties the cache, so the
+    retry reads the stream: a stale aggregate can cost a retry, never a lost update. And a
+    server's status is read once a server.
 
     The trace is the truth about what ran where, and when; two policies of the live service
     would contradict it, so these handlers are built without them. Capacity: Borg
@@ -59,26 +62,44 @@ class ReplayCommands(Commands):
             self._saved.clear()
             counted()
 
+        statuses: dict[str, str | None] = {}
+
+        def server_status(server_uuid: str) -> str | None:
+            # Only the simulated fleet's operator commands change a server's status, and
+            # nothing else runs beside the replay: read once a server, not every DeleteVm.
+            if server_uuid not in statuses:
+                statuses[server_uuid] = base.server_status(server_uuid)
+            return statuses[server_uuid]
+
         # The same store, keys, retries and hooks as the service's handlers ``base``.
         super().__init__(
             base.app, keys=base.keys, retries=base.retries, on_conflict=on_conflict,
-            server_status=base.server_status, is_stuck=never_stuck, enforce_capacity=False,
+            server_status=server_status, is_stuck=never_stuck, enforce_capacity=False,
             committer=Committer(base.app, max_appends=BATCH_APPENDS, linger_s=BATCH_LINGER_S),
             after_save=base.after_save)
 
-    def _cached(self, uuid: Any) -> Any:
-        saved = self._saved.get(str(uuid))
-        if saved is None:
-            return None
-        clone = object.__new__(type(saved))
-        clone.__dict__.update({k: _copied(v) for k, v in vars(saved).items()})
-        return clone
-
     def load_aggregate(self, kind: Any, uuid: Any, version: int | None = None) -> Any:
-        cached = self._cached(uuid) if version is None else None
+        cached = self._saved.get(str(uuid)) if version is None else None
         if cached is not None and isinstance(cached, kind):
             return cached
         return super().load_aggregate(kind, uuid, version)
+
+    def change(self, *args: Any, **kwargs: Any) -> Any:
+        """``Changes.change``; when it raises, the aggregates it was given from the cache may
+        hold events of a decision that was never saved (the library applies an event as it
+        is triggered): those are dropped, and read from the log when next loaded."""
+        try:
+            return super().change(*args, **kwargs)
+        except BaseException:
+            self._drop_unsaved()
+            raise
+
+    def _drop_unsaved(self) -> None:
+        unsaved = [key for key, aggregate in self._saved.items() if aggregate.pending_events]
+        if unsaved:
+            self.flush()  # the log, read again, must hold their last saves
+            for key in unsaved:
+                del self._saved[key]
 
     def save(self, *aggregates: Any, **options: Any) -> int:
         if options.get("idempotency") is not None:  # not the replay's: wait, as the API does
@@ -126,13 +147,3 @@ class ReplayCommands(Commands):
         for callback in self.after_save:
             callback(self._position)
 
-
-def _copied(value: Any) -> Any:
-    """A copy of an aggregate attribute. Its state is what the snapshot transcoder stores:
-    dicts and lists over immutable leaves (str, int, UUID, datetime, enums), so copying the
-    containers isolates the copy; ``copy.deepcopy`` costs as much as folding the stream."""
-    if isinstance(value, dict):
-        return {k: _copied(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copied(v) for v in value]
-    return value

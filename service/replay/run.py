@@ -1,6 +1,7 @@
 """``vmledger replay TRACE``: drive the service with the Google 2011 ``task_events`` trace,
 row by row through ``service.replay.replayer.Replayer``, then bring the read models up to
-the log (``catch_up``). See ``docs/replay.md``.
+the log (``catch_up``); ``replay_and_catch_up`` does both, the read models followed beside
+the replay by a process of their own (``service.replay.follow``). See ``docs/replay.md``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ from rich.progress import Progress
 
 from service.container import Services
 from service.replay.commands import ReplayCommands
+from service.replay.follow import Follower
 from service.replay.replayer import Replayer, Summary
 from service.replay.trace import count_rows, read_rows
 
-__all__ = ["Replayer", "Summary", "catch_up", "replay"]  # Replayer, Summary: for the tests
+# Replayer and Summary: for the tests.
+__all__ = ["Replayer", "Summary", "catch_up", "replay", "replay_and_catch_up"]
 
 
 def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
@@ -51,24 +54,49 @@ def _said(summary: Summary) -> str:
     return f"replaying: {summary.vms_created} VMs, {sum(summary.refused.values())} refused"
 
 
-def catch_up(services: Services, summary: Summary, progress: Progress | None = None) -> None:
-    """Bring every read model up to the log's head, timing it into ``summary``."""
+def replay_and_catch_up(services: Services, trace: Path | str, *, skip_jobs: int = 0,
+                        max_jobs: int | None = None, max_rows: int | None = None,
+                        progress: Progress | None = None) -> Summary:
+    """``replay`` with the read models caught up beside it by a ``Follower`` process, then
+    ``catch_up`` to the head (which waits for the follower's last pass): on two cores the
+    read models' work overlaps the replay's. Raises what ``replay`` raises (the follower is
+    then stopped)."""
+    follower = Follower(services.settings)
+    follower.start()
+    try:
+        summary = replay(services, trace, skip_jobs=skip_jobs, max_jobs=max_jobs,
+                         max_rows=max_rows, progress=progress)
+    except BaseException:
+        follower.stop()
+        raise
+    catch_up(services, summary, progress, follower=follower)
+    return summary
+
+
+def catch_up(services: Services, summary: Summary, progress: Progress | None = None, *,
+             follower: Follower | None = None) -> None:
+    """Bring every read model up to the log's head, timing it into ``summary``; with the
+    ``follower`` of the replay, wait for its last pass first (what it applied goes into
+    ``summary.applied_beside``), then catch up whatever it left."""
     started = time.perf_counter()
     runner = services.projections
-    if progress is None:
-        runner.catch_up()
-    else:
+    gained = None
+    if progress is not None:
         # Counted in positions gained, summed over the read models: the runner's callback
         # counts log events per batch, and one batch may serve several read models.
         head, before = runner.head(), runner.positions()
         task = progress.add_task("read models (positions, summed)",
                                  total=sum(head - p for p in before.values()))
 
-        def gained(_n: int) -> None:
+        def gained(_n: int = 0) -> None:
             now = runner.positions()
             progress.update(task, completed=sum(min(now[name], head) - p
                                                 for name, p in before.items()))
 
-        runner.catch_up(progress=gained)
-        gained(0)
+    if follower is not None:
+        follower.finish(while_waiting=gained)
+        summary.applied_beside = follower.applied
+    runner.catch_up(progress=gained)
+    if gained is not None:
+        gained()
     summary.catch_up_s = time.perf_counter() - started

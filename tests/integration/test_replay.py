@@ -22,10 +22,13 @@ from typer.testing import CliRunner
 
 from service.container import Services
 from service.audit.history import vm_history
-from service.replay.run import Replayer, Summary, catch_up, replay
+from domain.errors import DomainError
+from service.replay.follow import Follower
+from service.replay.run import Replayer, Summary, catch_up, replay, replay_and_catch_up
 from domain.vm import Vm
 from service.replay.commands import ReplayAppendFailedError, ReplayCommands
 from service.replay.trace import server_uuid, vm_uuid
+from tests.api.helpers import wait_until
 from tests.builders import create, event_names, new_vm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,6 +102,12 @@ def dump_read_models(services: Services) -> dict[str, list[dict[str, Any]]]:
     return tables
 
 
+def view_uuids(services: Services) -> set[str]:
+    with services.db.transaction(commit=False) as tx:
+        tx.execute("SELECT uuid FROM vm_view")
+        return {row["uuid"] for row in tx.fetchall()}
+
+
 def view_states(services: Services) -> Counter[str]:
     with services.db.transaction(commit=False) as tx:
         tx.execute("SELECT state, COUNT(*) AS n FROM vm_view GROUP BY state")
@@ -107,8 +116,9 @@ def view_states(services: Services) -> Counter[str]:
 
 @needs_trace
 def test_replay_of_a_slice_matches_the_trace_and_rebuilds_identically(services: Services):
-    summary = replay(services, TRACE, skip_jobs=SKIP_JOBS, max_jobs=MAX_JOBS)
-    catch_up(services, summary)
+    # As the CLI runs it: the read models followed by a second process during the replay,
+    # then caught up to the head.
+    summary = replay_and_catch_up(services, TRACE, skip_jobs=SKIP_JOBS, max_jobs=MAX_JOBS)
 
     rows = selected_rows(TRACE, SKIP_JOBS, MAX_JOBS)
     states, misfits = expected_final_states(rows)
@@ -278,7 +288,9 @@ def test_cli_replays_into_the_configured_database_and_prints_json(
             row(SUBMIT), row(SCHEDULE, machine="1"), row(SUBMIT, index="1"), row(KILL, index="1"),
             row(SUBMIT, job="8"), row(SCHEDULE, job="8", machine="2"))) + "\n")
     monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
-    result = CliRunner().invoke(cli, ["replay", str(trace), "--max-jobs", "1", "--json"])
+    # --no-follow: replay, then catch up (the follower is in the slice's test)
+    result = CliRunner().invoke(cli, ["replay", str(trace), "--max-jobs", "1", "--json",
+                                      "--no-follow"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["rows_read"] == 4 and summary["rows_refused"] == 0
@@ -329,3 +341,51 @@ def test_a_failed_deferred_append_is_raised_as_the_replays_bug_not_as_a_later_co
         commands.change(Vm, later, lambda vm: None, new=lambda: new_vm(vm_uuid=later))
         commands.flush()
     assert event_names(services, str(later)) == ["Created", "JobQueued"]  # written once
+
+
+def test_a_change_that_raises_leaves_no_trace_of_its_decision_in_the_replays_cache(services):
+    # The cache hands out the aggregate it saved, not a copy; a decision that recorded an
+    # event and then refused must not leave that event on it for the next command.
+    commands = ReplayCommands(services.commands)
+    vm_id = uuid4()
+    commands.change(Vm, vm_id, lambda vm: None, new=lambda: new_vm(vm_uuid=vm_id))
+    saved = commands.load(vm_id)
+    version = saved.version
+
+    def refused(vm: Vm) -> None:
+        vm.update_metadata({"alias": "never-saved"}, cause={"actor": "test"})
+        raise DomainError("refused after deciding")
+
+    with pytest.raises(DomainError):
+        commands.change(Vm, vm_id, refused)
+    again = commands.load(vm_id)
+    assert again is not saved and (again.version, again.alias) == (version, None)
+    commands.change(Vm, vm_id, lambda vm: vm.update_metadata({"alias": "saved"},
+                                                             cause={"actor": "test"}))
+    commands.flush()
+    assert services.commands.load(vm_id).alias == "saved"  # no conflict with itself
+
+
+def test_the_follower_keeps_the_read_models_up_with_a_growing_log_until_told_to_finish(
+        services, settings):
+    runner = services.projections
+
+    def at_head() -> bool:
+        head = runner.head()
+        return all(p == head for p in runner.positions().values())
+
+    follower = Follower(settings)
+    follower.start()
+    try:
+        for _ in range(2):  # it follows what is appended after it started, twice
+            accepted = [create(services) for _ in range(5)]
+            wait_until(at_head, timeout=60)
+            assert {v.vm_uuid for v in accepted} <= view_uuids(services)
+        create(services)
+    finally:
+        assert follower.finish()  # its last pass reaches what was appended before this
+    assert at_head() and follower.applied > 0
+    live = dump_read_models(services)
+    runner.rebuild()
+    assert dump_read_models(services) == live
+

@@ -294,3 +294,20 @@ def test_a_v1_delete_whose_vm_was_destroyed_before_its_ticket_succeeds_doing_not
     destroy = job(services, deleted.job_uuid)
     assert destroy["execution"] == "succeeded"
     assert destroy["chain_results"][-1]["error"] is None
+
+
+def test_a_worker_that_renews_no_leases_runs_its_jobs_without_a_renewal_thread(
+        services, monkeypatch):
+    # The trace replay's worker: nothing competes with it, so no thread a job renews a lease.
+    from service.jobs.run import JobRun
+
+    def no_thread(_run: JobRun) -> None:
+        raise AssertionError("a lease renewal thread was started")
+
+    monkeypatch.setattr(JobRun, "keep_lease", no_thread)
+    worker = Worker(services.commands, services.fleet, find_work=list, worker_id="alone",
+                    placement=lambda vm: [services.fleet.servers()[0].uuid],
+                    renew_leases=False)
+    accepted = create(services)
+    assert worker.run_vm(accepted.vm_uuid)
+    assert job(services, accepted.job_uuid)["execution"] == "succeeded"

@@ -1,0 +1,108 @@
+"""The read models caught up beside a replay, in a process of their own (``Follower``), so that
+on two cores the projections' work overlaps the replay's instead of following it.
+
+The replay is one Python process whose CPU the interpreter's lock serializes: a thread would
+only take turns with it. A second process reads the log as the replay writes it and applies it
+to every read model, batch by batch, through the service's own ``ProjectionRunner`` (the same
+transactions and tracking positions as ``vmledger serve``'s runner: a batch and its position
+commit together, and a rival runner's compare-and-set refuses an overlapping batch). When the
+replay has committed its last append the follower makes one last pass to the head and ends;
+``service.replay.run.catch_up`` then brings every read model to the head itself, so what the
+follower did not do (it failed, or it was slow to start) is done there, and the read models
+end exactly as a catch-up after the replay would leave them.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import multiprocessing.synchronize
+from collections.abc import Callable
+from multiprocessing.sharedctypes import Synchronized
+from typing import Any
+
+from service.settings import Settings
+
+log = logging.getLogger(f"vmledger.{__name__}")
+
+# Larger than the live runner's batches: the follower is behind by thousands of events most of
+# the time, and a batch's cost is mostly per batch and per VM touched in it (docs/performance.md,
+# P3). Small enough that a batch's transaction holds SQLite's write lock well below its busy
+# timeout, which the replay's own commits wait on.
+FOLLOW_BATCH = 2_000
+# How long the follower waits after a pass that found nothing new.
+IDLE_WAIT_S = 0.2
+
+
+class Follower:
+    """A process that keeps the read models of ``settings``' database close to the log while
+    a replay writes it: ``start``, then ``finish`` once every append is committed. Reports
+    how many events it applied, summed over read models (``applied``)."""
+
+    def __init__(self, settings: Settings):
+        context = multiprocessing.get_context("spawn")  # no copy of the replay's connections
+        self._done = context.Event()
+        self._applied: Synchronized[int] = context.Value("q", 0)  # type: ignore[assignment]
+        self._process = context.Process(
+            target=follow, args=(settings, self._done, self._applied),
+            name="vmledger-replay-follower", daemon=True)
+
+    def start(self) -> None:
+        """Start following (the process imports the service: about a second)."""
+        self._process.start()
+
+    def finish(self, while_waiting: Callable[[], None] | None = None) -> bool:
+        """Tell the follower that the replay has committed everything, and wait until its
+        last pass has ended, calling ``while_waiting`` (a progress bar) every half second.
+        True if it ended well; a failure is logged (its traceback is on stderr) and leaves
+        its work to the caller's catch-up."""
+        self._done.set()
+        while self._process.is_alive():
+            self._process.join(0.5)
+            if while_waiting is not None:
+                while_waiting()
+        if self._process.exitcode != 0:
+            log.warning("the read models' follower ended with exit code %s; the catch-up "
+                        "after the replay does its work", self._process.exitcode)
+            return False
+        return True
+
+    def stop(self) -> None:
+        """End the follower now (the replay failed): a batch it was applying is rolled back
+        with its position."""
+        self._process.terminate()
+        self._process.join()
+
+    @property
+    def applied(self) -> int:
+        """Events the follower applied so far, summed over the read models."""
+        return int(self._applied.value)
+
+
+def follow(settings: Settings, done: multiprocessing.synchronize.Event,
+           applied: Any) -> None:
+    """The follower process: apply the log to every read model until ``done`` is set, then
+    once more to the head. ``applied`` (a shared counter) counts the events applied, summed
+    over the read models."""
+    from projections.runner import ProjectionConflictError
+    from service.container import Services
+
+    services = Services.build(settings)
+    try:
+        runner = services.projections
+        models = list(runner.read_models.values())
+        while True:
+            # Read before the pass: a pass begun after the replay's last commit reaches it.
+            last = done.is_set()
+            try:
+                gained = runner.catch_up_models(models, batch_size=FOLLOW_BATCH)
+            except ProjectionConflictError:
+                continue  # another runner applied that batch: read the positions again
+            with applied.get_lock():
+                applied.value += gained
+            if last:
+                return
+            if not gained:
+                done.wait(IDLE_WAIT_S)
+    finally:
+        services.close()
