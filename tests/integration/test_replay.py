@@ -333,14 +333,20 @@ def test_a_failed_deferred_append_is_raised_as_the_replays_bug_not_as_a_later_co
     # took first) surfaces at a later save or at the flush. It must stop the replay naming
     # that append, not be taken by the change loop for the later command's own conflict
     # (which retried that command, sending its append twice).
+    # The failure is waited for before the later command, so it surfaces at that command's
+    # save, the case the change loop mistook: the later append is then never sent. (Without
+    # the wait it may surface at the flush instead, after the later append was written once:
+    # this test once failed so, under load, when it did not wait.)
     commands = ReplayCommands(services.commands)
     taken = create(services).vm_uuid
     commands.save(new_vm(vm_uuid=UUID(taken)))  # version 1 of a stream that has it: fails
+    (failing,) = commands._in_flight
+    assert failing.exception(timeout=30) is not None
     later = uuid4()
     with pytest.raises(ReplayAppendFailedError):
         commands.change(Vm, later, lambda vm: None, new=lambda: new_vm(vm_uuid=later))
-        commands.flush()
-    assert event_names(services, str(later)) == ["Created", "JobQueued"]  # written once
+    assert event_names(services, str(later)) == []  # neither sent nor retried
+    commands.flush()  # nothing is left in flight
 
 
 def test_a_change_that_raises_leaves_no_trace_of_its_decision_in_the_replays_cache(services):
