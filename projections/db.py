@@ -16,6 +16,7 @@ import sqlite3
 from eventsourcing.persistence import OperationalError
 from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteTransaction
+from psycopg.pq import TransactionStatus
 
 
 _SCHEMA_LOCK_KEY = 0x766D6C6564676572  # "vmledger"
@@ -130,6 +131,37 @@ def _synchronous(conn: Any, *, durable: bool) -> Iterator[None]:
         conn.cursor().execute(f"PRAGMA synchronous = {level}")  # an int we read, not input
 
 
+@contextmanager
+def _pipelined(conn: Any, *, commit: bool, durable: bool) -> Iterator[Tx]:
+    """One transaction in one PostgreSQL pipeline: ``BEGIN``, the block's statements and
+    ``COMMIT`` are sent as they come and synced once, at the end; only a fetch inside the
+    block waits for the server before that. psycopg's own ``Connection.transaction()`` syncs
+    the pipeline after ``BEGIN`` and twice at the end, three round trips more
+    (docs/performance.md, P5).
+
+    Unless ``commit`` the transaction is ``READ ONLY`` (a write in it fails) and ends with
+    ``COMMIT`` too, which for it is the same as a rollback: psycopg forgets its prepared
+    statements when it sees a ``ROLLBACK`` statement's result, and in a pipeline it does so
+    after the next statement was already prepared, which then "does not exist". On any
+    error the transaction is rolled back once the pipeline is left, by
+    ``Connection.rollback`` (it forgets and deallocates the prepared statements in order: an
+    aborted pipeline may have skipped a ``PREPARE``); a closed connection (a bounded wait ran
+    out) is left as it is, so its error is the one raised."""
+    try:
+        with conn.pipeline():
+            tx = Tx(conn.cursor(), Dialect.POSTGRES, new_cursor=conn.cursor)
+            tx.execute("BEGIN" if commit else "BEGIN READ ONLY")
+            if not durable:
+                tx.execute("SET LOCAL synchronous_commit = off")
+            yield tx
+            tx.execute("COMMIT")
+    except BaseException:
+        if conn.info.transaction_status in (TransactionStatus.INTRANS,
+                                            TransactionStatus.INERROR):
+            conn.rollback()
+        raise
+
+
 class Database:
     """The read models' database: the same one, and the same connection pool, as the events."""
 
@@ -157,12 +189,8 @@ class Database:
         the last such commits, rows and tracking position together, and the runner applies
         those events again. Only for what can be rebuilt from the log."""
         if pipeline and isinstance(self._datastore, PostgresDatastore):
-            # BEGIN and COMMIT travel in the pipeline too: no round trip of their own.
-            with self._datastore.get_connection() as conn, conn.pipeline(), \
-                    conn.transaction(force_rollback=not commit):
-                tx = Tx(conn.cursor(), self.dialect, new_cursor=conn.cursor)
-                if not durable:
-                    tx.execute("SET LOCAL synchronous_commit = off")
+            with self._datastore.get_connection() as conn, \
+                    _pipelined(conn, commit=commit, durable=durable) as tx:
                 yield tx
             return
         if commit and isinstance(self._datastore, SQLiteDatastore):

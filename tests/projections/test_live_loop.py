@@ -104,3 +104,20 @@ def test_positions_kept_from_before_a_reset_are_refused_and_change_nothing(servi
     with pytest.raises(ProjectionConflictError):
         runner.catch_up_models(list(runner.read_models.values()), positions=dict(kept))
     assert snapshot(services) == before
+
+
+def test_a_runner_refused_by_a_rival_again_and_again_reads_and_applies_without_errors(services):
+    # Its position reads (read-only pipelined transactions) and refused batches share pooled
+    # connections: a ROLLBACK statement ending the reads made psycopg forget its prepared
+    # statements one statement too late ("prepared statement ... does not exist").
+    winner, loser = second_runner(services, batch_size=2), second_runner(services, batch_size=2)
+    for _ in range(15):
+        act(services, create(services).vm_uuid, Action.STOP)
+        stale = loser.positions()
+        winner.positions()
+        winner.catch_up()
+        with pytest.raises(ProjectionConflictError):
+            loser.catch_up_models(list(loser.read_models.values()), positions=dict(stale))
+    loser.catch_up()
+    assert loser.positions() == winner.positions()
+    assert rebuilt_from_scratch(services) == snapshot(services)
