@@ -84,21 +84,26 @@ class Tx:
         row = self._cursor.fetchone()
         return None if row is None else dict(row)
 
-    def rows_by_key(self, table: str, column: str, keys: Iterable[str], *,
-                    columns: str = "*", chunk: int = 500) -> dict[str, dict[str, Any]]:
+    def submit_rows_by_key(self, table: str, column: str, keys: Iterable[str], *,
+                           columns: str = "*", chunk: int = 500
+                           ) -> Callable[[], dict[str, dict[str, Any]]]:
         """The rows of ``table`` whose ``column`` is one of ``keys``, by that column's value
-        (keys without a row are absent): one query per ``chunk`` keys rather than one per key,
-        so a read model loads a batch's rows in a round trip or two (docs/performance.md, P3).
+        (keys without a row are absent), as the function returned gives them: its queries are
+        sent now (``submit``) and their rows read when it is called, so several read models'
+        reads sent before any is read come back in one round trip of a PostgreSQL pipeline
+        (docs/performance.md, P5). One query per ``chunk`` keys rather than one per key (P3).
         ``table``, ``column`` and ``columns`` (which must include ``column``) are ours, never
         input."""
-        found: dict[str, dict[str, Any]] = {}
         ordered = sorted(set(keys))
-        for start in range(0, len(ordered), chunk):
-            part = ordered[start:start + chunk]
-            self.execute(f"SELECT {columns} FROM {table} WHERE {column} IN "
-                         f"({', '.join('?' * len(part))})", part)
-            found.update((row[column], row) for row in self.fetchall())
-        return found
+        answers = [
+            self.submit(f"SELECT {columns} FROM {table} WHERE {column} IN "
+                        f"({', '.join('?' * len(part))})", part)
+            for part in (ordered[start:start + chunk] for start in range(0, len(ordered), chunk))
+        ]
+
+        def rows() -> dict[str, dict[str, Any]]:
+            return {row[column]: row for answer in answers for row in answer()}
+        return rows
 
 
 class _ImmediateTransaction(SQLiteTransaction):

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from eventsourcing.persistence import Notification
 
 from projections.db import Database
-from projections.read_model import ReadModel
+from projections.read_model import ReadModel, apply_together
 from projections.rebuild import rebuild_beside
 from projections.tracking import (
     TRACKING_DDL, ProjectionConflictError, claim, conflict_over, position_in, positions_in,
@@ -136,8 +136,7 @@ class ProjectionRunner:
             # fetches bring it back: a round trip a pass fewer (docs/performance.md, P5).
             claimed = claim(tx, [read_model.name for read_model in group], start, end)
             try:
-                for read_model in group:
-                    read_model.apply(tx, events)
+                apply_together(tx, group, events)
                 claimed()  # its fetch brings back every error of the apply too
             except ProjectionConflictError:
                 raise
