@@ -3,7 +3,8 @@
 
 Python imports ``sitecustomize`` at start-up from ``PYTHONPATH``: with this directory on it and
 ``VMLEDGER_PASS_PROBE`` naming a file, the first import of ``projections.runner`` wraps
-``ProjectionRunner._live_pass`` (one pass of ``run_forever``) and ``ProjectionRunner.wake``,
+one pass of ``run_forever`` (``ProjectionRunner.catch_up(live=...)``, or ``_live_pass`` in
+older commits) and ``ProjectionRunner.wake``,
 and psycopg's ``Connection.wait`` (one wait for the server: a round trip, or a statement sent
 in a pipeline). At exit the process writes one JSON line a pass: its start (``time.monotonic``,
 which every process on the machine shares), wall and thread-CPU time (ms), its waits and their
@@ -92,7 +93,11 @@ def _install(runner_module) -> None:
 
     waiting.wait = _wrap_wait(waiting.wait)
     runner = runner_module.ProjectionRunner
-    live_pass, wake, decode = runner._live_pass, runner.wake, runner.decode
+    # One pass of the loop: _live_pass before the loop kept a LiveState, catch_up(live=...)
+    # since (a catch_up without it is not the loop's).
+    folded = not hasattr(runner, "_live_pass")
+    live_pass = runner.catch_up if folded else runner._live_pass
+    wake, decode = runner.wake, runner.decode
 
     def probed_wake(self):
         if not self._wake.is_set() and getattr(self, "_probe_woken", None) is None:
@@ -100,6 +105,8 @@ def _install(runner_module) -> None:
         wake(self)
 
     def probed_pass(self, *args, **kwargs):
+        if folded and kwargs.get("live") is None:
+            return live_pass(self, *args, **kwargs)
         woken, self._probe_woken = getattr(self, "_probe_woken", None), None
         _current.counts = counts = [0, 0.0, 0, {}, 0, 0.0]
         start, cpu = time.monotonic(), time.thread_time()
@@ -122,7 +129,8 @@ def _install(runner_module) -> None:
             counts[2] += len(notifications)
         return decode(self, notifications)
 
-    runner._live_pass, runner.wake, runner.decode = probed_pass, probed_wake, probed_decode
+    setattr(runner, "catch_up" if folded else "_live_pass", probed_pass)
+    runner.wake, runner.decode = probed_wake, probed_decode
 
 
 def _dump() -> None:
