@@ -78,14 +78,14 @@ class BackgroundLoop:
         """Catch up, then wait for a wake-up or ``poll_s``, until ``stop`` is set.
 
         Between passes that applied events the loop keeps what its own commits reached
-        (``LiveState``): the positions, instead of reading them again, and
-        the log read ahead in the last batch's transaction, with which the next pass starts
-        at once; the claim's compare-and-set still refuses a stale one (another runner's, a
-        rebuild's). The wake-up flag is cleared before each pass, and every pass reads the log
-        after that (afresh, or ahead again in its batch's transaction, or afresh after any
-        error), so an append committed after its last read wakes the loop. After a pass that applied nothing,
-        an idle wait or any error it reads them afresh: a reset with no append after it finds
-        no event past the kept positions, so only a fresh read can see it, however often
+        (``LiveState``): the positions, instead of reading them again, and the log read ahead
+        in the last batch's transaction, with which the next pass starts at once; the claim's
+        compare-and-set still refuses a stale one (another runner's, a rebuild's). The
+        wake-up flag is cleared before each pass, and every pass reads the log after that
+        (afresh, or ahead again in its batch's transaction), so an append committed after its
+        last read wakes the loop. After a pass that applied nothing, an idle wait or any
+        error it reads positions and log afresh: a reset with no append after it finds no
+        event past the kept positions, so only a fresh read can see it, however often
         waiters wake the loop (docs/performance.md, P5)."""
         live = LiveState()
         while not stop.is_set():

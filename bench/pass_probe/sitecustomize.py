@@ -2,14 +2,15 @@
 (``bench/p5_projection_lag.py --passes``; docs/performance.md, P5).
 
 Python imports ``sitecustomize`` at start-up from ``PYTHONPATH``: with this directory on it and
-``VMLEDGER_PASS_PROBE`` naming a file, the first import of ``projections.runner`` wraps
-one pass of ``run_forever`` (``ProjectionRunner.catch_up(live=...)``, or ``_live_pass`` in
-older commits) and ``ProjectionRunner.wake``,
-and psycopg's ``Connection.wait`` (one wait for the server: a round trip, or a statement sent
-in a pipeline). At exit the process writes one JSON line a pass: its start (``time.monotonic``,
-which every process on the machine shares), wall and thread-CPU time (ms), its waits and their
-time (ms), how many log events it decoded, where
-in the project's code each wait was made (how many, ms, sleeps), and when the loop was asked to wake before it (None when it woke on its poll).
+``VMLEDGER_PASS_PROBE`` naming a file, the first import of ``projections.runner`` wraps one
+pass of ``run_forever`` (``ProjectionRunner.catch_up(live=...)``, or ``_live_pass`` in older
+commits), ``ProjectionRunner.wake`` and psycopg's waits for the server (each ``wait`` call: a
+round trip, or a statement sent in a pipeline; a poll that had to sleep is counted apart). At
+exit the process writes one JSON line a pass: its start (``time.monotonic``, which every
+process on the machine shares), wall and thread-CPU time (ms), its waits, sleeps and their
+time (ms), how many log events it decoded, where in the project's code each wait was made
+(how many, ms, sleeps), and when the loop was asked to wake before it (None when it woke on
+its poll).
 Measurement only: not part of the service, and never on in production.
 """
 
