@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 import sqlite3
+import weakref
 
 from eventsourcing.persistence import OperationalError
 from eventsourcing.postgres import PostgresDatastore
@@ -118,17 +119,25 @@ class _ImmediateTransaction(SQLiteTransaction):
         return cursor
 
 
+# Each pooled SQLite connection's own synchronous level, read once (nothing else changes it).
+_OWN_LEVELS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
 @contextmanager
 def _synchronous(conn: Any, *, durable: bool) -> Iterator[None]:
     """Unless ``durable``, SQLite's ``synchronous = NORMAL`` for what runs inside (it cannot
     change within a transaction, so it is set around one), then the connection's own level
-    again: the event store's commits on this pooled connection stay as synced as before."""
+    again: the event store's commits on this pooled connection stay as synced as before. The
+    own level is read on a connection's first such transaction only: two statements a batch
+    instead of three (docs/performance.md, P5)."""
     if durable:
         yield
         return
     cursor = conn.cursor()
-    cursor.execute("PRAGMA synchronous")
-    level = int(cursor.fetchone()[0])
+    level = _OWN_LEVELS.get(conn)
+    if level is None:
+        cursor.execute("PRAGMA synchronous")
+        level = _OWN_LEVELS[conn] = int(cursor.fetchone()[0])
     cursor.execute("PRAGMA synchronous = NORMAL")
     try:
         yield

@@ -66,3 +66,25 @@ def test_a_write_in_a_pipelined_transaction_that_does_not_commit_is_not_kept(ser
     except Exception as error:  # PostgreSQL: the transaction is READ ONLY
         assert "read-only" in str(error)
     assert value_of(services, "kept?") is None
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # a SQLite setting
+def test_a_connections_own_synchronous_level_is_read_once_and_restored_after_each_batch(
+    services,
+):
+    from projections.db import _synchronous
+
+    sent: list[str] = []
+    with services.app.recorder.datastore.get_connection(commit=True) as conn:
+        conn._sqlite_conn.set_trace_callback(sent.append)
+        try:
+            for _ in range(3):
+                with _synchronous(conn, durable=False):
+                    pass
+        finally:
+            conn._sqlite_conn.set_trace_callback(None)
+    level = synchronous_level(services)
+    reads = [statement for statement in sent if statement == "PRAGMA synchronous"]
+    assert len(reads) <= 1  # none when an earlier batch on this connection read it
+    assert [statement for statement in sent if statement not in reads] == [
+        "PRAGMA synchronous = NORMAL", f"PRAGMA synchronous = {level}"] * 3
