@@ -204,8 +204,8 @@ class ProjectionRunner(BackgroundLoop):
         if live is not None and live.positions is None:
             live.positions = self._positions_of(rm.name for rm in pending)
         while pending:
-            at = live.positions if live is not None and live.positions is not None else (
-                self._positions_of(rm.name for rm in pending))
+            at = live.positions if live is not None else self._positions_of(
+                rm.name for rm in pending)
             start = min(at[rm.name] for rm in pending)
             group = [rm for rm in pending if at[rm.name] == start]
             applied, end = self._apply_batch(group, start, batch_size, live)
