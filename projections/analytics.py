@@ -17,7 +17,7 @@ arithmetic); durations are whole milliseconds (``ms_in_from``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -90,12 +90,16 @@ class AnalyticsView(ReadModel):
             f"ON {now} (server_uuid, state)",
         ]
 
-    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
-        current: dict[str, dict[str, Any]] = {}  # this batch's VMs, written once at the end
-        moves: list[dict[str, Any]] = []  # this batch's state changes, in log order
-        stored = tx.rows_by_key(self.table("vm_current"), "vm_uuid", {
+    def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
+             ) -> Callable[[], dict[str, dict[str, Any]]]:
+        return tx.submit_rows_by_key(self.table("vm_current"), "vm_uuid", {
             str(e.originator_id) for _, e in events
             if isinstance(e, Vm.Event) and type(e).__name__ in transitions.STATE_EVENTS})
+
+    def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
+              stored: dict[str, dict[str, Any]]) -> None:
+        current: dict[str, dict[str, Any]] = {}  # this batch's VMs, written once at the end
+        moves: list[dict[str, Any]] = []  # this batch's state changes, in log order
         for position, event in events:
             if not isinstance(event, Vm.Event):
                 continue

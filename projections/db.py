@@ -12,10 +12,12 @@ from enum import StrEnum
 from typing import Any
 
 import sqlite3
+import weakref
 
 from eventsourcing.persistence import OperationalError
 from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteCursor, SQLiteDatastore, SQLiteTransaction
+from psycopg.pq import TransactionStatus
 
 
 _SCHEMA_LOCK_KEY = 0x766D6C6564676572  # "vmledger"
@@ -83,21 +85,26 @@ class Tx:
         row = self._cursor.fetchone()
         return None if row is None else dict(row)
 
-    def rows_by_key(self, table: str, column: str, keys: Iterable[str], *,
-                    columns: str = "*", chunk: int = 500) -> dict[str, dict[str, Any]]:
+    def submit_rows_by_key(self, table: str, column: str, keys: Iterable[str], *,
+                           columns: str = "*", chunk: int = 500
+                           ) -> Callable[[], dict[str, dict[str, Any]]]:
         """The rows of ``table`` whose ``column`` is one of ``keys``, by that column's value
-        (keys without a row are absent): one query per ``chunk`` keys rather than one per key,
-        so a read model loads a batch's rows in a round trip or two (docs/performance.md, P3).
+        (keys without a row are absent), as the function returned gives them: its queries are
+        sent now (``submit``) and their rows read when it is called, so several read models'
+        reads sent before any is read come back in one round trip of a PostgreSQL pipeline
+        (docs/performance.md, P5). One query per ``chunk`` keys rather than one per key (P3).
         ``table``, ``column`` and ``columns`` (which must include ``column``) are ours, never
         input."""
-        found: dict[str, dict[str, Any]] = {}
         ordered = sorted(set(keys))
-        for start in range(0, len(ordered), chunk):
-            part = ordered[start:start + chunk]
-            self.execute(f"SELECT {columns} FROM {table} WHERE {column} IN "
-                         f"({', '.join('?' * len(part))})", part)
-            found.update((row[column], row) for row in self.fetchall())
-        return found
+        answers = [
+            self.submit(f"SELECT {columns} FROM {table} WHERE {column} IN "
+                        f"({', '.join('?' * len(part))})", part)
+            for part in (ordered[start:start + chunk] for start in range(0, len(ordered), chunk))
+        ]
+
+        def rows() -> dict[str, dict[str, Any]]:
+            return {row[column]: row for answer in answers for row in answer()}
+        return rows
 
 
 class _ImmediateTransaction(SQLiteTransaction):
@@ -112,22 +119,61 @@ class _ImmediateTransaction(SQLiteTransaction):
         return cursor
 
 
+# Each pooled SQLite connection's own synchronous level, read once (nothing else changes it).
+_OWN_LEVELS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
 @contextmanager
 def _synchronous(conn: Any, *, durable: bool) -> Iterator[None]:
     """Unless ``durable``, SQLite's ``synchronous = NORMAL`` for what runs inside (it cannot
     change within a transaction, so it is set around one), then the connection's own level
-    again: the event store's commits on this pooled connection stay as synced as before."""
+    again: the event store's commits on this pooled connection stay as synced as before. The
+    own level is read on a connection's first such transaction only: two statements a batch
+    instead of three (docs/performance.md, P5)."""
     if durable:
         yield
         return
     cursor = conn.cursor()
-    cursor.execute("PRAGMA synchronous")
-    level = int(cursor.fetchone()[0])
+    level = _OWN_LEVELS.get(conn)
+    if level is None:
+        cursor.execute("PRAGMA synchronous")
+        level = _OWN_LEVELS[conn] = int(cursor.fetchone()[0])
     cursor.execute("PRAGMA synchronous = NORMAL")
     try:
         yield
     finally:
         conn.cursor().execute(f"PRAGMA synchronous = {level}")  # an int we read, not input
+
+
+@contextmanager
+def _pipelined(conn: Any, *, commit: bool, durable: bool) -> Iterator[Tx]:
+    """One transaction in one PostgreSQL pipeline: ``BEGIN``, the block's statements and
+    ``COMMIT`` are sent as they come and synced once, at the end; only a fetch inside the
+    block waits for the server before that. psycopg's own ``Connection.transaction()`` syncs
+    the pipeline after ``BEGIN`` and twice at the end, three round trips more
+    (docs/performance.md, P5).
+
+    Unless ``commit`` the transaction is ``READ ONLY`` (a write in it fails) and ends with
+    ``COMMIT`` too, which for it is the same as a rollback: psycopg forgets its prepared
+    statements when it sees a ``ROLLBACK`` statement's result, and in a pipeline it does so
+    after the next statement was already prepared, which then "does not exist". On any
+    error the transaction is rolled back once the pipeline is left, by
+    ``Connection.rollback`` (it forgets and deallocates the prepared statements in order: an
+    aborted pipeline may have skipped a ``PREPARE``); a closed connection (a bounded wait ran
+    out) is left as it is, so its error is the one raised."""
+    try:
+        with conn.pipeline():
+            tx = Tx(conn.cursor(), Dialect.POSTGRES, new_cursor=conn.cursor)
+            tx.execute("BEGIN" if commit else "BEGIN READ ONLY")
+            if not durable:
+                tx.execute("SET LOCAL synchronous_commit = off")
+            yield tx
+            tx.execute("COMMIT")
+    except BaseException:
+        if conn.info.transaction_status in (TransactionStatus.INTRANS,
+                                            TransactionStatus.INERROR):
+            conn.rollback()
+        raise
 
 
 class Database:
@@ -157,12 +203,8 @@ class Database:
         the last such commits, rows and tracking position together, and the runner applies
         those events again. Only for what can be rebuilt from the log."""
         if pipeline and isinstance(self._datastore, PostgresDatastore):
-            # BEGIN and COMMIT travel in the pipeline too: no round trip of their own.
-            with self._datastore.get_connection() as conn, conn.pipeline(), \
-                    conn.transaction(force_rollback=not commit):
-                tx = Tx(conn.cursor(), self.dialect, new_cursor=conn.cursor)
-                if not durable:
-                    tx.execute("SET LOCAL synchronous_commit = off")
+            with self._datastore.get_connection() as conn, \
+                    _pipelined(conn, commit=commit, durable=durable) as tx:
                 yield tx
             return
         if commit and isinstance(self._datastore, SQLiteDatastore):

@@ -7,7 +7,7 @@ the worker's index of jobs that may need running.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -42,15 +42,21 @@ class JobView(ReadModel):
             f"ON {jobs} (execution, vm_uuid, created_at)",
         ]
 
-    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+    def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
+             ) -> Callable[[], dict[str, dict[str, Any]]]:
+        mine = [e for _, e in events if isinstance(e, _JOB_EVENTS)]
+        queued = {e.job_uuid for e in mine if isinstance(e, Vm.JobQueued)}
+        return tx.submit_rows_by_key(self.table("job_view"), "uuid",
+                                     {e.job_uuid for e in mine} - queued)
+
+    def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
+              stored: dict[str, dict[str, Any]]) -> None:
         # The batch's jobs are changed in memory and each written once at the end: a step no
         # longer costs a read and a write of its job's row (docs/performance.md, P3).
         mine = [(position, e) for position, e in events if isinstance(e, _JOB_EVENTS)]
         if not mine:
             return
-        queued = {e.job_uuid for _, e in mine if isinstance(e, Vm.JobQueued)}
         jobs = self.table("job_view")
-        stored = tx.rows_by_key(jobs, "uuid", {e.job_uuid for _, e in mine} - queued)
         changed: dict[str, dict[str, Any]] = {}
         for position, event in mine:
             if isinstance(event, Vm.JobQueued):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from domain.network import Network
@@ -45,10 +45,14 @@ class NetworkView(ReadModel):
             f"CREATE INDEX IF NOT EXISTS {self.index('network_view_name')} ON {view} (name)",
         ]
 
-    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
-        ids = {str(e.originator_id) for _, e in events
-               if isinstance(e, Network.Event) and not isinstance(e, Network.Created)}
-        rows = tx.rows_by_key(self.table("network_view"), "uuid", ids, columns="*")
+    def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
+             ) -> Callable[[], dict[str, dict[str, Any]]]:
+        return tx.submit_rows_by_key(self.table("network_view"), "uuid", {
+            str(e.originator_id) for _, e in events
+            if isinstance(e, Network.Event) and not isinstance(e, Network.Created)})
+
+    def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
+              stored: dict[str, dict[str, Any]]) -> None:
         changed: dict[str, dict[str, Any]] = {}
         for _position, event in events:
             if not isinstance(event, Network.Event):
@@ -57,7 +61,7 @@ class NetworkView(ReadModel):
             if isinstance(event, Network.Created):
                 changed[key] = self._created(event)
                 continue
-            row = changed.get(key) or dict(rows[key])
+            row = changed.get(key) or dict(stored[key])
             claims = json.loads(row["claims"])
             if isinstance(event, Network.AddressClaimed):
                 claims[event.ip] = event.vm_uuid

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from eventsourcing.persistence import Transcoder
@@ -14,7 +14,8 @@ from projections.db import Database, Tx
 
 
 class ReadModel(ABC):
-    """A read model: tables, and how a batch of events changes them.
+    """A read model: tables, and how a batch of events changes them (``apply``, or ``read``
+    then ``write``).
 
     ``tables`` are the live tables' names. Every statement (DDL and ``apply``) names its tables
     through ``table()`` and its indexes through ``index()``, so a copy made by ``beside()``
@@ -59,6 +60,45 @@ class ReadModel(ABC):
         """DDL creating the tables and indexes (idempotent), named through ``table()`` and
         ``index()``."""
 
-    @abstractmethod
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
-        """Apply ``(position, domain event)`` pairs in log order, inside ``tx``."""
+        """Apply ``(position, domain event)`` pairs in log order, inside ``tx``. A read model
+        with a ``read`` of its own has this done for it (``read``, then ``write``); one
+        without overrides it."""
+        answer = self.read(tx, events)
+        if answer is None:
+            raise NotImplementedError(f"{type(self).__name__} has neither apply nor read")
+        self.write(tx, events, answer())
+
+    def read(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> Callable[[], Any] | None:
+        """Send the queries of stored rows that applying ``events`` needs, and return a
+        function giving their answer for ``write`` (``Tx.submit``, ``Tx.submit_rows_by_key``),
+        or None (the default) when ``apply`` does it all. The runner sends the reads of every
+        read model of a batch before it reads any answer: on PostgreSQL one round trip for
+        all of them (docs/performance.md, P5). A read sees the tables as they were before the
+        batch: no read model reads another's tables."""
+        return None
+
+    def write(self, tx: Tx, events: Sequence[tuple[int, Any]], stored: Any) -> None:
+        """Apply ``events`` in log order inside ``tx``, given ``stored``, the answer of the
+        function ``read`` returned (a read model with a ``read`` implements this)."""
+        raise NotImplementedError(f"{type(self).__name__} has a read but no write")
+
+
+def apply_together(tx: Tx, read_models: Sequence[ReadModel],
+                   events: Sequence[tuple[int, Any]]) -> None:
+    """Apply ``events`` to every read model of ``read_models`` inside ``tx``: every ``read``
+    is sent before any answer is read (one round trip for all of them in a PostgreSQL
+    pipeline), then each read model writes, in order (docs/performance.md, P5). A read model
+    that is not a ``ReadModel`` but has an ``apply`` (a test's) is applied so."""
+    answers = [(read_model, _sent_read(read_model, tx, events)) for read_model in read_models]
+    for read_model, answer in answers:
+        if answer is None:
+            read_model.apply(tx, events)
+        else:
+            read_model.write(tx, events, answer())
+
+
+def _sent_read(read_model: Any, tx: Tx, events: Sequence[tuple[int, Any]]
+               ) -> Callable[[], Any] | None:
+    read = getattr(read_model, "read", None)
+    return None if read is None else read(tx, events)

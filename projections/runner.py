@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 from eventsourcing.persistence import Notification
 
-from projections.db import Database
-from projections.read_model import ReadModel
+from projections.db import Database, Tx
+from projections.live import BackgroundLoop, LiveState, LogInTransaction
+from projections.read_model import ReadModel, apply_together
 from projections.rebuild import rebuild_beside
 from projections.tracking import (
     TRACKING_DDL, ProjectionConflictError, claim, conflict_over, position_in, positions_in,
@@ -42,7 +43,7 @@ class EventDecoder(Protocol):
     def to_domain_event(self, stored: Any) -> Any: ...
 
 
-class ProjectionRunner:
+class ProjectionRunner(BackgroundLoop):
     """Keeps read models up to date with the log, in batches of ``batch_size`` events; a
     rebuild reads batches of ``rebuild_batch_size`` (larger: a rebuild's cost is mostly per
     batch and per VM touched in a batch, and nobody waits on its rows until the switch;
@@ -110,24 +111,30 @@ class ProjectionRunner:
         return self._apply_batch([read_model], self.position(read_model.name))[0]
 
     def _apply_batch(self, group: Sequence[ReadModel], start: int,
-                     batch_size: int | None = None) -> tuple[int, int]:
+                     batch_size: int | None = None, live: LiveState | None = None
+                     ) -> tuple[int, int]:
         """Read the batch (``batch_size`` events, the runner's by default) after position
         ``start`` once, decode it once, and apply it to every read model of ``group`` (all at
         ``start``) in one transaction that also moves their tracking rows; return how many
         events the batch held and the position the group reached (``start`` when none).
+        For the background loop (``live``) the batch may have been read ahead in the last
+        one's transaction, and the next one is read ahead in this one's (``_read_ahead``).
 
         Sharing decoded events between read models relies on ``apply`` never changing an
         event (the domain's fold copies what it keeps: tests/projections/test_runner.py).
         The transaction commits without waiting for the WAL on PostgreSQL
         (``Database.transaction(durable=False)``): a crash may lose the last batches, rows and
         positions together, and they are applied again (docs/performance.md, P3 and P5)."""
-        notifications = self.source.select_notifications(
-            start, batch_size or self.batch_size, inclusive_of_start=False
-        )
+        batch_size = batch_size or self.batch_size
+        notifications = live.take_ahead(start) if live is not None else None
+        if notifications is None:
+            notifications = self.source.select_notifications(
+                start, batch_size, inclusive_of_start=False)
         if not notifications:
             return 0, start
         events = self.decode(notifications)
         end = notifications[-1].id
+        ahead = None
         with self.db.transaction(pipeline=True, durable=False) as tx:
             # Claim first, then apply: the claim runs first in the server, so on PostgreSQL
             # the claimed rows hold a rival runner until this transaction ends, and a runner
@@ -136,58 +143,73 @@ class ProjectionRunner:
             # fetches bring it back: a round trip a pass fewer (docs/performance.md, P5).
             claimed = claim(tx, [read_model.name for read_model in group], start, end)
             try:
-                for read_model in group:
-                    read_model.apply(tx, events)
+                apply_together(tx, group, events)
+                ahead = self._read_ahead(tx, end, batch_size, live)
                 claimed()  # its fetch brings back every error of the apply too
             except ProjectionConflictError:
                 raise
             except Exception as error:
                 conflict_over(claimed, error)  # a stale runner's apply may fail
                 raise
+        if ahead is not None and live is not None:
+            live.keep_ahead(end, ahead())
         return len(notifications), end
+
+    def _read_ahead(self, tx: Tx, end: int, batch_size: int, live: LiveState | None
+                    ) -> Callable[[], Sequence[Notification]] | None:
+        """For the background loop, when the source can read the log in ``tx``: send the read
+        of the batch after ``end``, last before the commit, so it comes back with the
+        commit's answer (a round trip a pass fewer while appends keep coming:
+        docs/performance.md, P5); None otherwise."""
+        if live is None or not isinstance(self.source, LogInTransaction):
+            return None
+        return self.source.submit_notifications(tx, end, batch_size)
 
     def decode(self, notifications: Sequence[Notification]) -> list[tuple[int, Any]]:
         """``(position, domain event)`` pairs of ``notifications``."""
         return [(n.id, self.decoder.to_domain_event(n)) for n in notifications]
 
     def catch_up(self, names: Iterable[str] | None = None,
-                 progress: Callable[[int], None] | None = None) -> int:
+                 progress: Callable[[int], None] | None = None, *,
+                 live: LiveState | None = None) -> int:
         """Apply batches until the named read models (all by default) reach the head; return
         how many events were applied in all (an event applied to k read models counts k
         times). ``progress(n)`` is called after each batch with its ``n`` log events. The lag
-        is reported after a pass that applied events (the background loop reports it at most
-        once every ``lag_interval_s``: docs/performance.md, P5)."""
+        is reported after a pass that applied events; for the background loop (``live``, what
+        it keeps between passes) at most once every ``lag_interval_s`` (docs/performance.md,
+        P5)."""
         chosen = [self.read_models[name] for name in (names or list(self.read_models))]
-        total = self.catch_up_models(chosen, progress)
+        total = self.catch_up_models(chosen, progress, live=live)
         if total:
             self._notify()
-        self.report_lag(force=bool(total))
+        self.report_lag(force=bool(total) and live is None)
         return total
 
     def catch_up_models(self, read_models: Sequence[ReadModel],
                         progress: Callable[[int], None] | None = None, *,
-                        batch_size: int | None = None,
-                        positions: dict[str, int] | None = None) -> int:
+                        batch_size: int | None = None, live: LiveState | None = None) -> int:
         """``catch_up`` for read model instances (live ones, or ones built beside), in
         batches of ``batch_size`` events (the runner's by default).
 
         Read models at the same position (the live runner's usual case, and a rebuild's) share
         each batch: one log read, one decoding, one transaction (``_apply_batch``). A batch
         shorter than ``batch_size`` reached the head as it was read, so no empty read follows
-        it (round trips are most of a live pass: docs/performance.md, P5). ``positions``
-        (the background loop's) says where the read models stand and is kept up to date as
-        batches commit; without it they are read before each batch."""
+        it (round trips are most of a live pass: docs/performance.md, P5). ``live`` (the
+        background loop's) says where the read models stand, read once when it does not
+        know, and is kept up to date as batches commit; without it the positions are read
+        before each batch."""
         batch_size = batch_size or self.batch_size
         total = 0
         pending = list(read_models)
+        if live is not None and live.positions is None:
+            live.positions = self._positions_of(rm.name for rm in pending)
         while pending:
-            at = positions if positions is not None else self._positions_of(
+            at = live.positions if live is not None else self._positions_of(
                 rm.name for rm in pending)
             start = min(at[rm.name] for rm in pending)
             group = [rm for rm in pending if at[rm.name] == start]
-            applied, end = self._apply_batch(group, start, batch_size)
-            if positions is not None:
-                positions.update((rm.name, end) for rm in group)
+            applied, end = self._apply_batch(group, start, batch_size, live)
+            at.update((rm.name, end) for rm in group)
             if applied < batch_size:
                 pending = [rm for rm in pending if rm not in group]
             total += applied * len(group)
@@ -242,56 +264,3 @@ class ProjectionRunner:
     def _notify(self) -> None:
         for listener in self._listeners:
             listener()
-
-    def run_forever(self, stop: threading.Event, poll_s: float,
-                    on_error: Callable[[BaseException], None] | None = None) -> None:
-        """Catch up, then wait for a wake-up or ``poll_s``, until ``stop`` is set.
-
-        Between passes that applied events the loop keeps the positions its own commits
-        reached instead of reading them again: the claim's compare-and-set still refuses a
-        stale one (another runner's, a rebuild's). After a pass that applied nothing, an
-        idle wait or any error it reads them afresh: a reset with no append after it finds
-        no event past the kept positions, so only a fresh read can see it, however often
-        waiters wake the loop (docs/performance.md, P5)."""
-        known: dict[str, int] | None = None
-        while not stop.is_set():
-            self._wake.clear()
-            try:
-                known = self._live_pass(known)
-            except ProjectionConflictError:
-                known = None
-                continue  # another runner applied it; read the new position and go on
-            except Exception as error:  # noqa: BLE001 - keep serving; report and retry
-                known = None
-                if on_error:
-                    on_error(error)
-                stop.wait(poll_s)
-                continue
-            if not self._wake.wait(poll_s):
-                known = None  # idle: read them again (a reset with no append after it)
-
-    def _live_pass(self, known: dict[str, int] | None) -> dict[str, int] | None:
-        """One pass of the background loop: every read model to the head from ``known``
-        positions (read when None); return the positions reached, or None when the pass
-        applied nothing."""
-        positions = dict(known) if known is not None else self.positions()
-        applied = self.catch_up_models(list(self.read_models.values()), positions=positions)
-        if applied:
-            self._notify()
-        self.report_lag(force=False)
-        return positions if applied else None
-
-    def wait_for(self, position: int, names: Iterable[str], timeout: float,
-                 interval: float = 0.005) -> bool:
-        """Wait until the named read models reach ``position``; False on timeout."""
-        deadline = time.monotonic() + timeout
-        names = list(names)
-        while True:
-            positions = self.positions()
-            if all(positions.get(name, 0) >= position for name in names):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            self.wake()
-            time.sleep(interval)
-

@@ -8,7 +8,7 @@ a missed event is caught (the version check in ``mutate`` fails).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -134,12 +134,16 @@ class VmView(ReadModel):
             f"ON {metadata} (key, value)",
         ]
 
-    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
-        folded: dict[UUID, Vm] = {}
-        stored = tx.rows_by_key(self.table("vm_view"), "uuid", {
+    def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
+             ) -> Callable[[], dict[str, dict[str, Any]]]:
+        return tx.submit_rows_by_key(self.table("vm_view"), "uuid", {
             str(e.originator_id) for _, e in events
             if isinstance(e, Vm.Event) and not isinstance(e, Vm.Created)},
             columns="uuid, version, snapshot")
+
+    def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
+              stored: dict[str, dict[str, Any]]) -> None:
+        folded: dict[UUID, Vm] = {}
         for _position, event in events:
             if not isinstance(event, Vm.Event):
                 continue

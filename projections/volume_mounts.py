@@ -22,7 +22,7 @@ rows; ``GET /vms?stale_mounts=true`` filters with ``STALE_VMS``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from domain.states import VmState
@@ -67,9 +67,22 @@ class VolumeMounts(ReadModel):
              f"ON {mounts} (volume_uuid)"),
         ]
 
-    def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
-        mounting = self._mounting(tx, events)  # most VMs mount nothing: no statement for them
-        mounts = self.table("volume_mounts")
+    def read(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> Callable[[], set[str]]:
+        """The VMs of ``events``' boots and refreshes that have mounts (most VMs mount
+        nothing: no statement for them): rows already (one query for the batch), or a
+        ``Created`` with volumes in the batch (mount rows are made only there). A volume's
+        and a new mount's own rows are read as ``write`` comes to them: a batch's events may
+        have changed them."""
+        booted = {str(e.originator_id) for _, e in events
+                  if isinstance(e, _BOOTS | Vm.VolumeAddressesRefreshed)}
+        created = {str(e.originator_id) for _, e in events
+                   if isinstance(e, Vm.Created) and e.volumes}
+        found = tx.submit_rows_by_key(self.table("volume_mounts"), "vm_uuid", booted - created,
+                                      columns="vm_uuid")
+        return lambda: set(found()) | (booted & created)
+
+    def write(self, tx: Tx, events: Sequence[tuple[int, Any]], stored: set[str]) -> None:
+        mounting, mounts = stored, self.table("volume_mounts")
         for _position, event in events:
             if isinstance(event, Volume.Event):
                 self._volume_changed(tx, event)
@@ -85,19 +98,6 @@ class VolumeMounts(ReadModel):
                     tx.execute(f"UPDATE {mounts} SET address_at_boot = ? "
                                "WHERE vm_uuid = ? AND volume_uuid = ?",
                                (address, str(event.originator_id), volume_uuid))
-
-    def _mounting(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> set[str]:
-        """The VMs of ``events``' boots and refreshes that have mounts: rows already (one
-        query for the batch), or a ``Created`` with volumes in the batch (mount rows are
-        made only there)."""
-        booted = {str(e.originator_id) for _, e in events
-                  if isinstance(e, _BOOTS | Vm.VolumeAddressesRefreshed)}
-        if not booted:
-            return set()
-        created = {str(e.originator_id) for _, e in events
-                   if isinstance(e, Vm.Created) and e.volumes}
-        return set(tx.rows_by_key(self.table("volume_mounts"), "vm_uuid", booted - created,
-                                  columns="vm_uuid")) | (booted & created)
 
     def _mounted(self, tx: Tx, event: Vm.Created) -> None:
         for mount in event.volumes:

@@ -25,7 +25,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
-from projections.db import Dialect
+from projections.db import Dialect, Tx
 from service.commands.idempotency import insert_in_recorder
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -209,6 +209,16 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
             raise error
         return None
 
+    def submit_notifications(self, tx: Tx, after: int, limit: int
+                             ) -> Callable[[], list[Notification]]:
+        """``select_notifications(after, limit, inclusive_of_start=False)`` sent in ``tx``, a
+        read models' transaction (``projections.live``: docs/performance.md, P5)."""
+        answer = tx.submit(
+            f"SELECT notification_id AS id, originator_id, originator_version, topic, state "
+            f"FROM {Identifier(self.datastore.schema, self.events_table_name).as_string()} "
+            "WHERE notification_id > ? ORDER BY notification_id LIMIT ?", [after, limit])
+        return lambda: [_notification(row["originator_id"], row) for row in answer()]
+
     def select_stream(self, originator_id: UUID, after_version: int, limit: int) -> list[Notification]:
         """Events of one stream after ``after_version``, oldest first, with positions."""
         statement = SQL(
@@ -225,12 +235,15 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
 
 
 def _stream_notifications(originator_id: UUID, rows: Sequence[Any]) -> list[Notification]:
-    """The rows of ``select_stream`` (``id``: the position; ``originator_version``, ``topic``,
-    ``state``), either backend's, as notifications."""
-    return [Notification(id=row["id"], originator_id=originator_id,
-                         originator_version=row["originator_version"], topic=row["topic"],
-                         state=bytes(row["state"]))
-            for row in rows]
+    """The rows of ``select_stream``, either backend's, as notifications."""
+    return [_notification(originator_id, row) for row in rows]
+
+
+def _notification(originator_id: UUID, row: Any) -> Notification:
+    """A row (``id``, ``originator_version``, ``topic``, ``state``) as a notification."""
+    return Notification(id=row["id"], originator_id=originator_id,
+                        originator_version=row["originator_version"], topic=row["topic"],
+                        state=bytes(row["state"]))
 
 
 def _drain(pipeline: Any) -> None:

@@ -5,12 +5,14 @@ applied from, so that no event is skipped or applied twice."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from domain.states import Action
+from projections.live import LiveState
 from projections.runner import ProjectionConflictError
-from tests.builders import act, create
+from tests.builders import act, create, rows
 from tests.projections.test_runner import VIEWS, second_runner, snapshot
 
 
@@ -102,5 +104,96 @@ def test_positions_kept_from_before_a_reset_are_refused_and_change_nothing(servi
     before = snapshot(services)
     runner = second_runner(services)
     with pytest.raises(ProjectionConflictError):
-        runner.catch_up_models(list(runner.read_models.values()), positions=dict(kept))
+        runner.catch_up(live=LiveState(positions=dict(kept)))
     assert snapshot(services) == before
+
+
+def test_a_runner_refused_by_a_rival_again_and_again_reads_and_applies_without_errors(services):
+    # Its position reads (read-only pipelined transactions) and refused batches share pooled
+    # connections: a ROLLBACK statement ending the reads made psycopg forget its prepared
+    # statements one statement too late ("prepared statement ... does not exist").
+    winner, loser = second_runner(services, batch_size=2), second_runner(services, batch_size=2)
+    for _ in range(15):
+        act(services, create(services).vm_uuid, Action.STOP)
+        stale = loser.positions()
+        winner.positions()
+        winner.catch_up()
+        with pytest.raises(ProjectionConflictError):
+            loser.catch_up(live=LiveState(positions=dict(stale)))
+    loser.catch_up()
+    assert loser.positions() == winner.positions()
+    assert rebuilt_from_scratch(services) == snapshot(services)
+
+
+def test_a_read_ahead_kept_from_before_a_rivals_commit_is_refused_and_changes_nothing(services):
+    create(services)
+    services.projections.catch_up()
+    kept = services.projections.positions()
+    start = kept["vm_view"]
+    act(services, rows(services, "vm_view")[0]["uuid"], Action.STOP)
+    ahead = services.app.recorder.select_notifications(start, 500, inclusive_of_start=False)
+    live = LiveState(positions=dict(kept), ahead_at=start, ahead=ahead)
+    services.projections.catch_up()  # a rival applies those events first
+    before = snapshot(services)
+    with pytest.raises(ProjectionConflictError):
+        second_runner(services).catch_up(live=live)
+    assert snapshot(services) == before
+
+
+class AppendsRightAfterReadingAhead:
+    """The log, as a loop reading ahead sees it, with a command appended (and its wake-up
+    sent, as its NOTIFY would be) just after each of the first ``count`` reads ahead."""
+
+    def __init__(self, services, vms: list[str]):
+        self.services, self.vms, self.loop = services, vms, None
+        self.recorder = services.app.recorder
+
+    def select_notifications(self, *args, **kwargs):
+        return self.recorder.select_notifications(*args, **kwargs)
+
+    def max_notification_id(self):
+        return self.recorder.max_notification_id()
+
+    def submit_notifications(self, tx, after, limit):
+        answer = self.recorder.submit_notifications(tx, after, limit)
+
+        def then_append():
+            found = answer()
+            if self.vms:
+                act(self.services, self.vms.pop(), Action.STOP)
+                self.loop.wake()
+            return found
+        return then_append
+
+
+def reached(services, position: int, timeout: float = 10) -> bool:
+    """Whether vm_view reached ``position`` within ``timeout``, read without waking anyone."""
+    deadline = time.monotonic() + timeout
+    while services.projections.positions()["vm_view"] < position:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # reads ahead there
+def test_an_append_right_after_the_loop_read_ahead_is_applied_without_waiting_for_the_poll(
+    services,
+):
+    vms = [create(services).vm_uuid for _ in range(3)]
+    source = AppendsRightAfterReadingAhead(services, list(vms))
+    loop = source.loop = second_runner(services, source)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run_forever, args=(stop, 3600))
+    thread.start()
+    try:  # each append is made and seen only if its wake-up, sent after the read ahead, is kept
+        deadline = time.monotonic() + 10
+        while source.vms and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not source.vms
+        assert reached(services, services.commands.head_position())
+    finally:
+        stop.set()
+        loop.wake()
+        thread.join(30)
+    assert rebuilt_from_scratch(services) == snapshot(services)

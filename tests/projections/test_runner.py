@@ -91,13 +91,13 @@ def test_a_failure_inside_apply_moves_neither_rows_nor_position(services, monkey
     act(services, rows(services, "vm_view")[0]["uuid"], Action.STOP)
     before = snapshot(services)
     view = services.projections.read_models["vm_view"]
-    real_apply = view.apply
+    real_write = view.write
 
-    def apply_then_crash(tx, events):
-        real_apply(tx, events)  # the rows are written in this transaction...
+    def write_then_crash(tx, events, stored):
+        real_write(tx, events, stored)  # the rows are written in this transaction...
         raise RuntimeError("crash after writing rows")  # ...and then the process "dies"
 
-    monkeypatch.setattr(view, "apply", apply_then_crash)
+    monkeypatch.setattr(view, "write", write_then_crash)
     with pytest.raises(RuntimeError, match="crash"):
         services.projections.run_once("vm_view")
     assert snapshot(services) == before
