@@ -84,37 +84,20 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any
                       ) -> Sequence[int] | None:
-        """The library's insert (the same statements under the same table lock), with the
-        ``COMMIT`` sent in the same flush as the ``INSERT``.
-
-        The library waits for the ``INSERT``'s result before it sends ``COMMIT``, so the lock
-        that serializes every append in the database was held across a round trip to this
-        process, and, in a busy API process, across this thread's wait for the GIL
-        (docs/performance.md, P1). A conflicting append still raises ``IntegrityError`` and
-        commits nothing, the idempotency key included: the failed statement aborts the rest
-        of the pipeline, ``COMMIT`` too, and the server rolls the transaction back at the
-        pipeline's sync (tests/service/test_storage.py)."""
+        """The library's insert, as a group commit of one append (``insert_batch``): the
+        same statements under the same table lock, ``COMMIT`` sent in the same flush as the
+        ``INSERT``. The library waits for the ``INSERT``'s result before it sends ``COMMIT``,
+        so the lock that serializes every append was held across a round trip to this
+        process (docs/performance.md, P1). A conflicting append raises ``IntegrityError``
+        and commits nothing, the idempotency key included (tests/service/test_storage.py).
+        The service's own writers append through the committer; this serves the library's
+        callers of ``Application.save``."""
         if self.datastore.enable_db_functions:  # pragma: no cover - vmledger never enables it
             return super().insert_events(stored_events, **kwargs)
-        error: Exception | None = None
-        ids: Sequence[int] | None = None
-        with self.datastore.get_connection() as conn:
-            with conn.pipeline() as pipeline:
-                try:
-                    with conn.transaction():
-                        with conn.cursor() as curs:
-                            self._insert_events(curs, stored_events, **kwargs)
-                        curs = conn.cursor()
-                        if stored_events:
-                            self._insert_stored_events(curs, stored_events, **kwargs)
-                    pipeline.sync()  # one flush: BEGIN, ..., LOCK, NOTIFY, INSERT, COMMIT
-                    if stored_events:
-                        ids = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-                except Exception as e:  # noqa: BLE001 - raised below, outside the pipeline
-                    error = e
-            if error is not None:
-                raise error  # mapped to the library's errors by get_connection
-        return ids
+        (outcome,) = self.insert_batch([(stored_events, kwargs)])
+        if isinstance(outcome, IntegrityError):
+            raise outcome
+        return outcome
 
     def _insert_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
                        ) -> None:
