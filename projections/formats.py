@@ -1,8 +1,22 @@
-"""How values look on the wire: RFC 3339 UTC timestamps with milliseconds (api.md)."""
+"""How values look on the wire: RFC 3339 UTC timestamps with milliseconds (api.md), and the
+range of integers."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
+
+# The largest integer a value may be: JSON's exact range (2**53 - 1), inside the database's
+# 64-bit integers; a log position never exceeds it.
+MAX_INTEGER = 2**53 - 1
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,20}")
+
+
+def decimal(text: str) -> int | None:
+    """``text`` as a decimal integer: ASCII digits with an optional sign, at most 20 digits;
+    None otherwise. Stricter than ``int``, which also reads "1_0", surrounding spaces and
+    other scripts' digits, and fails on more than 4,300 digits."""
+    return int(text) if _DECIMAL.fullmatch(text) else None
 
 
 def rfc3339(moment: datetime | str | None) -> str | None:
@@ -13,3 +27,13 @@ def rfc3339(moment: datetime | str | None) -> str | None:
         moment = datetime.fromisoformat(moment)
     # isoformat ends in "+00:00" for UTC; it costs half of strftime (docs/performance.md, P3)
     return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def parse_iso_instant(text: str) -> datetime | None:
+    """``text`` read as an ISO 8601 / RFC 3339 instant (``datetime.fromisoformat``), with
+    RFC 3339's lower-case ``t`` and ``z`` (5.6) and ``Z`` for UTC; None when it is not one.
+    Naive when ``text`` has no offset: the caller decides what that means."""
+    try:
+        return datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import Request
 
 from domain.states import VmState
-from projections.formats import rfc3339
+from projections.formats import parse_iso_instant, rfc3339
 from projections.vm_queries import (
     INTEGER_SORT_FIELDS, MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker,
 )
@@ -140,7 +140,8 @@ class ListVmsQuery:
         if docker is not None:
             vm_filter.docker = docker == "true"
         ram = self._checked("ram", RAM_RE.match, f"String does not match regexp: {RAM_RE_SHOWN}")
-        if ram is not None and int(ram) > MAX_INTEGER:
+        # RAM_RE forbids leading zeros, so length says it first (int() refuses 4,300 digits)
+        if ram is not None and (len(ram) > len(str(MAX_INTEGER)) or int(ram) > MAX_INTEGER):
             vm_filter.unrecorded = True  # more than any VM has (and than SQLite's integers)
         elif ram is not None:
             vm_filter.ram = int(ram)
@@ -257,9 +258,8 @@ def parse_timestamp(text: str) -> datetime | None:
         return datetime.fromtimestamp(int(text) / 1000, UTC)
     except (ValueError, OverflowError, OSError):
         pass
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+    moment = parse_iso_instant(text)
+    if moment is None:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 

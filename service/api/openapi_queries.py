@@ -58,7 +58,8 @@ LIST_VMS = [
     parameter("brand", "only VMs of this brand", _one_of(VMAPI_BRANDS)),
     parameter("alias", "only VMs with this alias", {"type": "string",
                                                     "pattern": ALIAS_RE.pattern}),
-    parameter("ram", "only VMs with this much memory, in MiB", _integer(0)),
+    parameter("ram", "only VMs with this much memory, in MiB (any digits, as VMAPI: one past "
+              "every VM's memory matches none)", {"type": "integer", "minimum": 0}),
     parameter("docker", "only Docker VMs (true) or only the others (false)", _BOOLEAN),
     parameter("create_timestamp", "only VMs created at this instant: milliseconds since "
               "the epoch, or ISO 8601"),

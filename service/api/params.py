@@ -11,13 +11,13 @@ from typing import Any
 
 from fastapi import Request
 
+from projections.formats import MAX_INTEGER, decimal
 from service.api.auth import scoped_owner
 from service.api.errors import invalid_parameters
 
 # Accepted everywhere: read consistency, and the VMAPI client's owner scoping.
 COMMON = frozenset({"consistency", "owner_uuid"})
 MAX_LIMIT = 1000
-MAX_INTEGER = 2**53 - 1
 
 
 class Query:
@@ -97,10 +97,7 @@ def integer_param(params: Mapping[str, str], name: str, *, minimum: int, maximum
     value = params.get(name)
     if value is None:
         return None
-    try:
-        number: int | None = int(value)
-    except ValueError:
-        number = None
+    number = decimal(value)
     if number is None or not minimum <= number <= maximum:
         refuse(name, message(number))
         return None
@@ -113,17 +110,6 @@ def openapi_parameter(name: str, description: str, schema: Mapping[str, Any] | N
     unless ``schema`` says otherwise); declaring it changes no parsing."""
     return {"name": name, "in": where, "required": False, "description": description,
             "schema": dict(schema or {"type": "string"})}
-
-
-def log_position(text: str) -> int | None:
-    """``text`` (a header or a WebSocket's query value) as a log position: ASCII digits, 0 to
-    ``MAX_INTEGER``, as ``?after=`` takes it; None when it is not one. (``str.isdigit`` is
-    true of digits ``int`` cannot read, such as "\u00b2", which made a 500.)"""
-    text = text.strip()
-    if not (text.isascii() and text.isdigit()):
-        return None
-    number = int(text)
-    return number if number <= MAX_INTEGER else None
 
 
 def int_or_none(value: Any) -> int | None:

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
 from service.api.auth import OWNER, principal_of
-from service.api.params import log_position
 from service.api.routes_changes import change_hub
 from service.changes import triton
 from service.changes.filters import ChangeFilter
@@ -45,10 +44,7 @@ async def changefeed(websocket: WebSocket) -> None:
     after = websocket.query_params.get("after")
     try:
         text = await websocket.receive_text()
-        position = None if after is None else log_position(after)
-        if after is not None and position is None:
-            raise triton.RegistrationError(triton.AFTER_REFUSED)
-        registration = triton.parse_registration(text, position)
+        registration = triton.parse_registration(text, after)
     except triton.RegistrationError as error:
         await websocket.close(POLICY_VIOLATION, str(error)[:120])
         return

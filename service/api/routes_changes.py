@@ -16,7 +16,7 @@ from domain.server import SERVER_STATUSES
 from domain.states import VmState
 from service.api.auth import OWNER, principal_of
 from service.api.errors import UnavailableError
-from service.api.params import MAX_INTEGER, Query, log_position, openapi_parameter
+from service.api.params import MAX_INTEGER, Query, integer_param, openapi_parameter
 from service.changes import sse
 from service.changes.filters import ChangeFilter
 from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
@@ -107,11 +107,11 @@ def parse_stream_request(request: Request) -> tuple[int | None, ChangeFilter]:
     query = Query(request, {"after", "vm_uuid", "server_uuid", "type", "state",
                             TOKEN_PARAMETER})
     after = query.integer("after", minimum=0)
-    last_id = request.headers.get("last-event-id")
-    if last_id is not None:
-        after = log_position(last_id)
-        if after is None:
-            query.invalid("Last-Event-ID", f"must be a log position (0 to {MAX_INTEGER})")
+    if "last-event-id" in request.headers:
+        after = integer_param(
+            {"Last-Event-ID": request.headers["last-event-id"].strip()}, "Last-Event-ID",
+            minimum=0, maximum=MAX_INTEGER, refuse=query.invalid,
+            message=lambda _: f"must be a log position (0 to {MAX_INTEGER})")
     principal = principal_of(request)
     shown = ChangeFilter(
         vm_uuids=_listed(query, "vm_uuid", uuids=True),

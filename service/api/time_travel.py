@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from domain.errors import VmNotFoundError
+from projections.formats import parse_iso_instant
 from projections.vm_view import render_vm
 from service.api.params import Query
 from service.audit.history import vm_history
@@ -18,11 +19,7 @@ def instant(query: Query, name: str) -> datetime | None:
     value = query.params.get(name)
     if value is None:
         return None
-    try:
-        # RFC 3339 (5.6) allows a lower-case "t" and "z"
-        moment = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-    except ValueError:
-        moment = None
+    moment = parse_iso_instant(value)
     if moment is None or moment.tzinfo is None:
         query.invalid(name, "must be an RFC 3339 timestamp with a time zone")
         return None

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from projections.formats import MAX_INTEGER, decimal
 from service.changes.records import VM_SUB_RESOURCES, Change
 
 VM_RESOURCE = {"resource": "vm", "subResources": sorted(VM_SUB_RESOURCES),
@@ -45,13 +46,18 @@ class Registration:
     after: int | None
 
 
-AFTER_REFUSED = '"after" should be a log position (an integer)'
+AFTER_REFUSED = f'"after" should be a log position (an integer, 0 to {MAX_INTEGER})'
 
 
-def parse_registration(text: str, after: int | None = None) -> Registration:
-    """The registration in ``text``. Raises ``RegistrationError`` (v1 or v2 rules: an object
-    with a string ``instance``, a ``changeKind`` or a non-empty ``resources`` list, each with a
-    string ``resource`` we serve and a ``subResources`` list)."""
+def parse_registration(text: str, after: str | None = None) -> Registration:
+    """The registration in ``text``; ``after`` is the upgrade URL's ``?after=`` text, if any
+    (the registration's own ``"after"`` wins). Raises ``RegistrationError`` (v1 or v2 rules:
+    an object with a string ``instance``, a ``changeKind`` or a non-empty ``resources`` list,
+    each with a string ``resource`` we serve and a ``subResources`` list; a resume position
+    in either place is an integer from 0 to ``MAX_INTEGER``, not a boolean)."""
+    url_after = None if after is None else decimal(after)
+    if after is not None and url_after is None:
+        raise RegistrationError(AFTER_REFUSED)
     try:
         registration = json.loads(text)
     except ValueError:
@@ -75,8 +81,8 @@ def parse_registration(text: str, after: int | None = None) -> Registration:
         if kind.get("resource") not in RESOURCES:
             raise RegistrationError(f"unknown resource: {kind.get('resource')}")
         wanted.update(s for s in kind["subResources"] if isinstance(s, str))
-    resume = registration.get("after", after)
-    if resume is not None and (not isinstance(resume, int) or resume < 0):
+    resume = registration.get("after", url_after)
+    if resume is not None and (type(resume) is not int or not 0 <= resume <= MAX_INTEGER):
         raise RegistrationError(AFTER_REFUSED)
     return Registration(registration["instance"], frozenset(wanted),
                         bootstrap_of(len(kinds)), resume)

@@ -121,6 +121,7 @@ def test_a_refusal_of_our_own_rules_carries_no_pydantic_prefix(client, field, va
     response = client.post("/vms", content=json.dumps(vm_body(**{field: value})),
                            headers={"content-type": "application/json"})
     body = assert_error(response, 409, "ValidationFailed")
+    assert body["errors"], body
     assert all(not e["message"].startswith("Value error") for e in body["errors"]), body
 
 

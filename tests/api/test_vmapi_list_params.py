@@ -74,6 +74,7 @@ def test_valid_values_vmapis_tests_send_are_accepted(client) -> None:
                    {"ram": "2048"}, {"uuids": f"{VALID_UUID},{VALID_UUID}"},
                    {"create_timestamp": now_ms},
                    {"create_timestamp": "2026-12-01T00:00:00.000Z"},
+                   {"create_timestamp": "2026-12-01t00:00:00.000z"},  # RFC 3339, 5.6
                    {"fields": "*"}, {"fields": "role_tags"}, {"fields": "alias,zone_state"},
                    {"offset": "500"}, {"limit": "1000"}, {"sort": "docker.desc"},
                    {"sort": "billing_id.ASC"}, {"sort": "max_physical_memory"},

@@ -125,6 +125,11 @@ def test_operators_filter_servers_and_types(tokened_services, tokens, history):
     # a digit int() does not read (a 500), and a position past what ?after= takes
     ({}, {"Last-Event-ID": "\u00b2".encode("latin-1")}, "Last-Event-ID"),
     ({}, {"Last-Event-ID": str(2**64)}, "Last-Event-ID"),
+    # the header and ?after= are read by one parser: int() took "1_0" and other scripts'
+    # digits in ?after= but the header refused them
+    ({"after": "1_0"}, {}, "after"),
+    ({"after": "٣"}, {}, "after"),
+    ({}, {"Last-Event-ID": "1_0"}, "Last-Event-ID"),
 ])
 def test_bad_parameters_are_refused_naming_the_field(tokened_services, tokens, query, headers,
                                                      field):

@@ -60,7 +60,11 @@ def test_v2_registration_gets_bootstrap_routes(services):
     (json.dumps({"changeKind": V1["changeKind"]}), '"instance"'),
     (json.dumps({**V1, "changeKind": {"resource": "nic", "subResources": []}}),
      "unknown resource: nic"),
-])
+    # the registration's own "after" is held to the URL's range: 2**64 waited forever, true
+    # was taken as position 1
+    (json.dumps({**V1, "after": 2**64}), '"after" should be a log position'),
+    (json.dumps({**V1, "after": True}), '"after" should be a log position'),
+], ids=["not json", "no instance", "unknown resource", "after 2**64", "after true"])
 def test_a_bad_registration_is_closed_with_the_reason(services, registration, reason):
     with live_server(services) as url, connect(_ws(url)) as ws:
         ws.send(registration)
@@ -69,7 +73,7 @@ def test_a_bad_registration_is_closed_with_the_reason(services, registration, re
         assert ws.close_code == 1008 and reason in ws.close_reason
 
 
-@pytest.mark.parametrize("after", ["abc", "-1", "%C2%B2", str(2**64)])
+@pytest.mark.parametrize("after", ["abc", "-1", "%C2%B2", "1_0", str(2**64)])
 def test_a_bad_after_on_the_upgrade_is_closed_with_the_reason(services, after):
     # found by a new user: ?after=abc was ignored (the stream started from now) and a digit
     # int() does not read ("²") dropped the connection with no close frame
