@@ -63,6 +63,8 @@ class ProjectionRunner(BackgroundLoop):
     ):
         self.db = db
         self.source = source
+        # asked once: a runtime-checkable protocol's isinstance costs µs on every batch
+        self._reads_in_transaction = isinstance(source, LogInTransaction)
         self.decoder = decoder
         self.read_models = {rm.name: rm for rm in read_models}
         self.batch_size = batch_size
@@ -93,7 +95,8 @@ class ProjectionRunner(BackgroundLoop):
     def _positions_of(self, names: Iterable[str]) -> dict[str, int]:
         """The positions of read models ``names``, in one query (one round trip)."""
         with self.db.transaction(commit=False, pipeline=True) as tx:
-            return positions_in(tx, names)
+            answer = positions_in(tx, names)
+        return answer()
 
     position_in = staticmethod(position_in)  # read inside a caller's transaction
 
@@ -161,7 +164,7 @@ class ProjectionRunner(BackgroundLoop):
         of the batch after ``end``, last before the commit, so it comes back with the
         commit's answer (a round trip a pass fewer while appends keep coming:
         docs/performance.md, P5); None otherwise."""
-        if live is None or not isinstance(self.source, LogInTransaction):
+        if live is None or not self._reads_in_transaction:
             return None
         return self.source.submit_notifications(tx, end, batch_size)
 

@@ -29,11 +29,17 @@ def position_in(tx: Tx, name: str) -> int:
     return 0 if row is None else int(row["position"])
 
 
-def positions_in(tx: Tx, names: Iterable[str]) -> dict[str, int]:
-    """The positions of read models ``names`` (0 for one with no row), in one query."""
-    tx.execute("SELECT name, position FROM projection_tracking")
-    found = {row["name"]: int(row["position"]) for row in tx.fetchall()}
-    return {name: found.get(name, 0) for name in names}
+def positions_in(tx: Tx, names: Iterable[str]) -> Callable[[], dict[str, int]]:
+    """Send the query of the positions of read models ``names`` in ``tx``; the answer (0 for
+    one with no row) is read by calling what it returns, after ``tx``'s block: in a
+    pipelined transaction the query then travels with its ``COMMIT``, one round trip."""
+    answer = tx.submit("SELECT name, position FROM projection_tracking", ())
+    names = list(names)
+
+    def positions() -> dict[str, int]:
+        found = {row["name"]: int(row["position"]) for row in answer()}
+        return {name: found.get(name, 0) for name in names}
+    return positions
 
 
 def claim(tx: Tx, names: Sequence[str], start: int, position: int) -> Callable[[], None]:

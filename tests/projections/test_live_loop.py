@@ -177,7 +177,7 @@ def reached(services, position: int, timeout: float = 10) -> bool:
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # reads ahead there
-def test_an_append_right_after_the_loop_read_ahead_is_applied_without_waiting_for_the_poll(
+def test_a_wake_up_sent_during_a_pass_is_kept_so_its_append_is_applied_without_the_poll(
     services,
 ):
     vms = [create(services).vm_uuid for _ in range(3)]
@@ -196,4 +196,35 @@ def test_an_append_right_after_the_loop_read_ahead_is_applied_without_waiting_fo
         stop.set()
         loop.wake()
         thread.join(30)
+    assert not thread.is_alive()
+    assert rebuilt_from_scratch(services) == snapshot(services)
+
+
+class CountedReads:
+    """The event store's recorder, counting the log reads made outside a batch's transaction
+    (``select_notifications``); a read ahead goes through ``submit_notifications``."""
+
+    def __init__(self, recorder):
+        self.recorder, self.reads = recorder, 0
+
+    def select_notifications(self, *args, **kwargs):
+        self.reads += 1
+        return self.recorder.select_notifications(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.recorder, name)
+
+
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # reads ahead there
+def test_a_live_pass_over_many_batches_reads_the_log_once_the_rest_read_ahead(services):
+    for _ in range(3):
+        act(services, create(services).vm_uuid, Action.STOP)  # 3 VMs' events: many batches
+    source = CountedReads(services.app.recorder)
+    runner = second_runner(services, source, batch_size=2)
+    runner.reset(VIEWS)
+    head = services.commands.head_position()
+    live = LiveState()
+    runner.catch_up(live=live)
+    assert runner.position("vm_view") == head > 4
+    assert source.reads == 1  # the first batch's; every later one came with a commit
     assert rebuilt_from_scratch(services) == snapshot(services)
