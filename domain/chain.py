@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
+from domain.compact_json import reused_encoder
+
 GENESIS = "0" * 64
 
 # Not part of the hashed content: the hash itself, the schema version the mapper adds, and the
@@ -34,24 +36,8 @@ def _json_dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _reused_encoder() -> Any:
-    """``_json_dumps`` with one C encoder made once: ``json.dumps`` builds an encoder each
-    call, which cost twice the encoding of an event's few hundred bytes (the trace replay
-    links a hundred thousand events a minute). The same C function with the same settings,
-    so the same text; only the check for circular containers is left out (an event's fields
-    are a tree). Falls back to ``json.dumps`` where ``json`` has no C accelerator."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return _json_dumps
-    # The arguments JSONEncoder.iterencode passes for _json_dumps's settings: markers (none),
-    # default, string encoder (ensure_ascii), indent, key and item separators, sort_keys,
-    # skipkeys, allow_nan.
-    encode = make(None, str, json.encoder.encode_basestring_ascii, None, ":", ",",
-                  True, False, True)
-    return lambda value: "".join(encode(value, 0))
-
-
-_canonical_json = _reused_encoder()
+# one C encoder for every link: the replay links a hundred thousand events a minute
+_canonical_json = reused_encoder(str, ensure_ascii=True, sort_keys=True) or _json_dumps
 
 
 class ChainedEvent:

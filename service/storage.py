@@ -81,7 +81,6 @@ class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
 class PostgresLedgerRecorder(PostgresApplicationRecorder):
     """PostgreSQL event store (the library's gap-free insert under a table lock)."""
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any
                       ) -> Sequence[int] | None:
         """The library's insert, as a group commit of one append (``insert_batch``): the
@@ -91,18 +90,11 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
         process (docs/performance.md, P1). A conflicting append raises ``IntegrityError``
         and commits nothing, the idempotency key included (tests/service/test_storage.py).
         The service's own writers append through the committer; this serves the library's
-        callers of ``Application.save``."""
-        if self.datastore.enable_db_functions:  # pragma: no cover - vmledger never enables it
-            return super().insert_events(stored_events, **kwargs)
+        callers of ``Application.save``; ``insert_batch`` retries what the library would."""
         (outcome,) = self.insert_batch([(stored_events, kwargs)])
         if isinstance(outcome, IntegrityError):
             raise outcome
         return outcome
-
-    def _insert_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
-                       ) -> None:
-        # Runs in the same transaction as the events' insert, before it.
-        insert_in_recorder(curs, Dialect.POSTGRES, kwargs)
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_batch(self, appends: Sequence[Append]) -> list[Outcome]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -68,7 +69,10 @@ def replay_command(
         raise typer.BadParameter(str(error)) from None
     except (OSError, EOFError) as error:
         # not gzip (BadGzipFile), or truncated (EOFError, which click would print as a bare
-        # "Aborted."); the progress bar's count reads the file first, so nothing was replayed
+        # "Aborted."); the progress bar's count reads the file first, so nothing was replayed.
+        # Any other OSError (the follower's process, the database's file) is not the trace's.
+        if not _the_traces(error, trace):
+            raise
         raise typer.BadParameter(f"cannot read the trace: {error}", param_hint="TRACE") from None
     finally:
         services.close()
@@ -76,3 +80,9 @@ def replay_command(
         typer.echo(json.dumps(summary.as_dict(), indent=2))
     else:
         _print(summary, Console())
+
+
+def _the_traces(error: BaseException, trace: Path) -> bool:
+    """Whether ``error`` came from reading the trace file ``trace``."""
+    return (isinstance(error, (EOFError, gzip.BadGzipFile))
+            or getattr(error, "filename", None) in (str(trace), trace))

@@ -81,11 +81,15 @@ class _Gate:
 
 
 class Committer:
-    """Saves aggregates as ``Application.save`` does (same arguments, same recordings, same
-    errors), batching concurrent callers into one transaction of the recorder's
-    ``insert_batch`` (the ledger's recorders have one: service/storage.py)."""
+    """Saves aggregates as ``Application.save`` does (the same recordings, the same errors;
+    aggregates only, with ``save``'s keyword arguments), batching concurrent callers into one
+    transaction of the recorder's ``insert_batch`` (the ledger's recorders have one:
+    service/storage.py; a recorder without it is refused here, not at each save)."""
 
     def __init__(self, app: Application[Any], *, max_appends: int = 128, linger_s: float = 0.0):
+        if not hasattr(app.recorder, "insert_batch"):
+            raise TypeError(f"{type(app.recorder).__name__} has no insert_batch: group "
+                            "commit needs one of service.storage's recorders")
         self.app = app
         self.max_appends = max_appends
         # How long a batch that is not full waits for more appends: 0 for callers that wait

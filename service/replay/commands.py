@@ -52,6 +52,8 @@ class ReplayCommands(Commands):
     def __init__(self, base: Commands, *, cache_size: int = 40_000):
         self.seen: dict[str, tuple[VmState, int]] = {}  # vm uuid -> (state, active jobs)
         self._saved: OrderedDict[str, Any] = OrderedDict()  # uuid -> Vm or Server, LRU
+        # cached aggregates handed out and not saved since: only these can hold unsaved events
+        self._handed_out: dict[str, Any] = {}
         self._cache_size = cache_size
         self._in_flight: deque[Future[Any]] = deque()
         self._position = 0
@@ -60,6 +62,7 @@ class ReplayCommands(Commands):
         def on_conflict() -> None:
             self.flush()  # the log, read again, must hold what the cache held
             self._saved.clear()
+            self._handed_out.clear()
             counted()
 
         statuses: dict[str, str | None] = {}
@@ -79,8 +82,10 @@ class ReplayCommands(Commands):
             after_save=base.after_save)
 
     def load_aggregate(self, kind: Any, uuid: Any, version: int | None = None) -> Any:
-        cached = self._saved.get(str(uuid)) if version is None else None
+        key = str(uuid)
+        cached = self._saved.get(key) if version is None else None
         if cached is not None and isinstance(cached, kind):
+            self._handed_out[key] = cached
             return cached
         return super().load_aggregate(kind, uuid, version)
 
@@ -90,12 +95,16 @@ class ReplayCommands(Commands):
         is triggered): those are dropped, and read from the log when next loaded."""
         try:
             return super().change(*args, **kwargs)
-        except BaseException:
+        except Exception:
             self._drop_unsaved()
             raise
 
     def _drop_unsaved(self) -> None:
-        unsaved = [key for key, aggregate in self._saved.items() if aggregate.pending_events]
+        # Only aggregates handed out and not saved since can hold such events: a refused row
+        # is common, and a scan of the whole cache cost milliseconds each.
+        unsaved = [key for key, aggregate in self._handed_out.items()
+                   if aggregate.pending_events and self._saved.get(key) is aggregate]
+        self._handed_out.clear()
         if unsaved:
             self.flush()  # the log, read again, must hold their last saves
             for key in unsaved:
@@ -112,6 +121,7 @@ class ReplayCommands(Commands):
                 self.seen[key] = (VmState(aggregate.state), len(aggregate.active_jobs))
             self._saved[key] = aggregate
             self._saved.move_to_end(key)
+            self._handed_out.pop(key, None)
             if len(self._saved) > self._cache_size:
                 self._saved.popitem(last=False)
         return position

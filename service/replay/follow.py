@@ -91,13 +91,16 @@ def follow(settings: Settings, done: multiprocessing.synchronize.Event,
     try:
         runner = services.projections
         models = list(runner.read_models.values())
-        while True:
+        replay = multiprocessing.parent_process()
+        while replay is None or replay.is_alive():  # an orphan (the replay killed) ends
             # Read before the pass: a pass begun after the replay's last commit reaches it.
             last = done.is_set()
             try:
                 gained = runner.catch_up_models(models, batch_size=FOLLOW_BATCH)
             except ProjectionConflictError:
-                continue  # another runner applied that batch: read the positions again
+                # another runner applied that batch: read the positions again, not at once
+                done.wait(IDLE_WAIT_S)
+                continue
             with applied.get_lock():
                 applied.value += gained
             if last:

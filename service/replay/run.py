@@ -28,8 +28,7 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
     the summary; read models are not touched (see ``catch_up``). Raises ``OSError`` for an
     unreadable file (``EOFError`` for a truncated gzip) and ``ValueError`` for a database that
     already has VMs."""
-    if services.app.recorder.select_notifications(0, 1, topics=["vm.created"]):
-        raise ValueError("the database already has VMs; replay into an empty one")
+    _refuse_a_database_with_vms(services)
     summary = Summary(trace=str(trace))
     replayer = Replayer(ReplayCommands(services.commands), summary)
     started = time.perf_counter()
@@ -50,6 +49,13 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
     return summary
 
 
+def _refuse_a_database_with_vms(services: Services) -> None:
+    """Raises ``ValueError`` when the database already has a VM (the replay must be its only
+    writer, from the start: docs/replay.md, "Being the only writer")."""
+    if services.app.recorder.select_notifications(0, 1, topics=["vm.created"]):
+        raise ValueError("the database already has VMs; replay into an empty one")
+
+
 def _said(summary: Summary) -> str:
     return f"replaying: {summary.vms_created} VMs, {sum(summary.refused.values())} refused"
 
@@ -61,6 +67,7 @@ def replay_and_catch_up(services: Services, trace: Path | str, *, skip_jobs: int
     ``catch_up`` to the head (which waits for the follower's last pass): on two cores the
     read models' work overlaps the replay's. Raises what ``replay`` raises (the follower is
     then stopped)."""
+    _refuse_a_database_with_vms(services)  # before a follower starts on such a database
     follower = Follower(services.settings)
     follower.start()
     try:

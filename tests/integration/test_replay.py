@@ -277,6 +277,19 @@ def test_replay_refuses_a_database_that_already_has_events(services, tmp_path):
         replay(services, trace)
 
 
+def test_a_refused_replay_starts_no_follower(services, tmp_path, monkeypatch):
+    # found in review: the follower was started before the check, and began catching up
+    # the read models of a database the replay then refused
+    trace = tmp_path / "t.csv"
+    trace.write_text(",".join(row(SUBMIT)))
+    replay(services, trace)
+    started = []
+    monkeypatch.setattr(Follower, "start", lambda self: started.append(self))
+    with pytest.raises(ValueError, match="already has VMs"):
+        replay_and_catch_up(services, trace)
+    assert started == []
+
+
 def test_cli_replays_into_the_configured_database_and_prints_json(
     settings, tmp_path, monkeypatch
 ):
@@ -388,8 +401,10 @@ def test_the_follower_keeps_the_read_models_up_with_a_growing_log_until_told_to_
             wait_until(at_head, timeout=60)
             assert {v.vm_uuid for v in accepted} <= view_uuids(services)
         create(services)
-    finally:
-        assert follower.finish()  # its last pass reaches what was appended before this
+    except BaseException:
+        follower.stop()  # the failure above is what the test reports, not a hung follower
+        raise
+    assert follower.finish()  # its last pass reaches what was appended before this
     assert at_head() and follower.applied > 0
     live = dump_read_models(services)
     runner.rebuild()

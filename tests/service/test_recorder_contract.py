@@ -1,9 +1,9 @@
 """The library's own recorder contract (``eventsourcing.tests.persistence``, shipped with
 eventsourcing 9.5) run against every recorder vmledger writes or subclasses, on SQLite and on
-PostgreSQL: the ledger recorders as the application uses them, and the same recorders with
-every insert sent through the group commit's ``insert_batch`` (a batch of one append), so the
-batch path keeps every promise of ``insert_events`` (ids, order, conflicts, no interleaving
-of concurrent writers' ids)."""
+PostgreSQL, so the group commit's ``insert_batch`` keeps every promise of ``insert_events``
+(ids, order, conflicts, no interleaving of concurrent writers' ids). On PostgreSQL the ledger
+recorder's ``insert_events`` is itself a batch of one append; on SQLite it is the library's,
+so the SQLite recorder is also run with every insert sent through ``insert_batch``."""
 
 from __future__ import annotations
 
@@ -35,10 +35,6 @@ class _ThroughBatch:
 
 
 class BatchedSQLiteRecorder(_ThroughBatch, SQLiteLedgerRecorder):
-    pass
-
-
-class BatchedPostgresRecorder(_ThroughBatch, PostgresLedgerRecorder):
     pass
 
 
@@ -97,14 +93,8 @@ class TestPostgresLedgerRecorder(_Postgres, _Contract):
 
 
 @pytest.mark.postgres
-class TestPostgresLedgerRecorderThroughBatch(_Postgres, _Contract):
-    __test__ = True
-    recorder_class = BatchedPostgresRecorder
-
-
-@pytest.mark.postgres
-class TestPostgresNonInterleavingThroughBatch(_Postgres, NonInterleavingNotificationIDsBaseCase):
-    recorder_class = BatchedPostgresRecorder
+class TestPostgresNonInterleaving(_Postgres, NonInterleavingNotificationIDsBaseCase):
+    pass
 
 
 class TestSQLiteNonInterleavingThroughBatch(_SQLite, NonInterleavingNotificationIDsBaseCase):
