@@ -79,11 +79,25 @@ class VersionMismatchError(DomainError):
 
 
 class ValidationError(DomainError):
-    """A request field is missing or invalid (VMAPI ``ValidationFailed``)."""
+    """A request field is missing or invalid (VMAPI ``ValidationFailed``); ``summary`` is the
+    error's message, ``errors`` one ``{field, code, message}`` a field."""
+
+    summary = "Invalid parameters"
 
     def __init__(self, field: str, code: str, message: str):
         super().__init__(f"{field}: {message}")
         self.errors = [{"field": field, "code": code, "message": message}]
+
+
+class NothingToUpdateError(ValidationError):
+    """An update that names no field to change (VMAPI UpdateVm: "No VM parameters
+    provided", with no field errors)."""
+
+    summary = "No VM parameters provided"
+
+    def __init__(self, vm_uuid: UUID | str):
+        DomainError.__init__(self, f"VM {vm_uuid}: no VM parameters provided")
+        self.errors: list[dict[str, str]] = []
 
 
 class IllegalTransitionError(DomainError):

@@ -157,7 +157,7 @@ ERRORS: dict[type[Exception], Row] = {
     DuplicateVmError: Row(VALIDATION, "ValidationFailed", lambda e: {"errors": [
         {"field": "uuid", "code": "Duplicate", "message": "already exists"}]}),
     ValidationError: Row(VALIDATION, "ValidationFailed", lambda e: {"errors": e.errors},
-                         message=lambda _e: "Invalid parameters"),
+                         message=lambda e: e.summary),
     IdempotencyKeyReusedError: Row(422, "IdempotencyKeyReused"),
     ConflictRetriesExhaustedError: Row(
         503, "Unavailable", message=lambda e: f"too many concurrent writers, try again: {e}"),

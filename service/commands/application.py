@@ -17,7 +17,7 @@ from uuid import UUID
 from eventsourcing.application import Application
 from eventsourcing.persistence import Transcoder
 
-from domain.errors import DuplicateVmError, VmNotFoundError
+from domain.errors import DuplicateVmError, NothingToUpdateError, VmNotFoundError
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.change import Accepted, Changed, Changes
@@ -207,8 +207,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         """Queue the job for ``action`` (start, stop, kill, reboot, update, destroy), as
         ``behaviour``'s API version rules; a repeat of an active job returns that job and
         appends nothing (api.md). Raises the refusals of ``Behaviour.admit``,
-        ``VmNotFoundError`` (also for another owner's VM), ``VersionMismatchError`` and
-        ``IdempotencyKeyReusedError``.
+        ``VmNotFoundError`` (also for another owner's VM), ``NothingToUpdateError`` (an
+        update with no ``args``), ``VersionMismatchError`` and ``IdempotencyKeyReusedError``.
         """
         name = JOB_FOR_ACTION[action]
         args = args or {}
@@ -230,6 +230,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
             plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
                                    idempotent=idempotent, server_removed=server_removed,
                                    has_server=vm.server_uuid is not None)
+            if action is Action.UPDATE and not args:
+                raise NothingToUpdateError(vm_uuid)
             job_cause = {**cause, "job_uuid": None}
             if plan.destroy_now:
                 vm.cancel_queued("canceled: the VM was destroyed", cause=job_cause)

@@ -61,6 +61,18 @@ def test_update_refuses_an_unknown_or_out_of_bounds_field_naming_it(client, serv
     assert services.commands.head_position() == head
 
 
+def test_update_naming_nothing_to_change_is_refused_and_queues_no_job(client, services) -> None:
+    """VMAPI's UpdateVm: 'No VM parameters provided' when the body names no updatable field."""
+    vm_uuid = create_running_vm(client)
+    head = services.commands.head_position()
+    for body in (None, {}, {"sync": False}, {"context": {"from": "test"}}):
+        for headers in ({}, V2):
+            response = act(client, vm_uuid, "update", json=body, headers=headers)
+            error = assert_error(response, 409 if not headers else 422, "ValidationFailed")
+            assert (error["message"], error["errors"]) == ("No VM parameters provided", [])
+    assert services.commands.head_position() == head
+
+
 def test_an_impossible_action_is_409_invalid_transition_with_state_and_allowed_actions(
         client, services) -> None:
     vm_uuid = create_running_vm(client)
@@ -69,7 +81,8 @@ def test_an_impossible_action_is_409_invalid_transition_with_state_and_allowed_a
     version = services.commands.load(vm_uuid).version
     for headers in ({}, V2):
         for action in ("start", "stop", "reboot", "update"):
-            body = assert_error(act(client, vm_uuid, action, headers=headers),
+            change = {"alias": "renamed"} if action == "update" else None
+            body = assert_error(act(client, vm_uuid, action, headers=headers, json=change),
                                 409, "InvalidTransition")
             assert body["state"] == "destroyed"
             assert body["allowed_actions"] == ["destroy"]
