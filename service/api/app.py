@@ -21,6 +21,7 @@ from service.api.connection import ConnectionHeaders
 from service.api.db_deadline import BoundDatabaseWaits
 from service.api.deps import bind_log_fields
 from service.api.envelope import Envelope
+from service.api.head import HeadAsGet
 from service.api.openapi import declare_schema
 from service.api.tokens import TokenFileError, Tokens
 from service import console, metrics
@@ -82,6 +83,7 @@ def create_app(
     declare_schema(app)
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(HeadAsGet, router=app.router)  # HEAD on every GET route but streams
     # Connection and Keep-Alive (VMAPI's rules for curl and HEAD)
     app.add_middleware(ConnectionHeaders, keep_alive_s=KEEP_ALIVE_S)
     app.add_middleware(BoundDatabaseWaits, seconds=settings.postgres_request_wait_s)

@@ -15,7 +15,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
 
 from domain import rules
 from domain.errors import (
@@ -36,6 +35,7 @@ from domain.errors import (
 )
 from domain.server import InsufficientCapacityError
 from domain.states import VmState
+from service.api import head
 from service.api.field_errors import field_errors
 from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.idempotency import IdempotencyKeyReusedError
@@ -203,14 +203,13 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 def allowed_methods(request: Request) -> str:
     """The ``Allow`` header of a 405: every method for which the app's router has a route
-    matching the request's path (RFC 9110, 15.5.6), in alphabetical order. HEAD is named
-    where a route answers it: Starlette's GET routes do (``/openapi.json``), FastAPI's do
-    not, and ``HEAD /vms`` is a route of its own."""
-    routes = request.app.router.routes
+    matching the request's path (RFC 9110, 15.5.6), in alphabetical order, and HEAD where a
+    GET route answers it (service/api/head.py)."""
+    router, scope = request.app.router, request.scope
     return ", ".join(sorted(
         method for method in _METHODS
-        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL
-               for route in routes)))
+        if head.answers(router, scope, method)
+        or (method == "HEAD" and head.head_as_get(router, scope))))
 
 
 def install(app: FastAPI) -> None:

@@ -139,11 +139,12 @@ def test_an_owner_refused_quarantine_is_told_the_action(authed: Authed) -> None:
 
 def test_a_405_names_the_methods_the_path_has(client: TestClient) -> None:
     vm = create_running_vm(client)
-    # FastAPI's GET routes do not answer HEAD (Starlette's do: /openapi.json); HEAD /vms is
-    # a route of its own. /openapi.json and /docs are paths the OpenAPI document leaves out
+    # Every GET route answers HEAD (service/api/head.py; HEAD /vms is a route of its own).
+    # /openapi.json and /docs are paths the OpenAPI document leaves out
     for method, url, allowed in [("DELETE", "/vms", {"GET", "HEAD", "POST", "PUT"}),
-                                 ("PATCH", f"/vms/{vm}", {"GET", "POST", "PUT", "DELETE"}),
-                                 ("POST", "/ping", {"GET"}),
+                                 ("PATCH", f"/vms/{vm}", {"GET", "HEAD", "POST", "PUT",
+                                                          "DELETE"}),
+                                 ("POST", "/ping", {"GET", "HEAD"}),
                                  ("GET", "/sim/workers", {"POST"}),
                                  ("POST", "/openapi.json", {"GET", "HEAD"}),
                                  ("PUT", "/docs", {"GET", "HEAD"})]:

@@ -33,8 +33,9 @@ def test_create_vm_without_x_context_has_no_context_in_its_job(client) -> None:
 def test_actions_accept_the_clients_origin_creator_uuid_and_timeout(client, action) -> None:
     # stopVm/rebootVm send ?timeout=; every action may send ?origin= and ?creator_uuid=
     vm_uuid = create_running_vm(client)
+    change = {"alias": "renamed"} if action == "update" else None  # an update names a field
     response = act(client, vm_uuid, action, origin="cloudapi", creator_uuid=OWNER, timeout=30,
-                   idempotent="true")
+                   idempotent="true", json=change)
     assert response.status_code == 202, response.text
     assert wait_job(client, response.json()["job_uuid"])["execution"] == "succeeded"
 
