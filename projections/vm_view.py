@@ -98,6 +98,9 @@ class VmView(ReadModel):
 
     name = "vm_view"
     tables = ("vm_view", "vm_view_tags", "vm_view_internal_metadata")
+    # the fold, the rendering and the snapshot: about as much as the other five together
+    # (docs/performance.md, P3)
+    rebuild_weight = 5.0
 
     def __init__(self, transcoder: Transcoder):
         self.transcoder = transcoder

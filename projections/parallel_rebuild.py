@@ -1,0 +1,132 @@
+"""A rebuild whose read models are built in several processes, then switched together.
+
+The read models are split into groups (``split``: by ``ReadModel.rebuild_weight``, heaviest
+first into the lightest group; with two processes ``vm_view`` alone and the other five
+together). Each group is built in a child process of its own (``multiprocessing``'s *spawn*:
+no pooled connection or thread of the parent is inherited), which opens its own runner on
+the same database (``open_runner``, a picklable callable the service gives), reads and
+decodes the log itself and builds its group's shadows with their own tracking rows, exactly
+as a serial rebuild builds them (``rebuild.build_beside``). The parent waits for every child
+and only then switches every read model (``rebuild.switch_all``), as a serial rebuild does.
+
+A child that fails (an exception, or it dies) fails the rebuild: the other children are
+stopped and nothing is switched; the live tables keep serving, and the next rebuild drops
+the shadows left beside. Each process decodes the whole log, so on 2 cores the gain is the
+read models' own Python and the database's work overlapping (docs/performance.md, P3).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from projections.read_model import ReadModel
+from projections.rebuild import Runner, build_beside, switch_all
+
+# How often the parent looks whether a child died without saying so (seconds).
+_POLL_S = 0.2
+
+OpenRunner = Callable[[], AbstractContextManager[Runner]]
+
+
+class RebuildFailed(RuntimeError):
+    """A process of a parallel rebuild failed; nothing was switched."""
+
+
+def split(read_models: Sequence[ReadModel], processes: int) -> list[list[ReadModel]]:
+    """``read_models`` in at most ``processes`` non-empty groups of about equal
+    ``rebuild_weight``: the heaviest first, each into the lightest group so far (ties: the
+    first); each group keeps the given order."""
+    groups: list[list[ReadModel]] = [[] for _ in range(max(1, processes))]
+    weights = [0.0] * len(groups)
+    for read_model in sorted(read_models, key=lambda rm: -rm.rebuild_weight):
+        lightest = weights.index(min(weights))
+        groups[lightest].append(read_model)
+        weights[lightest] += read_model.rebuild_weight
+    order = {read_model.name: n for n, read_model in enumerate(read_models)}
+    return [sorted(group, key=lambda rm: order[rm.name]) for group in groups if group]
+
+
+def rebuild_in_processes(runner: Runner, lives: Sequence[ReadModel], open_runner: OpenRunner,
+                         processes: int, progress: Callable[[int], None] | None = None) -> int:
+    """Rebuild ``lives`` as ``rebuild.rebuild_beside`` does, their builds split over
+    ``processes`` child processes, each opening its runner with ``open_runner()``; then
+    switch each through ``runner``. Returns how many events were applied in all.
+    ``progress(n)`` is called as the slowest group moves, with ``n`` log events (over the
+    whole rebuild the ``n`` add up to the log events the slowest group applied, as a serial
+    rebuild's do). Raises ``RebuildFailed`` when a child fails, after stopping the others;
+    nothing is switched then."""
+    groups = split(lives, processes)
+    context = multiprocessing.get_context("spawn")
+    messages = context.Queue()
+    children = [context.Process(target=_build_group, name=f"vmledger-rebuild-{n}", daemon=True,
+                                args=(open_runner, [rm.name for rm in group], n, messages,
+                                      runner.rebuild_batch_size))
+                for n, group in enumerate(groups)]
+    for child in children:
+        child.start()
+    try:
+        total = _wait(children, groups, messages, progress)
+    finally:
+        for child in children:
+            if child.is_alive():
+                child.terminate()
+            child.join()
+        messages.close()
+    return total + switch_all(runner, lives)
+
+
+def _wait(children: Sequence[Any], groups: Sequence[Sequence[ReadModel]], messages: Any,
+          progress: Callable[[int], None] | None) -> int:
+    """Relay the children's progress until each has said it is done; return their totals."""
+    applied = [0] * len(children)  # log events each group has applied so far
+    totals: dict[int, int] = {}
+    reported = 0
+    while len(totals) < len(children):
+        try:
+            kind, n, value = messages.get(timeout=_POLL_S)
+        except queue.Empty:
+            for n, child in enumerate(children):
+                if n not in totals and child.exitcode is not None:
+                    raise RebuildFailed(f"rebuilding {_names(groups[n])}: its process ended "
+                                        f"with exit code {child.exitcode}") from None
+            continue
+        if kind == "failed":
+            raise RebuildFailed(f"rebuilding {_names(groups[n])} failed:\n{value}")
+        if kind == "done":
+            totals[n] = value
+        else:
+            applied[n] += value
+        going = [applied[m] for m in range(len(children)) if m not in totals]
+        slowest = min(going) if going else max(applied)
+        if progress and slowest > reported:
+            progress(slowest - reported)
+            reported = slowest
+    return sum(totals.values())
+
+
+def _names(group: Sequence[ReadModel]) -> str:
+    return ", ".join(read_model.name for read_model in group)
+
+
+def _build_group(open_runner: OpenRunner, names: Sequence[str], n: int, messages: Any,
+                 batch_size: int) -> None:
+    """A child process: build read models ``names`` beside with a runner of its own, in
+    batches of ``batch_size`` (the parent runner's ``rebuild_batch_size``), telling the parent ``("progress", n, events)`` after each batch, then ``("done", n, applied)``,
+    or ``("failed", n, traceback)``."""
+    try:
+        with open_runner() as runner:
+            runner.rebuild_batch_size = batch_size
+            lives = [runner.read_models[name] for name in names]
+            total = build_beside(runner, lives,
+                                 lambda events: messages.put(("progress", n, events)))
+    except BaseException:  # noqa: BLE001 - every failure is the parent's to report
+        messages.put(("failed", n, traceback.format_exc()))
+        messages.close()
+        messages.join_thread()  # the message must reach the parent before the exit
+        raise SystemExit(1) from None
+    messages.put(("done", n, total))
