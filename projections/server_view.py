@@ -8,6 +8,7 @@ from typing import Any
 
 from domain.server import Server
 from projections.db import Database, Tx
+from projections.formats import uuid_text
 from projections.runner import ReadModel
 
 _COLUMNS = ("uuid", "hostname", "boot_id", "status", "ram_mib", "cpus", "generation")
@@ -42,7 +43,7 @@ class ServerView(ReadModel):
         for _position, event in events:
             if not isinstance(event, Server.Event):
                 continue
-            server_uuid = str(event.originator_id)
+            server_uuid = uuid_text(event.originator_id)
             if isinstance(event, Server.Claimed):
                 held[(server_uuid, event.vm_uuid)] = (
                     server_uuid, event.vm_uuid, event.ram_mib, event.cpus)
