@@ -77,6 +77,11 @@ def child(mode: str, url: str, page: int, processes: int = 0) -> None:
     finally:
         services.close()
     result["rss_after_build_mib"] = round(rss_built, 1)
+    # CPU of this process and of its children (a parallel rebuild's), start-up included
+    result["cpu_s"] = round(sum(
+        usage.ru_utime + usage.ru_stime for usage in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN))), 2)
     result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     # a parallel rebuild's processes: the largest one's peak (what getrusage keeps)
     result["peak_rss_children_mib"] = round(
@@ -124,7 +129,8 @@ def measure(backend: str, url: str, args) -> dict:
                         processes=args.processes)
     rate = head / rebuild["seconds"]
     say(f"[{backend}] rebuild of {', '.join(rebuild['read_models'])} in "
-        f"{rebuild.get('processes', 1)} process(es): {rebuild['seconds']:.1f} s"
+        f"{rebuild.get('processes', 1)} process(es): {rebuild['seconds']:.1f} s, "
+        f"{rebuild['cpu_s']:.1f} s of CPU"
         f" = {rate:,.0f} log events/s ({rebuild['applied']:,} events applied in all); "
         f"peak RSS {rebuild['peak_rss_mib']:.0f} MiB (after start-up "
         f"{rebuild['rss_after_build_mib']:.0f} MiB; the largest child's "
@@ -143,7 +149,7 @@ def measure(backend: str, url: str, args) -> dict:
         f"peak RSS {peak_all:.0f} MiB in all (goal <= {GOAL_RSS_MB} MB)")
     return {
         "log_events": head, "log_build_s": made["build_s"],
-        "rebuild_s": round(rebuild["seconds"], 2), "rebuild_events_per_s": round(rate, 1),
+        "rebuild_s": round(rebuild["seconds"], 2), "rebuild_cpu_s": rebuild["cpu_s"], "rebuild_events_per_s": round(rate, 1),
         "events_applied": rebuild["applied"], "read_models": rebuild["read_models"],
         "batch_size": rebuild["batch_size"],
         "raw_read_events_per_s": {f"page_{r_page}_{when}": round(r["events"] / r["seconds"], 1)

@@ -101,7 +101,7 @@ def test_a_failing_process_fails_the_rebuild_and_nothing_is_switched(services, e
     with pytest.raises(RebuildFailed, match="exit code 3" if exits else
                        "job_view failed in its process"):
         runner.rebuild()
-    assert every_table(services) == live  # vm_view's process went on, but was not switched
+    assert every_table(services) == live  # vm_view's build was stopped, and not switched
     # the shadows left beside are dropped by the next rebuild
     runner.open_runner = RebuildRunner(services.settings)
     runner.rebuild()
