@@ -85,7 +85,8 @@ class NetworkView(ReadModel):
                 "gateway": event.gateway, "provision_start_ip": event.provision_start_ip,
                 "provision_end_ip": event.provision_end_ip, "addresses_total": total,
                 "create_timestamp": stamp}
-        return {"uuid": uuid_text(event.originator_id), "name": event.name, "create_timestamp": stamp,
+        return {"uuid": uuid_text(event.originator_id), "name": event.name,
+                "create_timestamp": stamp,
                 "version": event.originator_version, "used": 0, "body": json.dumps(body),
                 "claims": "{}"}
 

@@ -11,9 +11,10 @@ its group's shadows with their own tracking rows, exactly as a serial rebuild bu
 and only then switches every read model (``rebuild.switch_all``), as a serial rebuild does.
 
 A child that fails (an exception, or it dies) fails the rebuild: the parent's own build and
-the other children are stopped and nothing is switched; the live tables keep serving, and the next rebuild drops
-the shadows left beside. Each process decodes the whole log, so on 2 cores the gain is the
-read models' own Python and the database's work overlapping (docs/performance.md, P3).
+the other children are stopped and nothing is switched; the live tables keep serving, and
+the next rebuild drops the shadows left beside. Each process reads and decodes the whole
+log: more CPU in all than one process, so it is faster only where a core would otherwise be
+idle (docs/performance.md, "P3 in session 6").
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@
 2. **Build.** Apply the log from position 1 to the shadow in batches of the runner's
    ``rebuild_batch_size``, each in one transaction with the shadow's own tracking row
    ``<name>__rebuild``, until the head. Several read models rebuilt together share each batch
-   (one read and one decoding of the log). Then the remaining indexes are made, each from the
+   (one read and one decoding of the log); a parallel rebuild (``projections.
+   parallel_rebuild``) builds groups of them so in several processes, and switches them only
+   once every group is built. Then the remaining indexes are made, each from the
    whole table at once rather than row by row (docs/performance.md, P3). The live tables keep
    serving reads, and the live runner keeps them up to date, all along.
 3. **Switch**, in one transaction: hold the live tracking row (PostgreSQL: ``FOR UPDATE``;

@@ -19,8 +19,8 @@ from eventsourcing.persistence import Notification
 
 from projections.db import Database, Tx
 from projections.live import BackgroundLoop, LiveState, LogInTransaction
-from projections.read_model import ReadModel, apply_together
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
+from projections.read_model import ReadModel, apply_together
 from projections.rebuild import rebuild_beside
 from projections.tracking import (
     TRACKING_DDL, ProjectionConflictError, claim, conflict_over, position_in, positions_in,

@@ -190,7 +190,8 @@ class VmView(ReadModel):
         for table, pairs_of in (("vm_view_tags", lambda vm: vm.tags),
                                 ("vm_view_internal_metadata", lambda vm: vm.internal_metadata)):
             name = self.table(table)
-            tx.executemany(f"DELETE FROM {name} WHERE vm_uuid = ?", [(uuid_text(vm.id),) for vm in vms])
+            tx.executemany(f"DELETE FROM {name} WHERE vm_uuid = ?",
+                           [(uuid_text(vm.id),) for vm in vms])
             tx.executemany(f"INSERT INTO {name} (vm_uuid, key, value) VALUES (?, ?, ?)",
                            [(uuid_text(vm.id), key, tag_text(value))
                             for vm in vms for key, value in pairs_of(vm).items()])

@@ -5,6 +5,7 @@ switched; the CLI's progress bar still counts the log's events."""
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,11 +15,13 @@ from typer.testing import CliRunner
 
 from projections.parallel_rebuild import RebuildFailed, split
 from projections.rebuild import SUFFIX
+from projections.vm_view import VmView
 from service.cli.app import cli
 from service.container import RebuildRunner
 from service.settings import Settings
 from tests.builders import a_mix_of_commands_and_jobs, cause, rows
 from tests.projections.test_rebuild import provisioned_vms
+
 
 def every_table(services) -> dict[str, list[dict]]:
     """Every row of every read model's tables, and their tracking rows (not the shadows')."""
@@ -119,4 +122,26 @@ def test_the_rebuild_command_in_two_processes_counts_every_event_of_the_log(
     result = CliRunner().invoke(cli, ["rebuild", "--processes", "2"])
     assert result.exit_code == 0, result.output
     assert f"(6 read models), {events} events in the log" in result.output
+    assert every_table(services) == live
+
+
+def test_a_failure_in_the_rebuilding_process_stops_its_child_and_nothing_is_switched(
+        services, monkeypatch):
+    a_varied_log(services)
+    runner = services.projections
+    live = every_table(services)
+    runner.rebuild_batch_size = 20
+    runner.rebuild_processes = 2
+    real_write, batches = VmView.write, []
+
+    def write_then_fail(self, tx, events, stored):  # this process's vm_view only
+        real_write(self, tx, events, stored)
+        batches.append(len(events))
+        if len(batches) > 1:
+            raise RuntimeError("vm_view failed in the rebuilding process")
+
+    monkeypatch.setattr(VmView, "write", write_then_fail)
+    with pytest.raises(RuntimeError, match="vm_view failed"):
+        runner.rebuild()
+    assert multiprocessing.active_children() == []  # the child was stopped and waited for
     assert every_table(services) == live
