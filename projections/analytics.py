@@ -25,7 +25,7 @@ from domain import transitions
 from domain.states import VmState
 from domain.vm import Vm
 from projections.db import Database, Tx
-from projections.formats import rfc3339
+from projections.formats import rfc3339, uuid_text
 from projections.runner import ReadModel
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -93,7 +93,7 @@ class AnalyticsView(ReadModel):
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
              ) -> Callable[[], dict[str, dict[str, Any]]]:
         return tx.submit_rows_by_key(self.table("vm_current"), "vm_uuid", {
-            str(e.originator_id) for _, e in events
+            uuid_text(e.originator_id) for _, e in events
             if isinstance(e, Vm.Event) and type(e).__name__ in transitions.STATE_EVENTS})
 
     def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
@@ -103,7 +103,7 @@ class AnalyticsView(ReadModel):
         for position, event in events:
             if not isinstance(event, Vm.Event):
                 continue
-            vm_uuid = str(event.originator_id)
+            vm_uuid = uuid_text(event.originator_id)
             if isinstance(event, Vm.Created):
                 current[vm_uuid] = self._created(vm_uuid, position, event)
                 continue

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import lru_cache
+from uuid import UUID
 
 # The largest integer a value may be: JSON's exact range (2**53 - 1), inside the database's
 # 64-bit integers; a log position never exceeds it.
@@ -19,14 +21,30 @@ def decimal(text: str) -> int | None:
     return int(text) if _DECIMAL.fullmatch(text) else None
 
 
+# Read models format the same instants and uuids again and again (a VM's creation time in
+# each batch that touches it, an event's timestamp in three read models, a VM's uuid for
+# each of its rows): both are pure functions, kept for the last few thousand values
+# (docs/performance.md, P3). Equal instants (and equal uuids) have the same text.
+_RECENT = 8192
+
+
 def rfc3339(moment: datetime | str | None) -> str | None:
     """``2026-11-30T00:31:11.123Z`` for a timezone-aware datetime (or an ISO string)."""
-    if moment is None:
-        return None
+    return None if moment is None else _rfc3339(moment)
+
+
+@lru_cache(maxsize=_RECENT)
+def _rfc3339(moment: datetime | str) -> str:
     if isinstance(moment, str):
         moment = datetime.fromisoformat(moment)
     # isoformat ends in "+00:00" for UTC; it costs half of strftime (docs/performance.md, P3)
     return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+@lru_cache(maxsize=_RECENT)
+def uuid_text(value: UUID) -> str:
+    """``str(value)``: a ``UUID``'s canonical 36-character form."""
+    return str(value)
 
 
 def parse_iso_instant(text: str) -> datetime | None:

@@ -15,7 +15,7 @@ from typing import Any
 from domain.states import Execution
 from domain.vm import Vm
 from projections.db import Database, Tx
-from projections.formats import rfc3339
+from projections.formats import rfc3339, uuid_text
 from projections.runner import ReadModel
 
 
@@ -87,7 +87,7 @@ _SETS = ", ".join(f"{column} = ?" for column in _UPDATED)
 
 def _queued(position: int, event: Any) -> dict[str, Any]:
     return {
-        "uuid": event.job_uuid, "vm_uuid": str(event.originator_id), "name": event.name,
+        "uuid": event.job_uuid, "vm_uuid": uuid_text(event.originator_id), "name": event.name,
         "execution": Execution.QUEUED.value, "params": json.dumps(event.params),
         "created_at": rfc3339(event.timestamp), "started_at": None, "finished_at": None,
         "attempt": 0, "error": None, "chain_results": [], "worker": None,

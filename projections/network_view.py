@@ -14,7 +14,7 @@ from typing import Any
 
 from domain.network import Network
 from projections.db import Database, Tx
-from projections.formats import rfc3339
+from projections.formats import rfc3339, uuid_text
 from projections.runner import ReadModel
 
 _COLUMNS = ("uuid", "name", "create_timestamp", "version", "used", "body", "claims")
@@ -48,7 +48,7 @@ class NetworkView(ReadModel):
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
              ) -> Callable[[], dict[str, dict[str, Any]]]:
         return tx.submit_rows_by_key(self.table("network_view"), "uuid", {
-            str(e.originator_id) for _, e in events
+            uuid_text(e.originator_id) for _, e in events
             if isinstance(e, Network.Event) and not isinstance(e, Network.Created)})
 
     def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
@@ -57,7 +57,7 @@ class NetworkView(ReadModel):
         for _position, event in events:
             if not isinstance(event, Network.Event):
                 continue
-            key = str(event.originator_id)
+            key = uuid_text(event.originator_id)
             if isinstance(event, Network.Created):
                 changed[key] = self._created(event)
                 continue
@@ -80,12 +80,13 @@ class NetworkView(ReadModel):
         start = int(ipaddress.IPv4Address(event.provision_start_ip))
         total = int(ipaddress.IPv4Address(event.provision_end_ip)) - start + 1
         stamp = rfc3339(event.timestamp)
-        body = {"uuid": str(event.originator_id), "name": event.name, "subnet": event.subnet,
+        body = {"uuid": uuid_text(event.originator_id), "name": event.name, "subnet": event.subnet,
                 "netmask": str(ipaddress.IPv4Network(event.subnet).netmask),
                 "gateway": event.gateway, "provision_start_ip": event.provision_start_ip,
                 "provision_end_ip": event.provision_end_ip, "addresses_total": total,
                 "create_timestamp": stamp}
-        return {"uuid": str(event.originator_id), "name": event.name, "create_timestamp": stamp,
+        return {"uuid": uuid_text(event.originator_id), "name": event.name,
+                "create_timestamp": stamp,
                 "version": event.originator_version, "used": 0, "body": json.dumps(body),
                 "claims": "{}"}
 

@@ -29,6 +29,10 @@ class ReadModel(ABC):
     # Indexes (names as given to ``index()``) that ``apply``'s own statements look rows up
     # by; a rebuild makes the others only once the tables are built (projections.rebuild).
     apply_indexes: tuple[str, ...] = ()
+    # About how much CPU applying the log costs this read model, against the others': a
+    # parallel rebuild splits read models over its processes by it (projections.
+    # parallel_rebuild.split).
+    rebuild_weight: float = 1.0
 
     def table(self, name: str) -> str:
         """The real name of table ``name`` (one of ``tables``) for this instance."""

@@ -8,7 +8,9 @@
 2. **Build.** Apply the log from position 1 to the shadow in batches of the runner's
    ``rebuild_batch_size``, each in one transaction with the shadow's own tracking row
    ``<name>__rebuild``, until the head. Several read models rebuilt together share each batch
-   (one read and one decoding of the log). Then the remaining indexes are made, each from the
+   (one read and one decoding of the log); a parallel rebuild (``projections.
+   parallel_rebuild``) builds groups of them so in several processes, and switches them only
+   once every group is built. Then the remaining indexes are made, each from the
    whole table at once rather than row by row (docs/performance.md, P3). The live tables keep
    serving reads, and the live runner keeps them up to date, all along.
 3. **Switch**, in one transaction: hold the live tracking row (PostgreSQL: ``FOR UPDATE``;
@@ -54,6 +56,7 @@ class Runner(Protocol):
 
     db: Database
     source: Any  # the runner's NotificationSource
+    read_models: dict[str, ReadModel]
     batch_size: int
     rebuild_batch_size: int
 
@@ -74,13 +77,21 @@ def rebuild_beside(runner: Runner, lives: Sequence[ReadModel],
     read and decoded once for all of them), then switch each; return how many events were
     applied in all. ``progress(n)`` is called after each batch of the build with its ``n``
     log events."""
-    in_place = [live for live in lives if live.beside(SUFFIX).create_statements(runner.db)
-                == live.create_statements(runner.db)]
+    total = build_beside(runner, lives, progress)
+    return total + switch_all(runner, lives)
+
+
+def build_beside(runner: Runner, lives: Sequence[ReadModel],
+                 progress: Callable[[int], None] | None = None) -> int:
+    """Steps 1 and 2 for ``lives``, built together: prepare their shadows, apply the log to
+    them up to the head and make their deferred indexes (a read model that cannot be built
+    beside is emptied and replayed in place instead); return how many events were applied
+    in all. ``switch_all`` then switches them."""
+    in_place, beside = _split_in_place(runner.db, lives)
     for live in in_place:
         log.warning("%s does not name its tables through ReadModel.table(): rebuilt in place, "
                     "so it is empty until the rebuild ends", live.name)
     runner.reset([live.name for live in in_place])
-    beside = [live for live in lives if live not in in_place]
     shadows = [live.beside(SUFFIX) for live in beside]
     deferred = [deferred_indexes(runner.db, shadow) for shadow in shadows]
     for shadow, later in zip(shadows, deferred):
@@ -89,9 +100,23 @@ def rebuild_beside(runner: Runner, lives: Sequence[ReadModel],
                                    batch_size=runner.rebuild_batch_size)
     for later in deferred:
         make_deferred_indexes(runner.db, later)
-    for live, shadow in zip(beside, shadows):
-        total += switch(runner, live, shadow)
     return total
+
+
+def switch_all(runner: Runner, lives: Sequence[ReadModel]) -> int:
+    """Step 3: switch each of ``lives`` built beside (``build_beside``) to its shadow, each
+    in its own transaction; return how many events the shadows still needed first."""
+    _, beside = _split_in_place(runner.db, lives)
+    return sum(switch(runner, live, live.beside(SUFFIX)) for live in beside)
+
+
+def _split_in_place(db: Database, lives: Sequence[ReadModel]
+                    ) -> tuple[list[ReadModel], list[ReadModel]]:
+    """``lives`` as (rebuilt in place, built beside): in place when the shadow's DDL is the
+    live one's (its tables are not named through ``table()``)."""
+    in_place = [live for live in lives
+                if live.beside(SUFFIX).create_statements(db) == live.create_statements(db)]
+    return in_place, [live for live in lives if live not in in_place]
 
 
 def prepare(db: Database, shadow: ReadModel, *, deferred: Collection[str] = ()) -> None:

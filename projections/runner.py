@@ -19,6 +19,7 @@ from eventsourcing.persistence import Notification
 
 from projections.db import Database, Tx
 from projections.live import BackgroundLoop, LiveState, LogInTransaction
+from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
 from projections.read_model import ReadModel, apply_together
 from projections.rebuild import rebuild_beside
 from projections.tracking import (
@@ -47,7 +48,10 @@ class ProjectionRunner(BackgroundLoop):
     """Keeps read models up to date with the log, in batches of ``batch_size`` events; a
     rebuild reads batches of ``rebuild_batch_size`` (larger: a rebuild's cost is mostly per
     batch and per VM touched in a batch, and nobody waits on its rows until the switch;
-    docs/performance.md, P3)."""
+    docs/performance.md, P3). With ``rebuild_processes`` above 1 and ``open_runner`` (a
+    picklable callable opening a runner like this one in another process:
+    ``projections.parallel_rebuild``) a rebuild's read models are built in that many
+    processes."""
 
     def __init__(
         self,
@@ -60,6 +64,8 @@ class ProjectionRunner(BackgroundLoop):
         rebuild_batch_size: int = 10_000,
         on_lag: Callable[[str, int], None] | None = None,
         lag_interval_s: float = 1.0,
+        rebuild_processes: int = 1,
+        open_runner: OpenRunner | None = None,
     ):
         self.db = db
         self.source = source
@@ -69,6 +75,8 @@ class ProjectionRunner(BackgroundLoop):
         self.read_models = {rm.name: rm for rm in read_models}
         self.batch_size = batch_size
         self.rebuild_batch_size = rebuild_batch_size
+        self.rebuild_processes = rebuild_processes
+        self.open_runner = open_runner
         self.on_lag = on_lag
         self.lag_interval_s = lag_interval_s
         self._lag_reported_at = float("-inf")
@@ -245,11 +253,17 @@ class ProjectionRunner(BackgroundLoop):
                 progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the named read models (all by default) from position 1 while they keep
         serving: built together beside their live tables (one read of the log), then each
-        switched in one transaction (``projections.rebuild``). Returns how many events were
-        applied in all; ``progress(n)`` is called after each batch with its ``n`` log
-        events."""
+        switched in one transaction (``projections.rebuild``); split over
+        ``rebuild_processes`` processes when the runner has an ``open_runner``
+        (``projections.parallel_rebuild``: ``RebuildFailed`` when one fails, and nothing is
+        switched). Returns how many events were applied in all; ``progress(n)`` is called
+        after each batch with its ``n`` log events."""
         chosen = [self.read_models[name] for name in (names or list(self.read_models))]
-        total = rebuild_beside(self, chosen, progress)
+        if self.rebuild_processes > 1 and self.open_runner is not None and len(chosen) > 1:
+            total = rebuild_in_processes(self, chosen, self.open_runner,
+                                         self.rebuild_processes, progress)
+        else:
+            total = rebuild_beside(self, chosen, progress)
         self._notify()
         self.report_lag()
         return total

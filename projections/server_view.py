@@ -8,6 +8,7 @@ from typing import Any
 
 from domain.server import Server
 from projections.db import Database, Tx
+from projections.formats import uuid_text
 from projections.runner import ReadModel
 
 _COLUMNS = ("uuid", "hostname", "boot_id", "status", "ram_mib", "cpus", "generation")
@@ -31,26 +32,30 @@ class ServerView(ReadModel):
         ]
 
     def apply(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> None:
+        # Claims and releases, the many events here, are folded per (server, VM) in memory
+        # and written with one DELETE and one INSERT statement a batch, not a statement an
+        # event (docs/performance.md, P3); the domain claims a VM on a server only when it
+        # holds no claim there (``Server.claim``), so a key's claims and releases alternate.
+        # Server rows are few: a statement an event.
         servers, claims = self.table("server_view"), self.table("server_view_claims")
+        held: dict[tuple[str, str], tuple[str, str, int, int] | None] = {}
+        released: dict[tuple[str, str], None] = {}  # deleted first, in log order
         for _position, event in events:
             if not isinstance(event, Server.Event):
                 continue
-            server_uuid = str(event.originator_id)
-            if isinstance(event, Server.Registered):
+            server_uuid = uuid_text(event.originator_id)
+            if isinstance(event, Server.Claimed):
+                held[(server_uuid, event.vm_uuid)] = (
+                    server_uuid, event.vm_uuid, event.ram_mib, event.cpus)
+            elif isinstance(event, Server.ClaimReleased):
+                held[(server_uuid, event.vm_uuid)] = None
+                released[(server_uuid, event.vm_uuid)] = None
+            elif isinstance(event, Server.Registered):
                 tx.execute(
                     f"INSERT INTO {servers} ({', '.join(_COLUMNS)}) "
                     "VALUES (?, ?, ?, 'running', ?, ?, 0)",
                     (server_uuid, event.hostname, event.boot_id, event.ram_mib, event.cpus),
                 )
-            elif isinstance(event, Server.Claimed):
-                tx.execute(
-                    f"INSERT INTO {claims} (server_uuid, vm_uuid, ram_mib, cpus) "
-                    "VALUES (?, ?, ?, ?)",
-                    (server_uuid, event.vm_uuid, event.ram_mib, event.cpus),
-                )
-            elif isinstance(event, Server.ClaimReleased):
-                tx.execute(f"DELETE FROM {claims} WHERE server_uuid = ? AND vm_uuid = ?",
-                           (server_uuid, event.vm_uuid))
             elif isinstance(event, Server.Rebooted):
                 tx.execute(f"UPDATE {servers} SET boot_id = ? WHERE uuid = ?",
                            (event.boot_id, server_uuid))
@@ -60,6 +65,10 @@ class ServerView(ReadModel):
             elif isinstance(event, Server.ReportApplied):
                 tx.execute(f"UPDATE {servers} SET generation = ? WHERE uuid = ?",
                            (event.generation, server_uuid))
+        tx.executemany(f"DELETE FROM {claims} WHERE server_uuid = ? AND vm_uuid = ?",
+                       list(released))
+        tx.executemany(f"INSERT INTO {claims} (server_uuid, vm_uuid, ram_mib, cpus) "
+                       "VALUES (?, ?, ?, ?)", [row for row in held.values() if row is not None])
 
 
 _SELECT = (

@@ -19,7 +19,7 @@ from eventsourcing.persistence import Transcoder
 from domain.states import Execution
 from domain.vm import Vm
 from projections.db import Database, Tx
-from projections.formats import rfc3339
+from projections.formats import rfc3339, uuid_text
 from projections.runner import ReadModel
 
 _COLUMNS = (
@@ -62,7 +62,7 @@ def render_vm(vm: Vm) -> dict[str, Any]:
             "previous_owner_uuid": vm.quarantine["previous_owner_uuid"],
         }
     return {
-        "uuid": str(vm.id),
+        "uuid": uuid_text(vm.id),
         "alias": vm.alias,
         "owner_uuid": vm.owner_uuid,
         "server_uuid": vm.server_uuid,
@@ -98,6 +98,9 @@ class VmView(ReadModel):
 
     name = "vm_view"
     tables = ("vm_view", "vm_view_tags", "vm_view_internal_metadata")
+    # the fold, the rendering and the snapshot: about as much as the other five together
+    # (docs/performance.md, P3)
+    rebuild_weight = 5.0
 
     def __init__(self, transcoder: Transcoder):
         self.transcoder = transcoder
@@ -137,7 +140,7 @@ class VmView(ReadModel):
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
              ) -> Callable[[], dict[str, dict[str, Any]]]:
         return tx.submit_rows_by_key(self.table("vm_view"), "uuid", {
-            str(e.originator_id) for _, e in events
+            uuid_text(e.originator_id) for _, e in events
             if isinstance(e, Vm.Event) and not isinstance(e, Vm.Created)},
             columns="uuid, version, snapshot")
 
@@ -156,7 +159,7 @@ class VmView(ReadModel):
         self._store(tx, list(folded.values()))
 
     def _load(self, stored: dict[str, dict[str, Any]], vm_id: UUID) -> Vm:
-        row = stored.get(str(vm_id))
+        row = stored.get(uuid_text(vm_id))
         if row is None:
             raise LookupError(f"vm_view has no row for {vm_id}: an event was missed")
         return self.thaw(vm_id, int(row["version"]), bytes(row["snapshot"]))
@@ -179,7 +182,7 @@ class VmView(ReadModel):
             f"INSERT INTO {self.table('vm_view')} ({', '.join(_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
             f"ON CONFLICT (uuid) DO UPDATE SET {updates}",
-            [(str(vm.id), vm.owner_uuid, vm.server_uuid, vm.brand, str(vm.state), vm.alias,
+            [(uuid_text(vm.id), vm.owner_uuid, vm.server_uuid, vm.brand, str(vm.state), vm.alias,
               vm.image_uuid, vm.ram, rfc3339(vm.created_on), vm.version, tag_format(vm.tags),
               json.dumps(render_vm(vm)), self.transcoder.encode(Snapshot.take(vm).state))
              for vm in vms],
@@ -187,7 +190,8 @@ class VmView(ReadModel):
         for table, pairs_of in (("vm_view_tags", lambda vm: vm.tags),
                                 ("vm_view_internal_metadata", lambda vm: vm.internal_metadata)):
             name = self.table(table)
-            tx.executemany(f"DELETE FROM {name} WHERE vm_uuid = ?", [(str(vm.id),) for vm in vms])
+            tx.executemany(f"DELETE FROM {name} WHERE vm_uuid = ?",
+                           [(uuid_text(vm.id),) for vm in vms])
             tx.executemany(f"INSERT INTO {name} (vm_uuid, key, value) VALUES (?, ?, ?)",
-                           [(str(vm.id), key, tag_text(value))
+                           [(uuid_text(vm.id), key, tag_text(value))
                             for vm in vms for key, value in pairs_of(vm).items()])

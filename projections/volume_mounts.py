@@ -29,7 +29,7 @@ from domain.states import VmState
 from domain.vm import Vm
 from domain.volume import Volume, mount_address
 from projections.db import Database, Tx
-from projections.formats import rfc3339
+from projections.formats import rfc3339, uuid_text
 from projections.runner import ReadModel
 
 _STALE_MOUNT = "COALESCE(address_at_boot, '') <> COALESCE(address, '')"
@@ -73,9 +73,9 @@ class VolumeMounts(ReadModel):
         ``Created`` with volumes in the batch (mount rows are made only there). A volume's
         and a new mount's own rows are read as ``write`` comes to them: a batch's events may
         have changed them."""
-        booted = {str(e.originator_id) for _, e in events
+        booted = {uuid_text(e.originator_id) for _, e in events
                   if isinstance(e, _BOOTS | Vm.VolumeAddressesRefreshed)}
-        created = {str(e.originator_id) for _, e in events
+        created = {uuid_text(e.originator_id) for _, e in events
                    if isinstance(e, Vm.Created) and e.volumes}
         found = tx.submit_rows_by_key(self.table("volume_mounts"), "vm_uuid", booted - created,
                                       columns="vm_uuid")
@@ -88,16 +88,16 @@ class VolumeMounts(ReadModel):
                 self._volume_changed(tx, event)
             elif isinstance(event, Vm.Created):
                 self._mounted(tx, event)
-            elif str(event.originator_id) not in mounting:
+            elif uuid_text(event.originator_id) not in mounting:
                 continue
             elif isinstance(event, _BOOTS):
                 tx.execute(f"UPDATE {mounts} SET address_at_boot = address WHERE vm_uuid = ?",
-                           (str(event.originator_id),))
+                           (uuid_text(event.originator_id),))
             elif isinstance(event, Vm.VolumeAddressesRefreshed):
                 for volume_uuid, address in event.addresses.items():
                     tx.execute(f"UPDATE {mounts} SET address_at_boot = ? "
                                "WHERE vm_uuid = ? AND volume_uuid = ?",
-                               (address, str(event.originator_id), volume_uuid))
+                               (address, uuid_text(event.originator_id), volume_uuid))
 
     def _mounted(self, tx: Tx, event: Vm.Created) -> None:
         for mount in event.volumes:
@@ -107,12 +107,12 @@ class VolumeMounts(ReadModel):
             tx.execute(
                 f"INSERT INTO {self.table('volume_mounts')} (vm_uuid, mountpoint, volume_uuid, "
                 "address_at_boot, address) VALUES (?, ?, ?, NULL, ?)",
-                (str(event.originator_id), mount["mountpoint"], mount["volume_uuid"],
+                (uuid_text(event.originator_id), mount["mountpoint"], mount["volume_uuid"],
                  volume["address"] if volume else None),
             )
 
     def _volume_changed(self, tx: Tx, event: Volume.Event) -> None:
-        volumes, volume_uuid = self.table("volume_mounts_volumes"), str(event.originator_id)
+        volumes, volume_uuid = self.table("volume_mounts_volumes"), uuid_text(event.originator_id)
         stamp = rfc3339(event.timestamp)
         if isinstance(event, Volume.Created):
             tx.execute(f"INSERT INTO {volumes} (uuid, name, networks, address, "

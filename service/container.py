@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from domain.errors import ServerNotFoundError
@@ -44,6 +45,25 @@ def read_models(app: VmLedger) -> list[ReadModel]:
     """Fresh instances of every read model the service keeps (the runner's, and the audit's
     fresh folds)."""
     return [model.fresh(app.mapper.transcoder) for model in _READ_MODELS]
+
+
+@dataclass(frozen=True)
+class RebuildRunner:
+    """Opens a projection runner over the database ``settings`` names, for a process of a
+    parallel rebuild (picklable: ``projections.parallel_rebuild`` sends it to the child),
+    and closes its pool afterwards. Creates no table: the parent process did."""
+
+    settings: Settings
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[ProjectionRunner]:
+        app = VmLedger(env={**self.settings.eventsourcing_env(), "CREATE_TABLE": "n"})
+        bound_waits(app, self.settings)
+        try:
+            yield ProjectionRunner(Database(app.recorder.datastore), app.recorder, app.mapper,
+                                   read_models(app))
+        finally:
+            app.close()
 
 
 def _register_simulated_servers(commands: Commands, fleet: SimulatedFleet,
@@ -92,7 +112,8 @@ class Services:
         bound_waits(app, settings)  # before the pool opens (docs/jobs.md, "Outages")
         db = Database(app.recorder.datastore)
         runner = ProjectionRunner(
-            db, app.recorder, app.mapper, read_models(app), on_lag=report_projection_lag
+            db, app.recorder, app.mapper, read_models(app), on_lag=report_projection_lag,
+            rebuild_processes=settings.rebuild_processes, open_runner=RebuildRunner(settings),
         )
         fleet = SimulatedFleet(db, latency_s=settings.sim_latency_s)
         keys = IdempotencyStore(db, ttl_s=settings.idempotency_ttl_s)

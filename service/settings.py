@@ -38,6 +38,8 @@ class Settings(BaseSettings):
         5.0, gt=0, description="how long a GET waits for read models to catch up before 503"
     )
     projection_poll_s: float = Field(0.05, gt=0, description="projection runner poll interval")
+    rebuild_processes: int = Field(
+        1, ge=1, le=8, description="processes `vmledger rebuild` builds the read models in")
     worker_poll_s: float = Field(0.2, gt=0, description="job worker poll interval")
     job_lease_s: float = Field(30.0, gt=0, description="how long a claimed job is held")
     job_step_attempts: int = Field(

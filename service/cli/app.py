@@ -128,16 +128,21 @@ def work() -> None:
 def rebuild(
     names: Annotated[list[str] | None, typer.Argument(
         help=f"read models: {', '.join(READ_MODEL_NAMES)} (default: all)")] = None,
+    processes: Annotated[int | None, typer.Option(
+        min=1, max=8, help="processes to build them in, each reading the log itself "
+        "(default: VMLEDGER_REBUILD_PROCESSES)")] = None,
 ) -> None:
     """Rebuild read models from position 1 while the service keeps serving them: built
-    together beside their live tables in batches (one read of the log), then each switched
-    in one transaction."""
+    together beside their live tables in batches (one read of the log per process), then
+    each switched in one transaction once all are built."""
     chosen = names or list(READ_MODEL_NAMES)
     unknown = set(chosen) - set(READ_MODEL_NAMES)
     if unknown:
         raise typer.BadParameter(f"unknown read models: {', '.join(sorted(unknown))} (valid: "
                                  f"{', '.join(READ_MODEL_NAMES)})", param_hint="NAMES")
     services = _services()
+    if processes is not None:
+        services.projections.rebuild_processes = processes
     try:
         with progress_bar() as bar:
             task = bar.add_task(f"rebuilding {', '.join(chosen)}",
