@@ -83,6 +83,16 @@ class ReadModel(ABC):
         function ``read`` returned (a read model with a ``read`` implements this)."""
         raise NotImplementedError(f"{type(self).__name__} has a read but no write")
 
+    def batch_begins(self, start: int) -> None:
+        """The runner is about to apply, in one transaction, the batch after tracking position
+        ``start`` (its ``read`` and ``write``, or ``apply``, follow). A read model that keeps
+        state between batches (``VmView``'s folded VMs) may use what it kept at ``start``:
+        the batch commits only if the tracking row is still there (``batch_ended``)."""
+
+    def batch_ended(self, position: int | None) -> None:
+        """The batch begun by ``batch_begins`` committed with this read model at ``position``,
+        or (None) did not: its claim was refused, or it failed and was rolled back."""
+
 
 def apply_together(tx: Tx, read_models: Sequence[ReadModel],
                    events: Sequence[tuple[int, Any]]) -> None:
@@ -96,6 +106,20 @@ def apply_together(tx: Tx, read_models: Sequence[ReadModel],
             read_model.apply(tx, events)
         else:
             read_model.write(tx, events, answer())
+
+
+def batches_begin(read_models: Sequence[Any], start: int) -> None:
+    """``batch_begins(start)`` of each of ``read_models`` that has one (a test's may not)."""
+    for read_model in read_models:
+        if isinstance(read_model, ReadModel):
+            read_model.batch_begins(start)
+
+
+def batches_ended(read_models: Sequence[Any], position: int | None) -> None:
+    """``batch_ended(position)`` of each of ``read_models`` that has one."""
+    for read_model in read_models:
+        if isinstance(read_model, ReadModel):
+            read_model.batch_ended(position)
 
 
 def _sent_read(read_model: Any, tx: Tx, events: Sequence[tuple[int, Any]]
