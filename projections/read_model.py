@@ -11,6 +11,7 @@ from typing import Any
 from eventsourcing.persistence import Transcoder
 
 from projections.db import Database, Tx
+from projections.kept_folds import KeptFolds
 
 
 class ReadModel(ABC):
@@ -29,6 +30,9 @@ class ReadModel(ABC):
     # Indexes (names as given to ``index()``) that ``apply``'s own statements look rows up
     # by; a rebuild makes the others only once the tables are built (projections.rebuild).
     apply_indexes: tuple[str, ...] = ()
+    # What the last committed batch folded, for the next batch from where it ended (None:
+    # nothing is kept; projections.kept_folds)
+    kept: KeptFolds | None = None
 
     def table(self, name: str) -> str:
         """The real name of table ``name`` (one of ``tables``) for this instance."""
@@ -53,6 +57,8 @@ class ReadModel(ABC):
         shadow = copy.copy(self)
         shadow.suffix = self.suffix + suffix
         shadow.name = self.name + suffix
+        if self.kept is not None:  # its rows are not the live ones
+            shadow.kept = KeptFolds(self.kept.bound)
         return shadow
 
     @abstractmethod
@@ -86,12 +92,17 @@ class ReadModel(ABC):
     def batch_begins(self, start: int) -> None:
         """The runner is about to apply, in one transaction, the batch after tracking position
         ``start`` (its ``read`` and ``write``, or ``apply``, follow). A read model that keeps
-        state between batches (``VmView``'s folded VMs) may use what it kept at ``start``:
-        the batch commits only if the tracking row is still there (``batch_ended``)."""
+        what it folded between batches (``kept``: ``VmView``'s VMs, ``JobView``'s jobs) may
+        use what it kept at ``start``: the batch commits only if the tracking row is still
+        there (``batch_ended``)."""
+        if self.kept is not None:
+            self.kept.begin(start)
 
     def batch_ended(self, position: int | None) -> None:
         """The batch begun by ``batch_begins`` committed with this read model at ``position``,
         or (None) did not: its claim was refused, or it failed and was rolled back."""
+        if self.kept is not None:
+            self.kept.end(position)
 
 
 def apply_together(tx: Tx, read_models: Sequence[ReadModel],

@@ -109,23 +109,11 @@ class VmView(ReadModel):
         self.transcoder = transcoder
         # The VMs the last committed batch folded, kept for the next batch: it needs neither
         # their rows nor the thaw of their snapshots (projections.kept_folds)
-        self.kept = KeptFolds(kept_vms)
+        self.kept: KeptFolds = KeptFolds(kept_vms)
 
     @classmethod
     def fresh(cls, transcoder: Transcoder) -> VmView:
         return cls(transcoder)
-
-    def beside(self, suffix: str) -> VmView:
-        shadow = super().beside(suffix)
-        assert isinstance(shadow, VmView)
-        shadow.kept = KeptFolds(self.kept.bound)  # its rows are not the live ones
-        return shadow
-
-    def batch_begins(self, start: int) -> None:
-        self.kept.begin(start)
-
-    def batch_ended(self, position: int | None) -> None:
-        self.kept.end(position)
 
     def create_statements(self, db: Database) -> list[str]:
         view, tags, index = self.table("vm_view"), self.table("vm_view_tags"), self.index

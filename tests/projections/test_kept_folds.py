@@ -1,6 +1,6 @@
-"""``vm_view`` keeps the VMs a committed batch folded for the next batch from the position it
-reached (``projections.kept_folds``; docs/performance.md, P5): what a batch folds onto kept VMs
-must equal what it folds onto the rows, and a batch that does not commit must leave nothing
+"""``vm_view`` and ``job_view`` keep the VMs and jobs a committed batch folded for the next
+batch from the position it reached (``projections.kept_folds``; docs/performance.md, P5): what
+a batch folds onto kept ones must equal what it folds onto the rows, and a batch that does not commit must leave nothing
 kept, since the fold changes the kept VMs in place."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from uuid import UUID
 import pytest
 
 from domain.states import Action
+from projections import job_view
 from projections.job_view import JobView
 from projections.live import LiveState
 from projections.runner import ProjectionConflictError, ProjectionRunner
@@ -18,19 +19,20 @@ from tests.builders import a_mix_of_commands_and_jobs, act, create, rows
 from tests.projections.test_runner import VIEWS, RacedSource, rival, snapshot
 
 
-def runner(services, source=None, *, kept_vms: int = 4096, batch_size: int = 500
+def runner(services, source=None, *, kept: int = 4096, batch_size: int = 500
            ) -> ProjectionRunner:
-    """A runner over the services' database whose ``vm_view`` keeps up to ``kept_vms`` VMs."""
+    """A runner over the services' database whose ``vm_view`` and ``job_view`` keep up to
+    ``kept`` VMs and jobs."""
     return ProjectionRunner(
         services.db, source or services.app.recorder, services.app.mapper,
-        [VmView(services.app.mapper.transcoder, kept_vms=kept_vms), JobView()],
+        [VmView(services.app.mapper.transcoder, kept_vms=kept), JobView(kept_jobs=kept)],
         batch_size=batch_size)
 
 
 def cold_rows(services) -> dict[str, object]:
     """The rows a runner that keeps nothing gives from position 0, in batches of 2."""
     services.projections.reset(VIEWS)
-    runner(services, kept_vms=0, batch_size=2).catch_up()
+    runner(services, kept=0, batch_size=2).catch_up()
     return snapshot(services)
 
 
@@ -69,9 +71,14 @@ def test_batches_folding_onto_kept_vms_give_the_rows_of_batches_that_keep_none(
     services.projections.reset(VIEWS)
     keeping = runner(services, batch_size=2)
     thawed = thaws_of(keeping.read_models["vm_view"], monkeypatch)
+    jobs_read: list[str] = []
+    real_loaded = job_view._loaded
+    monkeypatch.setattr(job_view, "_loaded", lambda stored, job_uuid: (
+        jobs_read.append(job_uuid), real_loaded(stored, job_uuid))[1])
     keeping.catch_up()
     assert snapshot(services) == expected
-    assert thawed == []  # every VM was kept from the batch before: none was read and thawed
+    # every VM and job was kept from the batch before: none was read from its row
+    assert thawed == [] and jobs_read == []
 
 
 def test_a_vm_kept_after_its_batch_is_folded_without_its_row(services, monkeypatch):
@@ -125,7 +132,7 @@ def test_a_refused_batch_leaves_nothing_kept_even_if_its_position_comes_back(ser
     # Reset and applied again just as far as kept_at: a batch from there commits, and must
     # fold the STOP onto the row as it is at kept_at, not onto the refused batch's fold.
     services.projections.reset(VIEWS)
-    runner(services, UpTo(services.app.recorder, kept_at), kept_vms=0).catch_up()
+    runner(services, UpTo(services.app.recorder, kept_at), kept=0).catch_up()
     keeping.catch_up()
     assert snapshot(services) == cold_rows(services)
 
@@ -155,7 +162,7 @@ def test_a_copy_built_beside_keeps_its_own_vms(services):
 
 def test_only_the_most_recently_folded_vms_are_kept_beyond_the_bound(services):
     vms = [create(services).vm_uuid for _ in range(3)]
-    keeping = runner(services, kept_vms=2)
+    keeping = runner(services, kept=2)
     keeping.catch_up()
     act(services, vms[0], Action.STOP)
     keeping.catch_up()
