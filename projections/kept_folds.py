@@ -1,5 +1,5 @@
 """Aggregates a read model folded in its last committed batch, kept in memory for the next
-batch (``VmView``'s VMs; docs/performance.md, P5).
+batch (``VmView``'s VMs, ``JobView``'s jobs; docs/performance.md, P5).
 
 A read model's rows at tracking position P are a function of the log up to P (a rebuild gives
 the rows the live runner gives). A batch from P commits only if its claim moves the tracking

@@ -129,6 +129,7 @@ class ProjectionRunner(BackgroundLoop):
         (``ReadModel.batch_begins``, ``batch_ended``), so what one keeps between batches is
         used only by a batch from the position it was kept at, and dropped when a batch does
         not commit (``projections.kept_folds``).
+
         Sharing decoded events between read models relies on ``apply`` never changing an
         event (the domain's fold copies what it keeps: tests/projections/test_runner.py).
         The transaction commits without waiting for the WAL on PostgreSQL

@@ -145,9 +145,11 @@ class VmView(ReadModel):
 
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
              ) -> Callable[[], dict[str, dict[str, Any]]]:
+        # A VM created in this batch, or kept from the last one, has no row to read
+        created = {e.originator_id for _, e in events if isinstance(e, Vm.Created)}
         return tx.submit_rows_by_key(self.table("vm_view"), "uuid", {
             str(e.originator_id) for _, e in events
-            if isinstance(e, Vm.Event) and not isinstance(e, Vm.Created)
+            if isinstance(e, Vm.Event) and e.originator_id not in created
             and self.kept.get(e.originator_id) is None},
             columns="uuid, version, snapshot")
 
