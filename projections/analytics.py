@@ -92,9 +92,11 @@ class AnalyticsView(ReadModel):
 
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
              ) -> Callable[[], dict[str, dict[str, Any]]]:
+        created = {e.originator_id for _, e in events if isinstance(e, Vm.Created)}
         return tx.submit_rows_by_key(self.table("vm_current"), "vm_uuid", {
             uuid_text(e.originator_id) for _, e in events
-            if isinstance(e, Vm.Event) and type(e).__name__ in transitions.STATE_EVENTS})
+            if isinstance(e, Vm.Event) and type(e).__name__ in transitions.STATE_EVENTS
+            and e.originator_id not in created})  # a VM created in the batch has no row yet
 
     def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
               stored: dict[str, dict[str, Any]]) -> None:

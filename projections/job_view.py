@@ -16,7 +16,11 @@ from domain.states import Execution
 from domain.vm import Vm
 from projections.db import Database, Tx
 from projections.formats import rfc3339, uuid_text
+from projections.kept_folds import KeptFolds
 from projections.runner import ReadModel
+
+# Jobs kept between batches (rows of a few hundred bytes): those of the last seconds' batches
+KEPT_JOBS = 4096
 
 
 class JobView(ReadModel):
@@ -42,12 +46,18 @@ class JobView(ReadModel):
             f"ON {jobs} (execution, vm_uuid, created_at)",
         ]
 
+    def __init__(self, *, kept_jobs: int = KEPT_JOBS):
+        # The jobs the last committed batch changed, as rows, kept for the next batch: a job
+        # queued in one batch and started or canceled in a later one needs no read of its row
+        # (projections.kept_folds; docs/performance.md, P5)
+        self.kept: KeptFolds = KeptFolds(kept_jobs)
+
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
              ) -> Callable[[], dict[str, dict[str, Any]]]:
         mine = [e for _, e in events if isinstance(e, _JOB_EVENTS)]
         queued = {e.job_uuid for e in mine if isinstance(e, Vm.JobQueued)}
-        return tx.submit_rows_by_key(self.table("job_view"), "uuid",
-                                     {e.job_uuid for e in mine} - queued)
+        return tx.submit_rows_by_key(self.table("job_view"), "uuid", {
+            e.job_uuid for e in mine if self.kept.get(e.job_uuid) is None} - queued)
 
     def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
               stored: dict[str, dict[str, Any]]) -> None:
@@ -58,21 +68,27 @@ class JobView(ReadModel):
             return
         jobs = self.table("job_view")
         changed: dict[str, dict[str, Any]] = {}
+        existing: set[str] = set()  # jobs with a row already: updated, not inserted
         for position, event in mine:
             if isinstance(event, Vm.JobQueued):
                 changed[event.job_uuid] = _queued(position, event)
                 continue
-            job = changed.get(event.job_uuid) or _loaded(stored, event.job_uuid)
+            job = (changed.get(event.job_uuid) or self.kept.get(event.job_uuid)
+                   or _loaded(stored, event.job_uuid))
+            if event.job_uuid not in changed:
+                existing.add(event.job_uuid)
             changed[event.job_uuid] = job
             _apply(job, event)
         rows = [{**job, "chain_results": json.dumps(job["chain_results"])}
                 for job in changed.values()]
         tx.executemany(f"UPDATE {jobs} SET {_SETS} WHERE uuid = ?",
                        [[row[c] for c in _UPDATED] + [row["uuid"]]
-                        for row in rows if row["uuid"] in stored])
+                        for row in rows if row["uuid"] in existing])
         tx.executemany(f"INSERT INTO {jobs} ({', '.join(_COLUMNS)}) "
                        f"VALUES ({', '.join('?' * len(_COLUMNS))})",
-                       [[row[c] for c in _COLUMNS] for row in rows if row["uuid"] not in stored])
+                       [[row[c] for c in _COLUMNS] for row in rows
+                        if row["uuid"] not in existing])
+        self.kept.folded(changed)
 
 
 _JOB_EVENTS = (Vm.JobQueued, Vm.JobStarted, Vm.JobLeaseRenewed, Vm.JobStepRecorded,

@@ -11,6 +11,7 @@ from typing import Any
 from eventsourcing.persistence import Transcoder
 
 from projections.db import Database, Tx
+from projections.kept_folds import KeptFolds
 
 
 class ReadModel(ABC):
@@ -33,6 +34,9 @@ class ReadModel(ABC):
     # parallel rebuild splits read models over its processes by it (projections.
     # parallel_rebuild.split).
     rebuild_weight: float = 1.0
+    # What the last committed batch folded, for the next batch from where it ended (None:
+    # nothing is kept; projections.kept_folds)
+    kept: KeptFolds | None = None
 
     def table(self, name: str) -> str:
         """The real name of table ``name`` (one of ``tables``) for this instance."""
@@ -57,6 +61,8 @@ class ReadModel(ABC):
         shadow = copy.copy(self)
         shadow.suffix = self.suffix + suffix
         shadow.name = self.name + suffix
+        if self.kept is not None:  # its rows are not the live ones
+            shadow.kept = KeptFolds(self.kept.bound)
         return shadow
 
     @abstractmethod
@@ -87,6 +93,21 @@ class ReadModel(ABC):
         function ``read`` returned (a read model with a ``read`` implements this)."""
         raise NotImplementedError(f"{type(self).__name__} has a read but no write")
 
+    def batch_begins(self, start: int) -> None:
+        """The runner is about to apply, in one transaction, the batch after tracking position
+        ``start`` (its ``read`` and ``write``, or ``apply``, follow). A read model that keeps
+        what it folded between batches (``kept``: ``VmView``'s VMs, ``JobView``'s jobs) may
+        use what it kept at ``start``: the batch commits only if the tracking row is still
+        there (``batch_ended``)."""
+        if self.kept is not None:
+            self.kept.begin(start)
+
+    def batch_ended(self, position: int | None) -> None:
+        """The batch begun by ``batch_begins`` committed with this read model at ``position``,
+        or (None) did not: its claim was refused, or it failed and was rolled back."""
+        if self.kept is not None:
+            self.kept.end(position)
+
 
 def apply_together(tx: Tx, read_models: Sequence[ReadModel],
                    events: Sequence[tuple[int, Any]]) -> None:
@@ -100,6 +121,20 @@ def apply_together(tx: Tx, read_models: Sequence[ReadModel],
             read_model.apply(tx, events)
         else:
             read_model.write(tx, events, answer())
+
+
+def batches_begin(read_models: Sequence[Any], start: int) -> None:
+    """``batch_begins(start)`` of each of ``read_models`` that has one (a test's may not)."""
+    for read_model in read_models:
+        if isinstance(read_model, ReadModel):
+            read_model.batch_begins(start)
+
+
+def batches_ended(read_models: Sequence[Any], position: int | None) -> None:
+    """``batch_ended(position)`` of each of ``read_models`` that has one."""
+    for read_model in read_models:
+        if isinstance(read_model, ReadModel):
+            read_model.batch_ended(position)
 
 
 def _sent_read(read_model: Any, tx: Tx, events: Sequence[tuple[int, Any]]

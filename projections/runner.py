@@ -20,7 +20,9 @@ from eventsourcing.persistence import Notification
 from projections.db import Database, Tx
 from projections.live import BackgroundLoop, LiveState, LogInTransaction
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
-from projections.read_model import ReadModel, apply_together
+from projections.read_model import (
+    ReadModel, apply_together, batches_begin, batches_ended,
+)
 from projections.rebuild import rebuild_beside
 from projections.tracking import (
     TRACKING_DDL, ProjectionConflictError, claim, conflict_over, position_in, positions_in,
@@ -131,6 +133,11 @@ class ProjectionRunner(BackgroundLoop):
         For the background loop (``live``) the batch may have been read ahead in the last
         one's transaction, and the next one is read ahead in this one's (``_read_ahead``).
 
+        Each read model of ``group`` is told the batch begins and whether it committed
+        (``ReadModel.batch_begins``, ``batch_ended``), so what one keeps between batches is
+        used only by a batch from the position it was kept at, and dropped when a batch does
+        not commit (``projections.kept_folds``).
+
         Sharing decoded events between read models relies on ``apply`` never changing an
         event (the domain's fold copies what it keeps: tests/projections/test_runner.py).
         The transaction commits without waiting for the WAL on PostgreSQL
@@ -146,22 +153,29 @@ class ProjectionRunner(BackgroundLoop):
         events = self.decode(notifications)
         end = notifications[-1].id
         ahead = None
-        with self.db.transaction(pipeline=True, durable=False) as tx:
-            # Claim first, then apply: the claim runs first in the server, so on PostgreSQL
-            # the claimed rows hold a rival runner until this transaction ends, and a runner
-            # that read a stale position (its batch may overlap what a rival applied, or
-            # reach further) commits nothing. Its answer is read after the apply, whose
-            # fetches bring it back: a round trip a pass fewer (docs/performance.md, P5).
-            claimed = claim(tx, [read_model.name for read_model in group], start, end)
-            try:
-                apply_together(tx, group, events)
-                ahead = self._read_ahead(tx, end, batch_size, live)
-                claimed()  # its fetch brings back every error of the apply too
-            except ProjectionConflictError:
-                raise
-            except Exception as error:
-                conflict_over(claimed, error)  # a stale runner's apply may fail
-                raise
+        committed = None
+        batches_begin(group, start)
+        try:
+            with self.db.transaction(pipeline=True, durable=False) as tx:
+                # Claim first, then apply: the claim runs first in the server, so on
+                # PostgreSQL the claimed rows hold a rival runner until this transaction
+                # ends, and a runner that read a stale position (its batch may overlap what a
+                # rival applied, or reach further) commits nothing. Its answer is read after
+                # the apply, whose fetches bring it back: a round trip a pass fewer
+                # (docs/performance.md, P5).
+                claimed = claim(tx, [read_model.name for read_model in group], start, end)
+                try:
+                    apply_together(tx, group, events)
+                    ahead = self._read_ahead(tx, end, batch_size, live)
+                    claimed()  # its fetch brings back every error of the apply too
+                except ProjectionConflictError:
+                    raise
+                except Exception as error:
+                    conflict_over(claimed, error)  # a stale runner's apply may fail
+                    raise
+            committed = end
+        finally:
+            batches_ended(group, committed)  # None: what they kept from before is stale
         if ahead is not None and live is not None:
             live.keep_ahead(end, ahead())
         return len(notifications), end

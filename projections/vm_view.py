@@ -2,7 +2,9 @@
 
 Each row keeps the VM's folded state (a snapshot of the ``Vm`` aggregate), so applying an event
 is the domain's own fold (``event.mutate``): the read model cannot drift from the aggregate, and
-a missed event is caught (the version check in ``mutate`` fails).
+a missed event is caught (the version check in ``mutate`` fails). The VMs a batch folded are
+kept in memory for the next batch from the position it reached (``projections.kept_folds``):
+the next batch folds onto them without reading their rows (docs/performance.md, P5).
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ from domain.states import Execution
 from domain.vm import Vm
 from projections.db import Database, Tx
 from projections.formats import rfc3339, uuid_text
+from projections.kept_folds import KeptFolds
 from projections.runner import ReadModel
 
+# VMs kept folded between batches: every VM a live batch touches is kept; a few thousand
+# (a few kB each) cover the VMs a busy fleet's last seconds touched.
+KEPT_VMS = 4096
 _COLUMNS = (
     "uuid", "owner_uuid", "server_uuid", "brand", "state", "alias", "image_uuid", "ram",
     "create_timestamp", "version", "tags_text", "body", "snapshot",
@@ -102,8 +108,11 @@ class VmView(ReadModel):
     # (docs/performance.md, P3)
     rebuild_weight = 5.0
 
-    def __init__(self, transcoder: Transcoder):
+    def __init__(self, transcoder: Transcoder, *, kept_vms: int = KEPT_VMS):
         self.transcoder = transcoder
+        # The VMs the last committed batch folded, kept for the next batch: it needs neither
+        # their rows nor the thaw of their snapshots (projections.kept_folds)
+        self.kept: KeptFolds = KeptFolds(kept_vms)
 
     @classmethod
     def fresh(cls, transcoder: Transcoder) -> VmView:
@@ -139,9 +148,12 @@ class VmView(ReadModel):
 
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
              ) -> Callable[[], dict[str, dict[str, Any]]]:
+        # A VM created in this batch, or kept from the last one, has no row to read
+        created = {e.originator_id for _, e in events if isinstance(e, Vm.Created)}
         return tx.submit_rows_by_key(self.table("vm_view"), "uuid", {
             uuid_text(e.originator_id) for _, e in events
-            if isinstance(e, Vm.Event) and not isinstance(e, Vm.Created)},
+            if isinstance(e, Vm.Event) and e.originator_id not in created
+            and self.kept.get(e.originator_id) is None},
             columns="uuid, version, snapshot")
 
     def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
@@ -154,9 +166,10 @@ class VmView(ReadModel):
             if isinstance(event, Vm.Created):
                 folded[vm_id] = event.mutate(None)
                 continue
-            vm = folded.get(vm_id) or self._load(stored, vm_id)
+            vm = folded.get(vm_id) or self.kept.get(vm_id) or self._load(stored, vm_id)
             folded[vm_id] = event.mutate(vm)
         self._store(tx, list(folded.values()))
+        self.kept.folded(folded)
 
     def _load(self, stored: dict[str, dict[str, Any]], vm_id: UUID) -> Vm:
         row = stored.get(uuid_text(vm_id))

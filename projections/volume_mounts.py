@@ -70,16 +70,16 @@ class VolumeMounts(ReadModel):
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]) -> Callable[[], set[str]]:
         """The VMs of ``events``' boots and refreshes that have mounts (most VMs mount
         nothing: no statement for them): rows already (one query for the batch), or a
-        ``Created`` with volumes in the batch (mount rows are made only there). A volume's
-        and a new mount's own rows are read as ``write`` comes to them: a batch's events may
-        have changed them."""
+        ``Created`` with volumes in the batch (mount rows are made only there, so a VM created
+        in the batch has no rows to read). A volume's and a new mount's own rows are read as
+        ``write`` comes to them: a batch's events may have changed them."""
         booted = {uuid_text(e.originator_id) for _, e in events
                   if isinstance(e, _BOOTS | Vm.VolumeAddressesRefreshed)}
-        created = {uuid_text(e.originator_id) for _, e in events
-                   if isinstance(e, Vm.Created) and e.volumes}
-        found = tx.submit_rows_by_key(self.table("volume_mounts"), "vm_uuid", booted - created,
-                                      columns="vm_uuid")
-        return lambda: set(found()) | (booted & created)
+        created = {uuid_text(e.originator_id): bool(e.volumes) for _, e in events
+                   if isinstance(e, Vm.Created)}
+        found = tx.submit_rows_by_key(self.table("volume_mounts"), "vm_uuid",
+                                      booted - created.keys(), columns="vm_uuid")
+        return lambda: set(found()) | {vm for vm in booted if created.get(vm)}
 
     def write(self, tx: Tx, events: Sequence[tuple[int, Any]], stored: set[str]) -> None:
         mounting, mounts = stored, self.table("volume_mounts")
