@@ -43,8 +43,9 @@ class ReplayCommands(Commands):
     starts from what the last one saved, and a change that raises (a refusal, after its
     decision may have recorded events) drops from the cache every aggregate left with events
     it never saved (``change``). A conflict with another writer empties the cache, so the
-    retry reads the stream: a stale aggregate can cost a retry, never a lost update. And a
-    server's status is read once a server.
+    retry reads the stream: a stale aggregate can cost a retry, never a lost update. A
+    server's status is read once a server. And its changes all run on the replay's one
+    thread (its worker renews no leases), so they take no turns (``Committer(one_thread=)``).
 
     The trace is the truth about what ran where, and when; two policies of the live service
     would contradict it, so these handlers are built without them. Capacity: Borg
@@ -82,7 +83,8 @@ class ReplayCommands(Commands):
         super().__init__(
             base.app, keys=base.keys, retries=base.retries, on_conflict=on_conflict,
             server_status=server_status, is_stuck=never_stuck, enforce_capacity=False,
-            committer=Committer(base.app, max_appends=BATCH_APPENDS, linger_s=BATCH_LINGER_S),
+            committer=Committer(base.app, max_appends=BATCH_APPENDS, linger_s=BATCH_LINGER_S,
+                                one_thread=True),
             after_save=base.after_save)
 
     def load_aggregate(self, kind: Any, uuid: Any, version: int | None = None) -> Any:
