@@ -122,10 +122,10 @@ class Committer:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._gates: dict[str, _Gate] = {}
-        # A process whose changes all run on one thread (the replay) has no turns to take:
-        # a turn's gate and locks were a tenth of the whole shard's replay (performance.md).
-        self._one_thread = one_thread
         self._gates_lock = threading.Lock()
+        # A process whose changes all run on one thread (the replay) has no turns to take: a
+        # turn's gate and locks were a tenth of the whole shard's replay (docs/performance.md).
+        self._one_thread = one_thread
         self.batches = 0  # how many transactions, and how many appends they held
         self.appends = 0
 

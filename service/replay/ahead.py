@@ -5,7 +5,8 @@ order; the child sends them in chunks, pickled, through a pipe.
 
 For a slice (``--max-jobs 80``: 1,511 rows, the last at line 295,296 of 450,146) the reading is
 most of the work: every line is parsed to learn its job. For the whole shard it is about 1.5 s
-of CPU of the replay's hundreds (docs/performance.md, "The reader ahead").
+of CPU of the replay's hundreds (docs/performance.md, "The whole shard's cache misses, turns
+and futures; the reader ahead").
 
 Run as ``python -m service.replay.ahead PATH SKIP_JOBS MAX_JOBS MAX_ROWS`` (the parent does;
 ``-`` for no limit).
@@ -38,8 +39,8 @@ class RowsAhead:
     """``read_rows(path, skip_jobs=..., max_jobs=..., max_rows=...)``, read by a child process
     started at once: iterate it once, and ``close`` it (it ends the child if the replay stopped
     early). Iterating raises what reading raised in the child (``OSError``, ``EOFError`` for a
-    truncated gzip, ``MalformedRowError`` never: rows are parsed by the replay), and
-    ``ReaderFailedError`` if the child ended without a word."""
+    truncated gzip; rows are parsed by the replay, not here), and ``ReaderFailedError`` if the
+    child ended without a word."""
 
     def __init__(self, path: Path | str, *, skip_jobs: int = 0, max_jobs: int | None = None,
                  max_rows: int | None = None):
