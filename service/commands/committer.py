@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from concurrent.futures import Future, TimeoutError as FutureTimeout
 from typing import Any
 
@@ -33,6 +33,7 @@ from service.storage import Append, Outcome
 log = logging.getLogger(__name__)
 
 Recordings = list[Recording[Any]]
+_NO_TURN: AbstractContextManager[None] = nullcontext()  # reusable: it holds nothing
 
 
 class CommitWaitTimeout(OperationalError):
@@ -47,15 +48,33 @@ class CommitWaitTimeout(OperationalError):
         super().__init__(f"no answer from the committer in {bound_s} s: {outcome}")
 
 
-class _Pending:
-    """One caller's append, waiting for its batch."""
+class Handover:
+    """One append handed to the committer, waiting for its batch: with a ``future`` for a
+    caller that waits (``Committer.submit``), or none for the replay, which hands over
+    thousands a second and learns the outcomes batch by batch (``Committer.hand_over``):
+    a ``Future`` (its ``Condition`` and lock) for each append was a tenth of the whole
+    shard's replay (docs/performance.md). ``done`` once settled; then ``outcome`` is its
+    recordings, or the exception it met."""
 
-    __slots__ = ("processing", "stored", "future")
+    __slots__ = ("processing", "stored", "future", "done", "outcome")
 
-    def __init__(self, processing: ProcessingEvent[Any], stored: Sequence[Any]):
+    def __init__(self, processing: ProcessingEvent[Any], stored: Sequence[Any], *,
+                 future: bool = True):
         self.processing = processing
         self.stored = stored
-        self.future: Future[Recordings] = Future()
+        self.future: Future[Recordings] | None = Future() if future else None
+        self.done = False
+        self.outcome: Recordings | BaseException | None = None
+
+    def settle(self, outcome: Recordings | BaseException) -> None:
+        """Record the outcome (the committer's thread, or ``submit`` for an empty append)."""
+        self.outcome = outcome
+        self.done = True
+        if self.future is not None:
+            if isinstance(outcome, BaseException):
+                self.future.set_exception(outcome)
+            else:
+                self.future.set_result(outcome)
 
 
 def _collected(aggregates: Sequence[Any], kwargs: dict[str, Any]) -> ProcessingEvent[Any]:
@@ -86,7 +105,8 @@ class Committer:
     transaction of the recorder's ``insert_batch`` (the ledger's recorders have one:
     service/storage.py; a recorder without it is refused here, not at each save)."""
 
-    def __init__(self, app: Application[Any], *, max_appends: int = 128, linger_s: float = 0.0):
+    def __init__(self, app: Application[Any], *, max_appends: int = 128, linger_s: float = 0.0,
+                 one_thread: bool = False):
         if not hasattr(app.recorder, "insert_batch"):
             raise TypeError(f"{type(app.recorder).__name__} has no insert_batch: group "
                             "commit needs one of service.storage's recorders")
@@ -96,21 +116,29 @@ class Committer:
         # for their answer (their concurrency makes the batches), more for a lone writer that
         # does not wait (the trace replay).
         self.linger_s = linger_s
-        self._queue: list[_Pending] = []
+        self._queue: list[Handover] = []
         self._wake = threading.Condition()
+        self._settled = threading.Condition()  # notified after each batch's outcomes
         self._thread: threading.Thread | None = None
         self._closed = False
         self._gates: dict[str, _Gate] = {}
         self._gates_lock = threading.Lock()
+        # A process whose changes all run on one thread (the replay) has no turns to take: a
+        # turn's gate and locks were a tenth of the whole shard's replay (docs/performance.md).
+        self._one_thread = one_thread
         self.batches = 0  # how many transactions, and how many appends they held
         self.appends = 0
 
-    @contextmanager
-    def turn(self, stream: object) -> Iterator[None]:
+    def turn(self, stream: object) -> AbstractContextManager[None]:
         """Hold ``stream``'s turn: callers of this process that change the same stream wait
         for each other (the change loop holds it from its load to its commit), so they do not
         meet in one batch with the same expected version, one of them bound to conflict.
-        Other streams, and other processes, are not held."""
+        Other streams, and other processes, are not held. Built ``one_thread``, nothing is
+        held: there is no other caller."""
+        return _NO_TURN if self._one_thread else self._turn(stream)
+
+    @contextmanager
+    def _turn(self, stream: object) -> Iterator[None]:
         key = str(stream).lower()
         with self._gates_lock:
             gate = self._gates.setdefault(key, _Gate())
@@ -146,13 +174,39 @@ class Committer:
             raise CommitWaitTimeout(bound, withdrawn=False) from None
 
     def submit(self, *aggregates: Any, **kwargs: Any) -> Future[Recordings]:
-        """``save`` without waiting: a future of its recordings (the replay's deferred saves)."""
+        """``save`` without waiting: a future of its recordings."""
+        future = self._hand(aggregates, kwargs, future=True).future
+        assert future is not None
+        return future
+
+    def hand_over(self, *aggregates: Any) -> Handover:
+        """``submit`` without a future, for a caller that does not wait for each append (the
+        replay's deferred saves): its outcome is on the ``Handover`` once ``done``;
+        ``wait_for`` blocks until then."""
+        return self._hand(aggregates, {}, future=False)
+
+    def wait_for(self, handover: Handover, timeout: float | None = None) -> Recordings:
+        """Block until ``handover`` (from ``hand_over``) is settled, at most ``timeout``
+        seconds if given; its recordings. Raises the error its append met
+        (``IntegrityError`` for a conflict), or ``TimeoutError``."""
+        if not handover.done:
+            with self._settled:
+                if not self._settled.wait_for(lambda: handover.done, timeout):
+                    raise TimeoutError(f"the append was not settled in {timeout} s")
+        if isinstance(handover.outcome, BaseException):
+            raise handover.outcome
+        assert handover.outcome is not None
+        return handover.outcome
+
+    def _hand(self, aggregates: Sequence[Any], kwargs: dict[str, Any], *,
+              future: bool) -> Handover:
         processing = _collected(aggregates, kwargs)
-        pending = _Pending(processing,
-                           [self.app.mapper.to_stored_event(e) for e in processing.events])
+        pending = Handover(processing,
+                           [self.app.mapper.to_stored_event(e) for e in processing.events],
+                           future=future)
         if not pending.stored:
-            pending.future.set_result([])
-            return pending.future
+            pending.settle([])
+            return pending
         with self._wake:
             if self._closed:
                 raise RuntimeError("the committer is closed")
@@ -165,7 +219,7 @@ class Committer:
             # it for every append of a lingering batch only costs a switch each (the replay).
             if len(self._queue) == 1 or len(self._queue) >= self.max_appends:
                 self._wake.notify()
-        return pending.future
+        return pending
 
     def close(self) -> None:
         """Write what is queued, then stop the thread."""
@@ -192,26 +246,29 @@ class Committer:
                 taken = self._queue[:self.max_appends]
                 del self._queue[:self.max_appends]
             # An append whose caller stopped waiting (``save``'s bound) is not written.
-            batch = [p for p in taken if p.future.set_running_or_notify_cancel()]
+            batch = [p for p in taken
+                     if p.future is None or p.future.set_running_or_notify_cancel()]
             if batch:
                 self._commit(batch)
+                with self._settled:
+                    self._settled.notify_all()
 
-    def _commit(self, batch: list[_Pending]) -> None:
+    def _commit(self, batch: list[Handover]) -> None:
         appends: list[Append] = [(p.stored, p.processing.saved_kwargs) for p in batch]
         try:
             outcomes = self.app.recorder.insert_batch(appends)  # type: ignore[attr-defined]
         except BaseException as error:  # noqa: BLE001 - every caller gets the batch's error
             for pending in batch:
-                pending.future.set_exception(error)
+                pending.settle(error)
             return
         self.batches += 1
         self.appends += len(batch)
         for pending, outcome in zip(batch, outcomes, strict=True):
             self._settle(pending, outcome)
 
-    def _settle(self, pending: _Pending, outcome: Outcome) -> None:
+    def _settle(self, pending: Handover, outcome: Outcome) -> None:
         if isinstance(outcome, IntegrityError):
-            pending.future.set_exception(outcome)
+            pending.settle(outcome)
             return
         try:
             recordings = [
@@ -228,6 +285,6 @@ class Committer:
                     repository.cache.put(aggregate_id, aggregate)
         except BaseException as error:  # noqa: BLE001 - the caller must hear of it
             log.exception("settling a committed append")
-            pending.future.set_exception(error)
+            pending.settle(error)
             return
-        pending.future.set_result(recordings)
+        pending.settle(recordings)

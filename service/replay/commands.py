@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import Any
 
 from domain.states import VmState
 from domain.vm import Vm
 from service.commands.application import Commands, never_stuck
-from service.commands.committer import Committer
+from service.commands.committer import Committer, Handover
 from service.commands.snapshots import snapshot_long_streams
 
 # Group commit of the replay's appends: at most this many a transaction, waiting at most
@@ -22,6 +21,11 @@ from service.commands.snapshots import snapshot_long_streams
 BATCH_APPENDS = 500
 BATCH_LINGER_S = 0.02
 MAX_IN_FLIGHT = 5_000
+# How many aggregates the replay keeps, the most recently saved: more than a shard's 196,585
+# VMs and 12,500 servers, about 2 KB each. With 40,000, a task submitted early in the shard
+# was often scheduled or killed after its VM had left the cache, and reading and folding such
+# streams again was 36 % of the whole shard's replay in mid-run (docs/performance.md).
+CACHE_SIZE = 250_000
 
 
 class ReplayAppendFailedError(RuntimeError):
@@ -39,8 +43,9 @@ class ReplayCommands(Commands):
     starts from what the last one saved, and a change that raises (a refusal, after its
     decision may have recorded events) drops from the cache every aggregate left with events
     it never saved (``change``). A conflict with another writer empties the cache, so the
-    retry reads the stream: a stale aggregate can cost a retry, never a lost update. And a
-    server's status is read once a server.
+    retry reads the stream: a stale aggregate can cost a retry, never a lost update. A
+    server's status is read once a server. And its changes all run on the replay's one
+    thread (its worker renews no leases), so they take no turns (``Committer(one_thread=)``).
 
     The trace is the truth about what ran where, and when; two policies of the live service
     would contradict it, so these handlers are built without them. Capacity: Borg
@@ -49,13 +54,13 @@ class ReplayCommands(Commands):
     squeezes or stretches.
     """
 
-    def __init__(self, base: Commands, *, cache_size: int = 40_000):
+    def __init__(self, base: Commands, *, cache_size: int = CACHE_SIZE):
         self.seen: dict[str, tuple[VmState, int]] = {}  # vm uuid -> (state, active jobs)
         self._saved: OrderedDict[str, Any] = OrderedDict()  # uuid -> Vm or Server, LRU
         # cached aggregates handed out and not saved since: only these can hold unsaved events
         self._handed_out: dict[str, Any] = {}
         self._cache_size = cache_size
-        self._in_flight: deque[Future[Any]] = deque()
+        self._in_flight: deque[Handover] = deque()
         self._position = 0
         counted = base.on_conflict
 
@@ -78,7 +83,8 @@ class ReplayCommands(Commands):
         super().__init__(
             base.app, keys=base.keys, retries=base.retries, on_conflict=on_conflict,
             server_status=server_status, is_stuck=never_stuck, enforce_capacity=False,
-            committer=Committer(base.app, max_appends=BATCH_APPENDS, linger_s=BATCH_LINGER_S),
+            committer=Committer(base.app, max_appends=BATCH_APPENDS, linger_s=BATCH_LINGER_S,
+                                one_thread=True),
             after_save=base.after_save)
 
     def load_aggregate(self, kind: Any, uuid: Any, version: int | None = None) -> Any:
@@ -134,10 +140,10 @@ class ReplayCommands(Commands):
         last known position (the append's own is not known yet). A failed append (the
         replay is the only writer: a bug, not a race) is raised by a later save or by
         ``flush`` as ``ReplayAppendFailedError``."""
-        while self._in_flight and (self._in_flight[0].done()
+        while self._in_flight and (self._in_flight[0].done
                                    or len(self._in_flight) >= MAX_IN_FLIGHT):
             self._settle(self._in_flight.popleft())
-        self._in_flight.append(self.committer.submit(*aggregates))
+        self._in_flight.append(self.committer.hand_over(*aggregates))
         return self._position
 
     def flush(self) -> int:
@@ -147,9 +153,9 @@ class ReplayCommands(Commands):
             self._settle(self._in_flight.popleft())
         return self._position
 
-    def _settle(self, future: Future[Any]) -> None:
+    def _settle(self, handover: Handover) -> None:
         try:
-            recordings = future.result()
+            recordings = self.committer.wait_for(handover)
         except Exception as error:
             raise ReplayAppendFailedError(f"a replayed append failed: {error}") from error
         self._position = max(self._position, recordings[-1].notification.id)

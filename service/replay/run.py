@@ -12,10 +12,11 @@ from pathlib import Path
 from rich.progress import Progress
 
 from service.container import Services
+from service.replay.ahead import RowsAhead
 from service.replay.commands import ReplayCommands
 from service.replay.follow import Follower
 from service.replay.replayer import Replayer, Summary
-from service.replay.trace import count_rows, read_rows
+from service.replay.trace import count_rows
 
 # Replayer and Summary: for the tests.
 __all__ = ["Replayer", "Summary", "catch_up", "replay", "replay_and_catch_up"]
@@ -33,13 +34,17 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
     replayer = Replayer(ReplayCommands(services.commands), summary)
     started = time.perf_counter()
     selection = {"skip_jobs": skip_jobs, "max_jobs": max_jobs, "max_rows": max_rows}
-    task = None
-    if progress is not None:
-        task = progress.add_task("replaying", total=count_rows(trace, **selection))
-    for line, fields in read_rows(trace, **selection):
-        replayer.apply(line, fields)
-        if task is not None and (summary.rows_read % 200 == 0):
-            progress.update(task, completed=summary.rows_read, description=_said(summary))
+    rows = RowsAhead(trace, **selection)  # reading from now on, on the other core
+    try:
+        task = None
+        if progress is not None:
+            task = progress.add_task("replaying", total=count_rows(trace, **selection))
+        for line, fields in rows:
+            replayer.apply(line, fields)
+            if task is not None and (summary.rows_read % 200 == 0):
+                progress.update(task, completed=summary.rows_read, description=_said(summary))
+    finally:
+        rows.close()
     replayer.commit_all()
     if task is not None:  # the last rows' counts too, so the bar agrees with the summary
         progress.update(task, completed=summary.rows_read, total=summary.rows_read,

@@ -113,8 +113,22 @@ def read_rows(
 
     Jobs are numbered by the order in which their ``job_id`` first appears. ``skip_jobs``
     drops the rows of the first K jobs and ``max_jobs`` keeps those of the next N only (whole
-    jobs, hence whole tasks); ``max_rows`` stops after N selected rows. Raises ``OSError``.
+    jobs, hence whole tasks); ``max_rows`` stops after N selected rows. Raises ``OSError``
+    (``EOFError`` for a truncated gzip).
     """
+    for line_number, fields in scan_rows(path, skip_jobs=skip_jobs, max_jobs=max_jobs,
+                                         max_rows=max_rows):
+        if fields is not None:
+            yield line_number, fields
+
+
+def scan_rows(
+    path: Path | str, *, skip_jobs: int = 0, max_jobs: int | None = None,
+    max_rows: int | None = None, tick: int = 0,
+) -> Iterator[tuple[int, list[str] | None]]:
+    """``read_rows``, and with ``tick`` > 0 also ``(line number, None)`` after every ``tick``
+    lines read, selected or not: a reader ahead hands over what it has at each
+    (``service.replay.ahead``), so a row followed by many unselected lines is not held."""
     opener = gzip.open if str(path).endswith(".gz") else open
     chosen: dict[str, bool] = {}  # job_id -> selected
     last = None if max_jobs is None else skip_jobs + max_jobs
@@ -132,6 +146,8 @@ def read_rows(
             if selected:
                 taken += 1
                 yield line_number, fields
+            if tick and not line_number % tick:
+                yield line_number, None
 
 
 def count_rows(path: Path | str, **selection: int | None) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+from eventsourcing.persistence import IntegrityError
 from typer.testing import CliRunner
 
 from service.container import Services
@@ -354,7 +355,8 @@ def test_a_failed_deferred_append_is_raised_as_the_replays_bug_not_as_a_later_co
     taken = create(services).vm_uuid
     commands.save(new_vm(vm_uuid=UUID(taken)))  # version 1 of a stream that has it: fails
     (failing,) = commands._in_flight
-    assert failing.exception(timeout=30) is not None
+    with pytest.raises(IntegrityError):
+        commands.committer.wait_for(failing, timeout=30)
     later = uuid4()
     with pytest.raises(ReplayAppendFailedError):
         commands.change(Vm, later, lambda vm: None, new=lambda: new_vm(vm_uuid=later))

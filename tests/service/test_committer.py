@@ -13,6 +13,7 @@ from eventsourcing.persistence import IntegrityError
 from domain.vm import Vm, make_cause
 from service.audit.verify import verify_chains
 from service.commands.application import Accepted
+from service.commands.committer import Committer
 from service.commands.idempotency import IdempotencyKey
 from service.container import Services
 from tests.builders import create
@@ -105,6 +106,35 @@ def test_a_repeated_idempotency_key_in_one_batch_fails_only_the_second(services,
         futures[1].result(10)
     assert services.commands.load(vms[1]).alias == "a"
     assert services.commands.load(vms[2]).alias != "b"
+
+
+def test_appends_handed_over_without_futures_are_settled_batch_by_batch(services, monkeypatch):
+    # the replay's way (Committer.hand_over): no Future an append; each learns its outcome,
+    # its own recordings or its own conflict, when its batch is written
+    first, good, loser = (create(services).vm_uuid for _ in range(3))
+    committer = services.commands.committer
+    stale = renamed(services, loser, "stale")
+    services.app.save(renamed(services, loser, "winner"))
+    gate = Gate(services, monkeypatch)
+    held = committer.submit(renamed(services, first, "held"))
+    assert gate.entered.wait(10)
+    handed = [committer.hand_over(renamed(services, good, "one")), committer.hand_over(stale)]
+    assert not any(h.done for h in handed)  # queued behind the held batch
+    gate.open()
+    held.result(10)
+    recordings = committer.wait_for(handed[0], timeout=10)
+    with pytest.raises(IntegrityError):
+        committer.wait_for(handed[1], timeout=10)
+    assert gate.sizes == [1, 2] and all(h.done for h in handed)
+    assert recordings[-1].domain_event.originator_version == 3
+    assert services.commands.load(good).alias == "one"
+    assert services.commands.load(loser).alias == "winner"
+
+
+def test_a_one_thread_committer_holds_no_turn(services):
+    committer = Committer(services.app, one_thread=True)
+    with committer.turn("stream"), committer.turn("stream"):
+        assert committer._gates == {}  # no gate made, nothing held
 
 
 def test_concurrent_commands_through_the_change_loop_are_all_recorded(services):
