@@ -84,6 +84,8 @@ def follow(settings: Settings, done: multiprocessing.synchronize.Event,
     """The follower process: apply the log to every read model until ``done`` is set, then
     once more to the head. ``applied`` (a shared counter) counts the events applied, summed
     over the read models."""
+    from eventsourcing.persistence import OperationalError
+
     from projections.runner import ProjectionConflictError
     from service.container import Services
 
@@ -99,6 +101,16 @@ def follow(settings: Settings, done: multiprocessing.synchronize.Event,
                 gained = runner.catch_up_models(models, batch_size=FOLLOW_BATCH)
             except ProjectionConflictError:
                 # another runner applied that batch: read the positions again, not at once
+                done.wait(IDLE_WAIT_S)
+                continue
+            except OperationalError as error:
+                # SQLite's busy timeout ran out: the replay's committer, with a full batch
+                # always waiting, takes the write lock again after each commit before the
+                # busy handler looks. The batch was rolled back with its position; try again
+                # (after the replay's end the catch-up does what a failed last pass left).
+                if last:
+                    raise
+                log.warning("the follower's pass failed, trying again: %s", error)
                 done.wait(IDLE_WAIT_S)
                 continue
             with applied.get_lock():

@@ -412,3 +412,46 @@ def test_the_follower_keeps_the_read_models_up_with_a_growing_log_until_told_to_
     runner.rebuild()
     assert dump_read_models(services) == live
 
+
+
+def test_the_follower_tries_again_after_a_pass_that_met_a_locked_database(
+        services, settings, monkeypatch):
+    """SQLite's busy timeout can run out while the replay's committer takes the write lock
+    batch after batch; the follower must not die of it (the whole shard's run lost it so)."""
+    import multiprocessing
+    import threading
+
+    from eventsourcing.persistence import OperationalError
+
+    from projections.runner import ProjectionRunner
+    from service.replay import follow as following
+
+    catch_up_models = ProjectionRunner.catch_up_models
+    failures = []
+
+    def locked_once(self, *args, **kwargs):
+        if not failures:
+            failures.append("locked")
+            raise OperationalError("database is locked")
+        return catch_up_models(self, *args, **kwargs)
+
+    monkeypatch.setattr(ProjectionRunner, "catch_up_models", locked_once)
+    accepted = [create(services) for _ in range(3)]
+    done, applied = multiprocessing.Event(), multiprocessing.Value("q", 0)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            following.follow(settings, done, applied)
+        except BaseException as error:  # noqa: BLE001 - the test reports it
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: applied.value > 0 or errors, timeout=60)
+    finally:
+        done.set()
+        thread.join(60)
+    assert not thread.is_alive() and errors == [] and failures == ["locked"]
+    assert {v.vm_uuid for v in accepted} <= view_uuids(services)
