@@ -133,6 +133,21 @@ def rows(services: Services, table: str, order_by: str = "uuid") -> list[dict[st
                 for row in tx.fetchall()]
 
 
+def read_model_tables(services: Services, *, tracking: bool = False
+                      ) -> dict[str, list[dict[str, Any]]]:
+    """Every row of every read model's live tables, each table in a stable order; with
+    ``tracking``, also the live read models' ``projection_tracking`` rows (not shadows')."""
+    found = {table: sorted(rows(services, table, order_by="1"), key=repr)
+             for read_model in services.projections.read_models.values()
+             for table in read_model.real_tables()}
+    if tracking:
+        live = set(services.projections.read_models)
+        found["projection_tracking"] = [
+            row for row in rows(services, "projection_tracking", order_by="name")
+            if row["name"] in live]
+    return found
+
+
 def a_mix_of_commands_and_jobs(services: Services) -> list[str]:
     """Several VMs through provisions (good and failed), actions of both API versions,
     updates, a canceled provision and destroys; every job run to its end. Returns the VMs."""

@@ -14,7 +14,6 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -25,12 +24,11 @@ from service.container import Services
 from service.audit.history import vm_history
 from domain.errors import DomainError
 from service.replay.follow import Follower
-from service.replay.run import Replayer, Summary, catch_up, replay, replay_and_catch_up
+from service.replay.run import Replayer, Summary, replay, replay_and_catch_up
 from domain.vm import Vm
 from service.replay.commands import ReplayAppendFailedError, ReplayCommands
 from service.replay.trace import server_uuid, vm_uuid
-from tests.api.helpers import wait_until
-from tests.builders import create, event_names, new_vm
+from tests.builders import create, event_names, new_vm, read_model_tables
 
 REPO = Path(__file__).resolve().parents[2]
 TRACE = Path(os.environ.get(
@@ -90,25 +88,6 @@ def expected_final_states(rows: list[list[str]]) -> tuple[Counter[str], int]:
 # -- reading the read models ----------------------------------------------------------------
 
 
-def dump_read_models(services: Services) -> dict[str, list[dict[str, Any]]]:
-    """Every row of every read model's tables, in a stable order."""
-    tables: dict[str, list[dict[str, Any]]] = {}
-    with services.db.transaction(commit=False) as tx:
-        for model in services.projections.read_models.values():
-            for table in model.real_tables():
-                tx.execute(f"SELECT * FROM {table}")  # table names are the service's own
-                rows = [{k: bytes(v) if isinstance(v, memoryview) else v for k, v in r.items()}
-                        for r in tx.fetchall()]
-                tables[table] = sorted(rows, key=repr)
-    return tables
-
-
-def view_uuids(services: Services) -> set[str]:
-    with services.db.transaction(commit=False) as tx:
-        tx.execute("SELECT uuid FROM vm_view")
-        return {row["uuid"] for row in tx.fetchall()}
-
-
 def view_states(services: Services) -> Counter[str]:
     with services.db.transaction(commit=False) as tx:
         tx.execute("SELECT state, COUNT(*) AS n FROM vm_view GROUP BY state")
@@ -135,11 +114,11 @@ def test_replay_of_a_slice_matches_the_trace_and_rebuilds_identically(services: 
 
     assert view_states(services) == summary.final_states
 
-    live = dump_read_models(services)
+    live = read_model_tables(services)
     positions = services.projections.positions()
     services.projections.rebuild()
     assert services.projections.positions() == positions
-    rebuilt = dump_read_models(services)
+    rebuilt = read_model_tables(services)
     assert rebuilt.keys() == live.keys() and live["vm_view"] and live["job_view"]
     for table, rows in live.items():
         assert rebuilt[table] == rows, table
@@ -385,73 +364,3 @@ def test_a_change_that_raises_leaves_no_trace_of_its_decision_in_the_replays_cac
                                                              cause={"actor": "test"}))
     commands.flush()
     assert services.commands.load(vm_id).alias == "saved"  # no conflict with itself
-
-
-def test_the_follower_keeps_the_read_models_up_with_a_growing_log_until_told_to_finish(
-        services, settings):
-    runner = services.projections
-
-    def at_head() -> bool:
-        head = runner.head()
-        return all(p == head for p in runner.positions().values())
-
-    follower = Follower(settings)
-    follower.start()
-    try:
-        for _ in range(2):  # it follows what is appended after it started, twice
-            accepted = [create(services) for _ in range(5)]
-            wait_until(at_head, timeout=60)
-            assert {v.vm_uuid for v in accepted} <= view_uuids(services)
-        create(services)
-    except BaseException:
-        follower.stop()  # the failure above is what the test reports, not a hung follower
-        raise
-    assert follower.finish()  # its last pass reaches what was appended before this
-    assert at_head() and follower.applied > 0
-    live = dump_read_models(services)
-    runner.rebuild()
-    assert dump_read_models(services) == live
-
-
-
-def test_the_follower_tries_again_after_a_pass_that_met_a_locked_database(
-        services, settings, monkeypatch):
-    """SQLite's busy timeout can run out while the replay's committer takes the write lock
-    batch after batch; the follower must not die of it (the whole shard's run lost it so)."""
-    import multiprocessing
-    import threading
-
-    from eventsourcing.persistence import OperationalError
-
-    from projections.runner import ProjectionRunner
-    from service.replay import follow as following
-
-    catch_up_models = ProjectionRunner.catch_up_models
-    failures = []
-
-    def locked_once(self, *args, **kwargs):
-        if not failures:
-            failures.append("locked")
-            raise OperationalError("database is locked")
-        return catch_up_models(self, *args, **kwargs)
-
-    monkeypatch.setattr(ProjectionRunner, "catch_up_models", locked_once)
-    accepted = [create(services) for _ in range(3)]
-    done, applied = multiprocessing.Event(), multiprocessing.Value("q", 0)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            following.follow(settings, done, applied)
-        except BaseException as error:  # noqa: BLE001 - the test reports it
-            errors.append(error)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: applied.value > 0 or errors, timeout=60)
-    finally:
-        done.set()
-        thread.join(60)
-    assert not thread.is_alive() and errors == [] and failures == ["locked"]
-    assert {v.vm_uuid for v in accepted} <= view_uuids(services)

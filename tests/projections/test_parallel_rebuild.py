@@ -19,20 +19,8 @@ from projections.vm_view import VmView
 from service.cli.app import cli
 from service.container import RebuildRunner
 from service.settings import Settings
-from tests.builders import a_mix_of_commands_and_jobs, cause, rows
+from tests.builders import a_mix_of_commands_and_jobs, cause, read_model_tables
 from tests.projections.test_rebuild import provisioned_vms
-
-
-def every_table(services) -> dict[str, list[dict]]:
-    """Every row of every read model's tables, and their tracking rows (not the shadows')."""
-    found = {}
-    for read_model in services.projections.read_models.values():
-        for table in read_model.real_tables():
-            found[table] = sorted(rows(services, table, order_by="1"), key=repr)
-    found["projection_tracking"] = [row for row in rows(services, "projection_tracking",
-                                                        order_by="name")
-                                    if not row["name"].endswith(SUFFIX)]
-    return found
 
 
 def a_varied_log(services) -> None:
@@ -57,12 +45,12 @@ def test_a_parallel_rebuild_gives_the_serial_rebuilds_tables_row_for_row(service
     runner.rebuild_batch_size = batch_size
     runner.rebuild_processes = 1
     serial_total = runner.rebuild()
-    serial = every_table(services)
+    serial = read_model_tables(services, tracking=True)
     assert serial["vm_view"] and serial["server_view_claims"] and serial["vm_transitions"]
     runner.rebuild_processes = 2
     moved: list[int] = []
     assert runner.rebuild(progress=moved.append) == serial_total
-    assert every_table(services) == serial
+    assert read_model_tables(services, tracking=True) == serial
     assert sum(moved) == services.commands.head_position()
 
 
@@ -97,39 +85,39 @@ class FailingRunner:
 def test_a_failing_process_fails_the_rebuild_and_nothing_is_switched(services, exits):
     a_varied_log(services)
     runner = services.projections
-    live = every_table(services)
+    live = read_model_tables(services, tracking=True)
     runner.rebuild_batch_size = 20
     runner.rebuild_processes = 2
     runner.open_runner = FailingRunner(services.settings, exit=exits)
     with pytest.raises(RebuildFailed, match="exit code 3" if exits else
                        "job_view failed in its process"):
         runner.rebuild()
-    assert every_table(services) == live  # vm_view's build was stopped, and not switched
+    assert read_model_tables(services, tracking=True) == live  # vm_view's build was stopped, and not switched
     # the shadows left beside are dropped by the next rebuild
     runner.open_runner = RebuildRunner(services.settings)
     runner.rebuild()
-    assert every_table(services) == live
+    assert read_model_tables(services, tracking=True) == live
     assert runner.position("job_view" + SUFFIX) == runner.position("vm_view" + SUFFIX) == 0
 
 
 def test_the_rebuild_command_in_two_processes_counts_every_event_of_the_log(
         services, database_url, monkeypatch):
     a_varied_log(services)
-    live = every_table(services)
+    live = read_model_tables(services, tracking=True)
     events = len(services.app.recorder.select_notifications(0, 100_000))
     monkeypatch.setenv("VMLEDGER_DATABASE_URL", database_url)
     monkeypatch.setenv("VMLEDGER_SIM_SERVERS", str(services.settings.sim_servers))
     result = CliRunner().invoke(cli, ["rebuild", "--processes", "2"])
     assert result.exit_code == 0, result.output
     assert f"(6 read models), {events} events in the log" in result.output
-    assert every_table(services) == live
+    assert read_model_tables(services, tracking=True) == live
 
 
 def test_a_failure_in_the_rebuilding_process_stops_its_child_and_nothing_is_switched(
         services, monkeypatch):
     a_varied_log(services)
     runner = services.projections
-    live = every_table(services)
+    live = read_model_tables(services, tracking=True)
     runner.rebuild_batch_size = 20
     runner.rebuild_processes = 2
     real_write, batches = VmView.write, []
@@ -144,4 +132,4 @@ def test_a_failure_in_the_rebuilding_process_stops_its_child_and_nothing_is_swit
     with pytest.raises(RuntimeError, match="vm_view failed"):
         runner.rebuild()
     assert multiprocessing.active_children() == []  # the child was stopped and waited for
-    assert every_table(services) == live
+    assert read_model_tables(services, tracking=True) == live
