@@ -64,6 +64,7 @@ class AnalyticsView(ReadModel):
     """``vm_transitions`` (one row per state change) and ``vm_current`` (one row per VM)."""
 
     name = "analytics"
+    blind_writes = True
     tables = ("vm_transitions", "vm_current")
 
     def create_statements(self, db: Database) -> list[str]:

@@ -27,6 +27,7 @@ class JobView(ReadModel):
     """One row per job; ``chain_results`` and ``params`` are JSON text."""
 
     name = "job_view"
+    blind_writes = True
     tables = ("job_view",)
 
     def create_statements(self, db: Database) -> list[str]:

@@ -34,6 +34,7 @@ class NetworkView(ReadModel):
     """One row per network."""
 
     name = "network_view"
+    blind_writes = True
     tables = ("network_view",)
 
     def create_statements(self, db: Database) -> list[str]:

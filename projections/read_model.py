@@ -34,6 +34,9 @@ class ReadModel(ABC):
     # parallel rebuild splits read models over its processes by it (projections.
     # parallel_rebuild.split).
     rebuild_weight: float = 1.0
+    # Whether ``write`` (or ``apply``) only sends statements and reads no rows back: then on
+    # SQLite a batch is folded before the write lock is taken (projections.writes_later).
+    blind_writes: bool = False
     # What the last committed batch folded, for the next batch from where it ended (None:
     # nothing is kept; projections.kept_folds)
     kept: KeptFolds | None = None

@@ -27,6 +27,7 @@ from projections.rebuild import rebuild_beside
 from projections.tracking import (
     TRACKING_DDL, ProjectionConflictError, claim, conflict_over, position_in, positions_in,
 )
+from projections.writes_later import fold_outside_the_lock
 
 
 class NotificationSource(Protocol):
@@ -136,7 +137,10 @@ class ProjectionRunner(BackgroundLoop):
         Each read model of ``group`` is told the batch begins and whether it committed
         (``ReadModel.batch_begins``, ``batch_ended``), so what one keeps between batches is
         used only by a batch from the position it was kept at, and dropped when a batch does
-        not commit (``projections.kept_folds``).
+        not commit (``projections.kept_folds``). On SQLite the read models with blind writes
+        fold the batch before the write transaction, which only runs their statements
+        (``projections.writes_later``): the database's one write lock is held for SQL, not
+        for Python.
 
         Sharing decoded events between read models relies on ``apply`` never changing an
         event (the domain's fold copies what it keeps: tests/projections/test_runner.py).
@@ -156,6 +160,7 @@ class ProjectionRunner(BackgroundLoop):
         committed = None
         batches_begin(group, start)
         try:
+            later, under_lock = fold_outside_the_lock(self.db, group, start, events)
             with self.db.transaction(pipeline=True, durable=False) as tx:
                 # Claim first, then apply: the claim runs first in the server, so on
                 # PostgreSQL the claimed rows hold a rival runner until this transaction
@@ -165,7 +170,9 @@ class ProjectionRunner(BackgroundLoop):
                 # (docs/performance.md, P5).
                 claimed = claim(tx, [read_model.name for read_model in group], start, end)
                 try:
-                    apply_together(tx, group, events)
+                    apply_together(tx, under_lock, events)
+                    if later is not None:
+                        later.run_in(tx)
                     ahead = self._read_ahead(tx, end, batch_size, live)
                     claimed()  # its fetch brings back every error of the apply too
                 except ProjectionConflictError:

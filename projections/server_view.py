@@ -18,6 +18,7 @@ class ServerView(ReadModel):
     """One row per server, and one per claim (which VM holds how much where)."""
 
     name = "server_view"
+    blind_writes = True
     tables = ("server_view", "server_view_claims")
 
     def create_statements(self, db: Database) -> list[str]:

@@ -103,6 +103,7 @@ class VmView(ReadModel):
     """One row per VM: filter columns, the rendered VM object and the folded state."""
 
     name = "vm_view"
+    blind_writes = True
     tables = ("vm_view", "vm_view_tags", "vm_view_internal_metadata")
     # the fold, the rendering and the snapshot: about as much as the other five together
     # (docs/performance.md, P3)
