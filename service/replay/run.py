@@ -6,6 +6,7 @@ the replay by a process of their own (``service.replay.follow``). See ``docs/rep
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
@@ -17,6 +18,15 @@ from service.replay.commands import ReplayCommands
 from service.replay.follow import Follower
 from service.replay.replayer import Replayer, Summary
 from service.replay.trace import count_rows
+
+# How often the replay moves every object alive into the garbage collector's permanent
+# generation (``gc.freeze``), in rows. The cache of 250,000 aggregates (service.replay.
+# commands) is millions of long-lived objects that the cyclic collector's full collections
+# walked again and again: 161 s of 410 such collections over the whole shard, with 68 s in
+# the younger ones (docs/performance.md, "The replay's garbage collector"). Frozen objects
+# are still freed when their last reference goes; only a cycle among them is never collected,
+# and the replay makes few (a refusal's traceback).
+FREEZE_EVERY_ROWS = 20_000
 
 # Replayer and Summary: for the tests.
 __all__ = ["Replayer", "Summary", "catch_up", "replay", "replay_and_catch_up"]
@@ -41,10 +51,13 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
             task = progress.add_task("replaying", total=count_rows(trace, **selection))
         for line, fields in rows:
             replayer.apply(line, fields)
+            if summary.rows_read % FREEZE_EVERY_ROWS == 0:
+                gc.freeze()
             if task is not None and (summary.rows_read % 200 == 0):
                 progress.update(task, completed=summary.rows_read, description=_said(summary))
     finally:
         rows.close()
+        gc.unfreeze()  # what follows collects as usual
     replayer.commit_all()
     if task is not None:  # the last rows' counts too, so the bar agrees with the summary
         progress.update(task, completed=summary.rows_read, total=summary.rows_read,
