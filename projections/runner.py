@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from eventsourcing.persistence import Notification
 
-from projections.db import Database, Tx
+from projections.db import Database, Dialect, Tx
 from projections.live import BackgroundLoop, LiveState, LogInTransaction
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
 from projections.read_model import (
@@ -25,9 +25,10 @@ from projections.read_model import (
 )
 from projections.rebuild import rebuild_beside
 from projections.tracking import (
-    TRACKING_DDL, ProjectionConflictError, claim, conflict_over, position_in, positions_in,
+    CLAIM_FUNCTION_DDL, TRACKING_DDL, ProjectionConflictError, claim, claim_or_abort,
+    conflict_over, position_in, positions_in, refused,
 )
-from projections.writes_later import fold_outside_the_lock
+from projections.writes_later import WritesLater, fold_outside_the_lock
 
 
 class NotificationSource(Protocol):
@@ -90,6 +91,8 @@ class ProjectionRunner(BackgroundLoop):
         """Create the tracking table and every read model's tables (idempotent)."""
         with self.db.transaction() as tx:
             tx.execute(TRACKING_DDL)
+            if self.db.dialect is Dialect.POSTGRES:
+                tx.execute(CLAIM_FUNCTION_DDL)
             for read_model in self.read_models.values():
                 for statement in read_model.create_statements(self.db):
                     tx.execute(statement)
@@ -161,31 +164,55 @@ class ProjectionRunner(BackgroundLoop):
         batches_begin(group, start)
         try:
             later, under_lock = fold_outside_the_lock(self.db, group, start, events)
-            with self.db.transaction(pipeline=True, durable=False) as tx:
-                # Claim first, then apply: the claim runs first in the server, so on
-                # PostgreSQL the claimed rows hold a rival runner until this transaction
-                # ends, and a runner that read a stale position (its batch may overlap what a
-                # rival applied, or reach further) commits nothing. Its answer is read after
-                # the apply, whose fetches bring it back: a round trip a pass fewer
-                # (docs/performance.md, P5).
-                claimed = claim(tx, [read_model.name for read_model in group], start, end)
-                try:
-                    apply_together(tx, under_lock, events)
-                    if later is not None:
-                        later.run_in(tx)
-                    ahead = self._read_ahead(tx, end, batch_size, live)
-                    claimed()  # its fetch brings back every error of the apply too
-                except ProjectionConflictError:
-                    raise
-                except Exception as error:
-                    conflict_over(claimed, error)  # a stale runner's apply may fail
-                    raise
+            try:
+                with self.db.transaction(pipeline=True, durable=False) as tx:
+                    ahead = self._write_batch(tx, group, start, end, events, under_lock,
+                                              later, batch_size, live)
+            except Exception as error:
+                if refused(error):
+                    raise ProjectionConflictError(str(error).strip()) from error
+                raise
             committed = end
         finally:
             batches_ended(group, committed)  # None: what they kept from before is stale
         if ahead is not None and live is not None:
             live.keep_ahead(end, ahead())
         return len(notifications), end
+
+    def _write_batch(self, tx: Tx, group: Sequence[ReadModel], start: int, end: int,
+                     events: Sequence[tuple[int, Any]], under_lock: Sequence[ReadModel],
+                     later: WritesLater | None, batch_size: int, live: LiveState | None
+                     ) -> Callable[[], Sequence[Notification]] | None:
+        """Claim the batch from ``start`` to ``end`` for ``group`` in ``tx``, apply it to the
+        read models ``under_lock`` and run what ``later`` kept; return the read ahead of the
+        next batch, if any (``_read_ahead``).
+
+        Claim first, then apply: the claim runs first in the server, so the claimed rows
+        hold a rival runner until this transaction ends, and a runner that read a stale
+        position (its batch may overlap what a rival applied, or reach further) commits
+        nothing. On PostgreSQL the claim aborts the transaction itself when it is refused
+        (``claim_or_abort``), so ``COMMIT`` follows in the same flush and no answer is
+        waited for before it: one round trip a busy pass fewer (docs/performance.md, P5).
+        On SQLite each statement runs as it is sent, and the claim's answer is checked
+        after the apply."""
+        names = [read_model.name for read_model in group]
+        if tx.dialect is Dialect.POSTGRES:
+            claim_or_abort(tx, names, start, end)
+            apply_together(tx, under_lock, events)
+            return self._read_ahead(tx, end, batch_size, live)
+        claimed = claim(tx, names, start, end)
+        try:
+            apply_together(tx, under_lock, events)
+            if later is not None:
+                later.run_in(tx)
+            ahead = self._read_ahead(tx, end, batch_size, live)
+            claimed()
+        except ProjectionConflictError:
+            raise
+        except Exception as error:
+            conflict_over(claimed, error)  # a stale runner's apply may fail
+            raise
+        return ahead
 
     def _read_ahead(self, tx: Tx, end: int, batch_size: int, live: LiveState | None
                     ) -> Callable[[], Sequence[Notification]] | None:

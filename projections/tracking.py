@@ -18,6 +18,31 @@ TRACKING_DDL = (
 )
 
 
+# PostgreSQL: the claim as a function that aborts the transaction when any read model was not
+# at the batch's start, so a batch's COMMIT can be sent with its claim, without waiting for the
+# claim's answer first (``claim_or_abort``; docs/performance.md, P5). Its SQLSTATE is ours.
+CLAIM_REFUSED = "VL001"
+CLAIM_FUNCTION_DDL = f"""
+CREATE OR REPLACE FUNCTION vmledger_claim(names TEXT[], start_at BIGINT, reach BIGINT)
+RETURNS VOID LANGUAGE plpgsql AS $$
+DECLARE moved INTEGER;
+BEGIN
+    IF start_at = 0 THEN
+        INSERT INTO projection_tracking (name, position) SELECT unnest(names), reach
+        ON CONFLICT (name) DO UPDATE SET position = excluded.position
+        WHERE projection_tracking.position = 0;
+    ELSE
+        UPDATE projection_tracking SET position = reach
+        WHERE position = start_at AND name = ANY(names);
+    END IF;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    IF moved < cardinality(names) THEN
+        RAISE EXCEPTION USING ERRCODE = '{CLAIM_REFUSED}',
+            MESSAGE = 'another runner moved the position past ' || start_at || ' first';
+    END IF;
+END $$"""
+
+
 class ProjectionConflictError(Exception):
     """Another runner advanced the read model first; the batch was rolled back."""
 
@@ -67,6 +92,24 @@ def claim(tx: Tx, names: Sequence[str], start: int, position: int) -> Callable[[
                 f"{', '.join(sorted(missed))}: another runner moved the position past "
                 f"{start} first")
     return check
+
+
+def claim_or_abort(tx: Tx, names: Sequence[str], start: int, position: int) -> None:
+    """PostgreSQL: send the claim of ``claim`` as ``vmledger_claim``, which aborts ``tx``
+    (SQLSTATE ``CLAIM_REFUSED``, raised when the transaction's results are read: see
+    ``refused``) if any read model of ``names`` was not at ``start``. Nothing to wait for
+    before ``COMMIT``."""
+    tx.execute("SELECT vmledger_claim(?, ?, ?)", (list(names), start, position))
+
+
+def refused(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from, is ``vmledger_claim``'s refusal of
+    a claim (``claim_or_abort``)."""
+    while error is not None:
+        if getattr(error, "sqlstate", None) == CLAIM_REFUSED:
+            return True
+        error = error.__cause__
+    return False
 
 
 def conflict_over(check: Callable[[], None], error: Exception) -> None:
