@@ -94,6 +94,16 @@ def claim(tx: Tx, names: Sequence[str], start: int, position: int) -> Callable[[
     return check
 
 
+def check_at(tx: Tx, names: Iterable[str], start: int) -> None:
+    """Raise ``ProjectionConflictError`` unless every read model of ``names`` is at ``start``
+    in ``tx`` (a batch folded before its claim: ``projections.writes_later``)."""
+    moved = sorted(name for name, position in positions_in(tx, names)().items()
+                   if position != start)
+    if moved:
+        raise ProjectionConflictError(
+            f"{', '.join(moved)}: another runner moved the position from {start} first")
+
+
 def claim_or_abort(tx: Tx, names: Sequence[str], start: int, position: int) -> None:
     """PostgreSQL: send the claim of ``claim`` as ``vmledger_claim``, which aborts ``tx``
     (SQLSTATE ``CLAIM_REFUSED``, raised when the transaction's results are read: see

@@ -19,20 +19,21 @@ rows equal to them: a read model is a function of the log) when the claim holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from projections.db import Database, Dialect, Tx
 from projections.read_model import ReadModel, apply_together
-from projections.tracking import ProjectionConflictError, positions_in
+from projections.tracking import check_at
 
 
 class WritesLater(Tx):
     """A ``Tx`` over a read transaction that runs what reads rows (``submit``,
     ``submit_rows_by_key``) at once and keeps ``execute`` and ``executemany`` to be run,
-    in the order given, by ``run_in`` in another transaction. Asking for rows of a kept
-    statement (``fetchall``, ``fetchone``) raises ``TypeError``: a read model that does so
-    has no blind writes."""
+    in the order given, by ``run_in`` in another transaction. Parameters are kept as given,
+    not copied (``run_in``'s ``Tx`` copies them once): a read model builds them for the
+    call and never changes them after. Asking for rows of a kept statement (``fetchall``,
+    ``fetchone``) raises ``TypeError``: a read model that does so has no blind writes."""
 
     def __init__(self, reads: Tx):
         super().__init__(None, reads.dialect)
@@ -40,11 +41,11 @@ class WritesLater(Tx):
         self._kept: list[tuple[bool, str, Any]] = []  # (many, statement, params)
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
-        self._kept.append((False, statement, tuple(params)))
+        self._kept.append((False, statement, params))
 
     def executemany(self, statement: str, params_seq: Sequence[Sequence[Any]]) -> None:
         if params_seq:
-            self._kept.append((True, statement, [tuple(params) for params in params_seq]))
+            self._kept.append((True, statement, params_seq))
 
     def submit(self, statement: str, params: Sequence[Any] = ()
                ) -> Callable[[], list[dict[str, Any]]]:
@@ -72,20 +73,13 @@ def fold_outside_the_lock(db: Database, group: Sequence[Any], start: int,
     left to apply in the write transaction; elsewhere (PostgreSQL locks rows, not the
     database), or when none has blind writes, ``(None, group)``. Raises
     ``ProjectionConflictError`` when a read model of ``group`` is no longer at ``start``
-    (another runner moved it), as the claim would."""
+    (another runner moved it), as the claim would (``check_at``)."""
     blind = [rm for rm in group if isinstance(rm, ReadModel) and rm.blind_writes]
     if not blind or db.dialect is not Dialect.SQLITE:
         return None, list(group)
     with db.transaction(commit=False) as reads:
-        _check_at(reads, [rm.name for rm in group], start)
+        check_at(reads, [rm.name for rm in group], start)
         later = WritesLater(reads)
         apply_together(later, blind, events)
     return later, [rm for rm in group if rm not in blind]
 
-
-def _check_at(tx: Tx, names: Iterable[str], start: int) -> None:
-    positions = positions_in(tx, names)()
-    moved = sorted(name for name, position in positions.items() if position != start)
-    if moved:
-        raise ProjectionConflictError(
-            f"{', '.join(moved)}: another runner moved the position from {start} first")

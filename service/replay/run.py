@@ -23,9 +23,10 @@ from service.replay.trace import count_rows
 # generation (``gc.freeze``), in rows. The cache of 250,000 aggregates (service.replay.
 # commands) is millions of long-lived objects that the cyclic collector's full collections
 # walked again and again: 161 s of 410 such collections over the whole shard, with 68 s in
-# the younger ones (docs/performance.md, "The replay's garbage collector"). Frozen objects
-# are still freed when their last reference goes; only a cycle among them is never collected,
-# and the replay makes few (a refusal's traceback).
+# the younger ones (docs/performance.md, "The follower held SQLite's write lock; the
+# replay's garbage collector"). Frozen objects are still freed when their last reference
+# goes; only a cycle among them is never collected, and the replay makes few (a refusal's
+# traceback).
 FREEZE_EVERY_ROWS = 20_000
 
 # Replayer and Summary: for the tests.

@@ -98,4 +98,4 @@ def test_kept_statements_run_in_the_order_given():
     later.executemany("INSERT", [])  # nothing to send: not kept
     later.executemany("INSERT", [[4]])
     later.run_in(Recording())
-    assert sent == [("DELETE", [(1,), (2,)]), ("UPDATE", (3,)), ("INSERT", [(4,)])]
+    assert sent == [("DELETE", [[1], [2]]), ("UPDATE", [3]), ("INSERT", [[4]])]
