@@ -28,7 +28,7 @@ from service.api.app import create_app
 from service.container import Services
 from service.replay.run import catch_up, replay
 from service.settings import Settings
-from tests.integration.test_replay import TRACE
+from tests.trace import MISSING, TRACE
 
 CHROMIUM = Path(os.environ.get("VMLEDGER_CHROMIUM", "/usr/bin/chromium"))
 REQUIRE_BROWSER = os.environ.get("VMLEDGER_REQUIRE_BROWSER") == "1"
@@ -48,7 +48,7 @@ def _missing() -> str | None:
     if not CHROMIUM.is_file():
         return f"Chromium not found at {CHROMIUM} (apt-get install chromium chromium-driver)"
     if not TRACE.is_file():
-        return f"trace not found at {TRACE}; set VMLEDGER_TRACE to the task_events shard"
+        return MISSING
     return None
 
 

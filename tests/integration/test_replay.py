@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import os
 from collections import Counter
 from pathlib import Path
 from uuid import UUID, uuid4
@@ -29,21 +28,13 @@ from domain.vm import Vm
 from service.replay.commands import ReplayAppendFailedError, ReplayCommands
 from service.replay.trace import server_uuid, vm_uuid
 from tests.builders import create, event_names, new_vm, read_model_tables
+from tests.trace import TRACE, needs_trace
 
-REPO = Path(__file__).resolve().parents[2]
-TRACE = Path(os.environ.get(
-    "VMLEDGER_TRACE",
-    REPO.parent / "shared" / "data" / "google2011_task_events_part-00000-of-00500.csv.gz",
-))
 # Jobs 3,834..3,850 in order of first appearance: 2,089 rows holding every event type the shard
 # has (874 SUBMIT, 874 SCHEDULE, 6 EVICT, 9 FAIL, 277 FINISH, 49 KILL), with tasks submitted
 # again after an EVICT or a FAIL. The shard's first jobs are nearly all SUBMIT + SCHEDULE.
 SKIP_JOBS, MAX_JOBS = 3833, 17
 
-needs_trace = pytest.mark.skipif(
-    not TRACE.is_file(),
-    reason=f"trace not found at {TRACE}; set VMLEDGER_TRACE to the task_events shard",
-)
 
 
 # -- an independent fold of the trace ------------------------------------------------------

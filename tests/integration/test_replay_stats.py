@@ -5,27 +5,16 @@ rows the replay applied."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
-from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 
 from domain.transitions import STATE_EVENTS
 from service.api.app import create_app
 from service.container import Services
 from service.replay.run import catch_up, replay
+from tests.trace import TRACE, needs_trace
 
-TRACE = Path(os.environ.get(
-    "VMLEDGER_TRACE",
-    Path(__file__).resolve().parents[3] / "shared" / "data"
-    / "google2011_task_events_part-00000-of-00500.csv.gz",
-))
-needs_trace = pytest.mark.skipif(
-    not TRACE.is_file(),
-    reason=f"trace not found at {TRACE}; set VMLEDGER_TRACE to the task_events shard",
-)
 # Jobs 3,941..3,945 in order of first appearance: 127 rows holding every event type the shard
 # has (43 SUBMIT, 43 SCHEDULE, 1 EVICT, 3 FAIL, 32 FINISH, 5 KILL).
 SKIP_JOBS, MAX_JOBS = 3940, 5
