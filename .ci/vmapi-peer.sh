@@ -14,7 +14,7 @@
 # exactly what the *_keepalive_request cases send but expect the opposite answer.
 set -euo pipefail
 clone=$(cd "$(dirname "$0")/.." && pwd)
-shared="$(dirname "$clone")/shared"
+shared="${VMLEDGER_SHARED:-$(dirname "$clone")/shared}"  # .ci/run finds it
 peer="$shared/peer/sdc-vmapi"
 [ -f "$peer/run.sh" ] || { echo "vmapi-peer: no harness at $peer" >&2; exit 1; }
 command -v vmledger > /dev/null || { echo "vmapi-peer: vmledger is not installed" >&2; exit 1; }
