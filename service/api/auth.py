@@ -111,7 +111,7 @@ async def authorize(request: HTTPConnection) -> None:
     ``?token=``, as ``GET``, and refused with close code 1008. Async (it does no I/O), so
     FastAPI calls it on the event loop rather than with a thread-pool hop on every request."""
     route = request.scope.get("route")
-    path = getattr(route, "path", request.url.path)
+    path = getattr(route, "path", None) or request.scope["path"]
     if request.scope["type"] == "websocket":
         header = request.headers.get("authorization")
         token = request.query_params.get("token")

@@ -59,7 +59,7 @@ class Envelope:
                     headers[name] = value
                 answer["status"] = status = message["status"]
                 metrics.REQUESTS.labels(route=_route(scope), status=str(status)).inc()
-                access_log.info("%s %s %s", request.method, request.url.path, status,
+                access_log.info("%s %s %s", request.method, scope["path"], status,
                                 extra=_access_fields(request, status, started))
             await send(message)
 
@@ -70,7 +70,7 @@ class Envelope:
                 await self._respond(request, answer["headers"], answering)
             except Exception:
                 if "status" not in answer:
-                    access_log.exception("%s %s failed", request.method, request.url.path,
+                    access_log.exception("%s %s failed", request.method, scope["path"],
                                          extra=_access_fields(request, 500, started))
                 raise
 
@@ -126,8 +126,10 @@ def _route(scope: Scope) -> str:
 def _unstorable_in_url(request: Request) -> tuple[str, str] | None:
     """The first path or query text no route could look up or store (a NUL character:
     PostgreSQL's text refuses it), as (field, message), or None."""
-    if "\x00" in request.url.path:
+    if "\x00" in request.scope["path"]:
         return "path", "the path may not contain the NUL character"
+    if not request.scope.get("query_string"):
+        return None
     for name, value in request.query_params.multi_items():
         problem = unstorable({name: value})
         if problem:
@@ -140,7 +142,7 @@ def _access_fields(request: Request, status: int, started: float) -> dict[str, o
     and job)."""
     return {
         "method": request.method,
-        "path": request.url.path,
+        "path": request.scope["path"],
         "route": _route(request.scope),
         "status": status,
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),

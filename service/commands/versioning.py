@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from enum import StrEnum
 
 from domain import rules
@@ -86,12 +87,15 @@ def _compare(have: tuple[int, int, int], operator: str, major: int, minor: int |
             "<=": prefix <= wanted, "<": prefix < wanted}[operator]
 
 
+# Clients send the same few headers on every request; parsing one costs more than its answer.
+@lru_cache(maxsize=256)
 def negotiate(accept_version: str | None) -> str:
     """The version served for ``accept_version`` (``||``-separated ranges allowed), api.md
     "Versioning": no header and ``*`` mean version 1 (what VMAPI's clients and tests were
     written against); otherwise the newest supported version the range admits; a range that
     admits none of ours but admits VMAPI's own version (``~9``, ``9.x``) is served version 1.
-    Raises ``InvalidVersionError``."""
+    Raises ``InvalidVersionError`` (not remembered: a bad header is parsed each time).
+    Answers are remembered for the last 256 distinct headers."""
     if accept_version is None or accept_version.strip() in _ANY:
         return OLDEST_VERSION
     alternatives = [_comparators(term) for term in accept_version.split("||")]
