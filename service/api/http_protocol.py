@@ -1,7 +1,7 @@
-"""The HTTP protocol ``vmledger serve`` runs uvicorn with: h11's, with ``TCP_NODELAY`` set on
-every connection. httptools (cheaper per request) answers HEAD and ``Connection`` differently
-from what VMAPI's own curl-head tests expect (6 of 12 failed with it), so it is not used until
-``service/api/connection.py`` works with both (docs/performance.md, "A lean HTTP edge").
+"""The HTTP protocol ``vmledger serve`` runs uvicorn with: httptools' (llhttp, cheaper per
+request than h11's pure-Python parser: docs/performance.md, "A lean HTTP edge"), with
+``TCP_NODELAY`` set on every connection and the two header names VMAPI's clients read
+case-sensitively written as Node.js writes them.
 
 In multiprocess mode (``serve --workers N``) uvicorn binds the listening socket itself with
 ``proto`` 0; accepted sockets inherit it, and asyncio, which turns Nagle's algorithm off only
@@ -9,14 +9,25 @@ for sockets that say ``IPPROTO_TCP``, leaves it on. Every keep-alive response af
 then waited for the client's delayed ACK: about 40 ms a request on Linux (uvicorn issue #3149;
 found by bench/p1_commands.py, 48 ms a command with two workers against 4 ms with one:
 docs/performance.md, P1).
+
+uvicorn's httptools protocol lowercases every response header name; h11 writes them as the
+app gives them. Header names are case-insensitive (RFC 9110, 5.1), but VMAPI's own curl-head
+tests (Triton ZAPI-220) look for ``Connection: close`` as Node.js's restify sends it, and
+``service/api/connection.py`` gives ``Connection`` and ``Keep-Alive`` so. Every other name
+the app sends is lowercase already (Starlette lowercases them), as it was with h11.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+#: Response header names written capitalised, as Node.js writes them.
+CAPITALISED = {b"\r\nconnection: ": b"\r\nConnection: ", b"\r\nkeep-alive: ": b"\r\nKeep-Alive: "}
 
 
 class _NoDelay:
@@ -30,4 +41,38 @@ class _NoDelay:
 
 
 class NoDelayH11Protocol(_NoDelay, H11Protocol):
-    """uvicorn's h11 protocol with ``TCP_NODELAY``."""
+    """uvicorn's h11 protocol with ``TCP_NODELAY`` (the pure-Python parser, for comparison)."""
+
+
+class ResponseHeadCasing:
+    """One response's transport: its head (the first write that is not a ``1xx`` interim
+    answer, such as ``100 Continue``) gets the names in ``CAPITALISED`` back; the body, and
+    anything else, passes unchanged."""
+
+    def __init__(self, transport: asyncio.Transport):
+        self._transport = transport
+        self._head_written = False
+
+    def write(self, data: bytes) -> None:
+        if not self._head_written and not data.startswith(b"HTTP/1.1 1"):
+            self._head_written = True
+            head, separator, rest = data.partition(b"\r\n\r\n")
+            for lower, capitalised in CAPITALISED.items():
+                head = head.replace(lower, capitalised)
+            data = head + separator + rest
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):
+    """uvicorn's httptools protocol with ``TCP_NODELAY``, each response written through a
+    ``ResponseHeadCasing``."""
+
+    def on_headers_complete(self) -> None:
+        before = self.cycle
+        super().on_headers_complete()
+        # The new request's cycle (none for an upgrade to a WebSocket) has not started yet.
+        if self.cycle is not None and self.cycle is not before:
+            self.cycle.transport = ResponseHeadCasing(self.transport)  # type: ignore[assignment]

@@ -66,14 +66,14 @@ def serve(
     import uvicorn
 
     from service.api.app import KEEP_ALIVE_S, refuse_open_bind_without_tokens
-    from service.api.http_protocol import NoDelayH11Protocol
+    from service.api.http_protocol import NoDelayHttpToolsProtocol
 
     settings = Settings()
     refuse_open_bind_without_tokens(settings, host)
     check_database(settings)
     options = {"log_config": setup_logging(settings), "log_level": settings.log_level.lower(),
                "access_log": False, "timeout_keep_alive": KEEP_ALIVE_S,
-               "http": NoDelayH11Protocol, "ws": "websockets-sansio"}
+               "http": NoDelayHttpToolsProtocol, "ws": "websockets-sansio"}
     if workers > 1:  # processes of our own: uvicorn's share one socket and balance badly
         from service.api.processes import serve_processes
 

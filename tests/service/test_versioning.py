@@ -73,6 +73,17 @@ def test_an_unsatisfiable_range_raises_invalid_version_with_the_supported_list(h
     assert "1.0.0, 2.0.0" in str(refused.value)
 
 
+def test_answers_are_remembered_and_refusals_are_not():
+    # negotiate runs on every request; its answers are cached, a bad header refused each time
+    negotiate.cache_clear()
+    assert negotiate("~2") == negotiate("~2") == "2.0.0"
+    assert negotiate.cache_info().hits == 1
+    for _ in range(2):
+        with pytest.raises(InvalidVersionError):
+            negotiate("~3")
+    assert negotiate.cache_info().currsize == 1
+
+
 # -- Behaviour.admit: one test per row of the table -----------------------------------------
 
 
