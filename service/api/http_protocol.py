@@ -23,7 +23,6 @@ import asyncio
 import socket
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 #: Response header names written capitalised, as Node.js writes them.
@@ -38,10 +37,6 @@ class _NoDelay:
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         super().connection_made(transport)  # type: ignore[misc]
-
-
-class NoDelayH11Protocol(_NoDelay, H11Protocol):
-    """uvicorn's h11 protocol with ``TCP_NODELAY`` (the pure-Python parser, for comparison)."""
 
 
 class ResponseHeadCasing:

@@ -13,10 +13,9 @@ import time
 
 import pytest
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from service.api.http_protocol import NoDelayH11Protocol, NoDelayHttpToolsProtocol
+from service.api.http_protocol import NoDelayHttpToolsProtocol
 
 # A body that holds what the head's names look like: it must pass unchanged.
 BODY = b"ok\r\nconnection: close\r\nkeep-alive: x\r\n"
@@ -88,16 +87,15 @@ def _complete(answer: bytes) -> bool:
 GET = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
-@pytest.mark.parametrize("protocol", [NoDelayHttpToolsProtocol, NoDelayH11Protocol])
-def test_connections_accepted_on_a_proto_0_listener_get_tcp_nodelay(protocol):
-    assert served(protocol, GET)[0] == 1
+def test_connections_accepted_on_a_proto_0_listener_get_tcp_nodelay():
+    assert served(NoDelayHttpToolsProtocol, GET)[0] == 1
+    assert served(NoDelayHttpToolsProtocol, GET, loop="asyncio")[0] == 1
 
 
-@pytest.mark.parametrize("protocol", [HttpToolsProtocol, H11Protocol])
-def test_without_it_uvicorn_leaves_nagle_on_for_such_connections(protocol):
+def test_without_it_uvicorn_leaves_nagle_on_for_such_connections():
     # The reason for _NoDelay; if uvicorn fixes #3149, this fails and it can go.
     # (uvloop, which serve runs on, sets TCP_NODELAY itself; asyncio's loop does not.)
-    assert served(protocol, GET, loop="asyncio")[0] == 0
+    assert served(HttpToolsProtocol, GET, loop="asyncio")[0] == 0
 
 
 def test_httptools_writes_connection_and_keep_alive_capitalised_and_nothing_else_changed():
