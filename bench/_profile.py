@@ -32,17 +32,21 @@ def py_spy() -> str:
 
 
 class Profiler:
-    """``py-spy record`` attached to ``pids`` for ``seconds``, writing into ``out_dir``."""
+    """``py-spy record`` attached to ``pids`` for ``seconds``, writing into ``out_dir``.
+    ``gil=True`` keeps only the samples of the thread holding the GIL: where the Python CPU
+    goes, without the waits that dominate an every-thread profile (it pauses the process to
+    read, so it is not ``--nonblocking``)."""
 
     def __init__(self, out_dir: str | Path, label: str, pids: list[int], seconds: float,
-                 rate: int = 200, *, idle: bool = False):
+                 rate: int = 200, *, idle: bool = False, gil: bool = False):
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.files = [self.out_dir / f"{label}-{pid}.txt" for pid in pids]
         self.processes = [
             subprocess.Popen(
                 [py_spy(), "record", "--pid", str(pid), "--duration", str(max(1, int(seconds))),
-                 "--rate", str(rate), "--format", "raw", "--nonblocking", "-o", str(path),
+                 "--rate", str(rate), "--format", "raw", "-o", str(path),
+                 *(["--gil"] if gil else ["--nonblocking"]),
                  *(["--idle", "--threads"] if idle else [])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for pid, path in zip(pids, self.files, strict=True)

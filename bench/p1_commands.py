@@ -14,6 +14,7 @@ without the ``NOTIFY``, and 16 threads appending one-event inserts through the r
 with Python in the loop (the service's insert and the library's, alternated).
 
     python bench/p1_commands.py [--quick] [--api-workers 2] [--job-workers 0] [--seconds 30]
+        [--profile DIR [--profile-gil]]
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ def main() -> None:
                    help="extra environment for the service processes")
     p.add_argument("--profile", metavar="DIR",
                    help="py-spy the API and projector processes during the window")
+    p.add_argument("--profile-gil", action="store_true",
+                   help="with --profile: the API processes' samples only of the thread "
+                        "holding the GIL (their CPU, not their waits)")
     args = p.parse_args()
     if args.quick:
         args.seconds, args.pgbench_seconds = 3.0, 1.0
@@ -146,7 +150,7 @@ def main() -> None:
                 meter["m"].start()
                 if args.profile:
                     profilers.append(Profiler(args.profile, "p1-api", deployment.pids("serve"),
-                                              args.seconds))
+                                              args.seconds, gil=args.profile_gil))
                     profilers.append(Profiler(args.profile, "p1-projector",
                                               deployment.pids("project"), args.seconds,
                                               idle=True))

@@ -20,6 +20,9 @@ import re
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 CURL_USER_AGENT = re.compile(rb"^curl.+")
+#: The names this middleware writes, capitalised as Node.js writes them (and as
+#: service/api/http_protocol.py keeps them on the wire).
+CONNECTION, KEEP_ALIVE = b"Connection", b"Keep-Alive"
 
 
 class ConnectionHeaders:
@@ -45,9 +48,9 @@ class ConnectionHeaders:
                            if name.lower() not in (b"connection", b"keep-alive")
                            and not (curl and head and name.lower() == b"content-length")]
                 if close:
-                    headers.append((b"Connection", b"close"))
+                    headers.append((CONNECTION, b"close"))
                 else:
-                    headers += [(b"Connection", b"keep-alive"), (b"Keep-Alive", self.keep_alive)]
+                    headers += [(CONNECTION, b"keep-alive"), (KEEP_ALIVE, self.keep_alive)]
                 message = {**message, "headers": headers}
             await send(message)
 

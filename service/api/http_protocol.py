@@ -25,8 +25,11 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-#: Response header names written capitalised, as Node.js writes them.
-CAPITALISED = {b"\r\nconnection: ": b"\r\nConnection: ", b"\r\nkeep-alive: ": b"\r\nKeep-Alive: "}
+from service.api.connection import CONNECTION, KEEP_ALIVE
+
+#: What httptools writes for each capitalised name ConnectionHeaders gives, and what it gave.
+CAPITALISED = {b"\r\n" + name.lower() + b": ": b"\r\n" + name + b": "
+               for name in (CONNECTION, KEEP_ALIVE)}
 
 
 class _NoDelay:
