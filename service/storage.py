@@ -18,15 +18,14 @@ import psycopg
 from eventsourcing.persistence import (
     IntegrityError, InterfaceError, Notification, OperationalError, StoredEvent,
 )
-from eventsourcing.postgres import (
-    PostgresAggregateRecorder, PostgresApplicationRecorder,
-)
+from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier
 
 from projections.db import Dialect, Tx
 from service.commands.idempotency import insert_in_recorder
+from service.storage_statements import AppendStatements, StreamReads
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
@@ -81,6 +80,18 @@ class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
 class PostgresLedgerRecorder(PostgresApplicationRecorder):
     """PostgreSQL event store (the library's gap-free insert under a table lock)."""
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._append_sql = AppendStatements(self)
+        self._stream_reads = StreamReads(self)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_events(self, originator_id: UUID | str, *, gt: int | None = None,
+                      lte: int | None = None, desc: bool = False, limit: int | None = None
+                      ) -> Sequence[StoredEvent]:
+        """The library's stream read (service/storage_statements.py, ``StreamReads``)."""
+        return self._stream_reads.select(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any
                       ) -> Sequence[int] | None:
         """The library's insert, as a group commit of one append (``insert_batch``): the
@@ -99,16 +110,19 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_batch(self, appends: Sequence[Append]) -> list[Outcome]:
         """Group commit: every append of ``appends`` in ONE transaction, under ONE table
-        lock, with ONE ``NOTIFY`` and ONE WAL flush; each append under its own savepoint, so
-        one that conflicts (a stream's version, or an idempotency key, already taken) is
-        rolled back alone and the others commit. Returns one outcome per append, in order;
-        their notification ids are consecutive in the order given, as one insert's are.
+        lock, with ONE ``NOTIFY`` and ONE WAL flush; an append that conflicts (a stream's
+        version, or an idempotency key, already taken) fails alone and the others commit.
+        Returns one outcome per append, in order; their notification ids are consecutive in
+        the order given, as one insert's are.
 
         Every statement, ``COMMIT`` included, goes in one pipeline flush: one round trip
-        while the lock is held when nothing conflicts. A conflict aborts the rest of the
-        flush: its savepoint is rolled back, and the appends after it are sent again in the
-        same transaction (docs/performance.md, "Group commit"). Anything but a conflict
-        rolls the whole transaction back and raises the library's error.
+        while the lock is held when nothing conflicts. The first flush has no savepoints
+        (a batch almost never conflicts, and two statements an append were a fifth of the
+        committer's Python); when an append conflicts, the transaction is rolled back and
+        the others are sent again, each under its own savepoint: a conflict among those
+        rolls back its savepoint, and the appends after it are sent again in the same
+        transaction (docs/performance.md, "Group commit"). Anything but a conflict rolls
+        the whole transaction back and raises the library's error.
         """
         if self.datastore.enable_db_functions:  # pragma: no cover - vmledger never enables it
             raise NotImplementedError("group commit needs the table lock, not db functions")
@@ -120,16 +134,27 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
             # the connection's next use).
             threshold, conn.prepare_threshold = conn.prepare_threshold, None
             try:
-                first = True
+                begin, savepoints = True, False
                 while todo:
-                    failed = self._send_appends(conn, appends, todo, outcomes, begin=first)
-                    first = False
+                    written, failed = self._send_appends(conn, appends, todo, begin=begin,
+                                                         savepoints=savepoints)
+                    if failed is None or savepoints:
+                        for index, ids in written:
+                            outcomes[index] = ids
                     if failed is None:
                         break
-                    conn.execute("ROLLBACK TO SAVEPOINT append")
-                    todo = todo[todo.index(failed) + 1:]
-                    if not todo:
-                        conn.execute("COMMIT")
+                    index, conflict = failed
+                    outcomes[index] = conflict
+                    if savepoints:
+                        conn.execute("ROLLBACK TO SAVEPOINT append")
+                        todo = todo[todo.index(index) + 1:]
+                        begin = False
+                        if not todo:
+                            conn.execute("COMMIT")
+                    else:  # nothing of the first flush stays: send the rest again
+                        conn.execute("ROLLBACK")
+                        todo.remove(index)
+                        savepoints = True
             except BaseException:
                 # Not on a closed connection (a bounded wait ran out: BoundedConnection closes
                 # it): its ROLLBACK would raise over the error that says why.
@@ -141,35 +166,39 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
                 conn.prepare_threshold = threshold
         return outcomes  # type: ignore[return-value] - every slot was filled
 
-    def _send_appends(self, conn: Any, appends: Sequence[Append], todo: list[int],
-                      outcomes: list[Outcome | None], *, begin: bool) -> int | None:
-        """One pipeline flush of the appends ``todo`` and ``COMMIT``; fills ``outcomes``.
-        Returns the index of the append that conflicted (its savepoint still to be rolled
-        back, the transaction open), or None when all committed."""
+    def _send_appends(self, conn: Any, appends: Sequence[Append], todo: list[int], *,
+                      begin: bool, savepoints: bool
+                      ) -> tuple[list[tuple[int, list[int]]], tuple[int, IntegrityError] | None]:
+        """One pipeline flush of the appends ``todo`` (``BEGIN`` and the lock first if
+        ``begin``; each under a savepoint if ``savepoints``) and ``COMMIT``. Returns the
+        notification ids of each append written before the first that conflicted, and that
+        one's index and ``IntegrityError`` (the transaction then open, and aborted), or None
+        when all committed."""
         inserts = []
         error: Exception | None = None
         with conn.pipeline() as pipeline:
             try:
                 with conn.cursor() as curs:
                     if begin:
-                        curs.execute("BEGIN")
-                        self._lock_table(curs)
-                        self._notify_channel(curs)
+                        for statement in self._append_sql.opening:
+                            curs.execute(statement)
                     for index in todo:
                         # Listed first: an error may come back while this append is sent.
                         insert = conn.cursor()
                         inserts.append((index, insert))
                         stored_events, kwargs = appends[index]
-                        curs.execute("SAVEPOINT append")
+                        if savepoints:
+                            curs.execute("SAVEPOINT append")
                         insert_in_recorder(curs, Dialect.POSTGRES, kwargs)
-                        PostgresAggregateRecorder._insert_stored_events(  # the INSERT alone
-                            self, insert, stored_events)
-                        curs.execute("RELEASE SAVEPOINT append")
+                        self._append_sql.insert(insert, stored_events)
+                        if savepoints:
+                            curs.execute("RELEASE SAVEPOINT append")
                     curs.execute("COMMIT")
                 pipeline.sync()
             except psycopg.errors.IntegrityError as e:  # raised below, outside the pipeline
                 error = e
                 _drain(pipeline)
+        written: list[tuple[int, list[int]]] = []
         for index, insert in inserts:
             result = insert.pgresult
             if result is None or result.status != psycopg.pq.ExecStatus.TUPLES_OK:
@@ -177,12 +206,11 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
                     raise AssertionError("an append produced no ids and no error")
                 conflict = IntegrityError(error)
                 conflict.__cause__ = error
-                outcomes[index] = conflict
-                return index
-            outcomes[index] = [row["notification_id"] for row in insert.fetchall()]
+                return written, (index, conflict)
+            written.append((index, sorted(row["notification_id"] for row in insert.fetchall())))
         if error is not None:  # pragma: no cover - the error came from no append
             raise error
-        return None
+        return written, None
 
     def submit_notifications(self, tx: Tx, after: int, limit: int
                              ) -> Callable[[], list[Notification]]:

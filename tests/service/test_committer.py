@@ -90,6 +90,43 @@ def test_a_batch_with_one_conflicting_command_commits_the_others(services, monke
     assert verify_chains(services.app) == []
 
 
+@pytest.mark.parametrize("stale_at", [(0,), (4,), (0, 4), (1, 2, 3), (0, 1, 2, 3, 4)])
+def test_conflicts_anywhere_in_a_batch_fail_alone_and_the_rest_commit_in_order(
+        services, monkeypatch, stale_at):
+    # The first flush has no savepoints: a conflict there rolls the whole transaction back,
+    # and the rest are sent again, under savepoints, where a second conflict is met.
+    vms = [create(services).vm_uuid for _ in range(6)]
+    head, batch_vms = vms[0], vms[1:]
+    stale = {i: renamed(services, batch_vms[i], "stale") for i in stale_at}
+    for i in stale_at:
+        services.app.save(renamed(services, batch_vms[i], "winner"))
+    committer = services.commands.committer
+    gate = Gate(services, monkeypatch)
+    held = committer.submit(renamed(services, head, "held"))
+    assert gate.entered.wait(10)
+    futures = [committer.submit(stale[i] if i in stale else renamed(services, vm, f"new-{i}"),
+                                **key_record(services, f"k{i}", renamed(services, vm, "-")))
+               for i, vm in enumerate(batch_vms)]
+    gate.open()
+    held.result(10)
+
+    positions = []
+    for i, (vm, future) in enumerate(zip(batch_vms, futures, strict=True)):
+        key = IdempotencyKey("tester", f"k{i}", f"fingerprint-k{i}")
+        if i in stale:
+            with pytest.raises(IntegrityError):
+                future.result(10)
+            assert services.commands.load(vm).alias == "winner"
+            assert services.commands.keys.find(key) is None
+        else:
+            positions.append(future.result(10)[-1].notification.id)
+            assert services.commands.load(vm).alias == f"new-{i}"
+            assert services.commands.keys.find(key) is not None
+    assert gate.sizes == [1, 5]
+    assert positions == sorted(positions)
+    assert verify_chains(services.app) == []
+
+
 def test_a_repeated_idempotency_key_in_one_batch_fails_only_the_second(services, monkeypatch):
     vms = [create(services).vm_uuid for _ in range(3)]
     committer = services.commands.committer
