@@ -16,7 +16,11 @@ from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import (
-    IntegrityError, InterfaceError, Notification, OperationalError, StoredEvent,
+    IntegrityError,
+    InterfaceError,
+    Notification,
+    OperationalError,
+    StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
