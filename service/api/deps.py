@@ -3,6 +3,8 @@ and the shape of accepted-command responses."""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import hashlib
 import json
 import time
@@ -23,12 +25,15 @@ from service.api.field_errors import field_errors
 from service.api.params import int_or_none
 from service.api.fast_json import FastJSONResponse
 from service.commands.application import Accepted
+from service.commands.committer import CommitWaitTimeout
 from service.container import Services
 from service.commands.idempotency import IdempotencyKey
 from service.logs import bind
 from service.commands.versioning import OLDEST, Behaviour
+from service.db_limits import request_wait_bound
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def services_of(request: Request) -> Services:
@@ -83,6 +88,24 @@ def if_match_of(request: Request) -> int | None:
         raise invalid_parameters(request, [{"field": "If-Match", "code": "Invalid",
                                             "message": 'must be a version, e.g. "7", or *'}])
     return version
+
+
+async def command(request: Request, run: Callable[[], T]) -> T:
+    """Run ``run`` (a call of ``Commands``: load, decide, save) to its end on the committer's
+    thread and await its result or error, with no thread-pool hop (service/commands/tasks.py).
+
+    The wait ends after the request's database bound, as the request's own database calls
+    do: then ``CommitWaitTimeout`` (a 503) says whether the command was withdrawn before it
+    started (it never will) or may still be appended (a retry with its ``Idempotency-Key``,
+    or a read, tells)."""
+    future = services_of(request).commands.committer.run(run, contextvars.copy_context())
+    bound = request_wait_bound()
+    try:
+        # On the timeout wait_for cancels the wrapper, which withdraws a task not yet started.
+        return await asyncio.wait_for(asyncio.wrap_future(future), bound)
+    except TimeoutError:
+        assert bound is not None
+        raise CommitWaitTimeout(bound, withdrawn=future.cancelled()) from None
 
 
 def read_your_writes(request: Request, services: Services, names: tuple[str, ...],

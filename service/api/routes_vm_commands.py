@@ -1,6 +1,11 @@
 """VM commands: CreateVm, the actions (``POST /vms/{uuid}?action=``) and DeleteVm. Each turns
 its request into one call of ``Commands`` (``create_vm``, ``request_action``, ``change_nics``,
-or the quarantine's) and answers 202 with the job; the reads are ``service.api.routes_vms``."""
+or the quarantine's) and answers 202 with the job; the reads are ``service.api.routes_vms``.
+
+The routes are ``async``: CreateVm, the lifecycle actions and DeleteVm hand their command to
+the committer's thread and await it (``deps.command``), with no thread-pool hop; what waits
+for a read model (``sync=true``, a create's networks, the NIC and quarantine actions, which
+answer with the VM as it now is) still runs in the thread pool."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from typing import Any
 
 from fastapi import APIRouter, Body, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from domain.errors import ValidationError
 from domain.states import Action
@@ -18,6 +24,7 @@ from service.api.deps import (
     accepted,
     behaviour_of,
     cause_of,
+    command,
     idempotency_of,
     if_match_of,
     parse_body,
@@ -53,19 +60,22 @@ NIC_ACTIONS = ("add_nics", "remove_nics")
 
 
 @router.post("/vms", status_code=202)
-def create_vm(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+async def create_vm(request: Request, data: dict[str, Any] | None = Body(None)
+                    ) -> JSONResponse:
     """CreateVm: records the VM and queues its provision job."""
     Query(request, {"sync"}).check()
     spec_in = parse_body(request, CreateVmRequest, data, message=CREATE_MESSAGE)
     require_owner(request, str(spec_in.owner_uuid))
     try:
-        return _create(request, spec_in, data)
+        return await _create(request, spec_in, data)
     except ValidationError as error:  # networks, volumes: VMAPI's top-level text
         raise invalid_parameters(request, error.errors, message=CREATE_MESSAGE) from None
 
 
-def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, Any] | None
-            ) -> JSONResponse:
+async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, Any] | None
+                  ) -> JSONResponse:
+    networks = (await run_in_threadpool(_networks, request, spec_in.networks)
+                if spec_in.networks is not None else [])
     spec = VmSpec(
         owner_uuid=str(spec_in.owner_uuid),
         brand=spec_in.brand,
@@ -80,27 +90,27 @@ def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, Any] | N
         server_uuid=str(spec_in.server_uuid) if spec_in.server_uuid else None,
         volumes=[{"volume_uuid": str(m.volume_uuid), "mountpoint": m.mountpoint}
                  for m in spec_in.volumes],
-        networks=tuple(_networks(request, spec_in.networks)),
+        networks=tuple(networks),
     )
     services = services_of(request)
-    result = services.commands.create_vm(
-        spec, cause=cause_of(request), vm_uuid=str(spec_in.uuid) if spec_in.uuid else None,
-        idempotency=idempotency_of(request, data), context=_x_context(request),
-    )
+    cause, vm_uuid = cause_of(request), str(spec_in.uuid) if spec_in.uuid else None
+    idempotency, context = idempotency_of(request, data), _x_context(request)
+    result = await command(request, lambda: services.commands.create_vm(
+        spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))
     if request.query_params.get("sync") == "true":
-        wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+        await run_in_threadpool(wait_for_job, services, result.job_uuid, SYNC_TIMEOUT_S)
     return accepted(request, result)
 
 
 @router.post("/vms/{vm_uuid}")
-def act_on_vm(vm_uuid: str, request: Request,
-              data: dict[str, Any] | None = Body(None)) -> JSONResponse:
+async def act_on_vm(vm_uuid: str, request: Request,
+                    data: dict[str, Any] | None = Body(None)) -> Response:
     """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job);
     ``quarantine|release`` (operator; 200 with the VM)."""
     if request.query_params.get("action") in QUARANTINE_ACTIONS:
-        return quarantine_action(vm_uuid, request, data)
+        return await run_in_threadpool(quarantine_action, vm_uuid, request, data)
     if request.query_params.get("action") in NIC_ACTIONS:
-        return _nic_action(vm_uuid, request, data)
+        return await run_in_threadpool(_nic_action, vm_uuid, request, data)
     query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout"})
     idempotent = query.boolean("idempotent")
     sync = query.boolean("sync")
@@ -121,10 +131,10 @@ def act_on_vm(vm_uuid: str, request: Request,
         args = _update_args(parsed)
     owner_uuid = query.owner_uuid or (
         str(parsed.owner_uuid) if parsed.owner_uuid else None)
-    return _request(request, vm_uuid, action, args=args, owner_uuid=owner_uuid,
-                    idempotent=idempotent or bool(parsed.idempotent),
-                    sync=sync or bool(parsed.sync), context=parsed.context,
-                    idempotency=idempotency_of(request, data))
+    return await _request(request, vm_uuid, action, args=args, owner_uuid=owner_uuid,
+                          idempotent=idempotent or bool(parsed.idempotent),
+                          sync=sync or bool(parsed.sync), context=parsed.context,
+                          idempotency=idempotency_of(request, data))
 
 
 def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
@@ -136,15 +146,15 @@ def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
 
 
 @router.delete("/vms/{vm_uuid}")
-def delete_vm(vm_uuid: str, request: Request) -> Response:
+async def delete_vm(vm_uuid: str, request: Request) -> Response:
     """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2")."""
     query = Query(request, {"sync", *CLIENT_EXTRAS})
     sync = query.boolean("sync")
     _client_extras(query)
     query.check()
-    return _request(request, vm_uuid, Action.DESTROY, args={},
-                    owner_uuid=query.owner_uuid, idempotent=False, sync=sync,
-                    context=None, idempotency=idempotency_of(request, None))
+    return await _request(request, vm_uuid, Action.DESTROY, args={},
+                          owner_uuid=query.owner_uuid, idempotent=False, sync=sync,
+                          context=None, idempotency=idempotency_of(request, None))
 
 
 def _networks(request: Request, networks: Any) -> list[NicRequest]:
@@ -181,23 +191,24 @@ def _client_extras(query: Query) -> None:
     query.uuid("creator_uuid")
 
 
-def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, Any],
-             owner_uuid: str | None, idempotent: bool, sync: bool,
-             context: dict[str, Any] | None,
-             idempotency: IdempotencyKey | None) -> Response:
+async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, Any],
+                   owner_uuid: str | None, idempotent: bool, sync: bool,
+                   context: dict[str, Any] | None,
+                   idempotency: IdempotencyKey | None) -> Response:
     services = services_of(request)
     context = context or _x_context(request)
-    result = services.commands.request_action(
+    behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
+    result = await command(request, lambda: services.commands.request_action(
         vm_uuid.lower(), action,
-        behaviour=behaviour_of(request),
-        cause=cause_of(request),
+        behaviour=behaviour,
+        cause=cause,
         args=args,
         context=context,
         idempotent=idempotent,
-        if_match=if_match_of(request),
+        if_match=if_match,
         owner_uuid=owner_uuid.lower() if owner_uuid else None,
         idempotency=idempotency,
-    )
+    ))
     if result.job_uuid is None:
         # Destroyed at once, with no job (v2 DeleteVm of a VM whose server was removed).
         headers = {"ETag": f'"{result.version}"'}
@@ -205,7 +216,7 @@ def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, 
             headers["x-log-position"] = str(result.position)
         return Response(status_code=204, headers=headers)
     if sync:
-        wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+        await run_in_threadpool(wait_for_job, services, result.job_uuid, SYNC_TIMEOUT_S)
     return accepted(request, result)
 
 

@@ -36,7 +36,7 @@ from domain.vm import Vm
 from domain.volume import Volume
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
 from service.commands.networks import NetworkNotFoundError
-from service.commands.retry import ConflictRetriesExhaustedError, back_off
+from service.commands.retry import ConflictRetriesExhaustedError, back_off_s
 from service.commands.snapshots import snapshot_long_streams
 
 R = TypeVar("R")
@@ -160,7 +160,7 @@ class Changes:
                     self.on_conflict()
                 else:
                     return Changed(decision, aggregate, position)
-            back_off(attempt)
+            self.committer.pause(back_off_s(attempt))  # a command task parks instead
         raise ConflictRetriesExhaustedError(
             f"{kind.__name__.lower()} {uuid}: {self.retries} conflicting writes")
 

@@ -12,6 +12,8 @@ recordings, so its own position.
 
 One committer thread a process takes whatever appends are waiting when it is free (no timer:
 batches grow with the load, and a lone command is written at once), at most ``max_appends``.
+The same thread runs the commands of async HTTP routes to their end (``run``; one greenlet
+each, service/commands/tasks.py): their appends join the batches like any other thread's.
 """
 
 from __future__ import annotations
@@ -19,20 +21,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from concurrent.futures import Future, TimeoutError as FutureTimeout
-from typing import Any
+from contextvars import Context
+from typing import Any, TypeVar
 
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Notification, OperationalError, Recording
 
+from service.commands.tasks import SAVE, SLEEP, CommandTask, Tasks, current_task
+from service.commands.turns import Turns
 from service.db_limits import request_wait_bound
 from service.storage import Append, Outcome
 
 log = logging.getLogger(__name__)
 
 Recordings = list[Recording[Any]]
+T = TypeVar("T")
 _NO_TURN: AbstractContextManager[None] = nullcontext()  # reusable: it holds nothing
 
 
@@ -56,7 +62,7 @@ class Handover:
     shard's replay (docs/performance.md). ``done`` once settled; then ``outcome`` is its
     recordings, or the exception it met."""
 
-    __slots__ = ("processing", "stored", "future", "done", "outcome")
+    __slots__ = ("processing", "stored", "future", "done", "outcome", "task")
 
     def __init__(self, processing: ProcessingEvent[Any], stored: Sequence[Any], *,
                  future: bool = True):
@@ -65,6 +71,7 @@ class Handover:
         self.future: Future[Recordings] | None = Future() if future else None
         self.done = False
         self.outcome: Recordings | BaseException | None = None
+        self.task: CommandTask | None = None  # a command task parked on this append
 
     def settle(self, outcome: Recordings | BaseException) -> None:
         """Record the outcome (the committer's thread, or ``submit`` for an empty append)."""
@@ -89,16 +96,6 @@ def _collected(aggregates: Sequence[Any], kwargs: dict[str, Any]) -> ProcessingE
     return processing
 
 
-class _Gate:
-    """One stream's turn, and how many callers hold or wait for it."""
-
-    __slots__ = ("lock", "users")
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()  # a decision may change its own stream again
-        self.users = 0
-
-
 class Committer:
     """Saves aggregates as ``Application.save`` does (the same recordings, the same errors;
     aggregates only, with ``save``'s keyword arguments), batching concurrent callers into one
@@ -121,11 +118,13 @@ class Committer:
         self._settled = threading.Condition()  # notified after each batch's outcomes
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._gates: dict[str, _Gate] = {}
-        self._gates_lock = threading.Lock()
         # A process whose changes all run on one thread (the replay) has no turns to take: a
         # turn's gate and locks were a tenth of the whole shard's replay (docs/performance.md).
         self._one_thread = one_thread
+        self._turns = Turns(on_release=self._turn_released)
+        self._tasks = Tasks(turn_free=self._turns.free_for)  # only the thread's own
+        # handed over by ``run``, not yet started: (command, context, future)
+        self._incoming: list[tuple[Callable[[], Any], Context, Future[Any]]] = []
         self.batches = 0  # how many transactions, and how many appends they held
         self.appends = 0
 
@@ -135,22 +134,28 @@ class Committer:
         meet in one batch with the same expected version, one of them bound to conflict.
         Other streams, and other processes, are not held. Built ``one_thread``, nothing is
         held: there is no other caller."""
-        return _NO_TURN if self._one_thread else self._turn(stream)
+        return _NO_TURN if self._one_thread else self._turns.held(stream)
 
-    @contextmanager
-    def _turn(self, stream: object) -> Iterator[None]:
-        key = str(stream).lower()
-        with self._gates_lock:
-            gate = self._gates.setdefault(key, _Gate())
-            gate.users += 1
-        try:
-            with gate.lock:
-                yield
-        finally:
-            with self._gates_lock:
-                gate.users -= 1
-                if not gate.users:
-                    del self._gates[key]
+    def run(self, command: Callable[[], T], context: Context) -> Future[T]:
+        """Run ``command`` (synchronous code that may load, decide and ``save``) on the
+        committer's thread in ``context``, as a task that parks where a thread would wait
+        (service/commands/tasks.py); a future of its result or error. Cancelling the future
+        before the task starts withdraws it (it never runs)."""
+        future: Future[T] = Future()
+        with self._wake:
+            self._check_open()
+            self._incoming.append((command, context, future))
+            self._start_thread()
+            self._wake.notify()
+        return future
+
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` (a back-off): a task parks instead, and the thread goes on."""
+        task = current_task(self)
+        if task is None:
+            time.sleep(seconds)
+        else:
+            task.park(SLEEP, time.monotonic() + seconds)
 
     def save(self, *aggregates: Any, **kwargs: Any) -> Recordings:
         """Append the aggregates' pending events (with ``kwargs``, e.g. an idempotency
@@ -160,7 +165,11 @@ class Committer:
 
         Within an HTTP request the wait ends after the request's database bound
         (``request_wait_bound``), as the request's own database calls do: then an append
-        still queued is withdrawn, and ``CommitWaitTimeout`` says whether it may yet commit."""
+        still queued is withdrawn, and ``CommitWaitTimeout`` says whether it may yet commit.
+        A command task (``run``) parks until its batch is written instead of waiting."""
+        task = current_task(self)
+        if task is not None:
+            return self._save_parked(task, aggregates, kwargs)
         future = self.submit(*aggregates, **kwargs)
         bound = request_wait_bound()
         try:
@@ -172,6 +181,16 @@ class Committer:
             if future.done():  # answered just now
                 return future.result()
             raise CommitWaitTimeout(bound, withdrawn=False) from None
+
+    def _save_parked(self, task: CommandTask, aggregates: Sequence[Any],
+                     kwargs: dict[str, Any]) -> Recordings:
+        pending = self._hand(aggregates, kwargs, future=False, task=task)
+        if not pending.done:
+            task.park(SAVE, pending)  # resumed once ``_commit`` settles it
+        if isinstance(pending.outcome, BaseException):
+            raise pending.outcome
+        assert pending.outcome is not None
+        return pending.outcome
 
     def submit(self, *aggregates: Any, **kwargs: Any) -> Future[Recordings]:
         """``save`` without waiting: a future of its recordings."""
@@ -199,30 +218,45 @@ class Committer:
         return handover.outcome
 
     def _hand(self, aggregates: Sequence[Any], kwargs: dict[str, Any], *,
-              future: bool) -> Handover:
+              future: bool, task: CommandTask | None = None) -> Handover:
         processing = _collected(aggregates, kwargs)
         pending = Handover(processing,
                            [self.app.mapper.to_stored_event(e) for e in processing.events],
                            future=future)
+        pending.task = task
         if not pending.stored:
             pending.settle([])
             return pending
         with self._wake:
-            if self._closed:
-                raise RuntimeError("the committer is closed")
+            self._check_open()
             self._queue.append(pending)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="vmledger-committer",
-                                                daemon=True)
-                self._thread.start()
+            self._start_thread()
             # The thread waits for a first append, or (lingering) for a full batch: waking
             # it for every append of a lingering batch only costs a switch each (the replay).
-            if len(self._queue) == 1 or len(self._queue) >= self.max_appends:
+            # A task's append is queued by the thread itself, awake.
+            if task is None and (len(self._queue) == 1 or len(self._queue) >= self.max_appends):
                 self._wake.notify()
         return pending
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the committer is closed")
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="vmledger-committer",
+                                            daemon=True)
+            self._thread.start()
+
+    def _turn_released(self) -> None:
+        """A turn was given back: a task parked on it may go on. A task's own release is
+        seen by the loop it runs in; another thread's must wake the loop."""
+        if threading.current_thread() is not self._thread:
+            with self._wake:
+                self._wake.notify()
+
     def close(self) -> None:
-        """Write what is queued, then stop the thread."""
+        """Write what is queued and run the tasks to their end, then stop the thread."""
         with self._wake:
             self._closed = True
             self._wake.notify()
@@ -233,10 +267,16 @@ class Committer:
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._queue and not self._closed:
-                    self._wake.wait()
-                if not self._queue:
-                    return
+                while not (self._queue or self._incoming or self._tasks.runnable()):
+                    if self._closed and not self._tasks:
+                        return
+                    self._wake.wait(self._tasks.next_wake_in())
+                for command, context, future in self._incoming:
+                    self._tasks.start(command, context, future, owner=self)
+                self._incoming.clear()
+            # The tasks first: each runs until it parks (on its append, queued now) or ends.
+            self._tasks.run()
+            with self._wake:
                 deadline = time.monotonic() + self.linger_s
                 while len(self._queue) < self.max_appends and not self._closed:
                     left = deadline - time.monotonic()
@@ -250,6 +290,9 @@ class Committer:
                      if p.future is None or p.future.set_running_or_notify_cancel()]
             if batch:
                 self._commit(batch)
+                for pending in batch:
+                    if pending.task is not None:
+                        self._tasks.resume(pending.task, pending.outcome)
                 with self._settled:
                     self._settled.notify_all()
 

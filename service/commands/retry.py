@@ -4,13 +4,12 @@ idempotency")."""
 from __future__ import annotations
 
 import random
-import time
 
 
-def back_off(attempt: int) -> None:
-    """Sleep a random few milliseconds, growing with ``attempt``, so writers that keep
-    colliding on one stream stop moving in lockstep."""
-    time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+def back_off_s(attempt: int) -> float:
+    """How long to wait before the next attempt (s): a random few milliseconds, growing with
+    ``attempt``, so writers that keep colliding on one stream stop moving in lockstep."""
+    return random.uniform(0, 0.002 * 2 ** min(attempt, 6))
 
 
 class ConflictRetriesExhaustedError(Exception):

@@ -38,7 +38,7 @@ APPEND = (ROOT / "service" / "commands" / "committer.py", ROOT / "service" / "st
 def test_only_the_change_loop_reads_streams_saves_and_retries_conflicts() -> None:
     # What a second loop or loader would need: the repository, the app's save, the conflict
     # error and the back-off. Outside change.py no source module of service/ uses them.
-    loop_only = {"IntegrityError", "back_off", "repository", "AggregateNotFoundError"}
+    loop_only = {"IntegrityError", "back_off_s", "repository", "AggregateNotFoundError"}
     offending = {
         str(path.relative_to(ROOT)): sorted(loop_only & _names_used(path))
         for path in sorted((ROOT / "service").rglob("*.py"))

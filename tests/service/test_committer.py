@@ -171,7 +171,7 @@ def test_appends_handed_over_without_futures_are_settled_batch_by_batch(services
 def test_a_one_thread_committer_holds_no_turn(services):
     committer = Committer(services.app, one_thread=True)
     with committer.turn("stream"), committer.turn("stream"):
-        assert committer._gates == {}  # no gate made, nothing held
+        assert committer._turns.free_for("stream", object())  # nothing held
 
 
 def test_concurrent_commands_through_the_change_loop_are_all_recorded(services):
