@@ -19,7 +19,6 @@ from service.api import (
 from service.api.auth import authorize
 from service.api.connection import ConnectionHeaders
 from service.api.db_deadline import BoundDatabaseWaits
-from service.api.deps import bind_log_fields
 from service.api.envelope import Envelope
 from service.api.head import HeadAsGet
 from service.api.openapi import declare_schema
@@ -76,8 +75,8 @@ def create_app(
         version="2.0.0",
         description="An event-sourced VM lifecycle service with Triton VMAPI's shapes.",
         lifespan=lifespan,
-        # every route's roles (auth.ROUTE_ROLES); the VM and job of the path in the logs
-        dependencies=[Depends(authorize), Depends(bind_log_fields)],
+        # every route's roles (auth.ROUTE_ROLES), then the VM and job of the path in the logs
+        dependencies=[Depends(authorize)],
     )
     app.state.tokens = tokens
     declare_schema(app)

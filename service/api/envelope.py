@@ -5,7 +5,7 @@ the ``x-request-id`` and ``Api-Version`` headers of every answer.
 Plain ASGI middleware: Starlette's ``BaseHTTPMiddleware`` (``@app.middleware("http")``) ran
 each request's app in a task of its own and passed the response through memory streams, CPU
 spent on every request (docs/performance.md, "A lean HTTP edge"). Here the app runs in the
-request's own task and context, so what the route binds to the log scope (deps.bind_log_fields,
+request's own task and context, so what the route binds to the log scope (auth.authorize,
 deps.accepted) is on the closing line, as before.
 """
 
@@ -64,7 +64,7 @@ class Envelope:
             await send(message)
 
         # Every line logged while handling the request carries its id (and, once known, the
-        # actor, and the VM and job its route handles: deps.bind_log_fields, deps.accepted).
+        # actor, and the VM and job its route handles: auth.authorize, deps.accepted).
         with log_context(request_id=request_id):
             try:
                 await self._respond(request, answer["headers"], answering)
