@@ -40,7 +40,7 @@ _request_wait_s: ContextVar[float | None] = ContextVar("vmledger_request_wait_s"
 
 @contextmanager
 def request_waits_bounded(seconds: float) -> Iterator[None]:
-    """Within this context (an HTTP request: service/api/db_deadline.py) every PostgreSQL
+    """Within this context (an HTTP request: service/api/envelope.py) every PostgreSQL
     call waits ``seconds`` at most for the server's answer."""
     token = _request_wait_s.set(seconds)
     try:

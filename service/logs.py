@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import UTC, datetime
 from typing import Any
 
 from service.settings import Settings
@@ -57,23 +57,47 @@ def bind(**fields: object) -> None:
         scope.update(_strings(fields))
 
 
-def current_fields() -> dict[str, str]:
-    """The fields of the current scope (a copy)."""
-    return dict(_SCOPE.get() or {})
-
-
 def _strings(fields: dict[str, object]) -> dict[str, str]:
     return {name: str(value) for name, value in fields.items() if value is not None}
 
 
+# The last second formatted, and its text: lines come many a second (one per request).
+_second: tuple[int, str] = (-1, "")
+
+
 def _timestamp(record: logging.LogRecord) -> str:
-    """RFC 3339 UTC with milliseconds, as the API's timestamps."""
-    moment = datetime.fromtimestamp(record.created, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """RFC 3339 UTC with milliseconds, as the API's timestamps: ``record.created`` rounded to
+    the microsecond (half to even, as ``datetime.fromtimestamp``), then truncated to the ms."""
+    global _second
+    seconds = int(record.created)
+    micros = round((record.created - seconds) * 1e6)
+    if micros >= 1_000_000:
+        seconds, micros = seconds + 1, micros - 1_000_000
+    cached_seconds, text = _second
+    if seconds != cached_seconds:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(seconds))
+        _second = (seconds, text)
+    return f"{text}{micros // 1000:03d}Z"
 
 
-def _extras(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in vars(record).items() if k not in _RECORD_ATTRIBUTES}
+def _fields(record: logging.LogRecord, entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` with the scope's fields, then the record's ``extra=`` fields, each name not
+    already there: a name both have is where the scope puts it, with the record's value."""
+    attributes = vars(record)
+    extras = attributes.keys() - _RECORD_ATTRIBUTES
+    for name, value in (_SCOPE.get() or {}).items():
+        if name not in entry:
+            entry[name] = attributes[name] if name in extras else value
+    if extras:
+        for name, value in attributes.items():
+            if name in extras and name not in entry:
+                entry[name] = value
+    return entry
+
+
+# ``json.dumps`` with arguments builds an encoder per call; one, shared (it keeps no state
+# between calls), writes the same text.
+_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
 
 
 class JsonFormatter(logging.Formatter):
@@ -83,19 +107,17 @@ class JsonFormatter(logging.Formatter):
     are written as their ``str``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
+        entry = _fields(record, {
             "time": _timestamp(record),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
-        }
-        for name, value in {**current_fields(), **_extras(record)}.items():
-            entry.setdefault(name, value)
+        })
         if record.exc_info:
             entry["exc_info"] = self.formatException(record.exc_info)
         if record.stack_info:
             entry["stack_info"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return _ENCODER.encode(entry)
 
 
 class TextFormatter(logging.Formatter):
@@ -103,7 +125,7 @@ class TextFormatter(logging.Formatter):
     the traceback on the following lines: for a terminal, not for log collectors."""
 
     def format(self, record: logging.LogRecord) -> str:
-        pairs = {**current_fields(), **_extras(record)}
+        pairs = _fields(record, {})
         line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
         if pairs:
             line += " " + " ".join(f"{k}={v}" for k, v in pairs.items())

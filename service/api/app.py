@@ -8,8 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI, HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from fastapi import Depends, FastAPI
 
 from service.api import (
     errors, routes_agents, routes_changefeed, routes_changes, routes_jobs, routes_networks,
@@ -17,11 +16,7 @@ from service.api import (
     routes_volumes,
 )
 from service.api.auth import authorize
-from service.api.connection import ConnectionHeaders
-from service.api.db_deadline import BoundDatabaseWaits
-from service.api.deps import bind_log_fields
 from service.api.envelope import Envelope
-from service.api.head import HeadAsGet
 from service.api.openapi import declare_schema
 from service.api.tokens import TokenFileError, Tokens
 from service import console, metrics
@@ -76,17 +71,12 @@ def create_app(
         version="2.0.0",
         description="An event-sourced VM lifecycle service with Triton VMAPI's shapes.",
         lifespan=lifespan,
-        # every route's roles (auth.ROUTE_ROLES); the VM and job of the path in the logs
-        dependencies=[Depends(authorize), Depends(bind_log_fields)],
+        # every route's roles (auth.ROUTE_ROLES), then the VM and job of the path in the logs
+        dependencies=[Depends(authorize)],
     )
     app.state.tokens = tokens
     declare_schema(app)
     errors.install(app)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(HeadAsGet, router=app.router)  # HEAD on every GET route but streams
-    # Connection and Keep-Alive (VMAPI's rules for curl and HEAD)
-    app.add_middleware(ConnectionHeaders, keep_alive_s=KEEP_ALIVE_S)
-    app.add_middleware(BoundDatabaseWaits, seconds=settings.postgres_request_wait_s)
     app.include_router(routes_ops.router)
     app.include_router(routes_vms.router)
     app.include_router(routes_vm_commands.router)
@@ -101,37 +91,13 @@ def create_app(
     if settings.driver == "simulated":
         app.include_router(routes_sim.router)
 
-    # Outermost of ours: the request id, log scope, metrics and checks before any route.
-    app.add_middleware(Envelope, tokens=tokens, max_body_bytes=settings.max_body_bytes)
+    # Our one layer: the request id, log scope, metrics and checks before any route, the
+    # database wait bound, HEAD as GET, Connection and Keep-Alive (VMAPI's rules for curl).
+    app.add_middleware(Envelope, router=app.router, tokens=tokens,
+                       max_body_bytes=settings.max_body_bytes, keep_alive_s=KEEP_ALIVE_S,
+                       db_wait_s=settings.postgres_request_wait_s)
     console.install(app)  # last: its pages and assets are served before the token check
     return app
-
-
-class BodyLimit:
-    """Refuses a body over ``max_bytes`` by counting the bytes received, so a body sent without
-    ``Content-Length`` (chunked) is held to the limit too (413 ``PayloadTooLarge``)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int):
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        received = 0
-
-        async def limited() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    # raised inside the route's body read; errors.install maps it to the body
-                    raise HTTPException(413, f"body over {self.max_bytes} bytes")
-            return message
-
-        await self.app(scope, limited, send)
 
 
 def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:

@@ -15,6 +15,7 @@ from service.api.errors import ForbiddenError, UnauthorizedError
 from service.api.tokens import (
     AGENT, ANALYST, AUDITOR, OPEN, OPERATOR, OWNER, ROLES, Principal,
 )
+from service.logs import bind
 
 # An owner_uuid no VM can have (owner uuids are validated UUIDs): an owner token that asks
 # for another owner's VMs is scoped to this, so it sees nothing (404, an empty list, zeros).
@@ -109,7 +110,12 @@ async def authorize(request: HTTPConnection) -> None:
     entry in ``ROUTE_ROLES`` does not allow. A WebSocket (Triton's changefeed, which the HTTP
     middleware does not see) is authenticated here, by its ``Authorization`` header or
     ``?token=``, as ``GET``, and refused with close code 1008. Async (it does no I/O), so
-    FastAPI calls it on the event loop rather than with a thread-pool hop on every request."""
+    FastAPI calls it on the event loop rather than with a thread-pool hop on every request.
+
+    An allowed request's ``vm_uuid`` and ``job_uuid`` of the route's path then go into its log
+    scope (service/logs.py), so its lines, the closing one included, carry them: here rather
+    than in a second app-wide dependency, each of which costs FastAPI's dependency solving on
+    every request (docs/performance.md, "A lean HTTP edge")."""
     route = request.scope.get("route")
     path = getattr(route, "path", None) or request.scope["path"]
     if request.scope["type"] == "websocket":
@@ -123,6 +129,7 @@ async def authorize(request: HTTPConnection) -> None:
         request.state.principal = principal
         if principal.role not in roles_for("GET", path):
             raise WebSocketException(1008, f"role {principal.role} may not GET {path}")
+        _bind_path_ids(request)
         return
     assert isinstance(request, Request)
     principal = principal_of(request)
@@ -133,6 +140,12 @@ async def authorize(request: HTTPConnection) -> None:
         narrowed = action is not None and action in ACTION_ROLES.get((request.method, path), {})
         what = f"{path}?action={action}" if narrowed else path
         raise ForbiddenError(f"role {principal.role} may not {request.method} {what}")
+    _bind_path_ids(request)
+
+
+def _bind_path_ids(request: HTTPConnection) -> None:
+    params = request.path_params
+    bind(vm_uuid=params.get("vm_uuid"), job_uuid=params.get("job_uuid"))
 
 
 def scoped_owner(request: Request, asked: str | None) -> str | None:

@@ -10,48 +10,37 @@
   would leave it implicit) with ``Keep-Alive: timeout=N``, how long ``serve`` keeps it idle.
   HEAD answers keep the ``Content-Length`` of the GET.
 
-The header name is sent capitalised, as Node.js sends it.
+The header name is sent capitalised, as Node.js sends it. service/api/envelope.py applies
+these rules to every HTTP answer, its own refusals included.
 """
 
 from __future__ import annotations
 
 import re
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 CURL_USER_AGENT = re.compile(rb"^curl.+")
-#: The names this middleware writes, capitalised as Node.js writes them (and as
+#: The names written here, capitalised as Node.js writes them (and as
 #: service/api/http_protocol.py keeps them on the wire).
 CONNECTION, KEEP_ALIVE = b"Connection", b"Keep-Alive"
+#: Names the route's answer may not set itself: the connection is the server's to describe.
+OWN_NAMES = frozenset((b"connection", b"keep-alive"))
 
 
-class ConnectionHeaders:
-    """ASGI middleware setting ``Connection`` on every HTTP response (module docstring)."""
-
-    def __init__(self, app: ASGIApp, *, keep_alive_s: int):
-        self.app = app
-        self.keep_alive = f"timeout={keep_alive_s}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_headers = dict(scope.get("headers", []))
-        curl = bool(CURL_USER_AGENT.match(request_headers.get(b"user-agent", b"")))
-        asked = request_headers.get(b"connection", b"").lower()
-        close = curl or b"close" in asked or scope.get("http_version") == "1.0"
-        head = scope.get("method") == "HEAD"
-
-        async def send_with_connection(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [(name, value) for name, value in message.get("headers", [])
-                           if name.lower() not in (b"connection", b"keep-alive")
-                           and not (curl and head and name.lower() == b"content-length")]
-                if close:
-                    headers.append((CONNECTION, b"close"))
-                else:
-                    headers += [(CONNECTION, b"keep-alive"), (KEEP_ALIVE, self.keep_alive)]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_with_connection)
+def connection_headers(scope: Scope, keep_alive: bytes
+                       ) -> tuple[list[tuple[bytes, bytes]], bool]:
+    """The headers an answer to ``scope`` (an HTTP request) gets, ``Connection`` and, on a
+    kept-alive connection, ``Keep-Alive: keep_alive`` (e.g. ``b"timeout=65"``), and whether its
+    ``Content-Length`` is dropped (curl's HEAD): the module docstring's rules, read from the
+    request before a HEAD is run as its GET (service/api/head.py)."""
+    curl = asked = b""
+    for name, value in scope["headers"]:
+        if name == b"user-agent":
+            curl = value
+        elif name == b"connection":
+            asked = value
+    is_curl = CURL_USER_AGENT.match(curl) is not None
+    if is_curl or b"close" in asked.lower() or scope.get("http_version") == "1.0":
+        return [(CONNECTION, b"close")], is_curl and scope["method"] == "HEAD"
+    return [(CONNECTION, b"keep-alive"), (KEEP_ALIVE, keep_alive)], False

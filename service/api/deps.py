@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastapi import Request
-from starlette.requests import HTTPConnection
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
@@ -159,14 +158,6 @@ def wait_for_job(services: Services, job_uuid: str, timeout_s: float) -> dict[st
             return job
         services.worker.wake()
         time.sleep(0.01)
-
-
-async def bind_log_fields(request: HTTPConnection) -> None:
-    """An app-wide dependency: the ``vm_uuid`` and ``job_uuid`` of the route's path go into
-    the request's log scope (service/logs.py), so its lines, the closing one included, carry
-    them. Async, so it runs in the request's own context."""
-    bind(vm_uuid=request.path_params.get("vm_uuid"),
-         job_uuid=request.path_params.get("job_uuid"))
 
 
 def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> JSONResponse:

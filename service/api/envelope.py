@@ -1,31 +1,38 @@
-"""The envelope around every HTTP request: its id, its log scope and closing log line, its
-metrics, the body-size, API-version, URL and token checks that come before any route, and
-the ``x-request-id`` and ``Api-Version`` headers of every answer.
+"""The envelope around every HTTP request, vmledger's one ASGI layer in front of the routes:
+its id, its log scope and closing log line, its metrics, the body-size, API-version, URL and
+token checks that come before any route, the bound on its database waits, HEAD run as GET,
+and the head of every answer (``x-request-id``, ``Api-Version``, ``Connection``).
 
-Plain ASGI middleware: Starlette's ``BaseHTTPMiddleware`` (``@app.middleware("http")``) ran
-each request's app in a task of its own and passed the response through memory streams, CPU
-spent on every request (docs/performance.md, "A lean HTTP edge"). Here the app runs in the
-request's own task and context, so what the route binds to the log scope (deps.bind_log_fields,
-deps.accepted) is on the closing line, as before.
+One layer with one ``send`` wrapper for the whole request: each middleware used to add a call
+frame and a wrapper of its own to every message of every answer (docs/performance.md, "A lean
+HTTP edge"); the rules of each are functions of their modules (service/api/connection.py,
+service/api/head.py), applied here in the order they were layered. Plain ASGI, not
+Starlette's ``BaseHTTPMiddleware``, so the app runs in the request's own task and context and
+what the route binds to the log scope (auth.authorize, deps.accepted) is on the closing line.
+The console's pages are served in front of it (service/console/pages.py: no token), and a
+WebSocket scope (the changefeed) passes through untouched.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
-from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import metrics
 from service.api import errors, routes_changes
-from service.api.tokens import Tokens
+from service.api.connection import OWN_NAMES, connection_headers
 from service.api.deps import request_id_of
+from service.api.head import head_as_get
 from service.api.schemas import printable, unstorable
+from service.api.tokens import Tokens
 from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
+from service.db_limits import request_waits_bounded
 from service.logs import bind, log_context
 
 # One line per request, when its answer starts (uvicorn's own access log is off: this one has
@@ -33,15 +40,26 @@ from service.logs import bind, log_context
 access_log = logging.getLogger("vmledger.access")
 
 _COMMAND_METHODS = frozenset(("POST", "PUT", "DELETE"))
+# Header names the envelope writes, replacing any the route's answer has.
+_REPLACED = OWN_NAMES | {b"x-request-id", b"api-version"}
 
 
 class Envelope:
-    """ASGI middleware: what every HTTP request goes through before and after its route."""
+    """ASGI middleware: what every HTTP request goes through before and after its route.
 
-    def __init__(self, app: ASGIApp, *, tokens: Tokens, max_body_bytes: int):
+    ``router`` is the app's (which GET routes a HEAD runs), ``keep_alive_s`` what
+    ``Keep-Alive: timeout=N`` announces, ``max_body_bytes`` the largest body (413 above it),
+    ``db_wait_s`` each database call's bound on its wait within the request.
+    """
+
+    def __init__(self, app: ASGIApp, *, router: Router, tokens: Tokens, max_body_bytes: int,
+                 keep_alive_s: int, db_wait_s: float):
         self.app = app
+        self.router = router
         self.tokens = tokens
         self.max_body_bytes = max_body_bytes
+        self.keep_alive = f"timeout={keep_alive_s}".encode()
+        self.db_wait_s = db_wait_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -50,72 +68,100 @@ class Envelope:
         request = Request(scope, receive)
         request_id = request.state.request_id = request_id_of(request)
         started = time.perf_counter()
-        answer: dict[str, Any] = {"headers": {"x-request-id": request_id}}
+        # What the answer's head gains (``Api-Version`` once negotiated), and whether curl's
+        # HEAD loses its Content-Length: decided on the request as it came, a HEAD.
+        added, drop_length = connection_headers(scope, self.keep_alive)
+        added.append((b"x-request-id", request_id.encode()))
+        replaced = _REPLACED | {b"content-length"} if drop_length else _REPLACED
+        # The scope the route runs in: a GET's for a HEAD only a GET route answers.
+        routed = scope
+        status = 0
 
         async def answering(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in answer["headers"].items():
-                    headers[name] = value
-                answer["status"] = status = message["status"]
-                metrics.REQUESTS.labels(route=_route(scope), status=str(status)).inc()
+                message["headers"] = [
+                    *((name, value) for name, value in message.get("headers", ())
+                      if name.lower() not in replaced), *added]
+                status = message["status"]
+                route = _route(routed)
+                metrics.count_request(route, status)
                 access_log.info("%s %s %s", request.method, scope["path"], status,
-                                extra=_access_fields(request, status, started))
+                                extra=_access_fields(request, route, status, started))
+            elif routed is not scope and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
             await send(message)
 
         # Every line logged while handling the request carries its id (and, once known, the
-        # actor, and the VM and job its route handles: deps.bind_log_fields, deps.accepted).
+        # actor, and the VM and job its route handles: auth.authorize, deps.accepted).
         with log_context(request_id=request_id):
             try:
-                await self._respond(request, answer["headers"], answering)
+                refusal = self._refusal(request, added)
+                if refusal is not None:
+                    await refusal(scope, receive, answering)
+                    return
+                if scope["method"] == "HEAD" and head_as_get(self.router, scope):
+                    routed = {**scope, "method": "GET"}
+                if not request.headers.get("content-length", "").isdigit():
+                    receive = _limited(receive, self.max_body_bytes)
+                command_started = time.perf_counter()
+                with request_waits_bounded(self.db_wait_s):
+                    await self.app(routed, receive, answering)
+                if request.method in _COMMAND_METHODS:
+                    metrics.observe_command(f"{request.method} {_route(routed)}",
+                                            time.perf_counter() - command_started)
             except Exception:
-                if "status" not in answer:
+                if not status:
                     access_log.exception("%s %s failed", request.method, scope["path"],
-                                         extra=_access_fields(request, 500, started))
+                                         extra=_access_fields(request, _route(routed), 500,
+                                                              started))
                 raise
 
-    async def _respond(self, request: Request, headers: dict[str, str], send: Send) -> None:
-        """The checks before the route, then the route; ``headers`` gains ``Api-Version``
-        once the version is negotiated."""
-        scope, receive = request.scope, request.receive
+    def _refusal(self, request: Request, added: list[tuple[bytes, bytes]]) -> Response | None:
+        """The answer to a request refused before its route (a body over the limit by its
+        ``Content-Length``, a bad ``Accept-Version``, text no route could store in its URL, a
+        bad token), or None: the request goes on, ``added`` gaining ``Api-Version``, and the
+        principal is in ``request.state`` and the log scope."""
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            await errors.api_error_response(errors.PayloadTooLargeError(self.max_body_bytes))(
-                scope, receive, send)
-            return
+            return errors.api_error_response(errors.PayloadTooLargeError(self.max_body_bytes))
         try:
             version = negotiate(request.headers.get("accept-version"))
         except InvalidVersionError as error:
-            await errors.error_response(request, error)(scope, receive, send)
-            return
+            return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)
-        headers["Api-Version"] = version
-        refusal = _refusal(request, self.tokens)
-        if refusal is not None:
-            await refusal(scope, receive, send)
-            return
-        started = time.perf_counter()
-        await self.app(scope, receive, send)
-        if request.method in _COMMAND_METHODS:
-            metrics.COMMAND_LATENCY.labels(route=f"{request.method} {_route(scope)}").observe(
-                time.perf_counter() - started)
+        added.append((b"api-version", version.encode()))
+        problem = _unstorable_in_url(request)
+        if problem:
+            return errors.api_error_response(errors.invalid_parameters(
+                request, [{"field": problem[0], "code": "Invalid", "message": problem[1]}]))
+        try:
+            principal = self.tokens.authenticate(routes_changes.stream_authorization(request))
+        except errors.UnauthorizedError as error:
+            return errors.api_error_response(error)
+        request.state.principal = principal
+        request.state.actor = principal.name
+        bind(actor=principal.name)
+        return None
 
 
-def _refusal(request: Request, tokens: Tokens) -> Response | None:
-    """The answer to a request refused before its route (text no route could store in its
-    URL, a bad token), or None, the principal then in ``request.state`` and the log scope."""
-    problem = _unstorable_in_url(request)
-    if problem:
-        return errors.api_error_response(errors.invalid_parameters(
-            request, [{"field": problem[0], "code": "Invalid", "message": problem[1]}]))
-    try:
-        principal = tokens.authenticate(routes_changes.stream_authorization(request))
-    except errors.UnauthorizedError as error:
-        return errors.api_error_response(error)
-    request.state.principal = principal
-    request.state.actor = principal.name
-    bind(actor=principal.name)
-    return None
+def _limited(receive: Receive, max_bytes: int) -> Receive:
+    """``receive`` refusing a body over ``max_bytes`` as it arrives (413 ``PayloadTooLarge``),
+    for a body sent without ``Content-Length`` (chunked); one with it is refused up front
+    (``Envelope._refusal``), and the server delivers no more than it declares."""
+    received = 0
+
+    async def limited() -> Message:
+        nonlocal received
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > max_bytes:
+                # raised inside the route's body read; errors.install maps it to the body
+                raise HTTPException(413, f"body over {max_bytes} bytes")
+        return message
+
+    return limited
 
 
 def _route(scope: Scope) -> str:
@@ -128,7 +174,10 @@ def _unstorable_in_url(request: Request) -> tuple[str, str] | None:
     PostgreSQL's text refuses it), as (field, message), or None."""
     if "\x00" in request.scope["path"]:
         return "path", "the path may not contain the NUL character"
-    if not request.scope.get("query_string"):
+    query = request.scope.get("query_string")
+    # Decoded, a query holds NUL only from "%00" or a raw NUL (undecodable bytes become
+    # U+FFFD, never a lone surrogate): without either, none of its text is refused.
+    if not query or (b"%00" not in query and b"\x00" not in query):
         return None
     for name, value in request.query_params.multi_items():
         problem = unstorable({name: value})
@@ -137,13 +186,14 @@ def _unstorable_in_url(request: Request) -> tuple[str, str] | None:
     return None
 
 
-def _access_fields(request: Request, status: int, started: float) -> dict[str, object]:
+def _access_fields(request: Request, route: str, status: int, started: float
+                   ) -> dict[str, object]:
     """The fields of a request's closing log line (beside the scope's request id, actor, VM
     and job)."""
     return {
         "method": request.method,
         "path": request.scope["path"],
-        "route": _route(request.scope),
+        "route": route,
         "status": status,
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
     }

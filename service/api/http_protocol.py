@@ -27,7 +27,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from service.api.connection import CONNECTION, KEEP_ALIVE
 
-#: What httptools writes for each capitalised name ConnectionHeaders gives, and what it gave.
+#: What httptools writes for each capitalised name connection_headers gives, and what it gave.
 CAPITALISED = {b"\r\n" + name.lower() + b": ": b"\r\n" + name + b": "
                for name in (CONNECTION, KEEP_ALIVE)}
 

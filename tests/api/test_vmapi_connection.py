@@ -38,3 +38,14 @@ def test_head_vms_has_the_count_and_no_body(client) -> None:
     assert response.status_code == 200
     assert response.headers["x-joyent-resource-count"] == "0"
     assert response.content == b""
+
+
+def test_an_answer_refused_before_any_route_is_told_the_same(client) -> None:
+    # a bad Accept-Version is refused by the envelope itself, before any route
+    refused = client.get("/vms", headers={"User-Agent": "foobar", "Accept-Version": "nonsense"})
+    assert refused.status_code == 400
+    assert (refused.headers["Connection"], refused.headers["Keep-Alive"]) == (
+        "keep-alive", "timeout=65")
+    assert refused.headers["x-request-id"]
+    curl = client.head("/vms", headers={**CURL, "Accept-Version": "nonsense"})
+    assert curl.headers["Connection"] == "close" and "content-length" not in curl.headers
