@@ -25,6 +25,7 @@ from service.api.params import int_or_none
 from service.api.fast_json import FastJSONResponse
 from service.commands.application import Accepted
 from service.commands.committer import CommitWaitTimeout
+from service.commands.tasks import TaskWithdrawn
 from service.container import Services
 from service.commands.idempotency import IdempotencyKey
 from service.logs import bind
@@ -94,17 +95,26 @@ async def command(request: Request, run: Callable[[], T]) -> T:
     thread and await its result or error, with no thread-pool hop (service/commands/tasks.py).
 
     The wait ends after the request's database bound, as the request's own database calls
-    do: then ``CommitWaitTimeout`` (a 503) says whether the command was withdrawn before it
-    started (it never will) or may still be appended (a retry with its ``Idempotency-Key``,
-    or a read, tells)."""
+    do; then the command is given up: one not yet started never runs, and one that has not
+    handed over its append ends at its next step without it, a 503 (``CommitWaitTimeout``,
+    "not appended"). One whose append is already in a batch is waited for one bound more: its
+    202 if the batch commits, else a 503 saying it may still be appended (a retry with its
+    ``Idempotency-Key``, or a read, tells)."""
     future = services_of(request).commands.committer.run(run, contextvars.copy_context())
+    outcome = asyncio.wrap_future(future)
     bound = request_wait_bound()
     try:
-        # On the timeout wait_for cancels the wrapper, which withdraws a task not yet started.
-        return await asyncio.wait_for(asyncio.wrap_future(future), bound)
+        return await asyncio.wait_for(asyncio.shield(outcome), bound)
     except TimeoutError:
         assert bound is not None
-        raise CommitWaitTimeout(bound, withdrawn=future.cancelled()) from None
+        if future.give_up():
+            raise CommitWaitTimeout(bound, withdrawn=True) from None
+    try:
+        return await asyncio.wait_for(outcome, bound)
+    except TaskWithdrawn:
+        raise CommitWaitTimeout(bound, withdrawn=True) from None
+    except TimeoutError:
+        raise CommitWaitTimeout(bound, withdrawn=False) from None
 
 
 def read_your_writes(request: Request, services: Services, names: tuple[str, ...],

@@ -38,6 +38,7 @@ from domain.states import VmState
 from service.api import head
 from service.api.field_errors import field_errors
 from service.commands.application import ConflictRetriesExhaustedError
+from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
 from service.commands.versioning import InvalidVersionError
 
@@ -161,6 +162,9 @@ ERRORS: dict[type[Exception], Row] = {
     IdempotencyKeyReusedError: Row(422, "IdempotencyKeyReused"),
     ConflictRetriesExhaustedError: Row(
         503, "Unavailable", message=lambda e: f"too many concurrent writers, try again: {e}"),
+    # an OperationalError whose message says more: the database may be fine, and whether the
+    # command was appended is in it
+    CommitWaitTimeout: Row(503, "Unavailable", message=str),
     OperationalError: Row(503, "Unavailable", message=lambda _e: "the database is unavailable"),
     InterfaceError: Row(503, "Unavailable", message=lambda _e: "the database is unavailable"),
     PoolTimeout: Row(503, "Unavailable", message=lambda _e: "the database is unavailable"),

@@ -30,7 +30,9 @@ from typing import Any, TypeVar
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Notification, OperationalError, Recording
 
-from service.commands.tasks import SAVE, SLEEP, CommandTask, Tasks, current_task
+from service.commands.tasks import (
+    SAVE, SLEEP, CommandFuture, CommandTask, Tasks, current_task,
+)
 from service.commands.turns import Turns
 from service.db_limits import request_wait_bound
 from service.storage import Append, Outcome
@@ -124,7 +126,7 @@ class Committer:
         self._turns = Turns(on_release=self._turn_released)
         self._tasks = Tasks(turn_free=self._turns.free_for)  # only the thread's own
         # handed over by ``run``, not yet started: (command, context, future)
-        self._incoming: list[tuple[Callable[[], Any], Context, Future[Any]]] = []
+        self._incoming: list[tuple[Callable[[], Any], Context, CommandFuture]] = []
         self.batches = 0  # how many transactions, and how many appends they held
         self.appends = 0
 
@@ -136,12 +138,12 @@ class Committer:
         held: there is no other caller."""
         return _NO_TURN if self._one_thread else self._turns.held(stream)
 
-    def run(self, command: Callable[[], T], context: Context) -> Future[T]:
+    def run(self, command: Callable[[], T], context: Context) -> CommandFuture:
         """Run ``command`` (synchronous code that may load, decide and ``save``) on the
         committer's thread in ``context``, as a task that parks where a thread would wait
-        (service/commands/tasks.py); a future of its result or error. Cancelling the future
-        before the task starts withdraws it (it never runs)."""
-        future: Future[T] = Future()
+        (service/commands/tasks.py); a future of its result or error, which the caller may
+        give up (``CommandFuture.give_up``: withdrawn unless its append is in a batch)."""
+        future = CommandFuture(wake=self._wake_loop)
         with self._wake:
             self._check_open()
             self._incoming.append((command, context, future))
@@ -184,6 +186,7 @@ class Committer:
 
     def _save_parked(self, task: CommandTask, aggregates: Sequence[Any],
                      kwargs: dict[str, Any]) -> Recordings:
+        task.check_wanted()  # the last moment a given-up command can be left unappended
         pending = self._hand(aggregates, kwargs, future=False, task=task)
         if not pending.done:
             task.park(SAVE, pending)  # resumed once ``_commit`` settles it
@@ -252,8 +255,11 @@ class Committer:
         """A turn was given back: a task parked on it may go on. A task's own release is
         seen by the loop it runs in; another thread's must wake the loop."""
         if threading.current_thread() is not self._thread:
-            with self._wake:
-                self._wake.notify()
+            self._wake_loop()
+
+    def _wake_loop(self) -> None:
+        with self._wake:
+            self._wake.notify()
 
     def close(self) -> None:
         """Write what is queued and run the tasks to their end, then stop the thread."""

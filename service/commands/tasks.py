@@ -11,6 +11,11 @@ a task parks instead and the committer's loop goes on with the others:
 - on a stream's turn that another task or thread holds (``Committer.turn``);
 - on a back-off after a conflict (``Committer.pause``).
 
+A caller that stops waiting gives its command up (``CommandFuture.give_up``): one not yet
+started never runs, and one that has not handed over its append yet is withdrawn where it next
+parks or would hand it over (``TaskWithdrawn``: nothing appended); one whose append is already
+in a batch commits, or fails, with that batch.
+
 Its database reads block the committer's thread while they last (each bounded within an
 HTTP request, service/db_limits.py); that is the price of having no second thread.
 """
@@ -32,11 +37,35 @@ log = logging.getLogger(__name__)
 SAVE, TURN, SLEEP = "save", "turn", "sleep"
 
 
+class TaskWithdrawn(Exception):
+    """A command task ended before its append because its caller gave it up: nothing of it
+    was appended."""
+
+
+class CommandFuture(Future[Any]):
+    """The future of a command handed to the committer (``Committer.run``); ``wake`` wakes
+    the committer's loop."""
+
+    def __init__(self, wake: Callable[[], None]):
+        super().__init__()
+        self.given_up = False
+        self._wake = wake
+
+    def give_up(self) -> bool:
+        """The caller stops waiting. True when the command never started (it never will);
+        else it is withdrawn unless its append is already in a batch (module docstring)."""
+        if self.cancel():
+            return True
+        self.given_up = True
+        self._wake()  # a task parked on a turn or a back-off ends now
+        return False
+
+
 class CommandTask(greenlet):
     """One command, run to its end on the committer's thread in ``context`` (the request's:
     its log scope and database bound), its result or error set on ``future``."""
 
-    def __init__(self, command: Callable[[], Any], context: Context, future: Future[Any],
+    def __init__(self, command: Callable[[], Any], context: Context, future: CommandFuture,
                  owner: object):
         super().__init__(run=self._body)
         self.gr_context = context
@@ -56,9 +85,18 @@ class CommandTask(greenlet):
 
     def park(self, kind: str, value: Any) -> Any:
         """Give the thread back to the committer's loop until it resumes this task; what it
-        resumes with (``SAVE``: the append's outcome)."""
+        resumes with (``SAVE``: the append's outcome). Raises ``TaskWithdrawn`` when the
+        task was given up while it waited for a turn or a back-off."""
         self.waiting = (kind, value)
-        return self.parent.switch()
+        resumed = self.parent.switch()
+        if kind != SAVE:
+            self.check_wanted()
+        return resumed
+
+    def check_wanted(self) -> None:
+        """Raise ``TaskWithdrawn`` if the caller gave this command up."""
+        if self.future.given_up:
+            raise TaskWithdrawn("the caller stopped waiting before the command was appended")
 
 
 def current_task(owner: object) -> CommandTask | None:
@@ -81,7 +119,7 @@ class Tasks:
     def __bool__(self) -> bool:
         return bool(self._parked or self._ready)
 
-    def start(self, command: Callable[[], Any], context: Context, future: Future[Any],
+    def start(self, command: Callable[[], Any], context: Context, future: CommandFuture,
               owner: object) -> None:
         """Make ``command``'s task (here: a greenlet belongs to the thread that makes it) to
         run at the next ``run``, unless its caller already gave up."""
@@ -129,6 +167,8 @@ class Tasks:
         if task.waiting is None:
             return False
         kind, value = task.waiting
+        if kind != SAVE and task.future.given_up:
+            return True  # to end it: it parks no longer for a caller who is gone
         if kind == TURN:
             return self._turn_free(value, task)
         if kind == SLEEP:

@@ -97,3 +97,33 @@ def test_a_command_whose_batch_is_held_is_answered_503_and_a_retry_with_its_key_
     assert retry.status_code == 202, retry.text
     assert retry.json()["vm_uuid"] == vm_uuid
     assert vm_uuid in streams(services)
+
+
+def test_a_command_waiting_for_its_vms_turn_past_the_bound_is_withdrawn_and_says_so(
+        services, http):
+    # Many writers queued on one hot VM: this request's command has started, but the turn is
+    # another's for longer than the bound. It is answered 503 naming the wait, and it is
+    # never appended, even once the turn is free (the client's retry cannot double it).
+    vm_uuid = create(services).vm_uuid
+    version = services.commands.load(vm_uuid).version
+    inside, leave = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with services.commands.committer.turn(vm_uuid):
+            inside.set()
+            assert leave.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert inside.wait(10)
+    started = time.monotonic()
+    response = http.post(f"/vms/{vm_uuid}", params={"action": "stop"})
+    waited = time.monotonic() - started
+    leave.set()
+    thread.join(10)
+    assert response.status_code == 503, response.text
+    assert response.json()["message"] == (
+        f"no answer from the committer in {BOUND_S} s: not appended")
+    assert BOUND_S <= waited < BOUND_S + 1.5
+    assert create(services).position == services.commands.head_position()  # the loop goes on
+    assert services.commands.load(vm_uuid).version == version

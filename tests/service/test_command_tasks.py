@@ -17,6 +17,7 @@ from domain.errors import VmNotFoundError
 from domain.states import Action
 from domain.vm import Vm, make_cause
 from service.audit.verify import verify_chains
+from service.commands.tasks import TaskWithdrawn
 from service.container import Services
 from tests.builders import act, create
 from tests.service.test_committer import Gate
@@ -156,3 +157,41 @@ def test_a_task_withdrawn_before_it_starts_never_runs(services, monkeypatch):
     writer.join(10)
     assert run(services, lambda: "after").result(10) == "after"
     assert ran == []
+
+
+def test_a_task_given_up_while_it_waits_for_a_turn_ends_unappended(services):
+    vm_uuid = create(services).vm_uuid
+    committer = services.commands.committer
+    inside, leave = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with committer.turn(vm_uuid):
+            inside.set()
+            assert leave.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert inside.wait(10)
+    waiting = run(services, lambda: rename(services, vm_uuid, "task"))
+    assert wait_until(waiting.running)
+    assert not waiting.give_up()  # it had started: withdrawn where it waits
+    with pytest.raises(TaskWithdrawn):
+        waiting.result(10)
+    leave.set()
+    thread.join(10)
+    assert services.commands.load(vm_uuid).version == 2
+
+
+def test_a_task_given_up_once_its_append_is_in_a_batch_commits_with_it(services, monkeypatch):
+    held_vm, vm_uuid = create(services).vm_uuid, create(services).vm_uuid
+    gate = Gate(services, monkeypatch)
+    writer = threading.Thread(target=rename, args=(services, held_vm, "held"))
+    writer.start()
+    assert gate.entered.wait(10)
+    in_batch = run(services, lambda: rename(services, vm_uuid, "task"))
+    gate.open()
+    assert wait_until(lambda: len(gate.sizes) == 2)  # the task's batch is being written
+    in_batch.give_up()
+    writer.join(10)
+    assert in_batch.result(10).position
+    assert services.commands.load(vm_uuid).alias == "task"
