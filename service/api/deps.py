@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
 from pydantic import ValidationError as PydanticValidationError
 
 from domain.states import TERMINAL_EXECUTIONS
@@ -155,19 +156,33 @@ def parse_body(request: Request, model: type[M], data: Any, *, message: str | No
                                  message=message) from None
 
 
-def wait_for_job(services: Services, job_uuid: str, timeout_s: float) -> dict[str, Any] | None:
-    """The job once it is terminal, or as it is at ``timeout_s``; None if unknown."""
+async def wait_for_job(services: Services, job_uuid: str, timeout_s: float
+                       ) -> dict[str, Any] | None:
+    """The job once it is terminal, or as it is at ``timeout_s`` (from the call); None if
+    unknown. Each check borrows a thread of the pool for ``JOB_CHECK_S`` at most, never the
+    whole wait: clients waiting for their jobs (``sync=true``, WaitJob) cannot take every
+    thread of the pool the read routes and ``/ping`` need, nor wait past their time for one."""
     deadline = time.monotonic() + timeout_s
     while True:
-        services.projections.wait_for(services.commands.head_position(), ("job_view",),
-                                      timeout=max(0.0, deadline - time.monotonic()))
-        job = services.jobs.get(job_uuid)
+        left = max(0.0, deadline - time.monotonic())
+        job = await run_in_threadpool(_job_as_now, services, job_uuid, min(left, JOB_CHECK_S))
         if job is None or job["execution"] in TERMINAL_EXECUTIONS:
             return job
         if time.monotonic() >= deadline:
             return job
         services.worker.wake()
-        time.sleep(0.01)
+        await asyncio.sleep(0.01)
+
+
+# The longest one check of a waited job holds a thread of the pool (s).
+JOB_CHECK_S = 0.25
+
+
+def _job_as_now(services: Services, job_uuid: str, wait_s: float) -> dict[str, Any] | None:
+    """The job as ``job_view`` has it once it reached the log's head, or after ``wait_s``."""
+    services.projections.wait_for(services.commands.head_position(), ("job_view",),
+                                  timeout=wait_s)
+    return services.jobs.get(job_uuid)
 
 
 def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> JSONResponse:

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from domain.errors import JobNotFoundError, VmNotFoundError
 from domain.states import Execution, JobName
@@ -85,19 +86,26 @@ def _visible(services: Services, job: dict[str, Any], owner_uuid: str | None) ->
 
 
 @router.get("/jobs/{job_uuid}/wait")
-def wait_job(job_uuid: str, request: Request) -> JSONResponse:
-    """WaitJob: answers once the job is terminal, or at ``timeout`` seconds (default 30)."""
+async def wait_job(job_uuid: str, request: Request) -> JSONResponse:
+    """WaitJob: answers once the job is terminal, or at ``timeout`` seconds (default 30);
+    async, so a waiting client holds no thread of the pool (``deps.wait_for_job``)."""
     services = services_of(request)
     query = Query(request, {"timeout"})
     timeout = query.integer("timeout", minimum=0, maximum=MAX_WAIT_S)
     query.check()
-    # Read-your-writes first: a job just accepted is found even with timeout=0 (vm_view too:
-    # an owner's visibility is its VM's owner there).
+    await run_in_threadpool(_find_visible, request, services, job_uuid, query)
+    job = await wait_for_job(services, job_uuid.lower(),
+                             float(30 if timeout is None else timeout))
+    if job is None:
+        raise JobNotFoundError(job_uuid)
+    return JSONResponse(job)
+
+
+def _find_visible(request: Request, services: Services, job_uuid: str, query: Query) -> None:
+    """Read-your-writes first, so a job just accepted is found even with ``timeout=0``
+    (``vm_view`` too: an owner's visibility is its VM's owner there); raises
+    ``JobNotFoundError`` for a job the caller may not see."""
     read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
     found = services.jobs.get(job_uuid.lower())
     if found is None or not _visible(services, found, query.owner_uuid):
         raise JobNotFoundError(job_uuid)
-    job = wait_for_job(services, job_uuid.lower(), float(30 if timeout is None else timeout))
-    if job is None:
-        raise JobNotFoundError(job_uuid)
-    return JSONResponse(job)

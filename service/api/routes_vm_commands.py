@@ -2,10 +2,11 @@
 its request into one call of ``Commands`` (``create_vm``, ``request_action``, ``change_nics``,
 or the quarantine's) and answers 202 with the job; the reads are ``service.api.routes_vms``.
 
-The routes are ``async``: CreateVm, the lifecycle actions and DeleteVm hand their command to
-the committer's thread and await it (``deps.command``), with no thread-pool hop; what waits
-for a read model (``sync=true``, a create's networks, the NIC and quarantine actions, which
-answer with the VM as it now is) still runs in the thread pool."""
+The routes are ``async``: CreateVm, the lifecycle and NIC actions and DeleteVm hand their
+command to the committer's thread and await it (``deps.command``), with no thread-pool hop;
+what waits for a read model (the networks a create or ``add_nics`` names, the quarantine
+actions, which answer with the VM as it now is) runs in the thread pool, and ``sync=true``
+awaits the job with short checks there (``deps.wait_for_job``)."""
 
 from __future__ import annotations
 
@@ -98,7 +99,7 @@ async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, An
     result = await command(request, lambda: services.commands.create_vm(
         spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))
     if request.query_params.get("sync") == "true":
-        await run_in_threadpool(wait_for_job, services, result.job_uuid, SYNC_TIMEOUT_S)
+        await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
     return accepted(request, result)
 
 
@@ -110,7 +111,7 @@ async def act_on_vm(vm_uuid: str, request: Request,
     if request.query_params.get("action") in QUARANTINE_ACTIONS:
         return await run_in_threadpool(quarantine_action, vm_uuid, request, data)
     if request.query_params.get("action") in NIC_ACTIONS:
-        return await run_in_threadpool(_nic_action, vm_uuid, request, data)
+        return await _nic_action(vm_uuid, request, data)
     query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout"})
     idempotent = query.boolean("idempotent")
     sync = query.boolean("sync")
@@ -165,7 +166,8 @@ def _networks(request: Request, networks: Any) -> list[NicRequest]:
     return parse_networks(networks, services.networks)
 
 
-def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None) -> JSONResponse:
+async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None
+                      ) -> JSONResponse:
     """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them."""
     query = Query(request, {"action", "sync", *CLIENT_EXTRAS})
     sync = query.boolean("sync")
@@ -174,15 +176,17 @@ def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None) -> 
     adding = request.query_params["action"] == "add_nics"
     parsed = parse_body(request, AddNicsBody if adding else RemoveNicsBody, data)
     services = services_of(request)
-    result = change_nics(
-        services.commands, vm_uuid.lower(), behaviour=behaviour_of(request),
-        cause=cause_of(request),
-        add=_networks(request, parsed.networks) if isinstance(parsed, AddNicsBody) else None,
-        remove=None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs],
-        owner_uuid=query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None),
-        if_match=if_match_of(request), idempotency=idempotency_of(request, data))
+    add = (await run_in_threadpool(_networks, request, parsed.networks)
+           if isinstance(parsed, AddNicsBody) else None)
+    remove = None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs]
+    behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
+    owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
+    idempotency = idempotency_of(request, data)
+    result = await command(request, lambda: change_nics(
+        services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
+        remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency))
     if sync or parsed.sync:
-        wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+        await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
     return accepted(request, result)
 
 
@@ -216,7 +220,7 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
             headers["x-log-position"] = str(result.position)
         return Response(status_code=204, headers=headers)
     if sync:
-        await run_in_threadpool(wait_for_job, services, result.job_uuid, SYNC_TIMEOUT_S)
+        await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
     return accepted(request, result)
 
 
