@@ -1,6 +1,6 @@
 """Commands run on the committer's own thread, one greenlet each, so an ``async`` HTTP route
 hands its command over and awaits the answer with no thread-pool hop (issue #15, "a lean
-HTTP edge"; docs/architecture.md, "Group commit and the command tasks").
+HTTP edge"; docs/architecture.md, "The command tasks").
 
 A command is the same synchronous code every writer runs (``Commands.create_vm``, the change
 loop, its loads and decisions): nothing in it knows where it runs. Where a thread would wait,
