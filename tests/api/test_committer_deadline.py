@@ -19,6 +19,7 @@ from service.settings import Settings
 from tests.api.conformance import conforming
 from tests.api.helpers import vm_body
 from tests.builders import create
+from tests.service.test_command_tasks import TurnHeld
 from tests.service.test_committer import Gate
 
 BOUND_S = 0.5
@@ -106,21 +107,11 @@ def test_a_command_waiting_for_its_vms_turn_past_the_bound_is_withdrawn_and_says
     # never appended, even once the turn is free (the client's retry cannot double it).
     vm_uuid = create(services).vm_uuid
     version = services.commands.load(vm_uuid).version
-    inside, leave = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with services.commands.committer.turn(vm_uuid):
-            inside.set()
-            assert leave.wait(10)
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    assert inside.wait(10)
+    held = TurnHeld(services, vm_uuid)
     started = time.monotonic()
     response = http.post(f"/vms/{vm_uuid}", params={"action": "stop"})
     waited = time.monotonic() - started
-    leave.set()
-    thread.join(10)
+    held.release()
     assert response.status_code == 503, response.text
     assert response.json()["message"] == (
         f"no answer from the committer in {BOUND_S} s: not appended")

@@ -32,6 +32,30 @@ def wait_until(condition: Any, timeout: float = 10) -> bool:
     return True
 
 
+class TurnHeld:
+    """A thread holding ``vm_uuid``'s turn until ``release``, then running ``then`` (if given)
+    before it gives the turn back."""
+
+    def __init__(self, services: Services, vm_uuid: str, then: Any = None):
+        self.inside, self.leave = threading.Event(), threading.Event()
+
+        def holder() -> None:
+            with services.commands.committer.turn(vm_uuid):
+                self.inside.set()
+                assert self.leave.wait(10)
+                if then is not None:
+                    then()
+
+        self.thread = threading.Thread(target=holder)
+        self.thread.start()
+        assert self.inside.wait(10)
+
+    def release(self) -> None:
+        self.leave.set()
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+
 def run(services: Services, command: Any) -> Future[Any]:
     """``command`` handed to the committer as an async route hands it."""
     return services.commands.committer.run(command, contextvars.copy_context())
@@ -87,25 +111,13 @@ def test_tasks_appends_and_a_threads_append_are_written_in_one_batch(services, m
 
 def test_a_task_parks_on_a_turn_a_thread_holds_and_the_threads_save_still_commits(services):
     vm_uuid, other_vm = create(services).vm_uuid, create(services).vm_uuid
-    committer = services.commands.committer
-    inside, leave = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with committer.turn(vm_uuid):
-            inside.set()
-            assert leave.wait(10)
-            rename(services, vm_uuid, "thread")  # its save needs the committer's thread
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    assert inside.wait(10)
+    # the thread's save, while it holds the turn, needs the committer's thread
+    held = TurnHeld(services, vm_uuid, then=lambda: rename(services, vm_uuid, "thread"))
     waiting = run(services, lambda: rename(services, vm_uuid, "task"))
     # The parked task does not hold the committer: another task's command goes through.
     assert run(services, lambda: rename(services, other_vm, "free")).result(10)
     assert not waiting.done()
-    leave.set()
-    thread.join(10)
-    assert not thread.is_alive()
+    held.release()
     waiting.result(10)
     vm = services.commands.load(vm_uuid)
     assert vm.alias == "task" and vm.version == 4  # the thread's, then the task's
@@ -161,24 +173,13 @@ def test_a_task_withdrawn_before_it_starts_never_runs(services, monkeypatch):
 
 def test_a_task_given_up_while_it_waits_for_a_turn_ends_unappended(services):
     vm_uuid = create(services).vm_uuid
-    committer = services.commands.committer
-    inside, leave = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with committer.turn(vm_uuid):
-            inside.set()
-            assert leave.wait(10)
-
-    thread = threading.Thread(target=holder)
-    thread.start()
-    assert inside.wait(10)
+    held = TurnHeld(services, vm_uuid)
     waiting = run(services, lambda: rename(services, vm_uuid, "task"))
     assert wait_until(waiting.running)
     assert not waiting.give_up()  # it had started: withdrawn where it waits
     with pytest.raises(TaskWithdrawn):
         waiting.result(10)
-    leave.set()
-    thread.join(10)
+    held.release()
     assert services.commands.load(vm_uuid).version == 2
 
 
