@@ -36,28 +36,6 @@ REQUESTS = Counter(
 COMMAND_LATENCY = Histogram(
     "vmledger_command_seconds", "Time to handle a command request (s)", ["route"]
 )
-
-# Each request's children, by label values: ``labels()`` checks and joins its arguments under a
-# lock on every call, about 1 % of a command's CPU (docs/performance.md, "A lean HTTP edge").
-# A child stays its parent's until ``remove``/``clear``, which nothing calls on these two.
-_REQUEST_COUNTS: dict[tuple[str, int], Counter] = {}
-_COMMAND_TIMES: dict[str, Histogram] = {}
-
-
-def count_request(route: str, status: int) -> None:
-    """One more ``REQUESTS`` answered on ``route`` (a path template) with ``status``."""
-    child = _REQUEST_COUNTS.get((route, status))
-    if child is None:
-        child = _REQUEST_COUNTS[route, status] = REQUESTS.labels(route=route, status=str(status))
-    child.inc()
-
-
-def observe_command(route: str, seconds: float) -> None:
-    """A command request on ``route`` (``METHOD /template``) took ``seconds``."""
-    child = _COMMAND_TIMES.get(route)
-    if child is None:
-        child = _COMMAND_TIMES[route] = COMMAND_LATENCY.labels(route=route)
-    child.observe(seconds)
 PROJECTION_LAG = Gauge(
     "vmledger_projection_lag_events",
     "How many events each read model is behind the log's head (as this process's projection "
@@ -147,3 +125,26 @@ def serve_process_metrics(address: str | None) -> WSGIServer | None:
     server, _ = start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1")
     log.info("serving this process's metrics on port %s at /metrics", server.server_port)
     return server
+
+
+# Each request's children, by label values: ``labels()`` checks and joins its arguments under a
+# lock on every call, about 1 % of a command's CPU (docs/performance.md, "A lean HTTP edge").
+# A child stays its parent's until ``remove``/``clear``, which nothing calls on these two.
+_REQUEST_COUNTS: dict[tuple[str, int], Counter] = {}
+_COMMAND_TIMES: dict[str, Histogram] = {}
+
+
+def count_request(route: str, status: int) -> None:
+    """One more ``REQUESTS`` answered on ``route`` (a path template) with ``status``."""
+    child = _REQUEST_COUNTS.get((route, status))
+    if child is None:
+        child = _REQUEST_COUNTS[route, status] = REQUESTS.labels(route=route, status=str(status))
+    child.inc()
+
+
+def observe_command(route: str, seconds: float) -> None:
+    """A command request on ``route`` (``METHOD /template``) took ``seconds``."""
+    child = _COMMAND_TIMES.get(route)
+    if child is None:
+        child = _COMMAND_TIMES[route] = COMMAND_LATENCY.labels(route=route)
+    child.observe(seconds)

@@ -67,13 +67,13 @@ class Handover:
     __slots__ = ("processing", "stored", "future", "done", "outcome", "task")
 
     def __init__(self, processing: ProcessingEvent[Any], stored: Sequence[Any], *,
-                 future: bool = True):
+                 future: bool = True, task: CommandTask | None = None):
         self.processing = processing
         self.stored = stored
         self.future: Future[Recordings] | None = Future() if future else None
         self.done = False
         self.outcome: Recordings | BaseException | None = None
-        self.task: CommandTask | None = None  # a command task parked on this append
+        self.task = task  # a command task parked on this append
 
     def settle(self, outcome: Recordings | BaseException) -> None:
         """Record the outcome (the committer's thread, or ``submit`` for an empty append)."""
@@ -225,8 +225,7 @@ class Committer:
         processing = _collected(aggregates, kwargs)
         pending = Handover(processing,
                            [self.app.mapper.to_stored_event(e) for e in processing.events],
-                           future=future)
-        pending.task = task
+                           future=future, task=task)
         if not pending.stored:
             pending.settle([])
             return pending

@@ -145,13 +145,14 @@ class Tasks:
         """Run every task that can go on until each has parked or ended; a task that ends
         may free a turn another waits for, so go round until nothing moves."""
         while True:
-            movable = self._ready + [t for t in self._parked if self._can_go_on(t)]
+            parked = self._parked
+            movable, self._ready = self._ready, []
+            self._parked = []
+            for task in parked:
+                (movable if self._can_go_on(task) else self._parked).append(task)
             if not movable:
                 return
-            self._ready = []
             for task in movable:
-                if task in self._parked:
-                    self._parked.remove(task)
                 value, task.resume_with, task.waiting = task.resume_with, None, None
                 try:
                     task.switch(value) if task else task.switch()  # started, or not yet

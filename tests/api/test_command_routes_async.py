@@ -14,7 +14,7 @@ from tests.api.helpers import vm_body
 
 
 @pytest.fixture
-def threads_of(paused) -> dict[str, list[str]]:
+def threads_of(paused, monkeypatch) -> dict[str, list[str]]:
     """The thread each ``Commands`` call of the routes ran on, by command."""
     commands = paused.services.commands
     seen: dict[str, list[str]] = {}
@@ -25,7 +25,7 @@ def threads_of(paused) -> dict[str, list[str]]:
             seen.setdefault(_name, []).append(threading.current_thread().name)
             return _real(*args, **kwargs)
 
-        setattr(commands, name, recorded)
+        monkeypatch.setattr(commands, name, recorded)
     return seen
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextvars
 import threading
-import time
 from concurrent.futures import Future
 from typing import Any
 
@@ -19,17 +18,9 @@ from domain.vm import Vm, make_cause
 from service.audit.verify import verify_chains
 from service.commands.tasks import TaskWithdrawn
 from service.container import Services
+from tests.api.helpers import wait_until
 from tests.builders import act, create
 from tests.service.test_committer import Gate
-
-
-def wait_until(condition: Any, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 class TurnHeld:
@@ -96,7 +87,7 @@ def test_tasks_appends_and_a_threads_append_are_written_in_one_batch(services, m
     assert gate.entered.wait(10)
     other = threading.Thread(target=rename, args=(services, vms[2], "thread"))
     other.start()
-    assert wait_until(lambda: len(committer._queue) == 1)  # the thread's append is queued
+    wait_until(lambda: len(committer._queue) == 1)  # the thread's append is queued
     tasks = [run(services, lambda vm=vm: rename(services, vm, f"task-{vm}")) for vm in vms[:2]]
     gate.open()
     writer.join(10)
@@ -175,7 +166,7 @@ def test_a_task_given_up_while_it_waits_for_a_turn_ends_unappended(services):
     vm_uuid = create(services).vm_uuid
     held = TurnHeld(services, vm_uuid)
     waiting = run(services, lambda: rename(services, vm_uuid, "task"))
-    assert wait_until(waiting.running)
+    wait_until(waiting.running)
     assert not waiting.give_up()  # it had started: withdrawn where it waits
     with pytest.raises(TaskWithdrawn):
         waiting.result(10)
@@ -184,15 +175,11 @@ def test_a_task_given_up_while_it_waits_for_a_turn_ends_unappended(services):
 
 
 def test_a_task_given_up_once_its_append_is_in_a_batch_commits_with_it(services, monkeypatch):
-    held_vm, vm_uuid = create(services).vm_uuid, create(services).vm_uuid
+    vm_uuid = create(services).vm_uuid
     gate = Gate(services, monkeypatch)
-    writer = threading.Thread(target=rename, args=(services, held_vm, "held"))
-    writer.start()
-    assert gate.entered.wait(10)
     in_batch = run(services, lambda: rename(services, vm_uuid, "task"))
+    assert gate.entered.wait(10)  # the task's own batch is being written, held
+    assert not in_batch.give_up()
     gate.open()
-    assert wait_until(lambda: len(gate.sizes) == 2)  # the task's batch is being written
-    in_batch.give_up()
-    writer.join(10)
     assert in_batch.result(10).position
     assert services.commands.load(vm_uuid).alias == "task"
