@@ -60,8 +60,9 @@ class Settings(BaseSettings):
         86_400.0, ge=86_400, description="how long an Idempotency-Key is kept (s, at least 24 h)"
     )
     aggregate_cache_size: int = Field(
-        10_000, ge=0, description="VMs kept in memory per process, fast-forwarded from the "
-        "log on each load (0: off)"
+        10_000, ge=0, description="VMs kept in memory per process: a load reads only the "
+        "stream's newer events, and a command on a VM this process saved last reads none "
+        "(0: off)"
     )
     postgres_pool_size: int = Field(5, ge=1)
     postgres_max_overflow: int = Field(10, ge=0)
@@ -154,9 +155,12 @@ class Settings(BaseSettings):
         """The ``eventsourcing`` library's environment for this database URL."""
         common = {}
         if self.aggregate_cache_size:
-            # Safe across processes: a cached VM is fast-forwarded from the log on every load.
+            # Safe across processes: a load reads the stream's newer events, and a decision
+            # made on a cached fold without that read commits only if the fold was current
+            # (service/commands/aggregate_cache.py, which fast-forwards copies, never the
+            # cached fold itself: hence the library's own fast-forward is off).
             common = {"AGGREGATE_CACHE_MAXSIZE": str(self.aggregate_cache_size),
-                      "AGGREGATE_CACHE_FASTFORWARD": "y"}
+                      "AGGREGATE_CACHE_FASTFORWARD": "n"}
         if self.backend == "sqlite":
             path = self.database_url.removeprefix("sqlite:///")
             return {

@@ -7,7 +7,10 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
 (``service.commands.fleet``), the quarantine and the trace replay. What one attempt does:
 
 1. the idempotency key, if any: a key already used for this request returns its first outcome;
-2. load the aggregate (``load_aggregate``, the one loader), or make it with ``new``;
+2. load the aggregate (``load_aggregate``, the one loader), or make it with ``new``; the first
+   attempt on a stream this process saved last decides on its cached save without reading
+   (``service.commands.aggregate_cache``): unconfirmed, so anything but its own committed
+   append (a refusal, nothing to append, a conflict) is decided again on a fresh load;
 3. ``If-Match``: a version other than the current one raises ``VersionMismatchError``;
 4. ``decide(aggregate)``: records events, or raises a domain refusal (nothing is saved);
 5. the servers' side of the VMs' capacity claims and releases (``_server_effects``), and the
@@ -34,6 +37,7 @@ from domain.network import Network
 from domain.server import Server
 from domain.vm import Vm
 from domain.volume import Volume
+from service.commands.aggregate_cache import copy_if_saved_here, fold_current
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
 from service.commands.networks import NetworkNotFoundError
 from service.commands.retry import ConflictRetriesExhaustedError, back_off_s
@@ -74,9 +78,13 @@ class Changed(NamedTuple, Generic[R]):
 
 
 def fold_stream(app: Any, aggregate_id: UUID, version: int | None = None) -> Any:
-    """The aggregate of any kind folded from stream ``aggregate_id`` (at ``version`` if given),
-    for readers that follow the log (the changefeed); writers use ``Changes.load_aggregate``.
-    Raises the library's ``AggregateNotFoundError`` when there is no such stream."""
+    """The aggregate of any kind folded from stream ``aggregate_id`` (at ``version`` if given;
+    else as its last stored event left it, from the process's cache when it holds the stream:
+    ``aggregate_cache.fold_current``), for readers that follow the log (the changefeed);
+    writers use ``Changes.load_aggregate``. Raises the library's ``AggregateNotFoundError``
+    when there is no such stream."""
+    if version is None and app.repository.cache is not None:
+        return fold_current(app, aggregate_id)
     return app.repository.get(aggregate_id, version=version)
 
 
@@ -130,11 +138,16 @@ class Changes:
           tell it from an existing one by ``pending_events``.
         - ``also`` names other aggregates ``decide`` changed, saved in the same transaction.
 
+        A decision made on this process's cached save (no read: ``_load_or_new``) stands only
+        if its aggregate's append commits; otherwise the attempt is made again at once on the
+        log's state, uncounted (docs/architecture.md, "Deciding on the cache").
+
         Raises ``VersionMismatchError`` when ``if_match`` is not the current version, the
         not-found refusal of ``kind``, whatever ``decide`` raises,
         ``IdempotencyKeyReusedError`` and ``ConflictRetriesExhaustedError``.
         """
-        for attempt in range(self.retries):
+        attempt, trust_cache = 0, True
+        while attempt < self.retries:
             # One change of this stream at a time in this process, from its load to its
             # commit: a group commit's queue lengthens that window, and two of a process's
             # writers of one stream in one batch would only make one of them a conflict.
@@ -142,25 +155,41 @@ class Changes:
                 prior = self._first_outcome(idempotency_key)
                 if prior is not None:
                     return Changed(None, None, None, prior)  # type: ignore[arg-type]
-                aggregate = self._load_or_new(kind, uuid, new, first=attempt == 0)
-                if if_match is not None and aggregate.version != if_match:
-                    raise VersionMismatchError(if_match, aggregate.version,
-                                               "VM" if kind is Vm else kind.__name__.lower())
-                decision = decide(aggregate)
-                record = None
-                if idempotency_key is not None and outcome is not None:
-                    record = self.keys.record(idempotency_key, 202, outcome(decision, aggregate))
-                pending = self._pending(aggregate, list(also(decision)) if also else [])
+                aggregate, unconfirmed = self._load_or_new(
+                    kind, uuid, new, first=attempt == 0, trust_cache=trust_cache)
+                try:
+                    if if_match is not None and aggregate.version != if_match:
+                        raise VersionMismatchError(
+                            if_match, aggregate.version,
+                            "VM" if kind is Vm else kind.__name__.lower())
+                    decision = decide(aggregate)
+                    record = None
+                    if idempotency_key is not None and outcome is not None:
+                        record = self.keys.record(idempotency_key, 202,
+                                                  outcome(decision, aggregate))
+                    pending = self._pending(aggregate, list(also(decision)) if also else [])
+                except Exception:
+                    if not unconfirmed:
+                        raise
+                    trust_cache = False  # a refusal is only given on the log's state
+                    continue
+                if unconfirmed and not aggregate.pending_events:
+                    trust_cache = False  # only its own append proves the cached fold current
+                    continue
                 if not pending:
                     prior = self._store_key_alone(record) if record is not None else None
                     return Changed(decision, aggregate, None, prior)
                 try:
                     position = self.save(*pending, idempotency=record)
                 except IntegrityError:
+                    if unconfirmed:  # another process appended since this one's last save
+                        trust_cache = False
+                        continue
                     self.on_conflict()
                 else:
                     return Changed(decision, aggregate, position)
             self.committer.pause(back_off_s(attempt))  # a command task parks instead
+            attempt += 1
         raise ConflictRetriesExhaustedError(
             f"{kind.__name__.lower()} {uuid}: {self.retries} conflicting writes")
 
@@ -186,15 +215,29 @@ class Changes:
     # -- one attempt's parts ------------------------------------------------------------------
 
     def _load_or_new(self, kind: type[A], uuid: str | UUID, new: Callable[[], A] | None,
-                     *, first: bool) -> A:
+                     *, first: bool, trust_cache: bool) -> tuple[A, bool]:
+        """The aggregate an attempt decides on, and whether it is unconfirmed: with
+        ``trust_cache``, the cached fold this process's own last append made, read from no
+        log (``aggregate_cache.copy_if_saved_here``); else the stream's current fold."""
         if new is not None and first:
-            return new()  # a create reads nothing first: its stream is almost always new
+            return new(), False  # a create reads nothing first: its stream is almost always new
+        if trust_cache:
+            cached = self._copy_if_saved_here(uuid)
+            if isinstance(cached, kind):
+                return cached, True
         try:
-            return self.load_aggregate(kind, uuid)
+            return self.load_aggregate(kind, uuid), False
         except DomainError:
             if new is None:
                 raise
-            return new()
+            return new(), False
+
+    def _copy_if_saved_here(self, uuid: str | UUID) -> Any | None:
+        try:
+            aggregate_id = uuid if isinstance(uuid, UUID) else UUID(str(uuid))
+        except ValueError:
+            return None
+        return copy_if_saved_here(self.app, self.committer.saved_here, aggregate_id)
 
     def _first_outcome(self, key: IdempotencyKey | None) -> Accepted | None:
         if key is None:

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError, Notification, OperationalError, Recording
 
+from service.commands.aggregate_cache import SavedHere
 from service.commands.tasks import (
     SAVE, SLEEP, CommandFuture, CommandTask, Tasks, current_task,
 )
@@ -105,7 +106,7 @@ class Committer:
     service/storage.py; a recorder without it is refused here, not at each save)."""
 
     def __init__(self, app: Application[Any], *, max_appends: int = 128, linger_s: float = 0.0,
-                 one_thread: bool = False):
+                 one_thread: bool = False, cache_saves: bool = True):
         if not hasattr(app.recorder, "insert_batch"):
             raise TypeError(f"{type(app.recorder).__name__} has no insert_batch: group "
                             "commit needs one of service.storage's recorders")
@@ -127,6 +128,14 @@ class Committer:
         self._tasks = Tasks(turn_free=self._turns.free_for)  # only the thread's own
         # handed over by ``run``, not yet started: (command, context, future)
         self._incoming: list[tuple[Callable[[], Any], Context, CommandFuture]] = []
+        # Each committed aggregate goes into the app's cache, and the version of this
+        # process's last append to each stream is remembered (the change loop decides only
+        # on its saves: aggregate_cache). Not for a caller that goes on changing the
+        # aggregates it saved (the replay, with a cache of its own): the cache must hold
+        # committed folds only.
+        cache = app.repository.cache
+        self._cache = cache if cache_saves else None
+        self.saved_here = SavedHere(getattr(cache, "maxsize", 0) or 10_000)
         self.batches = 0  # how many transactions, and how many appends they held
         self.appends = 0
 
@@ -327,10 +336,11 @@ class Committer:
                 for event, stored, notification_id in zip(
                     pending.processing.events, pending.stored, outcome, strict=True)
             ]
-            repository = self.app.repository  # as Application._record leaves the cache
-            if repository.cache and not repository.fastforward:
+            cache = self._cache  # as Application._record leaves it
+            if cache is not None:
                 for aggregate_id, aggregate in pending.processing.aggregates.items():
-                    repository.cache.put(aggregate_id, aggregate)
+                    cache.put(aggregate_id, aggregate)
+                    self.saved_here.record(aggregate_id, aggregate.version)
         except BaseException as error:  # noqa: BLE001 - the caller must hear of it
             log.exception("settling a committed append")
             pending.settle(error)

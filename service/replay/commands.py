@@ -84,7 +84,7 @@ class ReplayCommands(Commands):
             base.app, keys=base.keys, retries=base.retries, on_conflict=on_conflict,
             server_status=server_status, is_stuck=never_stuck, enforce_capacity=False,
             committer=Committer(base.app, max_appends=BATCH_APPENDS, linger_s=BATCH_LINGER_S,
-                                one_thread=True),
+                                one_thread=True, cache_saves=False),
             after_save=base.after_save)
 
     def load_aggregate(self, kind: Any, uuid: Any, version: int | None = None) -> Any:
@@ -94,6 +94,9 @@ class ReplayCommands(Commands):
             self._handed_out[key] = cached
             return cached
         return super().load_aggregate(kind, uuid, version)
+
+    def _copy_if_saved_here(self, uuid: Any) -> None:
+        return None  # the database's only writer: what ``load_aggregate`` answers is current
 
     def change(self, *args: Any, **kwargs: Any) -> Any:
         """``Changes.change``; when it raises, the aggregates it was given from the cache may

@@ -87,15 +87,22 @@ def test_a_report_folds_the_vms_stream_once_for_its_check_and_its_change(
     # change loaded, not on a fold of its own
     vm_uuid = create_running_vm(client)
     vm = get_vm(client, vm_uuid)
-    folds: list[str] = []
-    fold = services.app.repository.get
+    folds: list[str] = []  # the VM as the loader hands it out: a fold, or a cached save's copy
+    load, cached = services.commands.load_aggregate, services.commands._copy_if_saved_here
 
-    def counted(aggregate_id, *args, **kwargs):
-        if str(aggregate_id) == vm_uuid:
+    def loaded(kind, uuid, version=None):
+        if str(uuid) == vm_uuid:
             folds.append(vm_uuid)
-        return fold(aggregate_id, *args, **kwargs)
+        return load(kind, uuid, version)
 
-    monkeypatch.setattr(services.app.repository, "get", counted)
+    def copied(uuid):
+        copy = cached(uuid)
+        if copy is not None and str(uuid) == vm_uuid:
+            folds.append(vm_uuid)
+        return copy
+
+    monkeypatch.setattr(services.commands, "load_aggregate", loaded)
+    monkeypatch.setattr(services.commands, "_copy_if_saved_here", copied)
     generational = client.put(f"/vms/{vm_uuid}", json={
         "state": "running", "server_uuid": vm["server_uuid"], "boot_id": "b1",
         "generation": 1})

@@ -18,6 +18,8 @@ from tests.builders import cause, create
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP = ROOT / "service" / "commands" / "change.py"
+# the loader's cache: what a load copies, fast-forwards and keeps (the loop's own part)
+LOADER_CACHE = ROOT / "service" / "commands" / "aggregate_cache.py"
 
 
 def _names_used(path: Path) -> set[str]:
@@ -42,7 +44,7 @@ def test_only_the_change_loop_reads_streams_saves_and_retries_conflicts() -> Non
     offending = {
         str(path.relative_to(ROOT)): sorted(loop_only & _names_used(path))
         for path in sorted((ROOT / "service").rglob("*.py"))
-        if path not in (LOOP, *APPEND) and loop_only & _names_used(path)
+        if path not in (LOOP, LOADER_CACHE, *APPEND) and loop_only & _names_used(path)
     }
     assert not offending, offending
 

@@ -132,6 +132,9 @@ def test_a_task_that_conflicts_backs_off_parked_and_decides_again(services, monk
     rename(services, vm_uuid, "winner")  # ... after which another writer moved the stream
     load = services.commands.load_aggregate
     served: list[Any] = [stale]
+    # decided on a read of the log, not on this process's cached save (that path is
+    # tests/service/test_aggregate_cache.py's)
+    monkeypatch.setattr(services.commands, "_copy_if_saved_here", lambda uuid: None)
     monkeypatch.setattr(services.commands, "load_aggregate",
                         lambda kind, uuid, version=None: served.pop() if served
                         else load(kind, uuid, version))

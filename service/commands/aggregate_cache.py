@@ -1,0 +1,96 @@
+"""The process's cache of folded aggregates, and when the change loop may decide on it without
+reading the log first (docs/architecture.md, "Deciding on the cache").
+
+The library's cache (``Repository.cache``, ``AGGREGATE_CACHE_MAXSIZE``) holds committed
+folds only: what this process's committer saved (``SavedHere.record``, from the committer's
+thread), and what a load folded or fast-forwarded from the log (``fold_current``). Nothing
+changes a cached aggregate in place: a load hands out a copy. That is why the library's own
+fast-forward is off (``AGGREGATE_CACHE_FASTFORWARD``): it folds new events into the cached
+object itself, which after a save is the saving command's aggregate, still being read for
+its answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from copy import deepcopy
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, project_aggregate
+
+
+class SavedHere:
+    """The version this process last appended to each stream, for the ``maxsize`` streams
+    saved most recently (an LRU: stream id -> version)."""
+
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self._versions: dict[UUID, int] = {}
+        self._lock = threading.Lock()
+
+    def record(self, aggregate_id: UUID, version: int) -> None:
+        """This process's append took stream ``aggregate_id`` to ``version``."""
+        with self._lock:
+            self._versions.pop(aggregate_id, None)
+            self._versions[aggregate_id] = version
+            if len(self._versions) > self.maxsize:
+                del self._versions[next(iter(self._versions))]
+
+    def version(self, aggregate_id: UUID) -> int | None:
+        """The version of this process's last append to ``aggregate_id``, if remembered."""
+        return self._versions.get(aggregate_id)
+
+
+def copy_if_saved_here(app: Any, saved: SavedHere, aggregate_id: UUID) -> Any | None:
+    """A copy of the cached fold of stream ``aggregate_id`` when it is the one this process's
+    own last append made, without reading the log; None otherwise (not cached, or the cached
+    fold came from a read). The copy may be stale (another process may have appended since):
+    the change loop accepts a decision made on it only once its append commits, which the
+    stream's expected version guarantees was made on the stream's last event
+    (``Changes.change``)."""
+    cache = app.repository.cache
+    if cache is None:
+        return None
+    try:
+        cached = cache.get(aggregate_id)
+    except KeyError:
+        return None
+    if saved.version(aggregate_id) != cached.version:
+        return None
+    return deepcopy(cached)
+
+
+def fold_current(app: Any, aggregate_id: UUID) -> Any:
+    """The aggregate of stream ``aggregate_id`` as its last stored event left it: a copy of
+    the cached fold with the stream's newer events folded in (one read of the log), or, when
+    it is not cached, folded from the log (with its snapshot) and cached. A fold that moved
+    is cached, unless a newer one was cached meanwhile. Raises the library's
+    ``AggregateNotFoundError`` when there is no such stream."""
+    repository = app.repository
+    cache = repository.cache
+    try:
+        cached = cache.get(aggregate_id)
+    except KeyError:
+        return repository.get(aggregate_id)  # folded from the log, cached, and copied
+    aggregate = deepcopy(cached)
+    new_events = list(repository.event_store.get(originator_id=aggregate_id,
+                                                 gt=aggregate.version))
+    if not new_events:
+        return aggregate
+    aggregate = project_aggregate(aggregate, new_events)
+    if aggregate is None:
+        raise AggregateNotFoundError(aggregate_id)
+    _keep_newer(cache, aggregate_id, deepcopy(aggregate))
+    return aggregate
+
+
+def _keep_newer(cache: Any, aggregate_id: UUID, aggregate: Any) -> None:
+    """Cache ``aggregate`` unless the cache already holds a fold at least as new (loads of
+    one stream on two threads may finish in either order)."""
+    try:
+        if cache.get(aggregate_id).version >= aggregate.version:
+            return
+    except KeyError:
+        pass
+    cache.put(aggregate_id, aggregate)
