@@ -104,6 +104,10 @@ class Settings(BaseSettings):
         "INFO", description="the lowest level logged (any case)")
     log_format: Literal["json", "text"] = Field(
         "json", description="json: one JSON object per line; text: for a terminal")
+    opentelemetry: bool = Field(
+        False, description="let FastAPI record OpenTelemetry traces, metrics and logs of each "
+        "request through the process's configured providers (off: the service's metrics are "
+        "Prometheus's, at /metrics, and FastAPI's per-request check for providers costs CPU)")
     metrics_address: str | None = Field(
         None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):[0-9]{1,5}$",
         description="HOST:PORT where `vmledger work` serves its process's metrics "

@@ -31,6 +31,8 @@ log = logging.getLogger(f"vmledger.{__name__}")
 # connection fails (ECONNRESET, "socket hang up"); with 5 s that happened whenever the client
 # had waited one of its 5 s job polls. Well above the polling interval, it seldom can.
 KEEP_ALIVE_S = 65
+# FastAPI's native OpenTelemetry, every signal off (FastAPI 0.142 and newer)
+NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False}
 
 
 def create_app(
@@ -73,6 +75,9 @@ def create_app(
         lifespan=lifespan,
         # every route's roles (auth.ROUTE_ROLES), then the VM and job of the path in the logs
         dependencies=[Depends(authorize)],
+        # unless asked for, not even the check for OpenTelemetry providers on each request
+        # (docs/operations.md, VMLEDGER_OPENTELEMETRY; docs/performance.md)
+        telemetry=None if settings.opentelemetry else NO_TELEMETRY,
     )
     app.state.tokens = tokens
     declare_schema(app)
