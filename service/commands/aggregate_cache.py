@@ -22,10 +22,28 @@ from eventsourcing.application import AggregateNotFoundError, project_aggregate
 
 class SavedHere:
     """The version this process last appended to each stream, for the ``maxsize`` streams
-    saved most recently (an LRU: stream id -> version)."""
+    saved most recently (an LRU: stream id -> version); and how often such a save was still
+    the stream's last when next changed here (``right_share``), which decides whether the
+    change loop trusts it (``trusted``).
+
+    Whether it is right depends on the deployment: with the API, the job worker and the
+    agents in one process (the embedded mode) every write goes through this process, and
+    it is always right; an API process beside separate workers finds each VM moved by the
+    worker's steps since its own command, and is nearly always wrong. A wrong guess costs
+    more than the read it saves (a failed append, which on PostgreSQL sends its batch
+    again: service/storage.py), so the cache is trusted only while at least
+    ``TRUST_ABOVE`` of recent guesses were right. The share starts at 1 (trusted) and
+    moves by ``WEIGHT`` of the difference with each outcome (a mean over about the last 50):
+    about six wrong guesses in a row stop the trust; after a long run of wrong ones, about a
+    hundred right ones bring it back (learnt while not trusting, by comparing each fresh
+    load with the save)."""
+
+    TRUST_ABOVE = 0.9
+    WEIGHT = 0.02
 
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
+        self.right_share = 1.0
         self._versions: dict[UUID, int] = {}
         self._lock = threading.Lock()
 
@@ -41,14 +59,24 @@ class SavedHere:
         """The version of this process's last append to ``aggregate_id``, if remembered."""
         return self._versions.get(aggregate_id)
 
+    @property
+    def trusted(self) -> bool:
+        """Whether recent guesses were right often enough to decide on a save unread."""
+        return self.right_share >= self.TRUST_ABOVE
 
-def copy_if_saved_here(app: Any, saved: SavedHere, aggregate_id: UUID) -> Any | None:
-    """A copy of the cached fold of stream ``aggregate_id`` when it is the one this process's
-    own last append made, without reading the log; None otherwise (not cached, or the cached
-    fold came from a read). The copy may be stale (another process may have appended since):
-    the change loop accepts a decision made on it only once its append commits, which the
-    stream's expected version guarantees was made on the stream's last event
-    (``Changes.change``)."""
+    def note(self, right: bool) -> None:
+        """A save of this process was (``right``) or was not still its stream's last."""
+        with self._lock:
+            self.right_share += self.WEIGHT * (float(right) - self.right_share)
+
+
+def cached_save(app: Any, saved: SavedHere, aggregate_id: UUID) -> Any | None:
+    """The cached fold of stream ``aggregate_id`` when it is the one this process's own last
+    append made (the cached object itself: copy it before any change), without reading the
+    log; None otherwise (not cached, or the cached fold came from a read). It may be stale
+    (another process may have appended since): the change loop accepts a decision made on
+    it only once its append commits, which the stream's expected version guarantees was
+    made on the stream's last event (``Changes.change``)."""
     cache = app.repository.cache
     if cache is None:
         return None
@@ -56,9 +84,7 @@ def copy_if_saved_here(app: Any, saved: SavedHere, aggregate_id: UUID) -> Any | 
         cached = cache.get(aggregate_id)
     except KeyError:
         return None
-    if saved.version(aggregate_id) != cached.version:
-        return None
-    return deepcopy(cached)
+    return cached if saved.version(aggregate_id) == cached.version else None
 
 
 def fold_current(app: Any, aggregate_id: UUID) -> Any:

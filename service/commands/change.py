@@ -23,6 +23,7 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 from uuid import UUID
@@ -37,7 +38,7 @@ from domain.network import Network
 from domain.server import Server
 from domain.vm import Vm
 from domain.volume import Volume
-from service.commands.aggregate_cache import copy_if_saved_here, fold_current
+from service.commands.aggregate_cache import cached_save, fold_current
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
 from service.commands.networks import NetworkNotFoundError
 from service.commands.retry import ConflictRetriesExhaustedError, back_off_s
@@ -183,10 +184,13 @@ class Changes:
                     position = self.save(*pending, idempotency=record)
                 except IntegrityError:
                     if unconfirmed:  # another process appended since this one's last save
+                        self.committer.saved_here.note(False)
                         trust_cache = False
                         continue
                     self.on_conflict()
                 else:
+                    if unconfirmed:
+                        self.committer.saved_here.note(True)
                     return Changed(decision, aggregate, position)
             self.committer.pause(back_off_s(attempt))  # a command task parks instead
             attempt += 1
@@ -217,27 +221,32 @@ class Changes:
     def _load_or_new(self, kind: type[A], uuid: str | UUID, new: Callable[[], A] | None,
                      *, first: bool, trust_cache: bool) -> tuple[A, bool]:
         """The aggregate an attempt decides on, and whether it is unconfirmed: with
-        ``trust_cache``, the cached fold this process's own last append made, read from no
-        log (``aggregate_cache.copy_if_saved_here``); else the stream's current fold."""
+        ``trust_cache``, while the process's guesses are right (``SavedHere.trusted``), a copy
+        of the cached fold this process's own last append made, read from no log
+        (``aggregate_cache.cached_save``); else the stream's current fold (noting, when this
+        process had saved it last, whether that save was still current)."""
         if new is not None and first:
             return new(), False  # a create reads nothing first: its stream is almost always new
-        if trust_cache:
-            cached = self._copy_if_saved_here(uuid)
-            if isinstance(cached, kind):
-                return cached, True
+        saved_here = self.committer.saved_here
+        own = self._cached_save(uuid) if trust_cache else None
+        if isinstance(own, kind) and saved_here.trusted:
+            return deepcopy(own), True
         try:
-            return self.load_aggregate(kind, uuid), False
+            aggregate = self.load_aggregate(kind, uuid)
         except DomainError:
             if new is None:
                 raise
             return new(), False
+        if isinstance(own, kind):
+            saved_here.note(aggregate.version == own.version)
+        return aggregate, False
 
-    def _copy_if_saved_here(self, uuid: str | UUID) -> Any | None:
+    def _cached_save(self, uuid: str | UUID) -> Any | None:
         try:
             aggregate_id = uuid if isinstance(uuid, UUID) else UUID(str(uuid))
         except ValueError:
             return None
-        return copy_if_saved_here(self.app, self.committer.saved_here, aggregate_id)
+        return cached_save(self.app, self.committer.saved_here, aggregate_id)
 
     def _first_outcome(self, key: IdempotencyKey | None) -> Accepted | None:
         if key is None:

@@ -95,7 +95,7 @@ class ReplayCommands(Commands):
             return cached
         return super().load_aggregate(kind, uuid, version)
 
-    def _copy_if_saved_here(self, uuid: Any) -> None:
+    def _cached_save(self, uuid: Any) -> None:
         return None  # the database's only writer: what ``load_aggregate`` answers is current
 
     def change(self, *args: Any, **kwargs: Any) -> Any:

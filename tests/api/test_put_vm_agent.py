@@ -88,7 +88,7 @@ def test_a_report_folds_the_vms_stream_once_for_its_check_and_its_change(
     vm_uuid = create_running_vm(client)
     vm = get_vm(client, vm_uuid)
     folds: list[str] = []  # the VM as the loader hands it out: a fold, or a cached save's copy
-    load, cached = services.commands.load_aggregate, services.commands._copy_if_saved_here
+    load, cached = services.commands.load_aggregate, services.commands._cached_save
 
     def loaded(kind, uuid, version=None):
         if str(uuid) == vm_uuid:
@@ -102,7 +102,7 @@ def test_a_report_folds_the_vms_stream_once_for_its_check_and_its_change(
         return copy
 
     monkeypatch.setattr(services.commands, "load_aggregate", loaded)
-    monkeypatch.setattr(services.commands, "_copy_if_saved_here", copied)
+    monkeypatch.setattr(services.commands, "_cached_save", copied)
     generational = client.put(f"/vms/{vm_uuid}", json={
         "state": "running", "server_uuid": vm["server_uuid"], "boot_id": "b1",
         "generation": 1})

@@ -156,6 +156,51 @@ def test_writers_in_two_processes_racing_on_cached_saves_lose_no_update(services
     assert verify_chains(services.app) == []
 
 
+def test_a_process_whose_saves_keep_going_stale_stops_deciding_on_them_and_learns_back(
+        services, other, monkeypatch):
+    vm_uuid = create(services).vm_uuid
+    committer = services.commands.committer
+    save, failed = committer.save, []
+
+    def counted(*aggregates, **kwargs):
+        try:
+            return save(*aggregates, **kwargs)
+        except Exception:
+            failed.append(1)
+            raise
+
+    monkeypatch.setattr(committer, "save", counted)
+    for n in range(20):  # another process writes the VM between each two of this one's
+        rename(other, vm_uuid, f"theirs-{n}")
+        rename(services, vm_uuid, f"ours-{n}")
+    assert not committer.saved_here.trusted
+    assert 1 <= len(failed) <= 8  # a few wasted appends, then a read before each decision
+    reads = stream_reads(services, monkeypatch)
+    alone = 120  # after a long run of wrong guesses, about a hundred right ones
+    for n in range(alone):  # now only this process writes it: its saves prove right again
+        rename(services, vm_uuid, f"alone-{n}")
+    assert committer.saved_here.trusted
+    reads.clear()
+    rename(services, vm_uuid, "trusted again")
+    assert reads == [] and len(failed) <= 8
+    assert services.commands.load(vm_uuid).version == 2 + 2 * 20 + alone + 1
+
+
+def test_saved_here_trusts_while_most_recent_guesses_were_right():
+    saved = SavedHere(maxsize=10)
+    assert saved.trusted  # until shown otherwise
+    wrong = 0
+    while saved.trusted:
+        saved.note(False)
+        wrong += 1
+    assert 3 <= wrong <= 10
+    saved.note(True)
+    assert not saved.trusted  # one right guess does not undo a run of wrong ones
+    for _ in range(30):
+        saved.note(True)
+    assert saved.trusted
+
+
 def test_saved_here_remembers_the_streams_saved_most_recently():
     saved = SavedHere(maxsize=2)
     first, second, third = uuid4(), uuid4(), uuid4()

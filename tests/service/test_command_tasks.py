@@ -134,7 +134,7 @@ def test_a_task_that_conflicts_backs_off_parked_and_decides_again(services, monk
     served: list[Any] = [stale]
     # decided on a read of the log, not on this process's cached save (that path is
     # tests/service/test_aggregate_cache.py's)
-    monkeypatch.setattr(services.commands, "_copy_if_saved_here", lambda uuid: None)
+    monkeypatch.setattr(services.commands, "_cached_save", lambda uuid: None)
     monkeypatch.setattr(services.commands, "load_aggregate",
                         lambda kind, uuid, version=None: served.pop() if served
                         else load(kind, uuid, version))

@@ -121,7 +121,7 @@ def test_a_conflict_with_another_writer_is_retried_and_both_writes_land(services
         monkeypatch.setattr(writer.commands, "load_aggregate", load_then_wait)
         # each decides on a read of the log, not on its cached save (tests/service/
         # test_aggregate_cache.py races that path)
-        monkeypatch.setattr(writer.commands, "_copy_if_saved_here", lambda uuid: None)
+        monkeypatch.setattr(writer.commands, "_cached_save", lambda uuid: None)
     results: dict[str, object] = {}
 
     def queue_update(writer: Services, alias: str) -> None:
