@@ -128,11 +128,10 @@ class Committer:
         self._tasks = Tasks(turn_free=self._turns.free_for)  # only the thread's own
         # handed over by ``run``, not yet started: (command, context, future)
         self._incoming: list[tuple[Callable[[], Any], Context, CommandFuture]] = []
-        # Each committed aggregate goes into the app's cache, and the version of this
-        # process's last append to each stream is remembered (the change loop decides only
-        # on its saves: aggregate_cache). Not for a caller that goes on changing the
-        # aggregates it saved (the replay, with a cache of its own): the cache must hold
-        # committed folds only.
+        # Each committed aggregate is cached, with the version this process appended
+        # (``SavedHere``): the change loop may decide on it unread (aggregate_cache). Not
+        # with ``cache_saves`` False, for a caller that goes on changing the aggregates it
+        # saved (the replay, which keeps its own): the cache holds committed folds only.
         cache = app.repository.cache
         self._cache = cache if cache_saves else None
         self.saved_here = SavedHere(getattr(cache, "maxsize", 0) or 10_000)
