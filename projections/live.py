@@ -11,6 +11,7 @@ loop reads both afresh.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -64,6 +65,42 @@ class LiveState:
         return found
 
 
+class LongLivedFrozen:
+    """Keeps the cyclic garbage collector off a runner process's long-lived objects: every
+    ``freeze_every_s`` the objects alive then move into its permanent generation
+    (``gc.freeze``), which its collections do not walk; every ``collect_every_s`` they move
+    back and one full collection runs (``gc.unfreeze``, ``gc.collect``).
+
+    Why: the read models keep thousands of folded VMs and jobs between batches
+    (``projections.kept_folds``), hundreds of thousands of objects that each full collection
+    walked again, 90-130 ms of CPU at a time in the middle of a pass: the projection lag's
+    p99 under the P1 load (docs/performance.md, "Deciding on the cache"). Frozen objects are
+    still freed when their last reference goes; only a reference cycle that became garbage
+    while frozen waits for the next full collection, so what it can hold is bounded by
+    ``collect_every_s``."""
+
+    def __init__(self, freeze_every_s: float = 5.0, collect_every_s: float = 600.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.freeze_every_s = freeze_every_s
+        self.collect_every_s = collect_every_s
+        self._clock = clock
+        now = clock()
+        self._next_freeze = now + freeze_every_s
+        self._next_collect = now + collect_every_s
+
+    def tick(self) -> None:
+        """Freeze, or thaw and collect, when it is time (called between passes)."""
+        now = self._clock()
+        if now >= self._next_collect:
+            gc.unfreeze()
+            gc.collect()
+            self._next_collect = now + self.collect_every_s
+            self._next_freeze = now + self.freeze_every_s
+        elif now >= self._next_freeze:
+            gc.freeze()
+            self._next_freeze = now + self.freeze_every_s
+
+
 class BackgroundLoop:
     """The runner's loop (``projections.runner.ProjectionRunner`` is one): it needs the
     runner's ``catch_up``, ``positions``, ``wake`` and its wake-up flag ``_wake``."""
@@ -74,7 +111,8 @@ class BackgroundLoop:
     wake: Callable[[], None]
 
     def run_forever(self, stop: threading.Event, poll_s: float,
-                    on_error: Callable[[BaseException], None] | None = None) -> None:
+                    on_error: Callable[[BaseException], None] | None = None,
+                    frozen: LongLivedFrozen | None = None) -> None:
         """Catch up, then wait for a wake-up or ``poll_s``, until ``stop`` is set.
 
         Between passes that applied events the loop keeps what its own commits reached
@@ -86,9 +124,13 @@ class BackgroundLoop:
         last read wakes the loop. After a pass that applied nothing, an idle wait or any
         error it reads positions and log afresh: a reset with no append after it finds no
         event past the kept positions, so only a fresh read can see it, however often
-        waiters wake the loop (docs/performance.md, P5)."""
+        waiters wake the loop (docs/performance.md, P5). With ``frozen`` (a process of its
+        own: ``vmledger project``), the process's long-lived objects are kept from the garbage
+        collector's full collections between passes."""
         live = LiveState()
         while not stop.is_set():
+            if frozen is not None:
+                frozen.tick()
             self._wake.clear()  # every pass reads the log after this (fresh, or ahead again)
             try:
                 applied = self.catch_up(live=live)

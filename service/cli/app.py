@@ -88,6 +88,7 @@ def serve(
 @cli.command()
 def project() -> None:
     """Run the projection runner until interrupted (production mode)."""
+    from projections.live import LongLivedFrozen
     from service.storage import wake_on_appends
 
     settings = Settings()
@@ -101,7 +102,8 @@ def project() -> None:
     try:
         services.projections.run_forever(
             stop, settings.projection_poll_s,
-            on_error=Throttled(log, "projection runner (retrying)"))
+            on_error=Throttled(log, "projection runner (retrying)"),
+            frozen=LongLivedFrozen())  # the whole process is the runner's
     finally:
         services.close()
         log.info("projection runner stopped")
