@@ -169,7 +169,7 @@ class Changes:
                         record = self.keys.record(idempotency_key, 202,
                                                   outcome(decision, aggregate))
                     pending = self._pending(aggregate, list(also(decision)) if also else [])
-                except Exception:
+                except DomainError:
                     if not unconfirmed:
                         raise
                     trust_cache = False  # a refusal is only given on the log's state

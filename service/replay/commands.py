@@ -95,9 +95,6 @@ class ReplayCommands(Commands):
             return cached
         return super().load_aggregate(kind, uuid, version)
 
-    def _cached_save(self, uuid: Any) -> None:
-        return None  # the database's only writer: what ``load_aggregate`` answers is current
-
     def change(self, *args: Any, **kwargs: Any) -> Any:
         """``Changes.change``; when it raises, the aggregates it was given from the cache may
         hold events of a decision that was never saved (the library applies an event as it

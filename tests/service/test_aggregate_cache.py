@@ -107,6 +107,19 @@ def test_a_refusal_that_holds_on_the_log_is_given(services, other, conflicts):
     assert services.commands.load(vm_uuid).version == 3  # nothing appended
 
 
+def test_an_error_that_is_not_a_refusal_is_raised_at_once_not_decided_again(services):
+    vm_uuid = create(services).vm_uuid
+    calls: list[int] = []
+
+    def failing(vm: Vm) -> None:
+        calls.append(vm.version)
+        raise RuntimeError("the database went away")  # not the VM's state: no fresh retry
+
+    with pytest.raises(RuntimeError):
+        services.commands.change(Vm, vm_uuid, failing)
+    assert calls == [2]
+
+
 def test_a_decision_that_appends_nothing_is_made_on_the_log(services, other):
     vm_uuid = create(services).vm_uuid
     rename(other, vm_uuid, "theirs")
