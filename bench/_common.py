@@ -251,16 +251,20 @@ def free_port() -> int:
 
 class Deployment:
     """``vmledger project``, ``serve --workers N`` and ``work`` × M as separate processes on a
-    PostgreSQL database, with ``VMLEDGER_EMBEDDED_RUNNERS=false`` (docs/operations.md)."""
+    PostgreSQL database, with ``VMLEDGER_EMBEDDED_RUNNERS=false`` (docs/operations.md); the
+    code of this checkout, or of ``repo`` run by ``python`` (``bench/p1_ab.py``)."""
 
     def __init__(self, database_url: str, log_dir: str, *, api_workers: int = 2,
-                 job_workers: int = 0, projectors: int = 1, env: dict[str, str] | None = None):
+                 job_workers: int = 0, projectors: int = 1, env: dict[str, str] | None = None,
+                 repo: Path = REPO, python: str = sys.executable):
         self.env = {
             **os.environ,
             "VMLEDGER_DATABASE_URL": database_url,
             "VMLEDGER_EMBEDDED_RUNNERS": "false",
+            **({} if repo == REPO else {"PYTHONPATH": str(repo)}),
             **(env or {}),
         }
+        self.repo, self.python = repo, python
         self.database_url = database_url
         self.log_path = os.path.join(log_dir, "deployment.log")
         self.api_workers = api_workers
@@ -272,8 +276,8 @@ class Deployment:
 
     def _spawn(self, role: str, *args: str) -> None:
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
-        process = subprocess.Popen([sys.executable, "-m", "service", *args], env=self.env,
-                                   stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+        process = subprocess.Popen([self.python, "-m", "service", *args], env=self.env,
+                                   stdout=log, stderr=subprocess.STDOUT, cwd=self.repo,
                                    start_new_session=True)
         self.processes.setdefault(role, []).append(process)
 

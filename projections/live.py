@@ -66,12 +66,13 @@ class LiveState:
 
 
 class LongLivedFrozen:
-    """Keeps the cyclic garbage collector off a runner process's long-lived objects: every
+    """Keeps the cyclic garbage collector off a long-running process's long-lived objects (the
+    projection runner's, ``vmledger project``; an HTTP process's, ``vmledger serve``): every
     ``freeze_every_s`` the objects alive then move into its permanent generation
     (``gc.freeze``), which its collections do not walk; every ``collect_every_s`` they move
     back and one full collection runs (``gc.unfreeze``, ``gc.collect``).
 
-    Why: the read models keep thousands of folded VMs and jobs between batches
+    Why, in the runner: the read models keep thousands of folded VMs and jobs between batches
     (``projections.kept_folds``), hundreds of thousands of objects that each full collection
     walked again, 90-130 ms of CPU at a time in the middle of a pass: the projection lag's
     p99 under the P1 load (docs/performance.md, "Deciding on the cache"). Frozen objects are

@@ -181,14 +181,19 @@ def client(services: Services) -> Iterator[TestClient]:
 def restore_root_logger() -> Iterator[None]:
     """Put the root logger back as it was after every test: a test that runs a CLI command
     configures logging (``setup_logging``) with a handler on a stream the test closes, and
-    later tests' background threads would log into it."""
+    later tests' background threads would log into it; and what its records gather (the
+    caller's file and line, which pytest's own log report shows)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    gathered = (logging._srcfile, logging.logThreads, logging.logProcesses,  # type: ignore[attr-defined]
+                logging.logMultiprocessing)
     try:
         yield
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
+        (logging._srcfile, logging.logThreads, logging.logProcesses,  # type: ignore[attr-defined]
+         logging.logMultiprocessing) = gathered
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import signal
 import socket
 from typing import Any
 
-APP = "service.api.app:create_app"
+APP = "service.api.app:create_served_app"
 log = logging.getLogger(f"vmledger.{__name__}")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 

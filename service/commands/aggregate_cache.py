@@ -14,10 +14,44 @@ from __future__ import annotations
 
 import threading
 from copy import deepcopy
+from datetime import datetime
+from enum import Enum
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, project_aggregate
+
+
+# The types of value a copy may share with its original: none can change in place.
+_SHARED = frozenset((str, int, float, bool, type(None), bytes, UUID, datetime))
+
+
+def copy_of_fold(aggregate: Any) -> Any:
+    """A copy of ``aggregate`` that shares nothing changeable with it: what ``deepcopy``
+    gives, in about a fifth of its time for a folded VM (7 µs against 35).
+
+    A fold's state is values the events carried (their JSON's dicts, lists, strings, numbers,
+    uuids, instants and the domain's enums), no two attributes holding the same container:
+    dicts and lists are copied, the immutable values shared, and anything else goes through
+    ``deepcopy``. An aggregate with pending events, whose events may share containers with
+    its state, is copied by ``deepcopy`` whole. Every load of a cached fold, once a command
+    (docs/performance.md, "The API processes' garbage collector")."""
+    if aggregate.pending_events:
+        return deepcopy(aggregate)
+    twin = object.__new__(type(aggregate))
+    twin.__dict__.update({name: _copied(value) for name, value in vars(aggregate).items()})
+    return twin
+
+
+def _copied(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    if kind in _SHARED or isinstance(value, Enum):
+        return value
+    return deepcopy(value)
 
 
 class SavedHere:
@@ -99,7 +133,7 @@ def fold_current(app: Any, aggregate_id: UUID) -> Any:
         cached = cache.get(aggregate_id)
     except KeyError:
         return repository.get(aggregate_id)  # folded from the log, cached, and copied
-    aggregate = deepcopy(cached)
+    aggregate = copy_of_fold(cached)
     new_events = list(repository.event_store.get(originator_id=aggregate_id,
                                                  gt=aggregate.version))
     if not new_events:
@@ -107,7 +141,7 @@ def fold_current(app: Any, aggregate_id: UUID) -> Any:
     aggregate = project_aggregate(aggregate, new_events)
     if aggregate is None:
         raise AggregateNotFoundError(aggregate_id)
-    _keep_newer(cache, aggregate_id, deepcopy(aggregate))
+    _keep_newer(cache, aggregate_id, copy_of_fold(aggregate))
     return aggregate
 
 

@@ -23,7 +23,6 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 from uuid import UUID
@@ -38,7 +37,7 @@ from domain.network import Network
 from domain.server import Server
 from domain.vm import Vm
 from domain.volume import Volume
-from service.commands.aggregate_cache import cached_save, fold_current
+from service.commands.aggregate_cache import cached_save, copy_of_fold, fold_current
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
 from service.commands.networks import NetworkNotFoundError
 from service.commands.retry import ConflictRetriesExhaustedError, back_off_s
@@ -230,7 +229,7 @@ class Changes:
         saved_here = self.committer.saved_here
         own = self._cached_save(uuid) if trust_cache else None
         if isinstance(own, kind) and saved_here.trusted:
-            return deepcopy(own), True
+            return copy_of_fold(own), True
         try:
             aggregate = self.load_aggregate(kind, uuid)
         except DomainError:

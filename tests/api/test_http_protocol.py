@@ -2,10 +2,12 @@
 connection, also when uvicorn binds the listening socket itself (``--workers N``), where
 asyncio would leave it on and every keep-alive response waited ~40 ms for the client's delayed
 ACK (uvicorn issue #3149); and it writes ``Connection`` and ``Keep-Alive`` capitalised, as
-Node.js does (VMAPI's curl-head tests read them case-sensitively), and nothing else changed."""
+Node.js does (VMAPI's curl-head tests read them case-sensitively), and nothing else changed;
+and each response's head goes out in one write with its body."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import socket
 import threading
@@ -15,7 +17,7 @@ import pytest
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from service.api.http_protocol import NoDelayHttpToolsProtocol
+from service.api.http_protocol import NoDelayHttpToolsProtocol, ResponseHeadCasing
 
 # A body that holds what the head's names look like: it must pass unchanged.
 BODY = b"ok\r\nconnection: close\r\nkeep-alive: x\r\n"
@@ -64,7 +66,7 @@ def served(protocol: type, request: bytes, loop: str = "auto") -> tuple[int, byt
         with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
             client.sendall(request)
             answer = b""
-            while not _complete(answer):
+            while not _complete(answer, head_only=request.startswith(b"HEAD ")):
                 chunk = client.recv(65536)
                 assert chunk, f"connection closed before the answer ended: {answer!r}"
                 answer += chunk
@@ -75,11 +77,14 @@ def served(protocol: type, request: bytes, loop: str = "auto") -> tuple[int, byt
     return seen[0], answer
 
 
-def _complete(answer: bytes) -> bool:
-    """Whether ``answer`` holds a whole final answer (after any ``100 Continue``)."""
+def _complete(answer: bytes, *, head_only: bool = False) -> bool:
+    """Whether ``answer`` holds a whole final answer (after any ``100 Continue``): its head
+    alone for a HEAD."""
     if answer.startswith(b"HTTP/1.1 100"):
         answer = answer.partition(b"\r\n\r\n")[2]
     head, separator, body = answer.partition(b"\r\n\r\n")
+    if head_only:
+        return bool(separator)
     length = re.search(rb"(?i)\r\ncontent-length: (\d+)", head)
     return bool(separator and length) and len(body) >= int(length.group(1))
 
@@ -122,6 +127,72 @@ def test_a_100_continue_before_the_head_leaves_the_head_to_be_cased():
     head, _, body = final.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and b"\r\nConnection: keep-alive" in head
     assert body == BODY + b"body"
+
+
+def test_the_answer_to_a_head_request_is_its_head_alone():
+    answer = served(NoDelayHttpToolsProtocol, b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")[1]
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n")
+    assert b"\r\nConnection: keep-alive" in answer
+
+
+class RecordingTransport:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bytes]] = []
+
+    def write(self, data: bytes) -> None:
+        self.calls.append(("write", data))
+
+    def close(self) -> None:
+        self.calls.append(("close", b""))
+
+    def is_closing(self) -> bool:
+        return bool(self.calls) and self.calls[-1][0] == "close"
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\n"
+CASED = HEAD.replace(b"connection:", b"Connection:")
+
+
+def _through_casing(steps) -> list[tuple[str, bytes]]:
+    """The transport's calls when ``steps(casing)`` runs in one step of an event loop, and
+    after the loop's next steps."""
+    transport = RecordingTransport()
+
+    async def main() -> None:
+        steps(ResponseHeadCasing(transport))
+        await asyncio.sleep(0)  # let the loop run what the step scheduled
+        await asyncio.sleep(0)
+
+    asyncio.run(main())
+    return transport.calls
+
+
+def test_a_head_and_the_body_after_it_go_out_in_one_write():
+    def steps(casing):
+        casing.write(HEAD)
+        casing.write(b"ok")
+    assert _through_casing(steps) == [("write", CASED + b"ok")]
+
+
+def test_a_head_with_no_body_after_it_goes_out_at_the_end_of_the_step():
+    assert _through_casing(lambda casing: casing.write(HEAD)) == [("write", CASED)]
+
+
+def test_a_head_goes_out_before_a_close():
+    def steps(casing):
+        casing.write(HEAD)
+        casing.close()
+    assert _through_casing(steps) == [("write", CASED), ("close", b"")]
+
+
+def test_an_interim_answer_is_not_held():
+    def steps(casing):
+        casing.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        casing.write(HEAD)
+        casing.write(b"o")
+        casing.write(b"k")
+    assert _through_casing(steps) == [("write", b"HTTP/1.1 100 Continue\r\n\r\n"),
+                                      ("write", CASED + b"o"), ("write", b"k")]
 
 
 def test_serve_runs_uvicorn_with_it_in_one_process_or_several(monkeypatch):

@@ -89,6 +89,18 @@ def test_setup_logging_installs_the_chosen_format_and_level(capsys) -> None:
     assert line.endswith("WARNING test.setup: shown job_uuid=j2")
 
 
+def test_setup_logging_stops_gathering_what_no_line_writes(capsys) -> None:
+    setup_logging(Settings(log_format="json"))
+    logging.getLogger("test.setup").warning("lean", extra={"route": "/ping"})
+    [line] = capsys.readouterr().err.splitlines()
+    entry = json.loads(line)
+    assert {k: entry[k] for k in ("level", "logger", "message", "route")} == {
+        "level": "WARNING", "logger": "test.setup", "message": "lean", "route": "/ping"}
+    record = logging.getLogger("test.setup").makeRecord("n", logging.INFO, "f", 1, "m", (), None)
+    assert (record.threadName, record.processName, record.process) == (None, None, None)
+    assert logging._srcfile is None  # type: ignore[attr-defined] - no caller looked up
+
+
 def test_serve_hands_the_same_logging_configuration_to_uvicorn(monkeypatch) -> None:
     import uvicorn
     from typer.testing import CliRunner

@@ -1,0 +1,55 @@
+"""The app ``vmledger serve`` runs (``create_served_app``): the garbage collector's young
+threshold raised, the process's long-lived objects frozen by a ``LongLivedFrozen`` that the
+app's lifespan ticks, and log records that gather only what the lines show (docs/performance.md, "The API processes' garbage collector")."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from projections.live import LongLivedFrozen
+from service.api import app as app_module
+from service.api.app import YOUNG_COLLECTION_EVERY, create_app, create_served_app
+
+
+class CountingTicks(LongLivedFrozen):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ticked = threading.Event()
+
+    def tick(self) -> None:
+        self.ticked.set()
+
+
+def test_the_lifespan_ticks_the_freezer_while_the_app_runs(services):
+    frozen = CountingTicks()
+    with TestClient(create_app(services=services, frozen=frozen)) as http:
+        assert http.get("/ping").status_code == 200
+        assert frozen.ticked.wait(timeout=10), "no tick within 10 s (one a second expected)"
+
+
+def test_an_app_built_for_tests_ticks_nothing(services, monkeypatch):
+    ticked: list[str] = []
+    monkeypatch.setattr(LongLivedFrozen, "tick", lambda self: ticked.append("tick"))
+    app = create_app(services=services)
+    with TestClient(app) as http:
+        assert http.get("/ping").status_code == 200
+    assert ticked == []
+
+
+def test_the_served_app_raises_the_young_threshold_freezes_and_gathers_less(monkeypatch):
+    built: list[dict[str, Any]] = []
+    monkeypatch.setattr(app_module, "create_app", lambda **kwargs: built.append(kwargs))
+    thresholds = gc.get_threshold()
+    try:
+        create_served_app()
+        assert gc.get_threshold() == (YOUNG_COLLECTION_EVERY, *thresholds[1:])
+    finally:
+        gc.set_threshold(*thresholds)
+    assert len(built) == 1 and isinstance(built[0]["frozen"], LongLivedFrozen)
+    record = logging.makeLogRecord({})
+    assert (record.threadName, record.process, logging._srcfile) == (None, None, None)
