@@ -11,7 +11,6 @@ loop reads both afresh.
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -20,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 from eventsourcing.persistence import Notification
 
+from projections.collector import LongLivedFrozen
 from projections.db import Tx
 from projections.tracking import ProjectionConflictError
 
@@ -63,43 +63,6 @@ class LiveState:
         found = self.ahead if self.ahead_at == start and self.ahead else None
         self.ahead_at, self.ahead = None, ()
         return found
-
-
-class LongLivedFrozen:
-    """Keeps the cyclic garbage collector off a long-running process's long-lived objects (the
-    projection runner's, ``vmledger project``; an HTTP process's, ``vmledger serve``): every
-    ``freeze_every_s`` the objects alive then move into its permanent generation
-    (``gc.freeze``), which its collections do not walk; every ``collect_every_s`` they move
-    back and one full collection runs (``gc.unfreeze``, ``gc.collect``).
-
-    Why, in the runner: the read models keep thousands of folded VMs and jobs between batches
-    (``projections.kept_folds``), hundreds of thousands of objects that each full collection
-    walked again, 90-130 ms of CPU at a time in the middle of a pass: the projection lag's
-    p99 under the P1 load (docs/performance.md, "Deciding on the cache"). Frozen objects are
-    still freed when their last reference goes; only a reference cycle that became garbage
-    while frozen waits for the next full collection, so what it can hold is bounded by
-    ``collect_every_s``."""
-
-    def __init__(self, freeze_every_s: float = 5.0, collect_every_s: float = 600.0,
-                 clock: Callable[[], float] = time.monotonic):
-        self.freeze_every_s = freeze_every_s
-        self.collect_every_s = collect_every_s
-        self._clock = clock
-        now = clock()
-        self._next_freeze = now + freeze_every_s
-        self._next_collect = now + collect_every_s
-
-    def tick(self) -> None:
-        """Freeze, or thaw and collect, when it is time (called between passes)."""
-        now = self._clock()
-        if now >= self._next_collect:
-            gc.unfreeze()
-            gc.collect()
-            self._next_collect = now + self.collect_every_s
-            self._next_freeze = now + self.freeze_every_s
-        elif now >= self._next_freeze:
-            gc.freeze()
-            self._next_freeze = now + self.freeze_every_s
 
 
 class BackgroundLoop:

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from eventsourcing.persistence import Notification
 
+from projections.collector import fewer_young_collections
 from projections.db import Database, Dialect, Tx
 from projections.read_model import ReadModel
 
@@ -96,8 +97,9 @@ def build_beside(runner: Runner, lives: Sequence[ReadModel],
     deferred = [deferred_indexes(runner.db, shadow) for shadow in shadows]
     for shadow, later in zip(shadows, deferred):
         prepare(runner.db, shadow, deferred=later)
-    total = runner.catch_up_models(in_place + shadows, progress,
-                                   batch_size=runner.rebuild_batch_size)
+    with fewer_young_collections():  # a fifth of a rebuild's CPU (projections.collector)
+        total = runner.catch_up_models(in_place + shadows, progress,
+                                       batch_size=runner.rebuild_batch_size)
     for later in deferred:
         make_deferred_indexes(runner.db, later)
     return total

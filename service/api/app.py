@@ -4,7 +4,6 @@ connects to a database at import time."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import ipaddress
 import logging
 from collections.abc import AsyncIterator
@@ -12,7 +11,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
 
-from projections.live import LongLivedFrozen
+from projections.collector import LongLivedFrozen, collect_young_less_often
 from service.api import (
     errors, routes_agents, routes_changefeed, routes_changes, routes_jobs, routes_networks,
     routes_ops, routes_servers, routes_sim, routes_stats, routes_vm_commands, routes_vms,
@@ -37,9 +36,6 @@ log = logging.getLogger(f"vmledger.{__name__}")
 KEEP_ALIVE_S = 65
 # FastAPI's native OpenTelemetry, every signal off (FastAPI 0.142 and newer)
 NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False}
-# A served process's young-generation threshold (net allocations between young collections;
-# CPython's default 700): see create_served_app.
-YOUNG_COLLECTION_EVERY = 7_000
 
 
 def create_app(
@@ -126,22 +122,15 @@ def create_app(
 
 def create_served_app() -> FastAPI:
     """The app of a ``vmledger serve`` process, whose heap is all the app's: ``create_app``
-    with the cyclic garbage collector made to walk less, and log records that gather only what
-    the lines show (``logs.gather_only_what_lines_show``: uvicorn, not ``setup_logging``,
-    configures the logging of each process).
-
-    - Young collections every ``YOUNG_COLLECTION_EVERY`` net allocations instead of 700: each
-      walked the requests' objects alive at that moment, about 0.25 ms apiece under the P1
-      load, and most of those die before a collection ten times rarer (their time fell
-      sixteenfold).
-    - The long-lived objects (the app, the aggregate cache of up to
-      ``VMLEDGER_AGGREGATE_CACHE_SIZE`` folded VMs) kept out of the collections
-      (``LongLivedFrozen``), whose full passes walked them again.
-
-    Together about 6 % of the API's CPU under the P1 load (docs/performance.md, "The API
-    processes' garbage collector"). Tests build apps with ``create_app``: their process is
-    pytest's, whose garbage should be collected as usual."""
-    gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
+    with the cyclic garbage collector made to walk less (``projections.collector``: young
+    collections ten times rarer, the long-lived objects such as the aggregate cache of up to
+    ``VMLEDGER_AGGREGATE_CACHE_SIZE`` folded VMs frozen), and log records that gather only
+    what the lines show (``logs.gather_only_what_lines_show``: uvicorn, not
+    ``setup_logging``, configures the logging of each process). The collector's share was
+    about 6 % of the API's CPU under the P1 load (docs/performance.md, "The garbage
+    collector"). Tests build apps with ``create_app``: their process is pytest's, whose
+    garbage is collected as usual."""
+    collect_young_less_often()
     gather_only_what_lines_show()
     return create_app(frozen=LongLivedFrozen())
 

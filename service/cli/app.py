@@ -88,11 +88,12 @@ def serve(
 @cli.command()
 def project() -> None:
     """Run the projection runner until interrupted (production mode)."""
-    from projections.live import LongLivedFrozen
+    from projections.collector import LongLivedFrozen, collect_young_less_often
     from service.storage import wake_on_appends
 
     settings = Settings()
     setup_logging(settings)
+    collect_young_less_often()  # the whole process is the runner's
     services = _services()
     stop = _wait_for_signal()
     wake_on_appends(services.app.recorder, services.projections.wake, stop)

@@ -35,7 +35,7 @@ def copy_of_fold(aggregate: Any) -> Any:
     dicts and lists are copied, the immutable values shared, and anything else goes through
     ``deepcopy``. An aggregate with pending events, whose events may share containers with
     its state, is copied by ``deepcopy`` whole. Every load of a cached fold, once a command
-    (docs/performance.md, "The API processes' garbage collector")."""
+    (docs/performance.md, "The garbage collector")."""
     if aggregate.pending_events:
         return deepcopy(aggregate)
     twin = object.__new__(type(aggregate))

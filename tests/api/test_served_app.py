@@ -1,6 +1,7 @@
 """The app ``vmledger serve`` runs (``create_served_app``): the garbage collector's young
 threshold raised, the process's long-lived objects frozen by a ``LongLivedFrozen`` that the
-app's lifespan ticks, and log records that gather only what the lines show (docs/performance.md, "The API processes' garbage collector")."""
+app's lifespan ticks, and log records that gather only what the lines show
+(docs/performance.md, "The garbage collector")."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from projections.live import LongLivedFrozen
+from projections.collector import YOUNG_COLLECTION_EVERY, LongLivedFrozen
 from service.api import app as app_module
-from service.api.app import YOUNG_COLLECTION_EVERY, create_app, create_served_app
+from service.api.app import create_app, create_served_app
 
 
 class CountingTicks(LongLivedFrozen):

@@ -1,5 +1,5 @@
-"""``LongLivedFrozen`` (projections/live.py): the runner process's long-lived objects kept from
-the garbage collector's full collections, frozen every few seconds and thawed with one full
+"""``LongLivedFrozen`` (projections/collector.py): a process's long-lived objects kept from the
+garbage collector's full collections, frozen every few seconds and thawed with one full
 collection every few minutes."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from projections.live import BackgroundLoop, LongLivedFrozen
+from projections.collector import LongLivedFrozen
+from projections.live import BackgroundLoop
 
 
 class Clock:
