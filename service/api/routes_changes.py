@@ -65,8 +65,11 @@ def stream_authorization(request: Request) -> str | None:
     """The ``Authorization`` header, or on ``/changes`` only, ``?token=`` as a bearer token
     (a browser's ``EventSource`` cannot send headers)."""
     header = request.headers.get("authorization")
+    # Every request passes here: its query is parsed only where a token may be.
+    if header is not None or not request.scope["path"].endswith("/changes"):
+        return header
     token = request.query_params.get(TOKEN_PARAMETER)
-    if header is None and token and request.url.path == "/changes":
+    if token and request.url.path == "/changes":
         return f"Bearer {token}"
     return header
 
