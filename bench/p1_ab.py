@@ -4,8 +4,9 @@ base, with its own environment), in short alternating windows of the P1 load.
 The machine's speed drifts by tens of percent within minutes (a run of P1 on unchanged code
 went from 0.91 to 1.31 ms of API CPU per command in one hour): two P1 runs minutes apart
 cannot tell a 10 % change. Here both deployments stay up, each on its own scratch database,
-and the load moves between them every few seconds (base, new, new, base, ...), so both sides
-of each pair see the same machine; the figure is the median of the pairs' ratios.
+and the load moves between them every few seconds (base, new, new, base, ...), each window
+starting once both sides' read models have caught up, so both sides of each pair see the same
+machine; the figure is the median of the pairs' ratios.
 
 Usage: ``python bench/p1_ab.py --base /path/to/other/checkout`` (that checkout's
 ``.venv/bin/python`` runs it unless ``--base-python`` says otherwise).
@@ -16,12 +17,31 @@ from __future__ import annotations
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+import psycopg
 
 from _common import (
     REPO, CpuMeter, Deployment, emit, parser, say, scratch_postgres,
 )
 from _load import run_load
+
+
+def _wait_caught_up(url: str, timeout_s: float = 120.0) -> None:
+    """Until every read model of ``url``'s deployment has applied the whole log: a window's
+    projector catching up after it would otherwise run during the next window, the other
+    side's, and take the machine from it."""
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            head, behind = conn.execute(
+                "SELECT (SELECT coalesce(max(notification_id), 0) FROM vmledger_events), "
+                "(SELECT min(position) FROM projection_tracking)").fetchone()
+            if behind is None or behind >= head:
+                return
+            time.sleep(0.2)  # polling the database, with a deadline
+    raise RuntimeError(f"the read models of {url} did not catch up in {timeout_s} s")
 
 
 def main() -> None:
@@ -51,6 +71,8 @@ def main() -> None:
             order = ("base", "new") if round_number % 2 == 0 else ("new", "base")
             for name in order:
                 deployment = deployments[name]
+                for other in deployments.values():  # no window pays for the last one's
+                    _wait_caught_up(other.database_url)
                 meter = CpuMeter({"api": deployment.pids("serve")})
                 outcome = run_load(deployment.base_url, clients=args.clients,
                                    warmup_s=args.warmup, seconds=args.seconds,
