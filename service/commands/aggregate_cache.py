@@ -34,8 +34,8 @@ def copy_of_fold(aggregate: Any) -> Any:
     uuids, instants and the domain's enums), no two attributes holding the same container:
     dicts and lists are copied, the immutable values shared, and anything else goes through
     ``deepcopy``. An aggregate with pending events, whose events may share containers with
-    its state, is copied by ``deepcopy`` whole. Every load of a cached fold, once a command
-    (docs/performance.md, "The garbage collector")."""
+    its state, is copied by ``deepcopy`` whole. Used by every load of a cached fold: once a
+    command (docs/performance.md, "The garbage collector")."""
     if aggregate.pending_events:
         return deepcopy(aggregate)
     twin = object.__new__(type(aggregate))
