@@ -21,10 +21,11 @@ YOUNG_COLLECTION_EVERY = 7_000
 
 
 def collect_young_less_often() -> None:
-    """Young collections every ``YOUNG_COLLECTION_EVERY`` net allocations in this process
-    from now on: for processes that are vmledger's own (``serve``'s, ``project``), not for
-    a library user's or pytest's."""
-    gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
+    """Young collections at least ``YOUNG_COLLECTION_EVERY`` net allocations apart in this
+    process from now on (a higher threshold already set is kept): for processes that are
+    vmledger's own (``serve``'s, ``project``), not for a library user's or pytest's."""
+    young, *older = gc.get_threshold()
+    gc.set_threshold(max(young, YOUNG_COLLECTION_EVERY), *older)
 
 
 @contextmanager
@@ -32,7 +33,7 @@ def fewer_young_collections() -> Iterator[None]:
     """``collect_young_less_often`` for the work inside, then the thresholds as they were
     (a rebuild, in whatever process runs it)."""
     before = gc.get_threshold()
-    gc.set_threshold(max(before[0], YOUNG_COLLECTION_EVERY), *before[1:])
+    collect_young_less_often()
     try:
         yield
     finally:
@@ -64,7 +65,8 @@ class LongLivedFrozen:
         self._next_collect = now + collect_every_s
 
     def tick(self) -> None:
-        """Freeze, or thaw and collect, when it is time (called between passes)."""
+        """Freeze, or thaw and collect, when it is time (called often: between the runner's
+        passes, every second from a served app's lifespan)."""
         now = self._clock()
         if now >= self._next_collect:
             gc.unfreeze()

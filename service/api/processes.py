@@ -24,7 +24,7 @@ import signal
 import socket
 from typing import Any
 
-APP = "service.api.app:create_served_app"
+APP = "service.api.app:create_served_app"  # what every ``serve`` process runs
 log = logging.getLogger(f"vmledger.{__name__}")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 

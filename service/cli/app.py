@@ -82,7 +82,9 @@ def serve(
         except (ValueError, OSError) as error:
             raise typer.BadParameter(str(error)) from None
         raise typer.Exit(status)
-    uvicorn.run("service.api.app:create_served_app", factory=True, host=host, port=port, **options)
+    from service.api.processes import APP
+
+    uvicorn.run(APP, factory=True, host=host, port=port, **options)
 
 
 @cli.command()

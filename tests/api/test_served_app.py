@@ -10,6 +10,7 @@ import logging
 import threading
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from projections.collector import YOUNG_COLLECTION_EVERY, LongLivedFrozen
@@ -33,13 +34,17 @@ def test_the_lifespan_ticks_the_freezer_while_the_app_runs(services):
         assert frozen.ticked.wait(timeout=10), "no tick within 10 s (one a second expected)"
 
 
-def test_an_app_built_for_tests_ticks_nothing(services, monkeypatch):
-    ticked: list[str] = []
-    monkeypatch.setattr(LongLivedFrozen, "tick", lambda self: ticked.append("tick"))
-    app = create_app(services=services)
-    with TestClient(app) as http:
+@pytest.mark.parametrize("frozen", [None, LongLivedFrozen()], ids=["tests'", "served"])
+def test_only_an_app_given_a_freezer_starts_ticking_it(services, monkeypatch, frozen):
+    started: list[LongLivedFrozen] = []
+
+    async def recording(given: LongLivedFrozen) -> None:
+        started.append(given)
+
+    monkeypatch.setattr(app_module, "_tick_every_second", recording)
+    with TestClient(create_app(services=services, frozen=frozen)) as http:
         assert http.get("/ping").status_code == 200
-    assert ticked == []
+    assert started == ([] if frozen is None else [frozen])
 
 
 def test_the_served_app_raises_the_young_threshold_freezes_and_gathers_less(monkeypatch):
