@@ -37,6 +37,9 @@ log = logging.getLogger(f"vmledger.{__name__}")
 Append = tuple[Sequence[StoredEvent], dict[str, Any]]
 # What became of it: its events' notification ids, or the IntegrityError it alone met.
 Outcome = Sequence[int] | IntegrityError
+# A batch's events go in one INSERT up to this many (four parameters each, and PostgreSQL
+# takes 65,535 parameters a statement at most); a larger batch, an append an INSERT.
+_INSERTED_TOGETHER_UP_TO = 4_096
 
 
 class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
@@ -120,10 +123,11 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
         the order given, as one insert's are.
 
         Every statement, ``COMMIT`` included, goes in one pipeline flush: one round trip
-        while the lock is held when nothing conflicts. The first flush has no savepoints
-        (a batch almost never conflicts, and two statements an append were a fifth of the
-        committer's Python); when an append conflicts, the transaction is rolled back and
-        the others are sent again, each under its own savepoint: a conflict among those
+        while the lock is held when nothing conflicts. The first flush inserts every
+        append's events with one ``INSERT`` and has no savepoints (a batch almost never
+        conflicts, and each statement is Python of its own in the committer's thread). When
+        anything in it conflicts, the transaction is rolled back and the appends are sent
+        again, each with its own ``INSERT`` under its own savepoint: a conflict among those
         rolls back its savepoint, and the appends after it are sent again in the same
         transaction (docs/performance.md, "Group commit"). Anything but a conflict rolls
         the whole transaction back and raises the library's error.
@@ -138,27 +142,26 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
             # the connection's next use).
             threshold, conn.prepare_threshold = conn.prepare_threshold, None
             try:
-                begin, savepoints = True, False
+                events = [event for stored_events, _ in appends for event in stored_events]
+                if 0 < len(events) <= _INSERTED_TOGETHER_UP_TO:
+                    written = self._send_together(conn, appends, events)
+                    if written is not None:
+                        return written
+                    conn.execute("ROLLBACK")  # nothing of the first flush stays
+                begin = True
                 while todo:
-                    written, failed = self._send_appends(conn, appends, todo, begin=begin,
-                                                         savepoints=savepoints)
-                    if failed is None or savepoints:
-                        for index, ids in written:
-                            outcomes[index] = ids
+                    done, failed = self._send_appends(conn, appends, todo, begin=begin)
+                    for index, ids in done:
+                        outcomes[index] = ids
                     if failed is None:
                         break
                     index, conflict = failed
                     outcomes[index] = conflict
-                    if savepoints:
-                        conn.execute("ROLLBACK TO SAVEPOINT append")
-                        todo = todo[todo.index(index) + 1:]
-                        begin = False
-                        if not todo:
-                            conn.execute("COMMIT")
-                    else:  # nothing of the first flush stays: send the rest again
-                        conn.execute("ROLLBACK")
-                        todo.remove(index)
-                        savepoints = True
+                    conn.execute("ROLLBACK TO SAVEPOINT append")
+                    todo = todo[todo.index(index) + 1:]
+                    begin = False
+                    if not todo:
+                        conn.execute("COMMIT")
             except BaseException:
                 # Not on a closed connection (a bounded wait ran out: BoundedConnection closes
                 # it): its ROLLBACK would raise over the error that says why.
@@ -170,14 +173,44 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
                 conn.prepare_threshold = threshold
         return outcomes  # type: ignore[return-value] - every slot was filled
 
+    def _send_together(self, conn: Any, appends: Sequence[Append],
+                       events: Sequence[StoredEvent]) -> list[Outcome] | None:
+        """One pipeline flush: ``BEGIN``, the lock, each append's idempotency record, one
+        ``INSERT`` of ``events`` (every append's, in order) and ``COMMIT``. Returns each append's
+        notification ids when it committed, or None when something conflicted (the
+        transaction then open, and aborted)."""
+        insert = conn.cursor()
+        try:
+            with conn.pipeline() as pipeline:
+                try:
+                    with conn.cursor() as curs:
+                        for statement in self._append_sql.opening:
+                            curs.execute(statement)
+                        for _, kwargs in appends:
+                            insert_in_recorder(curs, Dialect.POSTGRES, kwargs)
+                        self._append_sql.insert(insert, events)
+                        curs.execute("COMMIT")
+                    pipeline.sync()
+                except psycopg.errors.IntegrityError:
+                    _drain(pipeline)
+                    return None
+            ids = sorted(row["notification_id"] for row in insert.fetchall())
+        finally:
+            insert.close()
+        outcomes: list[Outcome] = []
+        for stored_events, _ in appends:  # ids are given in the order the rows were listed
+            outcomes.append(ids[:len(stored_events)])
+            ids = ids[len(stored_events):]
+        return outcomes
+
     def _send_appends(self, conn: Any, appends: Sequence[Append], todo: list[int], *,
-                      begin: bool, savepoints: bool
+                      begin: bool
                       ) -> tuple[list[tuple[int, list[int]]], tuple[int, IntegrityError] | None]:
-        """One pipeline flush of the appends ``todo`` (``BEGIN`` and the lock first if
-        ``begin``; each under a savepoint if ``savepoints``) and ``COMMIT``. Returns the
-        notification ids of each append written before the first that conflicted, and that
-        one's index and ``IntegrityError`` (the transaction then open, and aborted), or None
-        when all committed."""
+        """One pipeline flush of the appends ``todo``, each under a savepoint (``BEGIN`` and
+        the lock first if ``begin``), and ``COMMIT``. Returns the notification ids of each
+        append written before the first that conflicted, and that one's index and
+        ``IntegrityError`` (the transaction then open, and aborted), or None when all
+        committed."""
         inserts = []
         error: Exception | None = None
         with conn.pipeline() as pipeline:
@@ -191,12 +224,10 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
                         insert = conn.cursor()
                         inserts.append((index, insert))
                         stored_events, kwargs = appends[index]
-                        if savepoints:
-                            curs.execute("SAVEPOINT append")
+                        curs.execute("SAVEPOINT append")
                         insert_in_recorder(curs, Dialect.POSTGRES, kwargs)
                         self._append_sql.insert(insert, stored_events)
-                        if savepoints:
-                            curs.execute("RELEASE SAVEPOINT append")
+                        curs.execute("RELEASE SAVEPOINT append")
                     curs.execute("COMMIT")
                 pipeline.sync()
             except psycopg.errors.IntegrityError as e:  # raised below, outside the pipeline

@@ -20,10 +20,11 @@ from typing import Any
 
 from eventsourcing.persistence import StoredEvent
 from psycopg.rows import tuple_row
-from psycopg.sql import Identifier
+from psycopg.sql import SQL, Identifier, Literal
 
-# A stream's append holds a handful of events; longer ones are rare (a create with many NICs).
-_KEEP_INSERTS_UP_TO = 64
+# A batch's INSERT holds a few events an append; longer ones are rare (a create with many NICs,
+# a batch of many appends).
+_KEEP_INSERTS_UP_TO = 256
 
 
 class AppendStatements:
@@ -32,13 +33,16 @@ class AppendStatements:
 
     def __init__(self, recorder: Any):
         table = Identifier(recorder.datastore.schema, recorder.events_table_name).as_string()
-        # BEGIN, then the library's lock (PostgresApplicationRecorder.lock_table_statements)
-        # and NOTIFY (its _notify_channel), in the order the library sends them.
+        # BEGIN, then what the library sends (PostgresApplicationRecorder.
+        # lock_table_statements and _notify_channel): its SET LOCAL and NOTIFY as their
+        # function forms in one statement, then the lock. Every statement is Python of its
+        # own in the committer's pipeline; the notification is sent at COMMIT either way.
         self.opening: tuple[str, ...] = (
             "BEGIN",
-            f"SET LOCAL lock_timeout = '{recorder.datastore.lock_timeout}s'",
+            SQL("SELECT set_config('lock_timeout', {}, true), pg_notify({}, '')").format(
+                Literal(f"{recorder.datastore.lock_timeout}s"),
+                Literal(recorder.channel_name)).as_string(None),
             f"LOCK TABLE {table} IN EXCLUSIVE MODE",
-            f"NOTIFY {Identifier(recorder.channel_name).as_string()}",
         )
         self._insert_head = (f"INSERT INTO {table} "
                              "(originator_id, originator_version, topic, state) VALUES ")

@@ -197,3 +197,34 @@ def test_concurrent_commands_through_the_change_loop_are_all_recorded(services):
     assert errors == []
     assert sum(services.commands.load(vm).version for vm in vms) == 4 * 2 + 80
     assert verify_chains(services.app) == []
+
+
+def test_each_append_of_a_batch_gets_the_positions_of_its_own_events(services, monkeypatch):
+    # A batch's events go in one INSERT on PostgreSQL: each append's recordings must still
+    # name its own rows, whatever the number of events an append.
+    vms = [create(services).vm_uuid for _ in range(4)]
+    committer = services.commands.committer
+    gate = Gate(services, monkeypatch)
+    held = committer.submit(renamed(services, vms[0], "held"))
+    assert gate.entered.wait(10)
+    futures = []
+    for count, vm_uuid in zip((3, 1, 2), vms[1:], strict=True):
+        vm = services.commands.load(vm_uuid)
+        for n in range(count):
+            vm.update_metadata({"alias": f"{vm_uuid[:8]}-{n}"}, cause=make_cause("test"))
+        futures.append(committer.submit(vm))
+    gate.open()
+    held.result(10)
+    assert gate.sizes == [1, 3]
+    recorder = services.app.recorder
+    positions = []
+    for count, future in zip((3, 1, 2), futures, strict=True):
+        recordings = future.result(10)
+        assert len(recordings) == count
+        for recording in recordings:
+            (stored,) = recorder.select_notifications(recording.notification.id, 1)
+            assert stored.id == recording.notification.id
+            assert stored.originator_id == recording.domain_event.originator_id
+            assert stored.originator_version == recording.domain_event.originator_version
+            positions.append(stored.id)
+    assert positions == list(range(positions[0], positions[0] + 6))  # consecutive, in order
