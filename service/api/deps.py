@@ -10,28 +10,29 @@ import json
 import time
 import uuid as uuidlib
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 from pydantic import ValidationError as PydanticValidationError
+from starlette.concurrency import run_in_threadpool
 
 from domain.states import TERMINAL_EXECUTIONS
 from domain.vm import Cause, make_cause
 from service.api.errors import UnavailableError, invalid_parameters
+from service.api.fast_json import FastJSONResponse
 from service.api.field_errors import field_errors
 from service.api.params import int_or_none
-from service.api.fast_json import FastJSONResponse
 from service.commands.application import Accepted
 from service.commands.committer import CommitWaitTimeout
-from service.commands.tasks import TaskWithdrawn
-from service.container import Services
 from service.commands.idempotency import IdempotencyKey
-from service.logs import bind
+from service.commands.tasks import TaskWithdrawn
 from service.commands.versioning import OLDEST, Behaviour
+from service.container import Services
 from service.db_limits import request_wait_bound
+from service.logs import bind
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -109,22 +110,46 @@ async def command(request: Request, run: Callable[[], T]) -> T:
     (``IN_BATCH_SHARE``): its 202 if the batch commits, else a 503 saying it may still be
     appended (a retry with its ``Idempotency-Key``, or a read, tells)."""
     future = services_of(request).commands.committer.run(run, contextvars.copy_context())
-    outcome = asyncio.wrap_future(future)
     bound = request_wait_bound()
-    # asyncio.wait leaves the command running when it times out (wait_for would cancel it):
-    # what shield did, without two more futures a request.
-    done, _ = await asyncio.wait((outcome,), timeout=bound)
-    if done:
-        return outcome.result()
-    assert bound is not None
-    if future.give_up():
-        raise CommitWaitTimeout(bound, withdrawn=True) from None
+    if not await answered_within(future, bound):
+        assert bound is not None
+        if future.give_up():
+            raise CommitWaitTimeout(bound, withdrawn=True) from None
+        if not await answered_within(future, bound * IN_BATCH_SHARE):
+            raise CommitWaitTimeout(bound, withdrawn=False) from None
     try:
-        return await asyncio.wait_for(outcome, bound * IN_BATCH_SHARE)
+        return future.result()
     except TaskWithdrawn:
-        raise CommitWaitTimeout(bound, withdrawn=True) from None
-    except TimeoutError:
-        raise CommitWaitTimeout(bound, withdrawn=False) from None
+        raise CommitWaitTimeout(bound or 0.0, withdrawn=True) from None
+
+
+async def answered_within(future: Future[Any], timeout_s: float | None) -> bool:
+    """Whether ``future`` (set on another thread) is done within ``timeout_s`` seconds (None:
+    no limit). The wait neither cancels nor changes ``future``. One loop future, one timer
+    and one cross-thread wake-up: ``asyncio.wrap_future`` and ``asyncio.wait`` made several
+    futures and callbacks a command (docs/performance.md, "The committer's statements and the
+    command's wait")."""
+    if future.done():
+        return True
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def wake(_: Future[Any]) -> None:  # on the thread that set ``future``
+        if not loop.is_closed():  # a server shut down meanwhile has nobody to tell
+            loop.call_soon_threadsafe(_settle, waiter, True)
+
+    future.add_done_callback(wake)
+    timer = None if timeout_s is None else loop.call_later(timeout_s, _settle, waiter, False)
+    try:
+        return await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _settle(waiter: asyncio.Future[bool], answered: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(answered)
 
 
 def read_your_writes(request: Request, services: Services, names: tuple[str, ...],
