@@ -122,15 +122,14 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
         Returns one outcome per append, in order; their notification ids are consecutive in
         the order given, as one insert's are.
 
-        Every statement, ``COMMIT`` included, goes in one pipeline flush: one round trip
-        while the lock is held when nothing conflicts. The first flush inserts every
-        append's events with one ``INSERT`` and has no savepoints (a batch almost never
-        conflicts, and each statement is Python of its own in the committer's thread). When
-        anything in it conflicts, the transaction is rolled back and the appends are sent
-        again, each with its own ``INSERT`` under its own savepoint: a conflict among those
-        rolls back its savepoint, and the appends after it are sent again in the same
-        transaction (docs/performance.md, "Group commit"). Anything but a conflict rolls
-        the whole transaction back and raises the library's error.
+        Every statement, ``COMMIT`` included, goes in one query: one round trip while the
+        lock is held when nothing conflicts. It inserts every append's events with one
+        ``INSERT`` and has no savepoints (a batch almost never conflicts). When anything in
+        it conflicts, the transaction is rolled back and the appends are sent again in one
+        pipeline flush, each with its own ``INSERT`` under its own savepoint: a conflict
+        among those rolls back its savepoint, and the appends after it are sent again in the
+        same transaction (docs/performance.md, "Group commit"). Anything but a conflict
+        rolls the whole transaction back and raises the library's error.
         """
         if self.datastore.enable_db_functions:  # pragma: no cover - vmledger never enables it
             raise NotImplementedError("group commit needs the table lock, not db functions")
@@ -147,7 +146,7 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
                     written = self._send_together(conn, appends, events)
                     if written is not None:
                         return written
-                    conn.execute("ROLLBACK")  # nothing of the first flush stays
+                    conn.execute("ROLLBACK")  # nothing of that query stays
                 begin = True
                 while todo:
                     done, failed = self._send_appends(conn, appends, todo, begin=begin)
@@ -175,28 +174,26 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
 
     def _send_together(self, conn: Any, appends: Sequence[Append],
                        events: Sequence[StoredEvent]) -> list[Outcome] | None:
-        """One pipeline flush: ``BEGIN``, the lock, each append's idempotency record, one
-        ``INSERT`` of ``events`` (every append's, in order) and ``COMMIT``. Returns each append's
-        notification ids when it committed, or None when something conflicted (the
-        transaction then open, and aborted)."""
-        insert = conn.cursor()
-        try:
-            with conn.pipeline() as pipeline:
-                try:
-                    with conn.cursor() as curs:
-                        for statement in self._append_sql.opening:
-                            curs.execute(statement)
-                        for _, kwargs in appends:
-                            insert_in_recorder(curs, Dialect.POSTGRES, kwargs)
-                        self._append_sql.insert(insert, events)
-                        curs.execute("COMMIT")
-                    pipeline.sync()
-                except psycopg.errors.IntegrityError:
-                    _drain(pipeline)
-                    return None
-            ids = sorted(row["notification_id"] for row in insert.fetchall())
-        finally:
-            insert.close()
+        """One query of many statements: ``BEGIN``, the lock, each append's idempotency
+        record, one ``INSERT`` of ``events`` (every append's, in order) and ``COMMIT``, as
+        text (psycopg's ``ClientCursor`` binds the parameters), so the whole batch is one
+        call into psycopg: in a pipeline each statement was Python of its own, about half of
+        the batch's. Returns each append's notification ids when it committed, or None when
+        something conflicted (the transaction then open, and aborted)."""
+        cursor = psycopg.ClientCursor(conn)
+        rendered = _Rendered(cursor)
+        for _, kwargs in appends:
+            insert_in_recorder(rendered, Dialect.POSTGRES, kwargs)
+        statements = [*self._append_sql.opening, *rendered.statements,
+                      self._append_sql.insert_text(cursor, events), "COMMIT"]
+        with cursor:
+            try:
+                cursor.execute(";\n".join(statements))  # no parameters: taken as it is
+            except psycopg.errors.IntegrityError:
+                return None
+            for _ in statements[:-2]:  # each statement's result comes in turn: the INSERT's
+                cursor.nextset()
+            ids = sorted(row["notification_id"] for row in cursor.fetchall())
         outcomes: list[Outcome] = []
         for stored_events, _ in appends:  # ids are given in the order the rows were listed
             outcomes.append(ids[:len(stored_events)])
@@ -270,6 +267,18 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(statement, (originator_id, after_version, limit))
             return _stream_notifications(originator_id, curs.fetchall())
+
+
+class _Rendered:
+    """A cursor for ``insert_in_recorder`` that sends nothing: each statement it is given is
+    kept as text, its parameters bound by ``cursor`` (a ``psycopg.ClientCursor``)."""
+
+    def __init__(self, cursor: psycopg.ClientCursor[Any]):
+        self._cursor = cursor
+        self.statements: list[str] = []
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+        self.statements.append(self._cursor.mogrify(statement, params))
 
 
 def _stream_notifications(originator_id: UUID, rows: Sequence[Any]) -> list[Notification]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from eventsourcing.persistence import StoredEvent
 from psycopg.rows import tuple_row
-from psycopg.sql import SQL, Identifier, Literal
+from psycopg.sql import Identifier
 
 # A batch's INSERT holds a few events an append; longer ones are rare (a create with many NICs,
 # a batch of many appends).
@@ -33,16 +33,13 @@ class AppendStatements:
 
     def __init__(self, recorder: Any):
         table = Identifier(recorder.datastore.schema, recorder.events_table_name).as_string()
-        # BEGIN, then what the library sends (PostgresApplicationRecorder.
-        # lock_table_statements and _notify_channel): its SET LOCAL and NOTIFY as their
-        # function forms in one statement, then the lock. Every statement is Python of its
-        # own in the committer's pipeline; the notification is sent at COMMIT either way.
+        # BEGIN, then the library's lock (PostgresApplicationRecorder.lock_table_statements)
+        # and NOTIFY (its _notify_channel), in the order the library sends them.
         self.opening: tuple[str, ...] = (
             "BEGIN",
-            SQL("SELECT set_config('lock_timeout', {}, true), pg_notify({}, '')").format(
-                Literal(f"{recorder.datastore.lock_timeout}s"),
-                Literal(recorder.channel_name)).as_string(None),
+            f"SET LOCAL lock_timeout = '{recorder.datastore.lock_timeout}s'",
             f"LOCK TABLE {table} IN EXCLUSIVE MODE",
+            f"NOTIFY {Identifier(recorder.channel_name).as_string()}",
         )
         self._insert_head = (f"INSERT INTO {table} "
                              "(originator_id, originator_version, topic, state) VALUES ")
@@ -51,10 +48,12 @@ class AppendStatements:
     def insert(self, cursor: Any, stored_events: Sequence[StoredEvent]) -> None:
         """Send the INSERT of ``stored_events`` on ``cursor``; it returns one row each,
         ``notification_id``."""
-        params: list[Any] = []
-        for event in stored_events:
-            params += (event.originator_id, event.originator_version, event.topic, event.state)
-        cursor.execute(self._insert_of(len(stored_events)), params)
+        cursor.execute(self._insert_of(len(stored_events)), _params(stored_events))
+
+    def insert_text(self, cursor: Any, stored_events: Sequence[StoredEvent]) -> str:
+        """The INSERT of ``stored_events`` as text, its parameters bound by ``cursor`` (a
+        ``psycopg.ClientCursor``: ``mogrify``)."""
+        return cursor.mogrify(self._insert_of(len(stored_events)), _params(stored_events))
 
     def _insert_of(self, count: int) -> str:
         statement = self._inserts.get(count)
@@ -64,6 +63,13 @@ class AppendStatements:
             if count <= _KEEP_INSERTS_UP_TO:
                 self._inserts[count] = statement
         return statement
+
+
+def _params(stored_events: Sequence[StoredEvent]) -> list[Any]:
+    params: list[Any] = []
+    for event in stored_events:
+        params += (event.originator_id, event.originator_version, event.topic, event.state)
+    return params
 
 
 class StreamReads:

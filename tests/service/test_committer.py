@@ -228,3 +228,27 @@ def test_each_append_of_a_batch_gets_the_positions_of_its_own_events(services, m
             assert stored.originator_version == recording.domain_event.originator_version
             positions.append(stored.id)
     assert positions == list(range(positions[0], positions[0] + 6))  # consecutive, in order
+
+
+def test_text_with_quotes_percents_and_backslashes_is_stored_as_given(services, monkeypatch):
+    # On PostgreSQL a batch is sent as the text of its statements: values are bound into it,
+    # and nothing in them may be read as SQL or as a placeholder.
+    awkward = "it's 100%s \\x00 %(name)s; COMMIT; --\u00e9"
+    vms = [create(services).vm_uuid for _ in range(3)]
+    committer = services.commands.committer
+    gate = Gate(services, monkeypatch)
+    held = committer.submit(renamed(services, vms[0], "held"))
+    assert gate.entered.wait(10)
+    futures = [committer.submit(renamed(services, vm_uuid, f"{awkward}{n}"),
+                                **key_record(services, f"{awkward}{n}",
+                                             renamed(services, vm_uuid, "-")))
+               for n, vm_uuid in enumerate(vms[1:])]
+    gate.open()
+    held.result(10)
+    assert gate.sizes == [1, 2]
+    for n, (vm_uuid, future) in enumerate(zip(vms[1:], futures, strict=True)):
+        future.result(10)
+        assert services.commands.load(vm_uuid).alias == f"{awkward}{n}"
+        key = IdempotencyKey("tester", f"{awkward}{n}", f"fingerprint-{awkward}{n}")
+        assert services.commands.keys.find(key) is not None
+    assert verify_chains(services.app) == []
