@@ -86,3 +86,16 @@ def test_a_request_with_no_valid_token_is_logged_with_no_actor(http, json_logs) 
     [closing] = [line for line in json_logs() if line["logger"] == "vmledger.access"]
     assert closing["request_id"] == "req-anon" and closing["status"] == 401
     assert "actor" not in closing
+
+
+def test_generated_request_ids_are_distinct_version_4_uuids_in_their_usual_text():
+    import uuid
+
+    from service.api.deps import new_request_id
+
+    ids = [new_request_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == text
