@@ -102,7 +102,7 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any
                       ) -> Sequence[int] | None:
         """The library's insert, as a group commit of one append (``insert_batch``): the
-        same statements under the same table lock, ``COMMIT`` sent in the same flush as the
+        same statements under the same table lock, ``COMMIT`` sent in the same query as the
         ``INSERT``. The library waits for the ``INSERT``'s result before it sends ``COMMIT``,
         so the lock that serializes every append was held across a round trip to this
         process (docs/performance.md, P1). A conflicting append raises ``IntegrityError``

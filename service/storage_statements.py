@@ -8,7 +8,8 @@ which psycopg's composite dumper serializes in Python, field by field. Under the
 was about a third of the committer thread's Python (docs/performance.md, "The committer's
 statements"). Here the same statements are plain text, and the events go in a multi-row
 ``VALUES`` of four plain parameters each (uuid, bigint, text, bytea), which psycopg's C
-dumpers serialize: the same rows, the same lock, the same ``NOTIFY``. A stream's read is
+dumpers serialize (or bind into the text: ``insert_text``): the same rows, the same lock,
+the same ``NOTIFY``. A stream's read is
 the library's query, its rows taken as tuples (a dict row's names are looked up again for
 every query).
 """
