@@ -11,11 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 
-def reused_encoder(default: Callable[[Any], Any], *, ensure_ascii: bool, sort_keys: bool
-                   ) -> Callable[[Any], str] | None:
+def reused_encoder(default: Callable[[Any], Any], *, ensure_ascii: bool, sort_keys: bool,
+                   separators: tuple[str, str] = (",", ":")) -> Callable[[Any], str] | None:
     """A function giving the text ``json.dumps(value, default=default, ensure_ascii=...,
-    sort_keys=..., separators=(",", ":"))`` gives, from one C encoder; None where ``json``
-    has no C accelerator (then use ``json`` itself).
+    sort_keys=..., separators=...)`` gives (compact by default), from one C encoder; None
+    where ``json`` has no C accelerator (then use ``json`` itself).
 
     The same C function ``JSONEncoder.iterencode`` calls, with the arguments it passes for
     those settings, so the same text. Without markers: no check for circular containers (an
@@ -28,5 +28,7 @@ def reused_encoder(default: Callable[[Any], Any], *, ensure_ascii: bool, sort_ke
                else json.encoder.encode_basestring)
     # markers, default, string encoder, indent, key and item separators, sort_keys, skipkeys,
     # allow_nan
-    encode = make(None, default, strings, None, ":", ",", sort_keys, False, True)
+    item_separator, key_separator = separators
+    encode = make(None, default, strings, None, key_separator, item_separator, sort_keys,
+                  False, True)
     return lambda value: "".join(encode(value, 0))

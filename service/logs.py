@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from domain.compact_json import reused_encoder
 from service.settings import Settings
 
 # The fields a scope may carry, in the order lines show them.
@@ -95,9 +96,11 @@ def _fields(record: logging.LogRecord, entry: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-# ``json.dumps`` with arguments builds an encoder per call; one, shared (it keeps no state
-# between calls), writes the same text.
-_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
+# ``json.dumps`` (and ``JSONEncoder.encode``) builds a C encoder per call; one, made once and
+# shared (it keeps no state between calls), writes the same text.
+_encode = reused_encoder(str, ensure_ascii=False, sort_keys=False,
+                         separators=(", ", ": ")) or json.JSONEncoder(
+                             default=str, ensure_ascii=False).encode
 
 
 class JsonFormatter(logging.Formatter):
@@ -117,7 +120,7 @@ class JsonFormatter(logging.Formatter):
             entry["exc_info"] = self.formatException(record.exc_info)
         if record.stack_info:
             entry["stack_info"] = self.formatStack(record.stack_info)
-        return _ENCODER.encode(entry)
+        return _encode(entry)
 
 
 class TextFormatter(logging.Formatter):
