@@ -9,7 +9,8 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute, APIWebSocketRoute
 
 from projections.collector import LongLivedFrozen, collect_young_less_often
 from service.api import (
@@ -17,7 +18,7 @@ from service.api import (
     routes_ops, routes_servers, routes_sim, routes_stats, routes_vm_commands, routes_vms,
     routes_volumes,
 )
-from service.api.auth import authorize
+from service.api.auth import AuthorizedRoute, authorize
 from service.api.envelope import Envelope
 from service.api.openapi import declare_schema
 from service.api.tokens import TokenFileError, Tokens
@@ -82,8 +83,6 @@ def create_app(
         version="2.0.0",
         description="An event-sourced VM lifecycle service with Triton VMAPI's shapes.",
         lifespan=lifespan,
-        # every route's roles (auth.ROUTE_ROLES), then the VM and job of the path in the logs
-        dependencies=[Depends(authorize)],
         # unless asked for, not even the check for OpenTelemetry providers on each request
         # (docs/operations.md, VMLEDGER_OPENTELEMETRY; docs/performance.md)
         telemetry=None if settings.opentelemetry else NO_TELEMETRY,
@@ -91,25 +90,8 @@ def create_app(
     app.state.tokens = tokens
     declare_schema(app)
     errors.install(app)
-    # The commands first, then the VM reads: a request's route is found by trying the
-    # included routers in this order, and each router passed costs FastAPI (0.165) 3-6 µs.
-    # Finding POST /vms/{uuid} took 20.6 µs with /ping's router and the reads' before it,
-    # 7.7 µs now; GET /vms/{uuid} 16.3 µs instead of 13.0. The order decides nothing else:
-    # no two routes here answer the same method and path, and a 405 names the methods of
-    # every route of its path (errors.allowed_methods).
-    app.include_router(routes_vm_commands.router)
-    app.include_router(routes_vms.router)
-    app.include_router(routes_ops.router)
-    app.include_router(routes_jobs.router)
-    app.include_router(routes_servers.router)
-    app.include_router(routes_agents.router)
-    app.include_router(routes_stats.router)
-    app.include_router(routes_volumes.router)
-    app.include_router(routes_changes.router)
-    app.include_router(routes_changefeed.router)
-    app.include_router(routes_networks.router)
-    if settings.driver == "simulated":
-        app.include_router(routes_sim.router)
+    for router in api_routers(settings):
+        app.include_router(router)
 
     # Our one layer: the request id, log scope, metrics and checks before any route, the
     # database wait bound, HEAD as GET, Connection and Keep-Alive (VMAPI's rules for curl).
@@ -117,7 +99,40 @@ def create_app(
                        max_body_bytes=settings.max_body_bytes, keep_alive_s=KEEP_ALIVE_S,
                        db_wait_s=settings.postgres_request_wait_s)
     console.install(app)  # last: its pages and assets are served before the token check
+    refuse_unauthorized_routes([*api_routers(settings), *console.ROUTERS])
     return app
+
+
+def api_routers(settings: Settings) -> list[APIRouter]:
+    """The API's routers (the console's are ``console.ROUTERS``), in the order a request's
+    route is found by trying them.
+
+    The commands first, then the VM reads: each router passed costs FastAPI (0.165) 3-6 µs.
+    Finding POST /vms/{uuid} took 20.6 µs with /ping's router and the reads' before it,
+    7.7 µs now; GET /vms/{uuid} 16.3 µs instead of 13.0. The order decides nothing else: no
+    two routes answer the same method and path (tests/api/test_route_order.py), and a 405
+    names the methods of every route of its path (errors.allowed_methods)."""
+    routers = [routes_vm_commands.router, routes_vms.router, routes_ops.router,
+               routes_jobs.router, routes_servers.router, routes_agents.router,
+               routes_stats.router, routes_volumes.router, routes_changes.router,
+               routes_changefeed.router, routes_networks.router]
+    if settings.driver == "simulated":
+        routers.append(routes_sim.router)
+    return routers
+
+
+def refuse_unauthorized_routes(routers: list[APIRouter]) -> None:
+    """Raise ``TypeError`` naming a route of ``routers`` that would be served without
+    ``authorize`` (service/api/auth.py): an HTTP route not made by ``authorized_router``, or
+    a WebSocket route without ``authorize`` as its dependency."""
+    for router in routers:
+        for route in router.routes:
+            if isinstance(route, APIRoute) and not isinstance(route, AuthorizedRoute):
+                raise TypeError(f"{route.path} is not an AuthorizedRoute: make its router "
+                                "with service.api.auth.authorized_router")
+            if isinstance(route, APIWebSocketRoute) and not any(
+                    dependency.call is authorize for dependency in route.dependant.dependencies):
+                raise TypeError(f"WebSocket {route.path} does not depend on authorize")
 
 
 def create_served_app() -> FastAPI:

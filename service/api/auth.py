@@ -1,19 +1,32 @@
 """Roles: who may call what (api.md, "Roles"; docs/operations.md, "Tokens and roles").
 
 Who may call what is one table, ``ROUTE_ROLES`` ((method, path template) → roles), enforced by
-``authorize``, an app-wide dependency; a route missing from the table is refused to everyone
-but operators, and ``tests/api/test_authorization.py`` walks the app's routes so a route without
-an entry fails the suite. Who is calling (the tokens, ``Principal``) is ``service.api.tokens``.
+``authorize`` before every route's handler (``AuthorizedRoute``, the route class of every
+router: ``authorized_router``; the changefeed's WebSocket has it as its dependency); a route
+missing from the table is refused to everyone but operators, and
+``tests/api/test_authorization.py`` walks the app's routes so a route without an entry fails
+the suite. Who is calling (the tokens, ``Principal``) is ``service.api.tokens``.
 """
 
 from __future__ import annotations
 
-from fastapi import Request, WebSocketException
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import APIRouter, Request, Response, WebSocketException
+from fastapi.routing import APIRoute
 from starlette.requests import HTTPConnection
 
 from service.api.errors import ForbiddenError, UnauthorizedError
 from service.api.tokens import (
-    AGENT, ANALYST, AUDITOR, OPEN, OPERATOR, OWNER, ROLES, Principal,
+    AGENT,
+    ANALYST,
+    AUDITOR,
+    OPEN,
+    OPERATOR,
+    OWNER,
+    ROLES,
+    Principal,
 )
 from service.logs import bind
 
@@ -106,16 +119,14 @@ def roles_for(method: str, path: str, action: str | None = None) -> frozenset[st
 
 
 async def authorize(request: HTTPConnection) -> None:
-    """The app-wide dependency: refuse (403 ``Forbidden``) a caller whose role the route's
-    entry in ``ROUTE_ROLES`` does not allow. A WebSocket (Triton's changefeed, which the HTTP
-    middleware does not see) is authenticated here, by its ``Authorization`` header or
-    ``?token=``, as ``GET``, and refused with close code 1008. Async (it does no I/O), so
-    FastAPI calls it on the event loop rather than with a thread-pool hop on every request.
+    """Refuse (403 ``Forbidden``) a caller whose role the route's entry in ``ROUTE_ROLES``
+    does not allow: called before every HTTP route's handler (``AuthorizedRoute``), and the
+    changefeed's WebSocket dependency. A WebSocket (which the HTTP middleware does not see) is
+    authenticated here, by its ``Authorization`` header or ``?token=``, as ``GET``, and
+    refused with close code 1008.
 
     An allowed request's ``vm_uuid`` and ``job_uuid`` of the route's path then go into its log
-    scope (service/logs.py), so its lines, the closing one included, carry them: here rather
-    than in a second app-wide dependency, each of which costs FastAPI's dependency solving on
-    every request (docs/performance.md, "A lean HTTP edge")."""
+    scope (service/logs.py), so its lines, the closing one included, carry them."""
     route = request.scope.get("route")
     path = getattr(route, "path", None) or request.scope["path"]
     if request.scope["type"] == "websocket":
@@ -173,3 +184,26 @@ def require_server(request: Request, server_uuid: str | None) -> None:
     if principal.role == AGENT and server_uuid != principal.server_uuid:
         raise ForbiddenError("an agent token reports only for its own server "
                              f"({principal.server_uuid})")
+
+
+class AuthorizedRoute(APIRoute):
+    """A FastAPI route whose handler first calls ``authorize``, before the body is read or
+    any parameter solved. It was an app-wide dependency, which FastAPI solved on every
+    request with a nested solve of its own (four parameter lookups, a cache key): 3-4 % of a
+    command's CPU (docs/performance.md, "The batch as one query"). Its refusal is raised
+    inside the route's handler, so the app's exception handlers answer it as before."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def authorized(request: Request) -> Response:
+            await authorize(request)
+            return await handler(request)
+
+        return authorized
+
+
+def authorized_router(**kwargs: Any) -> APIRouter:
+    """An ``APIRouter`` (``kwargs`` as its) whose routes are ``AuthorizedRoute``s: every
+    router of the app is one (``create_app`` refuses to serve a route that is not)."""
+    return APIRouter(route_class=AuthorizedRoute, **kwargs)

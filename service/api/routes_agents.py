@@ -6,13 +6,13 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any, Literal
 
-from fastapi import APIRouter, Body, Request
+from fastapi import Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import AwareDatetime, ConfigDict, Field
 
 from domain.errors import VmNotFoundError
 from domain.vm import Vm
-from service.api.auth import AGENT, principal_of, require_server
+from service.api.auth import AGENT, authorized_router, principal_of, require_server
 from service.api.deps import cause_of, parse_body, read_one, services_of
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, Query
@@ -20,7 +20,7 @@ from service.api.schemas import Alias, Brand, Scalar, StrictModel
 from service.commands.agents import Admit
 from service.commands.vm_agent import AgentVm, AgentVmReports
 
-router = APIRouter(tags=["agents"])
+router = authorized_router(tags=["agents"])
 
 Observed = Literal["running", "stopped", "failed"]
 

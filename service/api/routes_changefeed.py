@@ -7,16 +7,16 @@ import asyncio
 import contextlib
 import json
 
-from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
+from fastapi import Depends, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
-from service.api.auth import OWNER, principal_of
+from service.api.auth import OWNER, authorize, authorized_router, principal_of
 from service.api.routes_changes import change_hub
 from service.changes import triton
 from service.changes.filters import ChangeFilter
 from service.changes.hub import ChangeHub, StreamEnd, TooManyStreamsError
 
-router = APIRouter()
+router = authorized_router()
 
 # WebSocket close codes (RFC 6455, 7.4.1): refused registration, server overloaded.
 POLICY_VIOLATION, TRY_AGAIN_LATER = 1008, 1013
@@ -36,7 +36,7 @@ def changefeed_stats(request: Request) -> JSONResponse:
                          "registrations": {"vm": dict(registrations)}})
 
 
-@router.websocket("/changefeeds")
+@router.websocket("/changefeeds", dependencies=[Depends(authorize)])
 async def changefeed(websocket: WebSocket) -> None:
     """A Triton listener: registration, bootstrap, then its changes until it goes."""
     hub = change_hub(websocket)

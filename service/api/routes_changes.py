@@ -8,13 +8,13 @@ import uuid as uuidlib
 from collections.abc import AsyncIterator, Callable
 
 from eventsourcing.domain import Aggregate
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import StreamingResponse
 from starlette.requests import HTTPConnection
 
 from domain.server import SERVER_STATUSES
 from domain.states import VmState
-from service.api.auth import OWNER, principal_of
+from service.api.auth import OWNER, authorized_router, principal_of
 from service.api.errors import UnavailableError
 from service.api.params import MAX_INTEGER, Query, integer_param, openapi_parameter
 from service.changes import sse
@@ -22,7 +22,7 @@ from service.changes.filters import ChangeFilter
 from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
 from service.storage import wake_on_appends
 
-router = APIRouter()
+router = authorized_router()
 
 STATES = frozenset({*VmState, *SERVER_STATUSES})
 TOKEN_PARAMETER = "token"

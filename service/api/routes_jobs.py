@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from domain.errors import JobNotFoundError, VmNotFoundError
 from domain.states import Execution, JobName
+from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of, wait_for_job
 from service.api.params import Query
 from service.container import Services
 
-router = APIRouter()
+router = authorized_router()
 
 MAX_WAIT_S = 120
 

@@ -7,16 +7,17 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from fastapi import APIRouter, Body, Request
+from fastapi import Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from service.api.auth import authorized_router
 from service.api.deps import cause_of, parse_body, read_one, read_your_writes, services_of
 from service.api.errors import ApiError
 from service.api.params import Query
 from service.api.schemas import Alias, StrictModel
 
-router = APIRouter(tags=["networks"])
+router = authorized_router(tags=["networks"])
 
 
 class CreateNetworkRequest(StrictModel):

@@ -5,15 +5,16 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as ProbeTimeoutError
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from service import metrics as process_metrics
+from service.api.auth import authorized_router
 from service.api.deps import services_of
 from service.api.errors import UnavailableError
 
-router = APIRouter()
+router = authorized_router()
 
 # Where /ping's probes run, so a probe stuck on an unanswering network is given up after
 # ``ping_timeout_s`` (it ends by itself within the connection's network timeout).

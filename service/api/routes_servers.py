@@ -6,17 +6,18 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from domain.errors import ServerNotFoundError
 from domain.server import Server
+from service.api.auth import authorized_router
 from service.api.deps import cause_of, parse_body, read_one, read_your_writes, services_of
 from service.api.params import Query
 from service.api.schemas import StrictModel
 
-router = APIRouter(tags=["servers"])
+router = authorized_router(tags=["servers"])
 
 
 class CreateServerRequest(StrictModel):

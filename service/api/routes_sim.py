@@ -5,18 +5,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Body, Request
+from fastapi import Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from domain.errors import ServerNotFoundError
+from service.api.auth import authorized_router
 from service.api.deps import cause_of, parse_body, services_of
 from service.api.params import Query
 from service.api.schemas import StrictModel
 from service.jobs.compute.driver import ComputeError
 from service.jobs.compute.faults import OPERATIONS
 
-router = APIRouter(prefix="/sim", tags=["simulation"])
+router = authorized_router(prefix="/sim", tags=["simulation"])
 
 
 class FaultRequest(StrictModel):

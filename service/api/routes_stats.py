@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import time
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from domain.states import VmState
 from projections.analytics_queries import AnalyticsQueries
+from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.params import MAX_LIMIT, Query
 
-router = APIRouter()
+router = authorized_router()
 
 READ_MODELS = ("analytics",)
 _STATES = tuple(state.value for state in VmState)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import APIRouter, Body, Request, Response
+from fastapi import Body, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from domain.errors import ValidationError
 from domain.states import Action
-from service.api.auth import require_owner
+from service.api.auth import authorized_router, require_owner
 from service.api.deps import (
     MAX_X_CONTEXT_BYTES,
     accepted,
@@ -46,7 +46,7 @@ from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
 from service.commands.idempotency import IdempotencyKey
 
-router = APIRouter()
+router = authorized_router()
 
 ACTIONS = {a.value: a for a in (Action.START, Action.STOP, Action.KILL, Action.REBOOT,
                                 Action.UPDATE)}

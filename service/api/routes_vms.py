@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 
 from domain.errors import VmNotFoundError
 from projections.vm_queries import InvalidMarkerError
+from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.errors import invalid_parameters
 from service.api.fast_json import FastJSONResponse
@@ -18,7 +19,7 @@ from service.api.params import Query
 from service.api.time_travel import as_it_was, instant
 from service.audit.history import vm_history
 
-router = APIRouter()
+router = authorized_router()
 
 
 def _list(request: Request, *, rows: bool = True

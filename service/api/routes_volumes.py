@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from fastapi import APIRouter, Body, Request
+from fastapi import Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field, IPvAnyAddress
 
 from domain.errors import VolumeNotFoundError
+from service.api.auth import authorized_router
 from service.api.deps import (
     cause_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
 )
@@ -18,7 +19,7 @@ from service.api.params import MAX_LIMIT, Query
 from service.api.schemas import Alias, StrictModel
 from service.container import Services
 
-router = APIRouter(tags=["volumes"])
+router = authorized_router(tags=["volumes"])
 
 MAX_NETWORKS = 32
 ACTIONS = ("attach_network", "detach_network")

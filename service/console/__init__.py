@@ -21,9 +21,13 @@ from service.console import routes_fleet, routes_vm
 from service.console.pages import ConsolePages
 
 
+# The fragments' routers
+ROUTERS = (routes_fleet.router, routes_vm.router)
+
+
 def install(app: FastAPI) -> None:
     """Serve the console from ``app``: its fragment routes, and its pages and assets in front
     of every other middleware (call it last, after the app's own middleware is added)."""
-    app.include_router(routes_fleet.router)
-    app.include_router(routes_vm.router)
+    for router in ROUTERS:
+        app.include_router(router)
     app.add_middleware(ConsolePages)

@@ -10,21 +10,21 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from domain.states import VmState
 from projections.analytics_queries import AnalyticsQueries
 from projections.console_queries import ConsoleQueries
 from projections.vm_queries import InvalidMarkerError
-from service.api.auth import OWNER, principal_of
+from service.api.auth import OWNER, authorized_router, principal_of
 from service.api.deps import read_your_writes, services_of
 from service.api.errors import invalid_parameters
 from service.api.list_vms_params import ListVmsQuery
 from service.api.params import Query
 from service.console.render import chart, fragment
 
-router = APIRouter(tags=["console"])
+router = authorized_router(tags=["console"])
 
 PAGE_SIZE = 50  # VMs in one page of the fleet's list (``limit`` changes it, up to 1000)
 SERVERS_PAGE = 50

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse
 
 from domain.errors import VmNotFoundError
 from projections.vm_view import render_vm
+from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.params import Query
 # GetVm's own time travel, so the console shows exactly what ?version= and ?at= answer
@@ -20,7 +21,7 @@ from service.audit.history import vm_history
 from service.audit.streams import MAX_PAGE, fleet_page, verify_vms
 from service.console.render import differences, fragment
 
-router = APIRouter(tags=["console"])
+router = authorized_router(tags=["console"])
 
 TIMELINE = 1000  # events shown on a VM's timeline (the newest are past it: say so)
 JOBS = 100

@@ -274,3 +274,36 @@ def test_token_create_prints_a_token_whose_entry_holds_only_its_hash(tmp_path: P
     principal = Tokens.load(tmp_path / "tokens.toml").authenticate(f"Bearer {token}")
     assert (principal.name, principal.role, principal.server_uuid) == ("ci", "agent",
                                                                        AGENT_SERVER)
+
+
+def test_a_route_that_would_be_served_without_authorize_stops_the_app_from_being_built():
+    from fastapi import APIRouter, Depends, WebSocket
+
+    from service.api.app import refuse_unauthorized_routes
+    from service.api.auth import authorize, authorized_router
+
+    plain = APIRouter()
+
+    @plain.get("/unguarded")
+    def unguarded() -> None: ...
+
+    with pytest.raises(TypeError, match="/unguarded is not an AuthorizedRoute"):
+        refuse_unauthorized_routes([plain])
+
+    sockets = authorized_router()
+
+    @sockets.websocket("/open-socket")
+    async def open_socket(websocket: WebSocket) -> None: ...
+
+    with pytest.raises(TypeError, match="/open-socket does not depend on authorize"):
+        refuse_unauthorized_routes([sockets])
+
+    guarded = authorized_router()
+
+    @guarded.get("/guarded")
+    def guarded_route() -> None: ...
+
+    @guarded.websocket("/guarded-socket", dependencies=[Depends(authorize)])
+    async def guarded_socket(websocket: WebSocket) -> None: ...
+
+    refuse_unauthorized_routes([guarded])
