@@ -37,8 +37,8 @@ log = logging.getLogger(f"vmledger.{__name__}")
 Append = tuple[Sequence[StoredEvent], dict[str, Any]]
 # What became of it: its events' notification ids, or the IntegrityError it alone met.
 Outcome = Sequence[int] | IntegrityError
-# A batch's events go in one INSERT up to this many (four parameters each, and PostgreSQL
-# takes 65,535 parameters a statement at most); a larger batch, an append an INSERT.
+# A batch's events go in one query's INSERT up to this many (a few hundred KB of text); a
+# larger batch, rare (the committer takes 128 appends at most), goes an append an INSERT.
 _INSERTED_TOGETHER_UP_TO = 4_096
 
 
