@@ -40,6 +40,12 @@ class Gate:
     def open(self) -> None:
         self.released.set()
 
+    def hold(self, services: Services, vm_uuid: str) -> Any:
+        """Submit a change of ``vm_uuid`` and wait until its batch is held here; its future."""
+        held = services.commands.committer.submit(renamed(services, vm_uuid, "held"))
+        assert self.entered.wait(10)
+        return held
+
 
 def renamed(services: Services, vm_uuid: str, alias: str, version: int | None = None) -> Any:
     vm = services.commands.load(vm_uuid, version=version)
@@ -102,8 +108,7 @@ def test_conflicts_anywhere_in_a_batch_fail_alone_and_the_rest_commit_in_order(
         services.app.save(renamed(services, batch_vms[i], "winner"))
     committer = services.commands.committer
     gate = Gate(services, monkeypatch)
-    held = committer.submit(renamed(services, head, "held"))
-    assert gate.entered.wait(10)
+    held = gate.hold(services, head)
     futures = [committer.submit(stale[i] if i in stale else renamed(services, vm, f"new-{i}"),
                                 **key_record(services, f"k{i}", renamed(services, vm, "-")))
                for i, vm in enumerate(batch_vms)]
@@ -131,8 +136,7 @@ def test_a_repeated_idempotency_key_in_one_batch_fails_only_the_second(services,
     vms = [create(services).vm_uuid for _ in range(3)]
     committer = services.commands.committer
     gate = Gate(services, monkeypatch)
-    held = committer.submit(renamed(services, vms[0], "held"))
-    assert gate.entered.wait(10)
+    held = gate.hold(services, vms[0])
     a, b = renamed(services, vms[1], "a"), renamed(services, vms[2], "b")
     futures = [committer.submit(a, **key_record(services, "same", a)),
                committer.submit(b, **key_record(services, "same", a))]
@@ -153,8 +157,7 @@ def test_appends_handed_over_without_futures_are_settled_batch_by_batch(services
     stale = renamed(services, loser, "stale")
     services.app.save(renamed(services, loser, "winner"))
     gate = Gate(services, monkeypatch)
-    held = committer.submit(renamed(services, first, "held"))
-    assert gate.entered.wait(10)
+    held = gate.hold(services, first)
     handed = [committer.hand_over(renamed(services, good, "one")), committer.hand_over(stale)]
     assert not any(h.done for h in handed)  # queued behind the held batch
     gate.open()
@@ -205,8 +208,7 @@ def test_each_append_of_a_batch_gets_the_positions_of_its_own_events(services, m
     vms = [create(services).vm_uuid for _ in range(4)]
     committer = services.commands.committer
     gate = Gate(services, monkeypatch)
-    held = committer.submit(renamed(services, vms[0], "held"))
-    assert gate.entered.wait(10)
+    held = gate.hold(services, vms[0])
     futures = []
     for count, vm_uuid in zip((3, 1, 2), vms[1:], strict=True):
         vm = services.commands.load(vm_uuid)
@@ -237,8 +239,7 @@ def test_text_with_quotes_percents_and_backslashes_is_stored_as_given(services, 
     vms = [create(services).vm_uuid for _ in range(3)]
     committer = services.commands.committer
     gate = Gate(services, monkeypatch)
-    held = committer.submit(renamed(services, vms[0], "held"))
-    assert gate.entered.wait(10)
+    held = gate.hold(services, vms[0])
     futures = [committer.submit(renamed(services, vm_uuid, f"{awkward}{n}"),
                                 **key_record(services, f"{awkward}{n}",
                                              renamed(services, vm_uuid, "-")))
