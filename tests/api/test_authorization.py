@@ -307,3 +307,17 @@ def test_a_route_that_would_be_served_without_authorize_stops_the_app_from_being
     async def guarded_socket(websocket: WebSocket) -> None: ...
 
     refuse_unauthorized_routes([guarded])
+
+
+def test_a_caller_who_may_not_use_a_route_is_refused_before_its_body_is_read(
+        authed: Authed) -> None:
+    # authorize runs first in the route's handler (AuthorizedRoute): no JSON error for a body
+    # the caller was never allowed to send
+    before = authed.head()
+    headers = {**bearer("analyst"), "content-type": "application/json"}
+    response = authed.http.post("/vms", content=b"{not json", headers=headers)
+    assert_error(response, 403, "Forbidden")
+    as_operator = authed.http.post("/vms", content=b"{not json",
+                                   headers={**headers, **bearer("operator")})
+    assert as_operator.status_code // 100 == 4 and as_operator.status_code != 403
+    assert authed.head() == before
