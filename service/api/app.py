@@ -90,7 +90,8 @@ def create_app(
     app.state.tokens = tokens
     declare_schema(app)
     errors.install(app)
-    for router in api_routers(settings):
+    routers = api_routers(settings)
+    for router in routers:
         app.include_router(router)
 
     # Our one layer: the request id, log scope, metrics and checks before any route, the
@@ -99,7 +100,7 @@ def create_app(
                        max_body_bytes=settings.max_body_bytes, keep_alive_s=KEEP_ALIVE_S,
                        db_wait_s=settings.postgres_request_wait_s)
     console.install(app)  # last: its pages and assets are served before the token check
-    refuse_unauthorized_routes([*api_routers(settings), *console.ROUTERS])
+    refuse_unauthorized_routes([*routers, *console.ROUTERS])
     return app
 
 

@@ -127,7 +127,7 @@ async def answered_within(future: Future[Any], timeout_s: float | None) -> bool:
     """Whether ``future`` (set on another thread) is done within ``timeout_s`` seconds (None:
     no limit). The wait neither cancels nor changes ``future``. One loop future, one timer
     and one cross-thread wake-up: ``asyncio.wrap_future`` and ``asyncio.wait`` made several
-    futures and callbacks a command (docs/performance.md, "The committer's statements and the
+    futures and callbacks a command (docs/performance.md, "The batch as one query, and the
     command's wait")."""
     if future.done():
         return True
