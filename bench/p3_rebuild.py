@@ -60,10 +60,14 @@ def child(mode: str, url: str, page: int, processes: int = 0) -> None:
     rss_built = _rss_now_mib()
     try:
         started = time.perf_counter()
-        if mode == "read":
+        if mode in ("read", "decode"):
+            # "decode": the read plus the runner's decoding of every event, and no read
+            # model: the most a rebuild in one process could reach
+            decode = services.projections.decode if mode == "decode" else len
             count, position = 0, 0
             while page_ := services.app.recorder.select_notifications(
                     position, page, inclusive_of_start=False):
+                decode(page_)
                 count += len(page_)
                 position = page_[-1].id
             result = {"events": count}
@@ -141,6 +145,10 @@ def measure(backend: str, url: str, args) -> dict:
             f"{reads[-1]['events'] / reads[-1]['seconds']:,.0f} events/s")
     reference = max(r["events"] / r["seconds"] for r in reads)
     ratio = rate / reference
+    decoded = run_child("decode", url, 5000)
+    decode_rate = decoded["events"] / decoded["seconds"]
+    say(f"[{backend}] read and decoded, no read model (one process's ceiling): "
+        f"{decode_rate:,.0f} events/s = {decode_rate / reference:.3f} of the raw read")
     processes = rebuild.get("processes", 1)
     # at most, all processes together: the rebuild's (which builds one group itself) and
     # each of its children at the largest one's peak
@@ -158,6 +166,8 @@ def measure(backend: str, url: str, args) -> dict:
                                       ("before", 500), ("before", 5000),
                                       ("after", 500), ("after", 5000)], strict=True)},
         "reference_events_per_s": round(reference, 1),
+        "read_and_decode_events_per_s": round(decode_rate, 1),
+        "read_and_decode_ratio": round(decode_rate / reference, 4),
         "peak_rss_mib": rebuild["peak_rss_mib"],
         "peak_rss_children_mib": rebuild["peak_rss_children_mib"],
         "processes": processes,
