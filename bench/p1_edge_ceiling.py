@@ -28,10 +28,10 @@ from fastapi import Body, FastAPI, Query, Response
 from pydantic import BaseModel
 
 from _common import (
-    CpuMeter, emit, free_port, parser, percentile, pgbench_tps, say, scratch_postgres,
+    CpuMeter, emit, free_port, parser, percentile, say, scratch_postgres,
 )
 from _load import run_load
-from p1_commands import GOAL, LOCKED_DDL, LOCKED_INDEX, LOCKED_INSERT
+from p1_commands import GOAL, locked_insert_tps
 
 
 class CreateVm(BaseModel):
@@ -116,9 +116,8 @@ def main() -> None:
     warmup = 1.0 if args.quick else 4.0
 
     with scratch_postgres("p1edge") as url:
-        reference = pgbench_tps(url, LOCKED_INSERT.format(notify="NOTIFY bench_events;\n"),
-                                clients=args.clients, seconds=args.pgbench_seconds,
-                                setup=[LOCKED_DDL, LOCKED_INDEX], define={"size": 500})
+        reference = locked_insert_tps(url, notify=True, clients=args.clients,
+                                      seconds=args.pgbench_seconds)
     say(f"pgbench, the event store's locked insert (with notify): {reference:,.0f} tps")
 
     port = free_port()
