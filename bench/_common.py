@@ -72,9 +72,14 @@ def emit(figure: str, name: str, *, raw: dict[str, Any], ratio: float | None, go
     the machine's load at the script's start and end."""
     commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
                             capture_output=True, text=True).stdout.strip() or None
+    quick = "--quick" in sys.argv
+    if quick:  # a smoke run says so, and claims no goal met or missed
+        say(f"{figure}: --quick is a smoke run of a few seconds; its figures are not "
+            "meaningful and are not judged against the goal")
+        met = None
     print(json.dumps({"figure": figure, "name": name, "raw": raw,
                       "ratio": None if ratio is None else round(ratio, 4),
-                      "goal": goal, "met": met, **extra, "commit": commit,
+                      "goal": goal, "met": met, **extra, "quick": quick, "commit": commit,
                       "machine": {"start": _MACHINE_AT_START, "end": machine_state()}},
                      sort_keys=False), flush=True)
 

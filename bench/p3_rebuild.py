@@ -123,7 +123,8 @@ def measure(backend: str, url: str, args) -> dict:
         services.close()
     head = made["head"]
     say(f"[{backend}] log: {head:,} events ({made['templates']} template VMs of "
-        f"{made['mean_events_per_vm']} events, cloned) built in {made['build_s']} s")
+        f"{made['mean_events_per_vm']} events each on average, cloned) built in "
+        f"{made['build_s']} s")
     reads = []
     for page in (500, 5000):
         reads.append(run_child("read", url, page))
@@ -137,8 +138,9 @@ def measure(backend: str, url: str, args) -> dict:
         f"{rebuild['cpu_s']:.1f} s of CPU"
         f" = {rate:,.0f} log events/s ({rebuild['applied']:,} events applied in all); "
         f"peak RSS {rebuild['peak_rss_mib']:.0f} MiB (after start-up "
-        f"{rebuild['rss_after_build_mib']:.0f} MiB; the largest child's "
-        f"{rebuild['peak_rss_children_mib']:.0f} MiB)")
+        f"{rebuild['rss_after_build_mib']:.0f} MiB"
+        + (f"; the largest child's {rebuild['peak_rss_children_mib']:.0f} MiB)"
+           if rebuild.get("processes", 1) > 1 else ")"))
     for page in (500, 5000):
         reads.append(run_child("read", url, page))
         say(f"[{backend}] raw read, pages of {page} (after): "

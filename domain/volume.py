@@ -14,8 +14,11 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from domain import chain
-from domain.events import Cause, DomainEvent
 from domain.errors import ValidationError
+from domain.events import Cause, DomainEvent
+
+#: The most networks a volume is on (``POST /volumes`` refuses more, an attach past it too).
+MAX_NETWORKS = 32
 
 
 def mount_address(networks: dict[str, str]) -> str | None:
@@ -89,8 +92,9 @@ class Volume(chain.Chained, Aggregate):
     def attach_network(self, network_uuid: str, address: str, *, cause: Cause) -> bool:
         """Make the volume reachable on ``network_uuid`` at ``address`` (an IPv4 or IPv6
         address). False (nothing recorded) if it already is, at that address. Raises
-        ``ValidationError`` for a bad address, one the volume has on another network, or a
-        network it is already on at another address (detach it first)."""
+        ``ValidationError`` for a bad address, one the volume has on another network, a
+        network it is already on at another address (detach it first), or a network past
+        ``MAX_NETWORKS``."""
         try:
             address = str(ipaddress.ip_address(address))
         except ValueError:
@@ -103,6 +107,10 @@ class Volume(chain.Chained, Aggregate):
                                   f"already attached at {current}: detach it first")
         if address in self.networks.values():
             raise ValidationError("address", "Duplicate", "the volume has it on another network")
+        if len(self.networks) >= MAX_NETWORKS:
+            raise ValidationError("network_uuid", "Invalid",
+                                  f"the volume is on {MAX_NETWORKS} networks, the most it may "
+                                  "be on: detach one first")
         self.trigger_event(self.NetworkAttached, cause=cause, network_uuid=network_uuid,
                            address=address)
         return True

@@ -1,6 +1,6 @@
 """The envelope around every HTTP request, vmledger's one ASGI layer in front of the routes:
-its id, its log scope and closing log line, its metrics, the body-size, API-version, URL and
-token checks that come before any route, the bound on its database waits, HEAD run as GET,
+its id, its log scope and closing log line, its metrics, the body-size, API-version, URL
+(unstorable text, a query parameter given twice) and token checks that come before any route, the bound on its database waits, HEAD run as GET,
 and the head of every answer (``x-request-id``, ``Api-Version``, ``Connection``).
 
 One layer with one ``send`` wrapper for the whole request: each middleware used to add a call
@@ -102,7 +102,7 @@ class Envelope:
                     return
                 if scope["method"] == "HEAD" and head_as_get(self.router, scope):
                     routed = {**scope, "method": "GET"}
-                if not request.headers.get("content-length", "").isdigit():
+                if not _is_length(request.headers.get("content-length")):
                     receive = _limited(receive, self.max_body_bytes)
                 command_started = time.perf_counter()
                 with request_waits_bounded(self.db_wait_s):
@@ -122,8 +122,7 @@ class Envelope:
         ``Content-Length``, a bad ``Accept-Version``, text no route could store in its URL, a
         bad token), or None: the request goes on, ``added`` gaining ``Api-Version``, and the
         principal is in ``request.state`` and the log scope."""
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+        if _declared_over(request.headers.get("content-length"), self.max_body_bytes):
             return errors.api_error_response(errors.PayloadTooLargeError(self.max_body_bytes))
         try:
             version = negotiate(request.headers.get("accept-version"))
@@ -131,7 +130,7 @@ class Envelope:
             return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)
         added.append((b"api-version", version.encode()))
-        problem = _unstorable_in_url(request)
+        problem = _unstorable_in_url(request) or _repeated_in_query(request)
         if problem:
             return errors.api_error_response(errors.invalid_parameters(
                 request, [{"field": problem[0], "code": "Invalid", "message": problem[1]}]))
@@ -143,6 +142,22 @@ class Envelope:
         request.state.actor = principal.name
         bind(actor=principal.name)
         return None
+
+
+def _is_length(header: str | None) -> bool:
+    """Whether a ``Content-Length`` value is a length: ASCII digits only (``str.isdigit``
+    also takes "²", which ``int`` refuses)."""
+    return header is not None and header.isascii() and header.isdigit()
+
+
+def _declared_over(header: str | None, max_bytes: int) -> bool:
+    """Whether ``Content-Length`` declares more than ``max_bytes``, for a length of any
+    number of digits (``int`` refuses more than 4,300)."""
+    if not _is_length(header):
+        return False
+    assert header is not None
+    digits = header.lstrip("0") or "0"
+    return len(digits) > len(str(max_bytes)) or int(digits) > max_bytes
 
 
 def _limited(receive: Receive, max_bytes: int) -> Receive:
@@ -183,6 +198,21 @@ def _unstorable_in_url(request: Request) -> tuple[str, str] | None:
         problem = unstorable({name: value})
         if problem:
             return printable(name), problem
+    return None
+
+
+def _repeated_in_query(request: Request) -> tuple[str, str] | None:
+    """The first query parameter given more than once, as (field, message), or None. Every
+    parameter of ours takes one value (a list is one comma-separated value, as VMAPI's
+    ``uuids``): which of two a route should take would be a guess."""
+    query = request.scope.get("query_string")
+    if not query or b"&" not in query:  # one parameter or none: nothing to parse
+        return None
+    seen: set[str] = set()
+    for name, _value in request.query_params.multi_items():
+        if name in seen:
+            return printable(name), "may be given only once"
+        seen.add(name)
     return None
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
@@ -25,6 +25,7 @@ from projections.vm_queries import (
 )
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param
+from service.api.schemas import VMAPI_BRANDS
 
 LIST_MESSAGE = "Invalid Parameters"
 UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
@@ -32,7 +33,6 @@ ALIAS_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
 ALIAS_RE_SHOWN = r"/^[a-zA-Z0-9][a-zA-Z0-9\_\.\-]*$/"  # as JavaScript prints VMAPI's regexp
 RAM_RE = re.compile(r"^0$|^([1-9][0-9]*$)")
 RAM_RE_SHOWN = r"/^0$|^([1-9][0-9]*$)/"
-VMAPI_BRANDS = ("bhyve", "joyent", "joyent-minimal", "kvm", "lx")
 VMAPI_STATES = ("active", "destroyed", "running", "stopped")
 # vmledger's own states are accepted too; VMAPI's message names only its four.
 STATES = frozenset(VMAPI_STATES) | {s.value for s in VmState}

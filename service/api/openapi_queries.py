@@ -16,8 +16,9 @@ from typing import Any
 
 from domain.states import Execution, JobName
 from projections.vm_queries import SORT_FIELDS
-from service.api.list_vms_params import ALIAS_RE, STATES, UNRECORDED, VMAPI_BRANDS
+from service.api.list_vms_params import ALIAS_RE, STATES, UNRECORDED
 from service.api.params import MAX_INTEGER, MAX_LIMIT, openapi_parameter as parameter
+from service.api.schemas import VMAPI_BRANDS
 
 _UUID = {"type": "string", "format": "uuid"}
 _BOOLEAN = {"type": "boolean"}

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field, IPvAnyAddress
 
 from domain.errors import VolumeNotFoundError
+from domain.volume import MAX_NETWORKS
 from service.api.auth import authorized_router
 from service.api.deps import (
     cause_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
@@ -21,7 +22,6 @@ from service.container import Services
 
 router = authorized_router(tags=["volumes"])
 
-MAX_NETWORKS = 32
 ACTIONS = ("attach_network", "detach_network")
 
 

@@ -8,7 +8,9 @@ import math
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator,
+)
 
 MAX_METADATA_KEYS = 128
 MAX_METADATA_BYTES = 64 * 1024
@@ -16,6 +18,19 @@ MAX_RAM_MIB = 4 * 1024 * 1024  # 4 TiB
 
 Alias = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 Brand = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9-]*$")]
+#: The brands VMAPI creates VMs of and filters them by (sdc-vmapi ``lib/common/validation.js``,
+#: ``VALID_VM_BRANDS``); an agent may still report a VM of another (``Brand``).
+VMAPI_BRANDS = ("bhyve", "joyent", "joyent-minimal", "kvm", "lx")
+
+
+def _vmapi_brand(value: str) -> str:
+    if value not in VMAPI_BRANDS:
+        raise ValueError(f"Must be one of: {', '.join(VMAPI_BRANDS)}")  # VMAPI's words
+    return value
+
+
+CreatableBrand = Annotated[str, AfterValidator(_vmapi_brand),
+                           Field(json_schema_extra={"enum": list(VMAPI_BRANDS)})]
 Scalar = str | int | float | bool
 
 
@@ -108,7 +123,7 @@ class CreateVmRequest(MetadataFields):
     """CreateVm (``POST /vms``): ``owner_uuid``, ``brand`` and ``ram`` (MiB) are required."""
 
     owner_uuid: UUID
-    brand: Brand
+    brand: CreatableBrand
     ram: int = Field(ge=1, le=MAX_RAM_MIB, strict=True)  # true or "1024" is no size
     image_uuid: UUID | None = None
     cpu_cap: int | None = Field(None, ge=0, le=100_000, strict=True)

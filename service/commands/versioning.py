@@ -49,6 +49,17 @@ _RANGE = re.compile(
 _ANY = ("*", "x", "X", "")
 
 
+# More than any part of a version we serve or VMAPI's: what a part of more digits reads as.
+_BEYOND_ANY_PART = 10**18
+
+
+def _number(digits: str) -> int:
+    """A range's part as a number; one of more than 18 digits (leading zeros aside) compares
+    above every version we know, where ``int`` would refuse it past 4,300 digits."""
+    significant = digits.lstrip("0") or "0"
+    return int(significant) if len(significant) <= 18 else _BEYOND_ANY_PART
+
+
 def _satisfies(version: str, requested: str) -> bool:
     """Whether ``version`` satisfies one semver range term (``1``, ``~1``, ``1.0.0``,
     ``~2``, ``2.x``, ``^2.0``, ``*``)."""
@@ -59,7 +70,7 @@ def _satisfies(version: str, requested: str) -> bool:
         return False
     operator, *parts = match.groups()
     have = _parse(version)
-    wanted = [None if p in (None, "x", "X", "*") else int(p) for p in parts]
+    wanted = [None if p in (None, "x", "X", "*") else _number(p) for p in parts]
     major, minor, patch = wanted
     if major is None:
         return True

@@ -93,6 +93,19 @@ def test_every_field_out_of_bounds_is_refused_naming_it_and_appends_nothing(
     assert services.commands.head_position() == head
 
 
+@pytest.mark.parametrize("brand", ["nope", "joyent-minimal-2", "KVM"])
+def test_a_brand_vmapi_does_not_create_is_refused_in_its_words_and_appends_nothing(
+        client, services, brand) -> None:
+    # found by a new user: any brand was created, then ListVms refused it as a filter
+    head = services.commands.head_position()
+    body = assert_error(client.post("/vms", json=vm_body(brand=brand)), 409, "ValidationFailed")
+    assert body["message"] == "Invalid VM parameters"
+    assert body["errors"] == [{"field": "brand", "code": "Invalid",
+                               "message": "Must be one of: bhyve, joyent, joyent-minimal, kvm, "
+                                          "lx"}]
+    assert services.commands.head_position() == head
+
+
 @pytest.mark.parametrize("field, value, named", [
     ("tags", {"a": {"b": 1}}, "tags.a"),
     ("customer_metadata", {"str": [1]}, "customer_metadata.str"),

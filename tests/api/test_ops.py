@@ -3,6 +3,8 @@ negotiation, x-request-id and the body size limit (api.md, "Versioning", "Errors
 
 from __future__ import annotations
 
+import pytest
+
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.helpers import OWNER, assert_error, create_running_vm, vm_body
@@ -50,6 +52,11 @@ def test_an_unsatisfiable_version_is_refused_listing_the_supported_ones(client) 
         assert body["supported"] == ["1.0.0", "2.0.0"], accept_version
 
 
+def test_an_accept_version_with_a_huge_number_is_refused_not_a_500(client) -> None:
+    response = client.get("/ping", headers={"Accept-Version": "9" * 4301})
+    assert_error(response, 400, "InvalidVersion")
+
+
 def test_every_response_carries_a_request_id_and_echoes_the_one_given(client) -> None:
     given = client.get("/ping", headers={"x-request-id": "req-1234"})
     assert given.headers["x-request-id"] == "req-1234"
@@ -80,6 +87,17 @@ def test_a_body_over_the_limit_is_refused_with_413_and_appends_nothing(client, s
     response = client.post("/vms", json=big)
     assert_error(response, 413, "PayloadTooLarge")
     assert response.headers.get("x-request-id")
+    assert services.commands.head_position() == head
+
+
+@pytest.mark.parametrize("declared", ["9" * 5000, "0" * 5000 + "1" + "0" * 20, "\u00b2"])
+def test_a_content_length_int_cannot_read_is_refused_not_a_500(client, services, declared
+                                                                ) -> None:
+    # "²" is a digit to str.isdigit, not to int
+    head = services.commands.head_position()
+    response = client.post("/vms", content=b"{}", headers={
+        "content-type": "application/json", "content-length": declared.encode("latin-1")})
+    assert 400 <= response.status_code < 500, response.text
     assert services.commands.head_position() == head
 
 

@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 
+from domain.volume import MAX_NETWORKS
 from tests.api.helpers import (
     V2, act_and_wait, assert_error, create_running_vm, create_vm, error_fields, get_vm,
     history_types, vm_body, wait_job,
@@ -134,6 +135,20 @@ def test_repeating_an_attach_or_a_detach_changes_nothing(client, services):
     assert absent.status_code == 202 and absent.json() == again.json()
     assert "x-log-position" not in absent.headers
     assert services.commands.head_position() == head
+
+
+def test_an_attach_past_the_most_networks_a_volume_takes_is_refused_and_appends_nothing(
+        client, services):
+    # found by a new user: POST /volumes refused 33 networks, attach_network took a 51st
+    networks = {str(uuid.UUID(int=n + 1)): f"10.0.{n}.1" for n in range(MAX_NETWORKS)}
+    volume = create_volume(client, networks=networks)
+    head = services.commands.head_position()
+    refused = volume_action(client, volume["uuid"], "attach_network", network_uuid=NET_A,
+                            address="10.9.9.9")
+    body = assert_error(refused, 409, "ValidationFailed")
+    assert error_fields(body) == {"network_uuid": "Invalid"}
+    assert services.commands.head_position() == head
+    assert len(client.get(f"/volumes/{volume['uuid']}").json()["networks"]) == MAX_NETWORKS
 
 
 def test_volume_actions_honour_if_match(client, services):

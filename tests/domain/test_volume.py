@@ -9,7 +9,7 @@ import pytest
 
 from domain import chain
 from domain.errors import ValidationError
-from domain.volume import Volume, mount_address
+from domain.volume import MAX_NETWORKS, Volume, mount_address
 from tests.builders import cause, new_vm, recorded
 
 NET_A = "5f3c7d2e-1111-4222-8333-444455556666"
@@ -61,6 +61,27 @@ def test_attach_refuses_a_bad_or_conflicting_address(network, address, field):
         volume.attach_network(network, address, cause=cause())
     assert refusal.value.errors[0]["field"] == field
     assert recorded(volume) == []
+
+
+def test_a_volume_is_on_at_most_max_networks_and_a_repeat_at_the_cap_still_records_nothing():
+    # found by a new user: create refused a 33rd network, attach took a 51st
+    networks = {str(uuid.UUID(int=n + 1)): f"10.0.{n}.1" for n in range(MAX_NETWORKS)}
+    volume = volume_on(**networks)
+    with pytest.raises(ValidationError) as refusal:
+        volume.attach_network(NET_A, "10.9.9.9", cause=cause())
+    assert refusal.value.errors[0]["field"] == "network_uuid"
+    assert str(MAX_NETWORKS) in refusal.value.errors[0]["message"]
+    first = next(iter(networks))
+    assert volume.attach_network(first, networks[first], cause=cause()) is False
+    assert recorded(volume) == []
+    assert volume.detach_network(first, cause=cause()) is True
+    assert volume.attach_network(NET_A, "10.9.9.9", cause=cause()) is True
+
+
+def test_a_volume_created_on_more_than_max_networks_is_refused():
+    networks = {str(uuid.UUID(int=n + 1)): f"10.0.{n}.1" for n in range(MAX_NETWORKS + 1)}
+    with pytest.raises(ValidationError):
+        Volume.create(volume_uuid=uuid.uuid4(), name="data", cause=cause(), networks=networks)
 
 
 def test_a_vm_records_the_addresses_of_the_volumes_it_mounts_and_no_others():

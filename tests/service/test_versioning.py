@@ -73,6 +73,19 @@ def test_an_unsatisfiable_range_raises_invalid_version_with_the_supported_list(h
     assert "1.0.0, 2.0.0" in str(refused.value)
 
 
+# Parts longer than int() reads (4,300 digits) were a 500 on every route (found by a new user).
+@pytest.mark.parametrize("header, served", [
+    ("9" * 4301, None), ("1." + "0" * 4400, "1.0.0"), ("0" * 5000 + "2", "2.0.0"),
+    ("<" + "9" * 5000, "2.0.0"), ("~2." + "0" * 5000, "2.0.0"), (">=" + "9" * 5000, None),
+])
+def test_a_range_with_parts_of_any_length_is_served_or_refused_never_raising_else(header, served):
+    if served is None:
+        with pytest.raises(InvalidVersionError):
+            negotiate(header)
+    else:
+        assert negotiate(header) == served
+
+
 def test_answers_are_remembered_and_refusals_are_not():
     # negotiate runs on every request; its answers are cached, a bad header refused each time
     negotiate.cache_clear()

@@ -1,0 +1,41 @@
+"""A query parameter given twice is refused naming it, before any route reads it: which value
+a route should take would be a guess (``action=stop&action=start`` queued a start, the last
+one; found by a new user). VMAPI reads a repeated parameter as an array, which its validation
+refuses or fails on."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.helpers import V2, assert_error, create_running_vm, error_fields, get_vm
+
+
+@pytest.mark.parametrize("headers, status", [({}, 409), (V2, 422)])
+def test_a_command_with_its_action_twice_is_refused_and_appends_nothing(
+        client, services, headers, status):
+    vm = create_running_vm(client)
+    head = services.commands.head_position()
+    response = client.post(f"/vms/{vm}?action=stop&action=start", headers=headers)
+    body = assert_error(response, status, "ValidationFailed")
+    assert error_fields(body) == {"action": "Invalid"}
+    assert "once" in body["errors"][0]["message"]
+    assert services.commands.head_position() == head
+    assert get_vm(client, vm)["state"] == "running"
+
+
+@pytest.mark.parametrize("url, name", [
+    ("/vms?limit=1&limit=2", "limit"),
+    ("/vms?state=running&owner_uuid=930896af-bf8c-48d4-885c-6573a94b1853&state=stopped",
+     "state"),
+    ("/jobs?execution=queued&execution=failed", "execution"),
+    ("/ping?consistency=strong&consistency=eventual", "consistency"),
+])
+def test_a_read_with_a_parameter_twice_is_refused_naming_it(client, url, name):
+    body = assert_error(client.get(url), 409, "ValidationFailed")
+    assert error_fields(body) == {name: "Invalid"}
+
+
+def test_distinct_parameters_and_one_list_valued_parameter_still_pass(client):
+    vm = create_running_vm(client)
+    assert client.get(f"/vms?uuids={vm},{vm}&limit=5").status_code == 200
+    assert client.post(f"/vms/{vm}?action=stop&idempotent=true").status_code == 202
