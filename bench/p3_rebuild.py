@@ -8,7 +8,8 @@ interleaved; 14 to 19 events per VM plus the servers' claims). The rebuild is wh
 its live tables and switched), in a child process of its own, so its peak RSS
 (``resource.getrusage``) is the rebuild's alone. The raw read runs in child processes too,
 before and after the rebuild, in pages of 500 (the runner's batch) and of 5,000; the
-reference is the fastest of them.
+reference is the fastest of them. A last child reads and decodes the log as the runner does,
+with no read model: the most a rebuild in one process could reach, printed beside P3.
 
 The default log has 100,000 events so that a run takes a few minutes; the figure in
 docs/performance.md is from ``--events 1000000``.

@@ -1,7 +1,8 @@
 """The envelope around every HTTP request, vmledger's one ASGI layer in front of the routes:
 its id, its log scope and closing log line, its metrics, the body-size, API-version, URL
-(unstorable text, a query parameter given twice) and token checks that come before any route, the bound on its database waits, HEAD run as GET,
-and the head of every answer (``x-request-id``, ``Api-Version``, ``Connection``).
+(unstorable text, a query parameter given twice) and token checks that come before any
+route, the bound on its database waits, HEAD run as GET, and the head of every answer
+(``x-request-id``, ``Api-Version``, ``Connection``).
 
 One layer with one ``send`` wrapper for the whole request: each middleware used to add a call
 frame and a wrapper of its own to every message of every answer (docs/performance.md, "A lean
@@ -153,9 +154,8 @@ def _is_length(header: str | None) -> bool:
 def _declared_over(header: str | None, max_bytes: int) -> bool:
     """Whether ``Content-Length`` declares more than ``max_bytes``, for a length of any
     number of digits (``int`` refuses more than 4,300)."""
-    if not _is_length(header):
+    if header is None or not _is_length(header):
         return False
-    assert header is not None
     digits = header.lstrip("0") or "0"
     return len(digits) > len(str(max_bytes)) or int(digits) > max_bytes
 
