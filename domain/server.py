@@ -14,7 +14,7 @@ from eventsourcing.domain import Aggregate
 
 from domain import chain
 from domain.events import Cause, DomainEvent
-from domain.errors import DomainError, StaleGenerationError
+from domain.errors import DomainError, StaleGenerationError, ValidationError
 
 SERVER_STATUSES = ("running", "unknown", "removed")
 
@@ -120,6 +120,17 @@ class Server(chain.Chained, Aggregate):
         """Record a new compute node with ``ram_mib`` MiB and ``cpus`` CPUs."""
         return cls._create(cls.Registered, id=server_uuid, cause=cause, hostname=hostname,
                            boot_id=boot_id, ram_mib=ram_mib, cpus=cpus)
+
+    def check_described_as(self, *, hostname: str, ram_mib: int, cpus: int) -> None:
+        """Raise ``ValidationError`` naming ``uuid`` (``Duplicate``) unless this server was
+        registered with this hostname, RAM and CPUs: a registration repeated with another
+        description would otherwise be answered as if it had been taken."""
+        asked = {"hostname": hostname, "ram_mib": ram_mib, "cpus": cpus}
+        differing = [name for name, value in asked.items() if getattr(self, name) != value]
+        if differing:
+            raise ValidationError("uuid", "Duplicate",
+                                  f"server {self.id} is registered with another "
+                                  f"{', '.join(differing)}")
 
     @property
     def ram_allocated_mib(self) -> int:

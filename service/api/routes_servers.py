@@ -58,7 +58,8 @@ def get_server(server_uuid: str, request: Request) -> JSONResponse:
 
 @router.post("/servers", status_code=201)
 def create_server(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
-    """Record a compute node (201); an existing uuid with the same description is 200."""
+    """Record a compute node (201); an existing uuid with the same hostname, RAM and CPUs is
+    200, with others ``ValidationFailed`` naming ``uuid`` (``Duplicate``), nothing recorded."""
     Query(request, set()).check()
     asked = parse_body(request, CreateServerRequest, data)
     services = services_of(request)

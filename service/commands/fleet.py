@@ -30,9 +30,18 @@ class ServerCommands(_UsesCommands):
 
     def register_server(self, server_uuid: str, *, hostname: str, boot_id: str, ram_mib: int,
                         cpus: int, cause: Cause) -> bool:
-        """Record a compute node; False (nothing recorded) if it is already known."""
+        """Record a compute node; False (nothing recorded) if it is already known as
+        described. Raises ``ValidationError`` naming ``uuid`` if it is known with another
+        hostname, RAM or CPUs (``Server.check_described_as``)."""
+
+        def decide(server: Server) -> bool:
+            if server.pending_events:  # registered by this change
+                return True
+            server.check_described_as(hostname=hostname, ram_mib=ram_mib, cpus=cpus)
+            return False
+
         changed = self.change(
-            Server, server_uuid, lambda server: bool(server.pending_events),
+            Server, server_uuid, decide,
             new=lambda: Server.register(server_uuid=UUID(server_uuid), hostname=hostname,
                                         boot_id=boot_id, ram_mib=ram_mib, cpus=cpus,
                                         cause=cause))

@@ -1,0 +1,36 @@
+"""``POST /servers``: a compute node registered once; a repeat as described answers it again,
+a repeat with another description is refused (found by a new user: it answered 200 with the
+old server, the new values dropped without a word)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.helpers import assert_error, error_fields
+
+SERVER = "aaaaaaaa-0000-4000-8000-000000000001"
+BODY = {"uuid": SERVER, "hostname": "extra1", "ram_mib": 4096, "cpus": 4}
+
+
+def test_a_registration_repeated_as_described_answers_the_server_again_appending_nothing(
+        client, services):
+    first = client.post("/servers", json=BODY)
+    assert first.status_code == 201, first.text
+    head = services.commands.head_position()
+    again = client.post("/servers", json=BODY)
+    assert again.status_code == 200, again.text
+    assert again.json() == first.json()
+    assert services.commands.head_position() == head
+
+
+@pytest.mark.parametrize("changed", [{"hostname": "other"}, {"ram_mib": 8192}, {"cpus": 8}])
+def test_a_registration_repeated_with_another_description_is_refused_naming_uuid(
+        client, services, changed):
+    assert client.post("/servers", json=BODY).status_code == 201
+    head = services.commands.head_position()
+    body = assert_error(client.post("/servers", json={**BODY, **changed}), 409,
+                        "ValidationFailed")
+    assert error_fields(body) == {"uuid": "Duplicate"}
+    assert next(iter(changed)) in body["errors"][0]["message"]
+    assert services.commands.head_position() == head
+    assert client.get(f"/servers/{SERVER}").json()["hostname"] == "extra1"
