@@ -16,7 +16,7 @@ from service.api.errors import invalid_parameters
 from service.api.fast_json import FastJSONResponse
 from service.api.list_vms_params import LIST_MESSAGE, ListVmsQuery
 from service.api.params import Query
-from service.api.time_travel import as_it_was, instant
+from service.api.time_travel import as_it_was, version_or_instant
 from service.audit.history import vm_history
 
 router = authorized_router()
@@ -65,14 +65,7 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     """GetVm; ``?version=N`` or ``?at=RFC3339`` returns the VM as it was, folded from the log."""
     services = services_of(request)
     query = Query(request, {"version", "at"})
-    version = query.integer("version", minimum=1)
-    at = instant(query, "at")
-    query.check()
-    if version is not None and at is not None:
-        raise invalid_parameters(
-            request, [{"field": "at", "code": "Invalid",
-                       "message": "version and at cannot be used together"}],
-            code="ConflictingParameters", message="version and at cannot be used together")
+    version, at = version_or_instant(query)
     owner_uuid = query.owner_uuid
     if version is not None or at is not None:
         if owner_uuid is not None and services.commands.load(vm_uuid).owner_uuid != owner_uuid:

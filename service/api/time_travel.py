@@ -9,6 +9,7 @@ from typing import Any
 from domain.errors import VmNotFoundError
 from projections.formats import parse_iso_instant
 from projections.vm_view import render_vm
+from service.api.errors import invalid_parameters
 from service.api.params import Query
 from service.audit.history import vm_history
 
@@ -24,6 +25,22 @@ def instant(query: Query, name: str) -> datetime | None:
         query.invalid(name, "must be an RFC 3339 timestamp with a time zone")
         return None
     return moment
+
+
+def version_or_instant(query: Query) -> tuple[int | None, datetime | None]:
+    """``(version, at)`` of the query's ``?version=`` and ``?at=``, each None when absent.
+    Raises the ``ValidationFailed`` error for a malformed one (``query.check``) and
+    ``ConflictingParameters`` for both together: the one would silently win over the other
+    (GetVm and the console's VM state alike)."""
+    version = query.integer("version", minimum=1)
+    at = instant(query, "at")
+    query.check()
+    if version is not None and at is not None:
+        raise invalid_parameters(
+            query.request, [{"field": "at", "code": "Invalid",
+                             "message": "version and at cannot be used together"}],
+            code="ConflictingParameters", message="version and at cannot be used together")
+    return version, at
 
 
 def as_it_was(services: Any, vm_uuid: str, version: int | None,

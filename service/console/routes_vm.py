@@ -16,7 +16,7 @@ from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.params import Query
 # GetVm's own time travel, so the console shows exactly what ?version= and ?at= answer
-from service.api.time_travel import as_it_was, instant
+from service.api.time_travel import as_it_was, version_or_instant
 from service.audit.history import vm_history
 from service.audit.streams import MAX_PAGE, fleet_page, verify_vms
 from service.console.render import differences, fragment
@@ -61,9 +61,7 @@ def vm_state(vm_uuid: str, request: Request) -> HTMLResponse:
     """The VM object as it was at ``version`` or at instant ``at`` (RFC 3339), folded from
     its stream; without either, as it is now."""
     query = Query(request, {"version", "at"})
-    version = query.integer("version", minimum=1)
-    at = instant(query, "at")
-    query.check()
+    version, at = version_or_instant(query)
     services = services_of(request)
     current = _visible(request, query, vm_uuid)
     vm = (as_it_was(services, str(current.id), version, at)
