@@ -62,10 +62,16 @@ class ConsolePages:
         self.assets = _assets()  # a few small files, read once
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope["path"]
+        if scope["method"] not in ("GET", "HEAD"):
+            if path in self.assets or page_of(path) is not None:
+                await _method_not_allowed(send)  # as the API's 405 (api.md, "Errors")
+            else:
+                await self.app(scope, receive, send)
+            return
         asset = self.assets.get(path)
         page = page_of(path)
         if asset is not None:
@@ -83,3 +89,12 @@ class ConsolePages:
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body",
                     "body": b"" if scope["method"] == "HEAD" else body})
+
+
+async def _method_not_allowed(send: Send) -> None:
+    """The API's ``405 BadMethod`` for a method a page or asset does not answer."""
+    body = b'{"code":"BadMethod","message":"Method Not Allowed"}'
+    await send({"type": "http.response.start", "status": 405, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        (b"allow", b"GET, HEAD")]})
+    await send({"type": "http.response.body", "body": body})

@@ -151,7 +151,11 @@ def test_a_405_names_the_methods_the_path_has(client: TestClient) -> None:
                                  ("POST", "/ping", {"GET", "HEAD"}),
                                  ("GET", "/sim/workers", {"POST"}),
                                  ("POST", "/openapi.json", {"GET", "HEAD"}),
-                                 ("PUT", "/docs", {"GET", "HEAD"})]:
+                                 ("PUT", "/docs", {"GET", "HEAD"}),
+                                 # the console's pages and assets (found by a new user: 404)
+                                 ("POST", "/console", {"GET", "HEAD"}),
+                                 ("DELETE", f"/console/vms/{vm}", {"GET", "HEAD"}),
+                                 ("PUT", "/console/static/console.css", {"GET", "HEAD"})]:
         response = client.request(method, url)
         assert_error(response, 405, "BadMethod")
         assert set(response.headers["allow"].split(", ")) == allowed, (method, url)
