@@ -2,9 +2,46 @@
 
 from __future__ import annotations
 
+import uuid as uuidlib
 from dataclasses import dataclass
+from functools import cache
 
+from eventsourcing.domain import Aggregate
+
+from domain.server import SERVER_STATUSES
+from domain.states import VmState
 from service.changes.records import Change
+
+#: The states a change's resource may be in after it (``state`` filters).
+STATES = frozenset({*VmState, *SERVER_STATUSES})
+#: The filters whose values are uuids (compared in their canonical, lowercase text).
+UUID_FILTERS = ("vm_uuid", "owner_uuid", "server_uuid")
+
+
+@cache
+def event_types() -> frozenset[str]:
+    """The names of every domain event class (the ``type`` a change may have)."""
+    names: set[str] = set()
+    pending = list(Aggregate.Event.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        names.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return frozenset(names)
+
+
+def checked_value(name: str, value: str) -> tuple[str, str | None]:
+    """One value of filter ``name`` (``vm_uuid``, ``owner_uuid``, ``server_uuid``, ``type``
+    or ``state``) as filters compare it, and why it is refused (None: it is not). The same
+    rules for ``GET /changes`` and ``vmledger changes``: a filter no change could match would
+    look like a quiet log."""
+    if name in UUID_FILTERS:
+        try:
+            return str(uuidlib.UUID(value)), None
+        except ValueError:
+            return value, "Invalid UUID"
+    allowed = {"type": event_types, "state": lambda: STATES}[name]()
+    return value, None if value in allowed else f"unknown value {value[:64]!r}"
 
 
 @dataclass(frozen=True)

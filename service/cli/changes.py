@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from service.changes.filters import ChangeFilter
+from service.changes.filters import ChangeFilter, checked_value
 from service.changes.tail import line, tail
 from service.container import Services
 from service.settings import Settings
@@ -30,11 +30,13 @@ def changes_command(
         help="only changes after which the resource is in this state (repeatable)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print each change's JSON")] = False,
 ) -> None:
-    """Print one line per change of the log, in order; with --follow, until interrupted."""
+    """Print one line per change of the log, in order; with --follow, until interrupted.
+    A filter value ``GET /changes`` would refuse is refused naming its option."""
     shown = ChangeFilter(
-        vm_uuids=frozenset(vm_uuid) if vm_uuid else None, owner_uuid=owner_uuid,
-        server_uuid=server_uuid, types=frozenset(type_) if type_ else None,
-        states=frozenset(state) if state else None)
+        vm_uuids=_checked_all("vm_uuid", vm_uuid),
+        owner_uuid=_checked("owner_uuid", owner_uuid) if owner_uuid else None,
+        server_uuid=_checked("server_uuid", server_uuid) if server_uuid else None,
+        types=_checked_all("type", type_), states=_checked_all("state", state))
     services = Services.build(Settings())
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -46,3 +48,18 @@ def changes_command(
     finally:
         stop.set()
         services.close()
+
+
+def _checked(name: str, value: str) -> str:
+    """``value`` as the filter compares it; ``typer.BadParameter`` naming the option if
+    ``GET /changes`` would refuse it (``checked_value``)."""
+    canonical, problem = checked_value(name, value)
+    if problem:
+        option = "--type" if name == "type" else f"--{name.replace('_', '-')}"
+        named = problem if repr(value[:64]) in problem else f"{problem}: {value[:64]!r}"
+        raise typer.BadParameter(named, param_hint=option)
+    return canonical
+
+
+def _checked_all(name: str, values: list[str] | None) -> frozenset[str] | None:
+    return frozenset(_checked(name, value) for value in values) if values else None

@@ -42,3 +42,24 @@ def test_follow_prints_changes_appended_after_it_started(services):
         follower.join(10)
     assert [c.uuid for c in printed] == [vm_uuid, vm_uuid]
     assert [c.type for c in printed] == ["Created", "JobQueued"]
+
+
+def test_bad_filters_are_refused_naming_the_option_as_get_changes_refuses_them(
+        services, settings, monkeypatch):
+    # found by a new user: each printed nothing and exited 0, like a filter matching nothing
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    for option, value in [("--type", "Bogus"), ("--type", "stopped"), ("--state", "Stopped"),
+                          ("--vm-uuid", "bad"), ("--owner-uuid", "bad"),
+                          ("--server-uuid", "bad")]:
+        refused = CliRunner().invoke(cli, ["changes", option, value])
+        assert refused.exit_code == 2, (option, value, refused.output)
+        assert option in refused.output, refused.output
+
+
+def test_uuids_in_capitals_match_as_get_changes_matches_them(services, settings, monkeypatch):
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    mine = create_vm(services, OWNER_A)
+    for option, value in [("--vm-uuid", mine.upper()), ("--owner-uuid", OWNER_A.upper())]:
+        found = CliRunner().invoke(cli, ["changes", option, value, "--type", "Created"])
+        assert found.exit_code == 0, found.output
+        assert len(found.output.splitlines()) == 1, (option, found.output)
