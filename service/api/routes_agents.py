@@ -31,7 +31,7 @@ class VmReport(StrictModel):
     state: Observed
     server_uuid: uuidlib.UUID
     boot_id: str = Field(min_length=1, max_length=64)
-    generation: int = Field(ge=1, le=MAX_INTEGER)
+    generation: int = Field(ge=1, le=MAX_INTEGER, strict=True)  # true or "7" is no generation
 
 
 class ReportedVm(StrictModel):
@@ -44,7 +44,7 @@ class InventoryReport(StrictModel):
     """``PUT /vms?server_uuid=S``: every VM the agent knows, with its boot id and generation."""
 
     boot_id: str = Field(min_length=1, max_length=64)
-    generation: int = Field(ge=1, le=MAX_INTEGER)
+    generation: int = Field(ge=1, le=MAX_INTEGER, strict=True)  # true or "7" is no generation
     vms: dict[uuidlib.UUID, ReportedVm] = Field(max_length=100_000)
 
 

@@ -113,3 +113,19 @@ def test_a_report_folds_the_vms_stream_once_for_its_check_and_its_change(
     assert put(client, vm_uuid, state="running", server_uuid=vm["server_uuid"],
                last_modified=T1).status_code == 200
     assert len(folds) == 2
+
+
+def test_a_generation_that_is_not_an_integer_is_refused_naming_it(client, services) -> None:
+    # found by a new user: true was read as generation 1 (a 409 StaleGeneration)
+    vm = get_vm(client, create_running_vm(client))
+    head = services.commands.head_position()
+    for generation in (True, "7", 7.5):
+        refused = client.put(f"/vms/{vm['uuid']}", json={
+            "state": "running", "server_uuid": vm["server_uuid"], "boot_id": "b1",
+            "generation": generation})
+        body = assert_error(refused, 409, "ValidationFailed")
+        assert [e["field"] for e in body["errors"]] == ["generation"], body
+        inventory = client.put(f"/vms?server_uuid={vm['server_uuid']}", json={
+            "boot_id": "b1", "generation": generation, "vms": {}})
+        assert_error(inventory, 409, "ValidationFailed")
+    assert services.commands.head_position() == head
