@@ -119,10 +119,16 @@ def work() -> None:
     leaves that job to its lease (docs/operations.md, "Stopping processes")."""
     from service.jobs.worker import stop_on_signals
 
-    setup_logging(Settings())
+    settings = Settings()
+    setup_logging(settings)
+    try:
+        serve_process_metrics(settings.metrics_address)  # lease takeovers, retries
+    except OSError as error:
+        raise typer.BadParameter(f"cannot listen on {settings.metrics_address}: "
+                                 f"{error.strerror or error}",
+                                 param_hint="VMLEDGER_METRICS_ADDRESS") from None
     services = _services()
     stop = stop_on_signals(services.worker)
-    serve_process_metrics(services.settings.metrics_address)  # lease takeovers, retries
     try:
         services.worker.run_forever(stop, services.settings.worker_poll_s)
     finally:

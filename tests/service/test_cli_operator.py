@@ -71,6 +71,21 @@ def test_an_empty_metrics_address_means_unset(sqlite_env: dict[str, str]) -> Non
     assert bad.returncode == 2 and "VMLEDGER_METRICS_ADDRESS" in bad.stderr
 
 
+def test_a_metrics_address_already_taken_is_one_line_naming_it_not_a_traceback(
+        sqlite_env: dict[str, str]) -> None:
+    # found by a new user: vmledger work died with OSError's whole traceback
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        done = run("work", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": address}, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "VMLEDGER_METRICS_ADDRESS" in done.stderr and address in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.fixture(scope="module")
 def missing_database_url() -> str:
     """A URL of the test PostgreSQL server naming a database that does not exist."""
