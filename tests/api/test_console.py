@@ -6,6 +6,8 @@ tests/api/test_authorization.py; the browser tests are in tests/browser/.)"""
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -271,3 +273,13 @@ def test_a_vms_page_shows_its_stale_mounts_and_its_audit_folds_the_volumes_too(
     assert f"volume_mounts row {vm_uuid}//srv/data: differs from a fresh fold in " \
         "address_at_boot" in client.post("/console/fragments/audit",
                                          params={"vm_uuid": vm_uuid}).text
+
+
+def test_a_jobs_chain_results_are_shown_as_the_api_gives_them_in_json(client: TestClient
+                                                                      ) -> None:
+    # found by a new user: a structured result showed as Python's {'state': 'running', ...}
+    vm_uuid = create_running_vm(client)
+    page = client.get(f"/console/fragments/vms/{vm_uuid}").text
+    [shown] = re.findall(r"ensure_state: ([^<]*)<", page)
+    assert json.loads(html.unescape(shown)) == {"state": "running", "incarnation": 1}
+    assert "place: " + get_vm(client, vm_uuid)["server_uuid"] in page  # text stays as it is
