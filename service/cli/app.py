@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from projections.tracking import ProjectionConflictError
 from service.cli.changes import changes_command
 from service.cli.preflight import check_database
 from service.cli.progress import finish, progress_bar
@@ -162,6 +163,10 @@ def rebuild(
             events = finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
                    f"({len(chosen)} read models), {events} events in the log")
+    except ProjectionConflictError as error:  # a second rebuild of the same read models
+        typer.echo(f"vmledger rebuild: {error}: is another rebuild running? Run one at a "
+                   "time; the live read models are as they were", err=True)
+        raise typer.Exit(1) from None
     finally:
         services.close()
 

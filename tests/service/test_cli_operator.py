@@ -232,3 +232,23 @@ def test_replay_rebuild_and_audit_bars_go_to_stderr_and_end_full(
     assert _final_counts(verified.stderr, "checking hash chains") == (total, total)
     done, folded = _final_counts(verified.stderr, "comparing read models")
     assert done == folded == total * len(READ_MODEL_NAMES)
+
+
+def test_a_rebuild_that_meets_another_ends_with_one_line_not_a_traceback(
+        sqlite_env: dict[str, str], monkeypatch) -> None:
+    # found by a new user: a second rebuild at once died with ProjectionConflictError's trace
+    from typer.testing import CliRunner
+
+    from projections.runner import ProjectionRunner
+    from projections.tracking import ProjectionConflictError
+    from service.cli.app import cli
+
+    def conflicting(*_args, **_kwargs):
+        raise ProjectionConflictError("another runner moved the position past 0 first")
+
+    monkeypatch.setattr(ProjectionRunner, "rebuild", conflicting)
+    for name, value in sqlite_env.items():
+        monkeypatch.setenv(name, value)
+    done = CliRunner().invoke(cli, ["rebuild"])
+    assert done.exit_code == 1, done.output
+    assert "another rebuild running" in done.output and "Traceback" not in done.output
