@@ -55,9 +55,8 @@ def _checked(name: str, value: str) -> str:
     ``GET /changes`` would refuse it (``checked_value``)."""
     canonical, problem = checked_value(name, value)
     if problem:
-        option = "--type" if name == "type" else f"--{name.replace('_', '-')}"
         named = problem if repr(value[:64]) in problem else f"{problem}: {value[:64]!r}"
-        raise typer.BadParameter(named, param_hint=option)
+        raise typer.BadParameter(named, param_hint=f"--{name.replace('_', '-')}")
     return canonical
 
 
