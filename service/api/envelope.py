@@ -103,7 +103,8 @@ class Envelope:
                     return
                 if scope["method"] == "HEAD" and head_as_get(self.router, scope):
                     routed = {**scope, "method": "GET"}
-                if not _is_length(request.headers.get("content-length")):
+                length = request.headers.get("content-length")
+                if not (length and length.isascii() and length.isdigit()):
                     receive = _limited(receive, self.max_body_bytes)
                 command_started = time.perf_counter()
                 with request_waits_bounded(self.db_wait_s):
@@ -131,7 +132,9 @@ class Envelope:
             return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)
         added.append((b"api-version", version.encode()))
-        problem = _unstorable_in_url(request) or _repeated_in_query(request)
+        problem = _unstorable_in_url(request)
+        if problem is None and b"&" in request.scope.get("query_string", b""):
+            problem = _repeated_in_query(request)  # two parameters or more
         if problem:
             return errors.api_error_response(errors.invalid_parameters(
                 request, [{"field": problem[0], "code": "Invalid", "message": problem[1]}]))
@@ -145,17 +148,14 @@ class Envelope:
         return None
 
 
-def _is_length(header: str | None) -> bool:
-    """Whether a ``Content-Length`` value is a length: ASCII digits only (``str.isdigit``
-    also takes "²", which ``int`` refuses)."""
-    return header is not None and header.isascii() and header.isdigit()
-
-
 def _declared_over(header: str | None, max_bytes: int) -> bool:
-    """Whether ``Content-Length`` declares more than ``max_bytes``, for a length of any
-    number of digits (``int`` refuses more than 4,300)."""
-    if header is None or not _is_length(header):
+    """Whether ``Content-Length`` declares more than ``max_bytes``: ASCII digits only
+    (``str.isdigit`` also takes "²", which ``int`` refuses), of any number (``int`` refuses
+    more than 4,300)."""
+    if not (header and header.isascii() and header.isdigit()):
         return False
+    if len(header) <= 18:  # every length a client really sends
+        return int(header) > max_bytes
     digits = header.lstrip("0") or "0"
     return len(digits) > len(str(max_bytes)) or int(digits) > max_bytes
 
@@ -205,9 +205,6 @@ def _repeated_in_query(request: Request) -> tuple[str, str] | None:
     """The first query parameter given more than once, as (field, message), or None. Every
     parameter of ours takes one value (a list is one comma-separated value, as VMAPI's
     ``uuids``): which of two a route should take would be a guess."""
-    query = request.scope.get("query_string")
-    if not query or b"&" not in query:  # one parameter or none: nothing to parse
-        return None
     seen: set[str] = set()
     for name, _value in request.query_params.multi_items():
         if name in seen:
