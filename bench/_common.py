@@ -254,6 +254,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def answers_ping(port: int) -> bool:
+    """Whether a server on loopback ``port`` answers ``GET /ping`` with 200."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return s.recv(12).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
 class Deployment:
     """``vmledger project``, ``serve --workers N`` and ``work`` × M as separate processes on a
     PostgreSQL database, with ``VMLEDGER_EMBEDDED_RUNNERS=false`` (docs/operations.md); the
@@ -327,12 +337,7 @@ class Deployment:
         return row is not None and row[0] is not None
 
     def _answers(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                return s.recv(12).startswith(b"HTTP/1.1 200")
-        except OSError:
-            return False
+        return answers_ping(self.port)
 
     def _wait(self, condition: Any, what: str, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout

@@ -28,7 +28,7 @@ from fastapi import Body, FastAPI, Query, Response
 from pydantic import BaseModel
 
 from _common import (
-    CpuMeter, emit, free_port, parser, percentile, say, scratch_postgres,
+    CpuMeter, answers_ping, emit, free_port, parser, percentile, say, scratch_postgres,
 )
 from _load import run_load
 from p1_commands import GOAL, locked_insert_tps
@@ -86,19 +86,11 @@ def serve_one(port: int) -> None:
 
 
 def _wait_for(port: int, timeout: float = 30.0) -> None:
-    import socket
-
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                if s.recv(12).startswith(b"HTTP/1.1 200"):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError("the bare app did not come up")
+    while not answers_ping(port):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the bare app did not come up")
+        time.sleep(0.1)  # polling a server's start, no race hidden
 
 
 def main() -> None:

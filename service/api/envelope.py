@@ -97,14 +97,14 @@ class Envelope:
         # actor, and the VM and job its route handles: auth.authorize, deps.accepted).
         with log_context(request_id=request_id):
             try:
-                refusal = self._refusal(request, added)
+                declared = _declared_length(request.headers.get("content-length"))
+                refusal = self._refusal(request, added, declared)
                 if refusal is not None:
                     await refusal(scope, receive, answering)
                     return
                 if scope["method"] == "HEAD" and head_as_get(self.router, scope):
                     routed = {**scope, "method": "GET"}
-                length = request.headers.get("content-length")
-                if not (length and length.isascii() and length.isdigit()):
+                if declared is None:  # chunked, or no length: counted as it arrives
                     receive = _limited(receive, self.max_body_bytes)
                 command_started = time.perf_counter()
                 with request_waits_bounded(self.db_wait_s):
@@ -119,12 +119,13 @@ class Envelope:
                                                               started))
                 raise
 
-    def _refusal(self, request: Request, added: list[tuple[bytes, bytes]]) -> Response | None:
+    def _refusal(self, request: Request, added: list[tuple[bytes, bytes]],
+                 declared: int | None) -> Response | None:
         """The answer to a request refused before its route (a body over the limit by its
-        ``Content-Length``, a bad ``Accept-Version``, text no route could store in its URL, a
+        ``Content-Length``, ``declared``, a bad ``Accept-Version``, text no route could store in its URL, a
         bad token), or None: the request goes on, ``added`` gaining ``Api-Version``, and the
         principal is in ``request.state`` and the log scope."""
-        if _declared_over(request.headers.get("content-length"), self.max_body_bytes):
+        if declared is not None and declared > self.max_body_bytes:
             return errors.api_error_response(errors.PayloadTooLargeError(self.max_body_bytes))
         try:
             version = negotiate(request.headers.get("accept-version"))
@@ -148,16 +149,18 @@ class Envelope:
         return None
 
 
-def _declared_over(header: str | None, max_bytes: int) -> bool:
-    """Whether ``Content-Length`` declares more than ``max_bytes``: ASCII digits only
-    (``str.isdigit`` also takes "²", which ``int`` refuses), of any number (``int`` refuses
-    more than 4,300)."""
+# What a Content-Length of more than 18 digits (leading zeros aside) reads as: more than any
+# body limit, where ``int`` would refuse it past 4,300 digits.
+_BEYOND_ANY_BODY = 10**18
+
+
+def _declared_length(header: str | None) -> int | None:
+    """The body length a ``Content-Length`` value declares, or None for a value that is not
+    a length: ASCII digits only (``str.isdigit`` also takes "²", which ``int`` refuses)."""
     if not (header and header.isascii() and header.isdigit()):
-        return False
-    if len(header) <= 18:  # every length a client really sends
-        return int(header) > max_bytes
-    digits = header.lstrip("0") or "0"
-    return len(digits) > len(str(max_bytes)) or int(digits) > max_bytes
+        return None
+    digits = header if len(header) <= 18 else header.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else _BEYOND_ANY_BODY
 
 
 def _limited(receive: Receive, max_bytes: int) -> Receive:

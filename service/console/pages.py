@@ -14,8 +14,10 @@ import re
 from pathlib import Path
 from urllib.parse import quote
 
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.api import errors
 from service.console.render import render
 
 STATIC = Path(__file__).parent / "static"
@@ -68,7 +70,7 @@ class ConsolePages:
         path = scope["path"]
         if scope["method"] not in ("GET", "HEAD"):  # every command passes here: test cheaply
             if path.startswith("/console") and (path in self.assets or page_of(path)):
-                await _method_not_allowed(send)  # as the API's 405 (api.md, "Errors")
+                await _method_not_allowed()(scope, receive, send)  # api.md, "Errors"
             else:
                 await self.app(scope, receive, send)
             return
@@ -91,10 +93,8 @@ class ConsolePages:
                     "body": b"" if scope["method"] == "HEAD" else body})
 
 
-async def _method_not_allowed(send: Send) -> None:
-    """The API's ``405 BadMethod`` for a method a page or asset does not answer."""
-    body = b'{"code":"BadMethod","message":"Method Not Allowed"}'
-    await send({"type": "http.response.start", "status": 405, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        (b"allow", b"GET, HEAD")]})
-    await send({"type": "http.response.body", "body": body})
+def _method_not_allowed() -> JSONResponse:
+    """The API's answer to a method a path does not have (errors.install), for a page or
+    asset, which answer only GET and HEAD."""
+    return JSONResponse(errors.body("BadMethod", "Method Not Allowed"), status_code=405,
+                        headers={"Allow": "GET, HEAD"})
