@@ -25,6 +25,7 @@ from projections.network_view import NetworkQueries, NetworkView
 from projections.volume_mounts import VolumeMounts, VolumeQueries
 from service.commands.agents import Agents
 from service.commands.application import Commands, VmLedger
+from service.jobs.compute.recorded_removals import RecordedRemovalsRefused
 from service.jobs.compute.simulated import SimulatedFleet
 from service.commands.idempotency import IdempotencyStore
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
@@ -64,6 +65,15 @@ class RebuildRunner:
                                    read_models(app))
         finally:
             app.close()
+
+
+def _server_status(commands: Commands, fleet: SimulatedFleet, server_uuid: str) -> str | None:
+    """A server's status for a DeleteVm: ``removed`` when an operator recorded its removal in
+    the log or its compute node reports it gone (api.md, DeleteVm "its server was removed"),
+    else what the node reports."""
+    if commands.recorded_server_status(server_uuid) == "removed":
+        return "removed"
+    return fleet.server_status(server_uuid)
 
 
 def _register_simulated_servers(commands: Commands, fleet: SimulatedFleet,
@@ -129,7 +139,8 @@ class Services:
                            utcnow)
         commands = Commands(app, keys=keys, retries=settings.command_retries,
                             on_conflict=VERSION_CONFLICT_RETRIES.inc,
-                            server_status=fleet.server_status, is_stuck=stuck,
+                            server_status=lambda uuid: _server_status(commands, fleet, uuid),
+                            is_stuck=stuck,
                             after_save=[lambda _position: runner.wake()])
         jobs = JobQueries(db)
         servers = ServerQueries(db)
@@ -138,7 +149,7 @@ class Services:
         stuck_candidates = StuckCandidates(db)
         worker = Worker(
             commands,
-            fleet,
+            RecordedRemovalsRefused(fleet, commands.recorded_server_status),
             find_work=jobs.vms_with_unfinished_jobs,
             placement=lambda vm: servers.candidates(vm.ram, vm.cpus),
             lease_s=settings.job_lease_s,

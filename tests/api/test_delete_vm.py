@@ -120,17 +120,23 @@ def test_delete_of_a_failed_vm_on_a_server_cleans_the_server_then_destroys_it(
     assert sim_row(services, vm_uuid) is None
 
 
-def _remove_server_of(client, vm_uuid: str) -> str:
+# A server is removed when its compute node reports it gone (the simulator's route) or when
+# an operator records its removal in the log (the API's route): DeleteVm treats both alike.
+REMOVALS = {"reported by the fleet": "/sim/servers/{}", "recorded by an operator": "/servers/{}"}
+
+
+def _remove_server_of(client, vm_uuid: str, route: str) -> str:
     server_uuid = get_vm(client, vm_uuid)["server_uuid"]
-    removed = client.post(f"/sim/servers/{server_uuid}", params={"action": "remove"})
+    removed = client.post(route.format(server_uuid), params={"action": "remove"})
     assert removed.status_code == 200, removed.text
     return server_uuid
 
 
+@pytest.mark.parametrize("route", REMOVALS.values(), ids=REMOVALS.keys())
 def test_v1_delete_of_a_vm_whose_server_was_removed_queues_a_job_that_fails(
-        client, services) -> None:
+        client, services, route) -> None:
     vm_uuid = create_running_vm(client)
-    _remove_server_of(client, vm_uuid)
+    _remove_server_of(client, vm_uuid, route)
     response = client.delete(f"/vms/{vm_uuid}")
     assert response.status_code == 202, response.text
     job = wait_job(client, response.json()["job_uuid"])
@@ -139,10 +145,11 @@ def test_v1_delete_of_a_vm_whose_server_was_removed_queues_a_job_that_fails(
     assert get_vm(client, vm_uuid)["state"] == "running"
 
 
+@pytest.mark.parametrize("route", REMOVALS.values(), ids=REMOVALS.keys())
 def test_v2_delete_of_a_vm_whose_server_was_removed_destroys_it_at_once_with_no_job(
-        client, services) -> None:
+        client, services, route) -> None:
     vm_uuid = create_running_vm(client)
-    _remove_server_of(client, vm_uuid)
+    _remove_server_of(client, vm_uuid, route)
     etag = client.get(f"/vms/{vm_uuid}").headers["etag"]
     head = services.commands.head_position()
     stale = client.delete(f"/vms/{vm_uuid}", headers={**V2, "If-Match": '"1"'})
