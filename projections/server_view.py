@@ -116,6 +116,13 @@ class ServerQueries:
         row = self.db.one(f"{_SELECT} WHERE s.uuid = ?{_GROUP}", (server_uuid,))
         return None if row is None else render_server(row)
 
+    def status(self, server_uuid: str) -> str | None:
+        """The server's status (``running``, ``unknown``, ``removed``), or None for a server
+        the read model does not have: one row by key, for callers that ask often (the job
+        worker, before each operation on a server)."""
+        row = self.db.one("SELECT status FROM server_view WHERE uuid = ?", (server_uuid,))
+        return None if row is None else row["status"]
+
     def candidates(self, ram_mib: int, cpus: int) -> list[str]:
         """Running servers that seem to have room, the most free RAM first (the placement's
         shortlist; the claim on the server's stream decides)."""

@@ -149,7 +149,9 @@ class Services:
         stuck_candidates = StuckCandidates(db)
         worker = Worker(
             commands,
-            RecordedRemovalsRefused(fleet, commands.recorded_server_status),
+            # the status as placement reads it (server_view): a job step asks before each
+            # operation, and a fold of a server copies every claim it holds
+            RecordedRemovalsRefused(fleet, servers.status),
             find_work=jobs.vms_with_unfinished_jobs,
             placement=lambda vm: servers.candidates(vm.ram, vm.cpus),
             lease_s=settings.job_lease_s,
