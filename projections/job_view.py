@@ -17,6 +17,7 @@ from domain.vm import Vm
 from projections.db import Database, Tx
 from projections.formats import rfc3339, uuid_text
 from projections.kept_folds import KeptFolds
+from projections.read_model import EventKinds
 from projections.runner import ReadModel
 
 # Jobs kept between batches (rows of a few hundred bytes): those of the last seconds' batches
@@ -55,7 +56,7 @@ class JobView(ReadModel):
 
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
              ) -> Callable[[], dict[str, dict[str, Any]]]:
-        mine = [e for _, e in events if isinstance(e, _JOB_EVENTS)]
+        mine = [e for _, e in _JOB_EVENTS.of(events)]
         queued = {e.job_uuid for e in mine if isinstance(e, Vm.JobQueued)}
         return tx.submit_rows_by_key(self.table("job_view"), "uuid", {
             e.job_uuid for e in mine if self.kept.get(e.job_uuid) is None} - queued)
@@ -64,7 +65,7 @@ class JobView(ReadModel):
               stored: dict[str, dict[str, Any]]) -> None:
         # The batch's jobs are changed in memory and each written once at the end: a step no
         # longer costs a read and a write of its job's row (docs/performance.md, P3).
-        mine = [(position, e) for position, e in events if isinstance(e, _JOB_EVENTS)]
+        mine = _JOB_EVENTS.of(events)
         if not mine:
             return
         jobs = self.table("job_view")
@@ -92,8 +93,8 @@ class JobView(ReadModel):
         self.kept.folded(changed)
 
 
-_JOB_EVENTS = (Vm.JobQueued, Vm.JobStarted, Vm.JobLeaseRenewed, Vm.JobStepRecorded,
-               Vm.JobSucceeded, Vm.JobFailed, Vm.JobCanceled)
+_JOB_EVENTS = EventKinds(Vm.JobQueued, Vm.JobStarted, Vm.JobLeaseRenewed, Vm.JobStepRecorded,
+                        Vm.JobSucceeded, Vm.JobFailed, Vm.JobCanceled)
 _COLUMNS = ("uuid", "vm_uuid", "name", "execution", "params", "created_at", "started_at",
             "finished_at", "attempt", "error", "chain_results", "worker", "lease_expires_at",
             "position")

@@ -30,6 +30,7 @@ from domain.vm import Vm
 from domain.volume import Volume, mount_address
 from projections.db import Database, Tx
 from projections.formats import rfc3339, uuid_text
+from projections.read_model import EventKinds
 from projections.runner import ReadModel
 
 _STALE_MOUNT = "COALESCE(address_at_boot, '') <> COALESCE(address, '')"
@@ -45,6 +46,10 @@ def is_stale(vm_state: str, mount: dict[str, Any]) -> bool:
 
 
 _BOOTS = Vm.Provisioned | Vm.Started | Vm.Rebooted  # each sets address_at_boot to address
+_CREATED = EventKinds(Vm.Created)
+_BOOTS_AND_REFRESHES = EventKinds(*_BOOTS.__args__, Vm.VolumeAddressesRefreshed)
+# what ``write`` applies: the others change no row of this read model
+_MINE = EventKinds(Volume.Event, Vm.Created, *_BOOTS_AND_REFRESHES.kinds)
 
 
 class VolumeMounts(ReadModel):
@@ -73,17 +78,15 @@ class VolumeMounts(ReadModel):
         ``Created`` with volumes in the batch (mount rows are made only there, so a VM created
         in the batch has no rows to read). A volume's and a new mount's own rows are read as
         ``write`` comes to them: a batch's events may have changed them."""
-        booted = {uuid_text(e.originator_id) for _, e in events
-                  if isinstance(e, _BOOTS | Vm.VolumeAddressesRefreshed)}
-        created = {uuid_text(e.originator_id): bool(e.volumes) for _, e in events
-                   if isinstance(e, Vm.Created)}
+        booted = {uuid_text(e.originator_id) for _, e in _BOOTS_AND_REFRESHES.of(events)}
+        created = {uuid_text(e.originator_id): bool(e.volumes) for _, e in _CREATED.of(events)}
         found = tx.submit_rows_by_key(self.table("volume_mounts"), "vm_uuid",
                                       booted - created.keys(), columns="vm_uuid")
         return lambda: set(found()) | {vm for vm in booted if created.get(vm)}
 
     def write(self, tx: Tx, events: Sequence[tuple[int, Any]], stored: set[str]) -> None:
         mounting, mounts = stored, self.table("volume_mounts")
-        for _position, event in events:
+        for _position, event in _MINE.of(events):
             if isinstance(event, Volume.Event):
                 self._volume_changed(tx, event)
             elif isinstance(event, Vm.Created):
