@@ -42,13 +42,15 @@ async def changefeed(websocket: WebSocket) -> None:
     hub = change_hub(websocket)
     await websocket.accept()
     after = websocket.query_params.get("after")
+    # receive(), not receive_text(): a binary frame has no "text", and must be refused as a
+    # bad registration, not end in a KeyError (close 1006).
+    message = await websocket.receive()
+    if message["type"] == "websocket.disconnect":
+        return
     try:
-        text = await websocket.receive_text()
-        registration = triton.parse_registration(text, after)
+        registration = triton.parse_registration(message.get("text"), after)
     except triton.RegistrationError as error:
         await websocket.close(POLICY_VIOLATION, str(error)[:120])
-        return
-    except WebSocketDisconnect:
         return
     principal = principal_of(websocket)
     shown = ChangeFilter(scope_owner=principal.owner_uuid if principal.role == OWNER else None)
@@ -107,7 +109,8 @@ async def _serve(websocket: WebSocket, hub: ChangeHub, registration: triton.Regi
 
 
 async def _ignore_incoming(websocket: WebSocket) -> None:
-    """Read the listener's heartbeats until it disconnects."""
-    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
-        while True:
-            await websocket.receive_text()
+    """Read whatever the listener sends (its text heartbeats, or any frame, binary too) and
+    ignore it, until it disconnects (docs/api.md, "Triton's changefeed")."""
+    with contextlib.suppress(RuntimeError):  # the socket closed under us
+        while (await websocket.receive())["type"] != "websocket.disconnect":
+            pass

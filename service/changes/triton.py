@@ -49,15 +49,18 @@ class Registration:
 AFTER_REFUSED = f'"after" should be a log position (an integer, 0 to {MAX_INTEGER})'
 
 
-def parse_registration(text: str, after: str | None = None) -> Registration:
-    """The registration in ``text``; ``after`` is the upgrade URL's ``?after=`` text, if any
-    (the registration's own ``"after"`` wins). Raises ``RegistrationError`` (v1 or v2 rules:
+def parse_registration(text: str | None, after: str | None = None) -> Registration:
+    """The registration in ``text``, the first message's text (``None``: it was a binary
+    frame); ``after`` is the upgrade URL's ``?after=`` text, if any (the registration's own
+    ``"after"`` wins). Raises ``RegistrationError`` (v1 or v2 rules: a text message holding
     an object with a string ``instance``, a ``changeKind`` or a non-empty ``resources`` list,
     each with a string ``resource`` we serve and a ``subResources`` list; a resume position
     in either place is an integer from 0 to ``MAX_INTEGER``, not a boolean)."""
     url_after = None if after is None else decimal(after)
     if after is not None and url_after is None:
         raise RegistrationError(AFTER_REFUSED)
+    if text is None:  # the Listener sends its registration as text (JSON.stringify)
+        raise RegistrationError("registration should be a text message")
     try:
         registration = json.loads(text)
     except ValueError:

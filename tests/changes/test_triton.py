@@ -64,13 +64,31 @@ def test_v2_registration_gets_bootstrap_routes(services):
     # was taken as position 1
     (json.dumps({**V1, "after": 2**64}), '"after" should be a log position'),
     (json.dumps({**V1, "after": True}), '"after" should be a log position'),
-], ids=["not json", "no instance", "unknown resource", "after 2**64", "after true"])
+    # found by a tester: a binary frame raised KeyError: 'text' in the route (close 1006);
+    # the protocol's registration is a text message, as the Listener sends it
+    (b"\x00\x01", "should be a text message"),
+    (json.dumps(V1).encode(), "should be a text message"),
+], ids=["not json", "no instance", "unknown resource", "after 2**64", "after true", "binary",
+        "binary json"])
 def test_a_bad_registration_is_closed_with_the_reason(services, registration, reason):
     with live_server(services) as url, connect(_ws(url)) as ws:
         ws.send(registration)
         with pytest.raises(ConnectionClosedError):
             ws.recv(timeout=10)
         assert ws.close_code == 1008 and reason in ws.close_reason
+
+
+@pytest.mark.parametrize("later", ["heartbeat", b"\x00\x01"], ids=["text", "binary"])
+def test_messages_after_the_registration_are_ignored_and_the_stream_goes_on(services, later):
+    # found by a tester: a binary frame after registering ended the stream (close 1006)
+    with live_server(services) as url, connect(_ws(url)) as ws:
+        ws.send(json.dumps(V1))
+        json.loads(ws.recv(timeout=10))
+        ws.send(later)
+        ws.send(later)
+        assert ws.ping().wait(10)  # the server has read them before the change is made
+        vm_uuid = create_vm(services, OWNER_A)
+        assert _changes_of(ws, vm_uuid, 1)[0]["changedResourceId"] == vm_uuid
 
 
 @pytest.mark.parametrize("after", ["abc", "-1", "%C2%B2", "1_0", str(2**64)])
