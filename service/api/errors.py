@@ -83,6 +83,16 @@ class PayloadTooLargeError(ApiError):
         super().__init__(413, "PayloadTooLarge", f"body over {max_bytes} bytes")
 
 
+class MalformedRequestError(ApiError):
+    """A request the HTTP parser could not read, ``reason`` saying where (a method, request
+    line, header or chunked body that is not HTTP/1.1): 400 ``BadRequest``, restify's code
+    for it. Answered by the server's protocol before any route
+    (service/api/http_protocol.py), so also to a method no route could have (not 405)."""
+
+    def __init__(self, reason: str):
+        super().__init__(400, "BadRequest", f"Invalid HTTP request: {reason}")
+
+
 class UnavailableError(ApiError):
     """The database is unreachable, or a read timed out waiting for projections."""
 

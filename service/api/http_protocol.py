@@ -16,17 +16,29 @@ app gives them. Header names are case-insensitive (RFC 9110, 5.1), but VMAPI's o
 tests (Triton ZAPI-220) look for ``Connection: close`` as Node.js's restify sends it, and
 ``service/api/connection.py`` gives ``Connection`` and ``Keep-Alive`` so. Every other name
 the app sends is lowercase already (Starlette lowercases them), as it was with h11.
+
+A request llhttp cannot parse (an unknown method, a control character in a header, a bad
+chunk size) never reaches the app: uvicorn answers it itself, in plain text with no
+``x-request-id``. Here it gets the API's JSON error body and a request id instead, as every
+answer does (docs/api.md, "Contract: errors").
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import sys
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from httptools import HttpParserCallbackError, HttpParserError
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
+from service.api import errors
 from service.api.connection import CONNECTION, KEEP_ALIVE
+from service.api.deps import new_request_id
+
+log = logging.getLogger(f"vmledger.{__name__}")
 
 #: What httptools writes for each capitalised name connection_headers gives, and what it gave.
 CAPITALISED = {b"\r\n" + name.lower() + b": ": b"\r\n" + name + b": "
@@ -91,7 +103,31 @@ class ResponseHeadCasing:
 
 class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):
     """uvicorn's httptools protocol with ``TCP_NODELAY``, each response written through a
-    ``ResponseHeadCasing``."""
+    ``ResponseHeadCasing``, and a request it cannot parse answered as the API answers errors
+    (``send_400_response``)."""
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer a request llhttp refused (uvicorn calls this while handling the parser's
+        error, ``msg`` its generic text) with ``errors.MalformedRequestError``'s JSON body,
+        the parser's reason in its message, a new ``x-request-id`` (the request's own
+        cannot be trusted: it may be the malformed header), and ``Connection: close``; then
+        close the connection, as uvicorn does: the parser cannot find the next request."""
+        error = sys.exception()
+        reason = "the request could not be parsed"
+        if isinstance(error, HttpParserCallbackError):
+            # A callback's failure is a bug of ours, not the client's to read about; uvicorn
+            # logs only "Invalid HTTP request received.", so the cause would go unseen.
+            log.error("an HTTP parser callback failed", exc_info=error)
+        elif isinstance(error, HttpParserError) and str(error):
+            reason = str(error)
+        response = errors.api_error_response(errors.MalformedRequestError(reason))
+        headers = [*self.server_state.default_headers, *response.raw_headers,
+                   (b"x-request-id", new_request_id().encode()), (CONNECTION, b"close")]
+        self.transport.write(b"".join([
+            STATUS_LINE[response.status_code],
+            *(name + b": " + value + b"\r\n" for name, value in headers), b"\r\n",
+            response.body]))
+        self.transport.close()
 
     def on_headers_complete(self) -> None:
         before = self.cycle

@@ -8,6 +8,7 @@ and each response's head goes out in one write with its body."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import threading
@@ -133,6 +134,56 @@ def test_the_answer_to_a_head_request_is_its_head_alone():
     answer = served(NoDelayHttpToolsProtocol, b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")[1]
     assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n")
     assert b"\r\nConnection: keep-alive" in answer
+
+
+MALFORMED = {
+    "unknown method": (b"FOO /vms HTTP/1.1\r\nHost: x\r\n\r\n", "Invalid method"),
+    "control character in a header value": (
+        b"GET /vms HTTP/1.1\r\nHost: x\r\nx-request-id: \x7f\r\n\r\n", "header value"),
+    "space in a header name": (b"GET /vms HTTP/1.1\r\nHo st: x\r\n\r\n", "header token"),
+    "unknown version": (b"GET /vms HTTP/9.9\r\nHost: x\r\n\r\n", "HTTP version"),
+    "not HTTP": (b"hello\r\n\r\n", "Invalid method"),
+    "bad chunk size": (
+        b"POST /vms HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "chunk size"),
+}
+
+
+@pytest.mark.parametrize("request_, reason", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_request_the_parser_refuses_gets_our_json_400_with_a_request_id(request_, reason):
+    # found by a tester: uvicorn answered these itself, before the app, in text/plain
+    # ("Invalid HTTP request received.") with no x-request-id (docs/api.md, "Contract: errors")
+    answer = served(NoDelayHttpToolsProtocol, request_)[1]
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    headers = dict(line.split(b": ", 1) for line in lines[1:])
+    assert lines[0] == b"HTTP/1.1 400 Bad Request"
+    assert headers[b"content-type"] == b"application/json"
+    assert int(headers[b"content-length"]) == len(body)
+    assert headers[b"Connection"] == b"close"
+    assert re.fullmatch(rb"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+                        headers[b"x-request-id"])
+    error = json.loads(body)
+    assert error["code"] == "BadRequest" and reason in error["message"]
+
+
+def test_a_parser_callback_that_fails_is_logged_and_its_error_not_told(caplog):
+    class Failing(NoDelayHttpToolsProtocol):
+        def on_url(self, url):
+            raise ValueError("a bug of ours")
+
+    answer = served(Failing, GET)[1]
+    assert answer.startswith(b"HTTP/1.1 400") and b"x-request-id: " in answer
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["message"] == (
+        "Invalid HTTP request: the request could not be parsed")
+    assert "a bug of ours" in caplog.text
+
+
+def test_plain_httptools_answers_them_in_text():
+    # The reason for NoDelayHttpToolsProtocol.send_400_response; if uvicorn changes, this
+    # fails and the override can be checked against it.
+    answer = served(HttpToolsProtocol, MALFORMED["unknown method"][0])[1]
+    assert b"content-type: text/plain" in answer and b"x-request-id" not in answer
 
 
 class RecordingTransport:
