@@ -5,6 +5,7 @@ refused naming it, malformed UUIDs name their field. ListVms' own are in
 
 from __future__ import annotations
 
+import re
 import uuid as uuidlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -87,6 +88,10 @@ class Query:
         return self.params.get("consistency") == "eventual"
 
 
+# An integer however long: ``decimal`` reads at most 20 digits (int() of thousands is slow)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def integer_param(params: Mapping[str, str], name: str, *, minimum: int, maximum: int,
                   refuse: Callable[[str, str], None],
                   message: Callable[[int | None], str]) -> int | None:
@@ -98,6 +103,8 @@ def integer_param(params: Mapping[str, str], name: str, *, minimum: int, maximum
     if value is None:
         return None
     number = decimal(value)
+    if number is None and _INTEGER.fullmatch(value):  # more digits than any range holds
+        number = minimum - 1 if value.startswith("-") else maximum + 1
     if number is None or not minimum <= number <= maximum:
         refuse(name, message(number))
         return None

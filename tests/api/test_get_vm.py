@@ -217,3 +217,15 @@ def test_a_read_whose_projection_lags_is_503_with_retry_after_unless_eventual(st
     # eventual skips the wait: it answers from the read model as it is (not there yet)
     assert_error(stalled.get(path, params={"consistency": "eventual"}), 404, "ResourceNotFound")
     assert stalled.get("/vms", params={"consistency": "eventual"}).json() == []
+
+
+@pytest.mark.parametrize("version", ["99999999999999999999999", "-99999999999999999999999",
+                                     "9007199254740992", "0"])
+def test_a_version_out_of_range_is_refused_with_the_range_however_many_digits(
+        client, version) -> None:
+    # found by a tester: an integer of more than 20 digits was "must be an integer"
+    created = create_vm(client)
+    body = assert_error(client.get(f"/vms/{created['vm_uuid']}", params={"version": version}),
+                        409, "ValidationFailed")
+    assert error_fields(body) == {"version": "Invalid"}
+    assert body["errors"][0]["message"] == "must be 1 to 9007199254740991"
