@@ -73,7 +73,7 @@ def _satisfies(version: str, requested: str) -> bool:
     wanted = [None if p in (None, "x", "X", "*") else _number(p) for p in parts]
     major, minor, patch = wanted
     if major is None:
-        return True
+        return operator not in (">", "<")  # node-semver: ">*" and "<*" admit nothing
     if operator == "~":
         # ~1 = 1.x; ~1.2 = 1.2.x; ~1.2.3 = >=1.2.3 <1.3.0
         if have[0] != major or (minor is not None and have[1] != minor):
@@ -102,14 +102,17 @@ def _compare(have: tuple[int, int, int], operator: str, major: int, minor: int |
 @lru_cache(maxsize=256)
 def negotiate(accept_version: str | None) -> str:
     """The version served for ``accept_version`` (``||``-separated ranges allowed), api.md
-    "Versioning": no header and ``*`` mean version 1 (what VMAPI's clients and tests were
+    "Versioning": no header, ``*`` and every range node-semver reads as ``*`` (``x.x.x``,
+    ``>=0``, ``1 ||``: ``_admits_any``) mean version 1 (what VMAPI's clients and tests were
     written against); otherwise the newest supported version the range admits; a range that
     admits none of ours but admits VMAPI's own version (``~9``, ``9.x``) is served version 1.
     Raises ``InvalidVersionError`` (not remembered: a bad header is parsed each time).
     Answers are remembered for the last 256 distinct headers."""
-    if accept_version is None or accept_version.strip() in _ANY:
+    if accept_version is None:
         return OLDEST_VERSION
     alternatives = [_comparators(term) for term in accept_version.split("||")]
+    if any(all(_admits_any(term) for term in terms) for terms in alternatives):
+        return OLDEST_VERSION
 
     def admitted(version: str) -> bool:
         return any(all(_satisfies(version, term) for term in terms) for terms in alternatives)
@@ -120,6 +123,27 @@ def negotiate(accept_version: str | None) -> str:
     if admitted(VMAPI_VERSION):
         return OLDEST_VERSION
     raise InvalidVersionError(accept_version)
+
+
+def _admits_any(term: str) -> bool:
+    """Whether one comparator is node-semver's "any version", which it rewrites to ``*``: an
+    empty one, a wildcard major with any operator but ``>`` and ``<`` (``x.x.x``, ``~x``,
+    ``>=*``, ``x.1.2``: parts after a wildcard are ignored), and ``>=0`` (``>=0.0.0``,
+    ``>=0.x``; its ``replaceGTE0``). An alternative all of whose comparators are "any" makes
+    the whole range ``*``, which is version 1 (api.md "Contract: versions"); a wildcard
+    AND-ed with another comparator is that comparator (``2 x`` is ``2``)."""
+    if term.strip() in _ANY:
+        return True
+    match = _RANGE.match(term)
+    if not match:
+        return False
+    operator, *parts = match.groups()
+    if parts[0] in _ANY:
+        return operator not in (">", "<")
+    if operator != ">=":
+        return False
+    numbers = [p for p in parts if p is not None and p not in _ANY]
+    return all(_number(p) == 0 for p in numbers)
 
 
 def _comparators(alternative: str) -> list[str]:

@@ -196,3 +196,34 @@ def test_delete_of_a_vm_whose_server_was_removed_is_at_once_in_v2_and_a_job_in_v
     assert not V2.admit(state, Action.DESTROY, vm_uuid=VM).destroy_now
     assert not V2.admit(state, Action.STOP if state is not VmState.STOPPED else Action.START,
                         vm_uuid=VM, server_removed=True).destroy_now
+
+
+# -- ranges that admit any version ------------------------------------------------------------
+# Found by a tester: "x" and "*" were served version 1, "x.x.x", "||" and "1 ||" version 2.
+# node-semver (VMAPI's restify) reads each of these as "*": a wildcard major, with any
+# operator but > and <, an empty alternative, and >=0 (its replaceGTE0). One such alternative
+# makes the whole range "*", so it is version 1 as "*" is (api.md "Contract: versions").
+
+
+@pytest.mark.parametrize(("header", "served"), [
+    ("*", "1.0.0"), ("x", "1.0.0"), ("X", "1.0.0"), ("", "1.0.0"), ("   ", "1.0.0"),
+    ("x.x.x", "1.0.0"), ("X.X", "1.0.0"), ("*.*.*", "1.0.0"), ("x.x", "1.0.0"),
+    ("*.x.X", "1.0.0"), ("x.1.2", "1.0.0"), ("v*", "1.0.0"), ("=x", "1.0.0"),
+    ("~x", "1.0.0"), ("^*", "1.0.0"), (">=*", "1.0.0"), ("<=x.x", "1.0.0"),
+    (">=0", "1.0.0"), (">=0.0.0", "1.0.0"), (">=0.x", "1.0.0"), (">= 0.0", "1.0.0"),
+    ("||", "1.0.0"), ("1 ||", "1.0.0"), ("|| 2", "1.0.0"), ("~2 || x.x.x", "1.0.0"),
+    ("2 || >=0", "1.0.0"), ("x x", "1.0.0"), ("* >=0.0.0", "1.0.0"),
+    # a wildcard AND-ed with a range is that range (node-semver drops the "*")
+    ("2 x", "2.0.0"), ("x.x.x 2", "2.0.0"), (">=0 <2", "1.0.0"), (">=0 2", "2.0.0"),
+    # not "any": the newest version admitted, as before
+    (">=0.1", "2.0.0"), (">=1", "2.0.0"), ("~2 || 1", "2.0.0"),
+])
+def test_every_range_node_semver_reads_as_any_version_is_served_version_1(header, served):
+    assert negotiate(header) == served
+
+
+@pytest.mark.parametrize("header", [">*", "<x", "<x.x.x", ">X.1"])
+def test_greater_or_less_than_any_version_admits_none(header):
+    # node-semver: ">*" and "<*" are "<0.0.0-0", which nothing satisfies
+    with pytest.raises(InvalidVersionError):
+        negotiate(header)
