@@ -20,10 +20,9 @@ from fastapi import Request
 
 from domain.states import VmState
 from projections.formats import parse_iso_instant, rfc3339
-from projections.vm_queries import (
-    INTEGER_SORT_FIELDS, MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker,
-)
+from projections.vm_queries import MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker
 from service.api.errors import invalid_parameters
+from service.api.marker_types import marker_value_problem
 from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param
 from service.api.schemas import VMAPI_BRANDS
 
@@ -220,21 +219,18 @@ class ListVmsQuery:
                                         f"{self.page.sort_field} is out of range")
 
     def _keyset(self, marker: dict[str, Any]) -> tuple[Any, str]:
-        """A VMAPI marker as ``(sort value, uuid)``: the sort key's value in the marker (made
-        comparable with its column), or ``MISSING`` when it names only the uuid."""
-        field = self.page.sort_field
-        uuid = str(marker["uuid"])
-        if field == "uuid":
-            return uuid, uuid
-        if field not in marker or marker[field] is None:
+        """A VMAPI marker, its values' types checked (``marker_types``), as ``(sort value,
+        uuid)``: the sort key's value as its column holds it (null as an empty column sorts),
+        or ``MISSING`` when it names only the uuid (no ``sort``)."""
+        field, uuid = self.page.sort_field, marker["uuid"]
+        if field not in marker:
             return MISSING, uuid
         value = marker[field]
         if field == "create_timestamp":
             return rfc3339(parse_timestamp(str(value))), uuid
-        if field in INTEGER_SORT_FIELDS:
-            number = value if isinstance(value, int) else 1 if value is True else 0
-            return (0 if field == "docker" else number), uuid
-        return ("" if field == "billing_id" else str(value)), uuid
+        if field in ("docker", "billing_id"):  # recorded for no VM: every row sorts alike
+            return (0 if field == "docker" else ""), uuid
+        return ("" if value is None else value), uuid
 
     def project(self, vm: dict[str, Any]) -> dict[str, Any]:
         """``vm`` restricted to ``fields=`` (VMAPI's names: ``max_physical_memory`` is ``ram``)."""
@@ -289,5 +285,8 @@ def vmapi_marker_problems(marker: str, sort: str | None) -> list[str]:
     if not sort_valid or not all(key in ("uuid", sort_key) for key in parsed):
         problems.append("All marker keys except uuid must be present in the sort parameter. "
                         f"Sort fields: {shown}.")
+    if not problems:  # every key is where it belongs: now each value's type
+        problems = [problem for key in dict.fromkeys(("uuid", sort_key or "uuid"))
+                    if (problem := marker_value_problem(key, parsed[key]))]
     return problems
 

@@ -163,3 +163,76 @@ def test_filters_vmapi_has(client) -> None:
     assert listed(billing_id=VALID_UUID) == []
     projected = client.get("/vms", params={"uuid": vm_uuid, "fields": "uuid,alias,max_physical_memory"})
     assert projected.json() == [{"uuid": vm_uuid, "alias": "web-1", "max_physical_memory": 512}]
+
+
+# Found by a tester: sort=ram with {"uuid": <a VM>, "ram": "x"} answered 200 with the first
+# page again, the marker's VM on it. Each sort key's value in a VMAPI marker has one type
+# (service/api/marker_types.py), null only where the sort column may be empty.
+NOT_STRINGS = (1, 1.5, True, [1], {"a": 1}, float("inf"))
+NOT_INTEGERS = ("x", "512", 1.5, True, [1], {"a": 1}, float("inf"), float("nan"), None)
+WRONG_TYPES = [
+    *((key, value) for key in ("uuid", "owner_uuid", "brand", "state", "tags")
+      for value in (*NOT_STRINGS, None)),
+    *((key, value) for key in ("alias", "image_uuid", "server_uuid", "billing_id")
+      for value in NOT_STRINGS),
+    *((key, value) for key in ("ram", "max_physical_memory") for value in NOT_INTEGERS),
+    *(("create_timestamp", value) for value in (True, [1], {"a": 1}, "x", None, 1.5,
+                                                float("inf"))),
+    *(("docker", value) for value in ("x", "true", 1, [1], {"a": 1})),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), WRONG_TYPES, ids=repr)
+@ONE_BACKEND
+def test_a_marker_whose_sort_value_has_the_wrong_type_is_refused_naming_marker(
+        client, key, value) -> None:
+    marker = json.dumps({"uuid": VALID_UUID, key: value})
+    response = client.get("/vms", params={"sort": key, "marker": marker})
+    assert response.status_code == 409, (key, value, response.text)
+    body = response.json()
+    assert body["code"] == "ValidationFailed"
+    assert [(e["field"], e["code"]) for e in body["errors"]] == [("marker", "Invalid")], body
+    assert body["errors"][0]["message"].startswith(f"Invalid marker: {marker}. ")
+
+
+@pytest.mark.parametrize("uuid_value", [1, None, [VALID_UUID], {"a": 1}])
+@ONE_BACKEND
+def test_a_marker_whose_uuid_is_no_string_is_refused(client, uuid_value) -> None:
+    for params in ({"marker": json.dumps({"uuid": uuid_value})},
+                   {"sort": "ram", "marker": json.dumps({"uuid": uuid_value, "ram": 1})}):
+        response = client.get("/vms", params=params)
+        assert response.status_code == 409, (params, response.text)
+        assert [e["field"] for e in response.json()["errors"]] == ["marker"]
+
+
+def test_the_testers_forged_ram_marker_is_refused_and_a_true_one_pages_past_its_vm(
+        client) -> None:
+    vm_uuid = create_vm(client, alias="forged-0", ram=128)["vm_uuid"]
+    create_vm(client, alias="forged-1", ram=256)
+    for ram in ("x", [1], {"a": 1}, float("inf")):
+        marker = json.dumps({"uuid": vm_uuid, "ram": ram})
+        response = client.get("/vms", params={"sort": "ram", "marker": marker})
+        assert response.status_code == 409, (ram, response.text)
+    page = client.get("/vms", params={"sort": "ram", "alias": "forged-",
+                                      "marker": json.dumps({"uuid": vm_uuid, "ram": 128})})
+    assert [vm["alias"] for vm in page.json()] == ["forged-1"]
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("uuid", VALID_UUID), ("owner_uuid", VALID_UUID), ("brand", "joyent"), ("state", "x"),
+    ("tags", ""), ("alias", "a"), ("alias", None), ("image_uuid", None),
+    ("server_uuid", VALID_UUID), ("server_uuid", None), ("billing_id", None),
+    ("ram", 0), ("max_physical_memory", 512), ("create_timestamp", 1764547200000),
+    ("create_timestamp", "2026-01-01T00:00:00.000Z"), ("create_timestamp", "1764547200000"),
+    ("docker", True), ("docker", False), ("docker", None),
+], ids=repr)
+def test_a_marker_of_each_sort_keys_own_type_is_taken(client, key, value) -> None:
+    marker = json.dumps({"uuid": VALID_UUID, key: value})
+    response = client.get("/vms", params={"sort": key, "marker": marker})
+    assert response.status_code == 200, (key, value, response.text)
+
+
+def test_every_sort_key_has_a_marker_type() -> None:
+    from projections.vm_queries import SORT_FIELDS
+    from service.api.marker_types import MARKER_TYPES
+    assert set(MARKER_TYPES) == set(SORT_FIELDS)
