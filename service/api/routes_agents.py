@@ -16,13 +16,19 @@ from service.api.auth import AGENT, authorized_router, principal_of, require_ser
 from service.api.deps import cause_of, parse_body, read_one, services_of
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, Query
-from service.api.schemas import Alias, Brand, Scalar, StrictModel
+from service.api.schemas import Alias, Brand, CpuCap, Metadata, Ram, StrictModel
 from service.commands.agents import Admit
 from service.commands.vm_agent import AgentVm, AgentVmReports
 
 router = authorized_router(tags=["agents"])
 
 Observed = Literal["running", "stopped", "failed"]
+#: What vm-agent may send as a VM's ``state``: the states vmadm gives a VM, and VMAPI's
+#: ``destroyed``. Only ``Observed`` ones change a VM (service/commands/vm_agent.py); any other
+#: string is refused, before the VM is looked up, as the generation form refuses it.
+AgentState = Literal[
+    "running", "stopped", "failed", "provisioning", "destroyed", "configured", "down",
+    "incomplete", "installed", "ready", "receiving", "shutting_down", "stopping"]
 
 
 class VmReport(StrictModel):
@@ -51,24 +57,27 @@ class InventoryReport(StrictModel):
 class AgentVmBody(StrictModel):
     """``PUT /vms/{uuid}`` as vm-agent sends it: the whole VM object, no generation. Only the
     fields vmledger records are read; the VM object's others (``zone_state``, ``quota``, …)
-    are not modelled (service/commands/vm_agent.py)."""
+    are not modelled (service/commands/vm_agent.py). Each field read has CreateVm's rule
+    (service/api/schemas.py), so a report cannot record what CreateVm and update refuse;
+    looser only where a VM found on a server may differ from one VMAPI creates (api.md
+    "Compute agents"): any ``Brand``, a vmadm ``AgentState``, and no ram given."""
 
     model_config = ConfigDict(extra="ignore")
 
     uuid: uuidlib.UUID | None = None
-    state: str = Field(min_length=1, max_length=32)
+    state: AgentState
     server_uuid: uuidlib.UUID | None = None
     last_modified: AwareDatetime | None = None
     owner_uuid: uuidlib.UUID | None = None
     alias: Alias | None = None
     brand: Brand | None = None
-    ram: int | None = Field(None, ge=0, le=MAX_INTEGER)
-    max_physical_memory: int | None = Field(None, ge=0, le=MAX_INTEGER)
-    cpu_cap: int | None = Field(None, ge=0, le=100_000)
+    ram: Ram | None = None
+    max_physical_memory: Ram | None = None
+    cpu_cap: CpuCap | None = None
     image_uuid: uuidlib.UUID | None = None
-    customer_metadata: dict[str, Scalar] = Field(default_factory=dict, max_length=128)
-    internal_metadata: dict[str, Scalar] = Field(default_factory=dict, max_length=128)
-    tags: dict[str, Scalar] = Field(default_factory=dict, max_length=128)
+    customer_metadata: Metadata = Field(default_factory=dict)
+    internal_metadata: Metadata = Field(default_factory=dict)
+    tags: Metadata = Field(default_factory=dict)
 
     def report(self) -> AgentVm:
         as_text = {name: str(getattr(self, name)) if getattr(self, name) else None

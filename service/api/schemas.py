@@ -44,6 +44,13 @@ def _bounded(value: dict[str, Any]) -> dict[str, Any]:
     return value
 
 
+#: The rules of a VM's sizes and metadata, CreateVm's, shared by every body that sets them
+#: (CreateVm, UpdateVm, vm-agent's report): ``true`` or ``"1024"`` is no size.
+Ram = Annotated[int, Field(ge=1, le=MAX_RAM_MIB, strict=True)]
+CpuCap = Annotated[int, Field(ge=0, le=100_000, strict=True)]
+Metadata = Annotated[dict[str, Scalar], AfterValidator(_bounded)]
+
+
 def unstorable(value: Any, path: str = "") -> str | None:
     """Why ``value`` (a parsed JSON value) cannot be stored and served, naming where in it,
     or None. A NUL character or a lone surrogate in a string or key (PostgreSQL's text refuses
@@ -98,14 +105,9 @@ class MetadataFields(StrictModel):
     """The fields CreateVm and UpdateVm share."""
 
     alias: Alias | None = None
-    customer_metadata: dict[str, Scalar] | None = None
-    internal_metadata: dict[str, Scalar] | None = None
-    tags: dict[str, Scalar] | None = None
-
-    @field_validator("customer_metadata", "internal_metadata", "tags")
-    @classmethod
-    def _metadata_bounds(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else _bounded(value)
+    customer_metadata: Metadata | None = None
+    internal_metadata: Metadata | None = None
+    tags: Metadata | None = None
 
 
 MAX_VOLUMES = 16
@@ -124,9 +126,9 @@ class CreateVmRequest(MetadataFields):
 
     owner_uuid: UUID
     brand: CreatableBrand
-    ram: int = Field(ge=1, le=MAX_RAM_MIB, strict=True)  # true or "1024" is no size
+    ram: Ram
     image_uuid: UUID | None = None
-    cpu_cap: int | None = Field(None, ge=0, le=100_000, strict=True)
+    cpu_cap: CpuCap | None = None
     server_uuid: UUID | None = None
     persistence: Literal["persistent", "ephemeral"] = "persistent"
     volumes: list[VolumeMount] = Field(default_factory=list, max_length=MAX_VOLUMES)

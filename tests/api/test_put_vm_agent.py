@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from tests.api.helpers import (
     OWNER, V2, assert_error, create_running_vm, get_vm, history_types, wait_job,
 )
@@ -129,3 +131,70 @@ def test_a_generation_that_is_not_an_integer_is_refused_naming_it(client, servic
             "boot_id": "b1", "generation": generation, "vms": {}})
         assert_error(inventory, 409, "ValidationFailed")
     assert services.commands.head_position() == head
+
+
+# Found by a tester: vm-agent's form stored what CreateVm refuses (an empty or 5,000-character
+# tag key, 200 kB of metadata, ram 0 or 2**53-1), and an unknown state for an unknown uuid was
+# 404 where the generation form said ValidationFailed. The agent's fields now have CreateVm's
+# rules (service/api/schemas.py), checked before the VM is looked up.
+REFUSED_FROM_AN_AGENT = [
+    ("tags", {"": "x"}), ("tags", {"k" * 5000: "x"}), ("tags", {f"k{i}": 1 for i in range(129)}),
+    ("tags", {"a": [1]}), ("customer_metadata", {"a": "x" * 200_000}),
+    ("customer_metadata", {"": 1}), ("internal_metadata", {"k" * 129: "x"}),
+    ("internal_metadata", {"a": "x" * 70_000}), ("ram", 0), ("ram", 9007199254740991),
+    ("ram", 4 * 1024 * 1024 + 1), ("ram", "1024"), ("ram", True), ("ram", 512.5),
+    ("max_physical_memory", 0), ("max_physical_memory", "512"), ("cpu_cap", 100_001),
+    ("cpu_cap", -1), ("cpu_cap", "5"), ("cpu_cap", True), ("alias", ""), ("alias", "a b"),
+    ("alias", "a" * 65), ("brand", "Joyent"), ("brand", ""), ("state", "bogus"),
+    ("state", ""), ("owner_uuid", "nope"), ("image_uuid", "nope"),
+]
+
+
+def _refused_naming(response, field: str) -> None:
+    # a value of none of a field's types is named where it is (tags.a)
+    body = assert_error(response, 409, "ValidationFailed")
+    assert [e["field"] for e in body["errors"]] in ([field], [f"{field}.a"]), body
+
+
+@pytest.mark.parametrize(("field", "value"), REFUSED_FROM_AN_AGENT,
+                         ids=[f"{f}-{str(v)[:20]}" for f, v in REFUSED_FROM_AN_AGENT])
+def test_a_report_with_a_value_createvm_refuses_is_refused_naming_it_and_changes_nothing(
+        client, services, field, value) -> None:
+    known = get_vm(client, create_running_vm(client))
+    head = services.commands.head_position()
+    unknown = str(uuid.uuid4())
+    for vm_uuid in (unknown, known["uuid"]):
+        fields = {"state": "running", "server_uuid": known["server_uuid"], field: value}
+        _refused_naming(put(client, vm_uuid, **fields), field)
+    assert services.commands.head_position() == head
+    assert client.get(f"/vms/{unknown}").status_code == 404
+    assert get_vm(client, known["uuid"])["version"] == known["version"]
+
+
+def test_an_unknown_state_is_refused_before_the_vm_is_looked_up_on_both_forms(client) -> None:
+    server = str(uuid.uuid4())
+    for vm_uuid in (str(uuid.uuid4()), create_running_vm(client)):
+        vm_agent = put(client, vm_uuid, state="bogus", server_uuid=server)
+        generational = client.put(f"/vms/{vm_uuid}", json={
+            "state": "bogus", "server_uuid": server, "boot_id": "b1", "generation": 1})
+        inventory = client.put(f"/vms?server_uuid={server}", json={
+            "boot_id": "b1", "generation": 1, "vms": {vm_uuid: {"state": "bogus"}}})
+        for response in (vm_agent, generational):
+            _refused_naming(response, "state")
+        _refused_naming(inventory, f"vms.{vm_uuid}.state")
+
+
+def test_what_an_agent_may_report_that_createvm_refuses(client) -> None:
+    # A VM found on a server is recorded as it is: a brand VMAPI does not create, a VMAPI state
+    # vmledger does not model (left to the next report), no ram given (recorded as 0).
+    found = put(client, str(uuid.uuid4()), state="running", brand="sngl", ram=4 * 1024 * 1024,
+                cpu_cap=100_000, tags={"k" * 128: "v"}, customer_metadata={"a": "x" * 60_000})
+    assert found.status_code == 200, found.text
+    assert (found.json()["brand"], found.json()["ram"]) == ("sngl", 4 * 1024 * 1024)
+    assert put(client, str(uuid.uuid4()), state="running").json()["ram"] == 0
+    vm = get_vm(client, create_running_vm(client))
+    stopping = put(client, vm["uuid"], state="stopping", server_uuid=vm["server_uuid"],
+                   last_modified=T3)
+    assert stopping.status_code == 200, stopping.text
+    assert stopping.json()["state"] == "running"
+    assert_error(put(client, str(uuid.uuid4()), state="stopping"), 404, "ResourceNotFound")
