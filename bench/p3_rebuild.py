@@ -190,7 +190,7 @@ def main() -> None:
     p.add_argument("--profile", metavar="DIR", help="py-spy the rebuild child")
     p.add_argument("--batch-size", type=int, default=0,
                    help="what-if: the runner's batch size for the rebuild (default: the "
-                   "service's own rebuild_batch_size, 10,000)")
+                   "service's own rebuild_batch_size, 25,000)")
     p.add_argument("--processes", type=int, default=0,
                    help="processes the rebuild builds the read models in (default: the "
                    "service's VMLEDGER_REBUILD_PROCESSES)")

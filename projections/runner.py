@@ -65,7 +65,7 @@ class ProjectionRunner(BackgroundLoop):
         read_models: Iterable[ReadModel],
         *,
         batch_size: int = 500,
-        rebuild_batch_size: int = 10_000,
+        rebuild_batch_size: int = 25_000,
         on_lag: Callable[[str, int], None] | None = None,
         lag_interval_s: float = 1.0,
         rebuild_processes: int = 1,
