@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from projections.formats import MAX_INTEGER
 from service.changes.filters import ChangeFilter, checked_value
 from service.changes.tail import line, tail
 from service.container import Services
@@ -18,9 +19,10 @@ def changes_command(
     follow: Annotated[bool, typer.Option("--follow", "-f",
                                          help="keep printing changes as they are appended")
                       ] = False,
+    # GET /changes's range: past it a position is not one, and the database's INTEGER overflows
     after: Annotated[int | None, typer.Option(
-        min=0, help="start after this log position (default: 0, or the head with --follow)")
-                     ] = None,
+        min=0, max=MAX_INTEGER,
+        help="start after this log position (default: 0, or the head with --follow)")] = None,
     vm_uuid: Annotated[list[str] | None, typer.Option(help="only this VM (repeatable)")] = None,
     owner_uuid: Annotated[str | None, typer.Option(help="only VMs of this owner")] = None,
     server_uuid: Annotated[str | None, typer.Option(help="only changes on this server")] = None,

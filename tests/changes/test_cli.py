@@ -63,3 +63,18 @@ def test_uuids_in_capitals_match_as_get_changes_matches_them(services, settings,
         found = CliRunner().invoke(cli, ["changes", option, value, "--type", "Created"])
         assert found.exit_code == 0, found.output
         assert len(found.output.splitlines()) == 1, (option, found.output)
+
+
+def test_positions_get_changes_would_refuse_are_refused_naming_the_option(
+        services, settings, monkeypatch):
+    # found by a tester: 2**63 died with OverflowError's traceback (SQLite INTEGER), exit 1
+    from projections.formats import MAX_INTEGER
+
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    for value in (str(MAX_INTEGER + 1), str(2**63), "99999999999999999999999", "-1"):
+        for follow in ([], ["--follow"]):
+            refused = CliRunner().invoke(cli, ["changes", *follow, "--after", value])
+            assert refused.exit_code == 2, (value, refused.output)
+            assert "'--after'" in refused.output and "Traceback" not in refused.output
+    at_most = CliRunner().invoke(cli, ["changes", "--after", str(MAX_INTEGER)])
+    assert (at_most.exit_code, at_most.output) == (0, "")
