@@ -12,6 +12,11 @@ from urllib.parse import unquote, urlsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+#: The largest TCP port. Every port a process listens on (``serve --port``,
+#: ``VMLEDGER_METRICS_ADDRESS``) is 0 (a free one, which the process logs) to this: past it
+#: ``socket.bind`` raises ``OverflowError`` and uvicorn's own bind wraps the port round.
+MAX_PORT = 65535
+
 
 class Settings(BaseSettings):
     """Everything an operator can configure (api.md, "Running and configuration")."""
@@ -118,6 +123,13 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: object) -> object:
         # VMLEDGER_METRICS_ADDRESS= (set, but empty) means unset, as docs/operations.md says
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _port_in_range(cls, address: str | None) -> str | None:
+        if address is not None and int(address.rpartition(":")[2]) > MAX_PORT:
+            raise ValueError(f"the port must be 0 to {MAX_PORT}")
+        return address
 
     @field_validator("database_url")
     @classmethod

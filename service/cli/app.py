@@ -22,7 +22,7 @@ from service.cli.replay import replay_command
 from service.container import READ_MODEL_NAMES, Services
 from service.logs import Throttled, database_shown, setup_logging
 from service.metrics import serve_process_metrics
-from service.settings import Settings
+from service.settings import MAX_PORT, Settings
 
 cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_args_is_help=True)
 
@@ -60,7 +60,8 @@ def _wait_for_signal() -> threading.Event:
 @cli.command()
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
+    port: Annotated[int, typer.Option(
+        min=0, max=MAX_PORT, help="port to listen on (0: a free one, logged)")] = 8080,
     workers: Annotated[int, typer.Option(help="HTTP worker processes", min=1)] = 1,
 ) -> None:
     """Serve the HTTP API; on SQLite also run the projection runner and the job worker."""

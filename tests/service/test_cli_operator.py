@@ -252,3 +252,34 @@ def test_a_rebuild_that_meets_another_ends_with_one_line_not_a_traceback(
     done = CliRunner().invoke(cli, ["rebuild"])
     assert done.exit_code == 1, done.output
     assert "another rebuild running" in done.output and "Traceback" not in done.output
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-1", "18446744073709551616"])
+def test_a_port_out_of_range_is_a_usage_error_naming_the_option(
+        port: str, sqlite_env: dict[str, str], monkeypatch) -> None:
+    # found by a tester: 99999 listened on 99999 mod 65536 and said 99999; -1 started, then
+    # failed with exit 3
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from service.api import processes
+    from service.cli.app import cli
+
+    served: list[object] = []  # a port let through is recorded here, never listened on
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: served.append(kwargs))
+    monkeypatch.setattr(processes, "serve_processes", lambda *args: served.append(args) or 0)
+    for workers in ("1", "2"):
+        done = CliRunner().invoke(cli, ["serve", "--workers", workers, "--port", port],
+                                  env={**sqlite_env, "COLUMNS": "200"})
+        assert done.exit_code == 2, done.output
+        assert "Invalid value for '--port'" in done.output and "Traceback" not in done.output
+    assert served == []
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:99999", "127.0.0.1:65536", "[::1]:70000"])
+def test_a_metrics_port_out_of_range_is_refused_naming_the_variable(
+        sqlite_env: dict[str, str], address: str) -> None:
+    # the same kind: vmledger work died with bind()'s OverflowError and its traceback
+    done = run("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": address})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("VMLEDGER_METRICS_ADDRESS:") and "65535" in done.stderr
