@@ -86,6 +86,13 @@ class Tokens:
             raise TokenFileError(f"{source}: {error}") from None
         if str(path).endswith(".json"):
             return cls.from_json(text, source=source)
+        return cls.from_toml(text, source=source)
+
+    @classmethod
+    def from_toml(cls, text: str, *, source: str) -> Tokens:
+        """Tokens from TOML text: ``[[tokens]]`` tables, as in a tokens file (and as
+        ``vmledger token create`` checks the entry it prints). Raises ``TokenFileError``
+        starting with ``source``."""
         try:
             entries = tomllib.loads(text).get("tokens", [])
         except ValueError as error:

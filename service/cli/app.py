@@ -19,6 +19,7 @@ from service.cli.changes import changes_command
 from service.cli.preflight import check_database
 from service.cli.progress import finish, progress_bar
 from service.cli.replay import replay_command
+from service.cli.tokens import token_create
 from service.container import READ_MODEL_NAMES, Services
 from service.logs import Throttled, database_shown, setup_logging
 from service.metrics import serve_process_metrics
@@ -226,35 +227,11 @@ token = typer.Typer(help="Bearer tokens (docs/operations.md, \"Tokens and roles\
 cli.add_typer(token, name="token")
 
 
-@token.command("create")
-def token_create(
-    name: Annotated[str, typer.Option(help="the token's name (the events' cause.actor)")],
-    role: Annotated[str, typer.Option(help="operator, owner, agent, auditor or analyst")],
-    owner_uuid: Annotated[str | None, typer.Option(help="owner tokens: their owner")] = None,
-    server_uuid: Annotated[str | None, typer.Option(help="agent tokens: their server")] = None,
-) -> None:
-    """Make a new random token: prints the token (give it to its holder; it is not stored)
-    and, on stderr, the entry to append to VMLEDGER_TOKENS_FILE (its SHA-256 only)."""
-    from service.api.tokens import ROLES, new_token
-
-    if role not in ROLES:
-        raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
-    bound = {"owner": ("owner_uuid", owner_uuid), "agent": ("server_uuid", server_uuid)}
-    plain, digest = new_token()
-    lines = ["[[tokens]]", f'name = "{name}"', f'role = "{role}"', f'sha256 = "{digest}"']
-    if role in bound:
-        field, value = bound[role]
-        if value is None:
-            raise typer.BadParameter(f"role {role} needs --{field.replace('_', '-')}")
-        lines.append(f'{field} = "{value}"')
-    typer.echo(plain)
-    typer.echo("\n".join(lines), err=True)
-
-
 # Commands defined in modules of their own are registered here, explicitly: importing a module
 # never registers anything by itself.
 cli.command("replay")(replay_command)
 cli.command("changes")(changes_command)
+token.command("create")(token_create)
 
 
 def main() -> None:
