@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -123,9 +124,33 @@ class JsonFormatter(logging.Formatter):
         return _encode(entry)
 
 
+# What a text line may not hold as itself: C0 and C1 controls and DEL (line breaks, NUL,
+# terminal escapes), and the line and paragraph separators that str.splitlines and some
+# viewers also break lines at.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(found: re.Match[str]) -> str:
+    char = found.group()
+    code = ord(char)
+    return _SHORT.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character (C0, DEL, C1) and U+2028/U+2029 escaped as
+    ``\\n``, ``\\r``, ``\\t``, ``\\xNN`` or ``\\uNNNN``; anything else, a backslash included,
+    as itself. So the escapes cannot be told from the same text typed, but no value can end
+    a line or start another (docs/operations.md, "Logs")."""
+    # isprintable is one C pass and true for nearly every line: the regex only when needed
+    return text if text.isprintable() else _CONTROL.sub(_escape, text)
+
+
 class TextFormatter(logging.Formatter):
-    """``TIME LEVEL logger: message key=value ...`` (the scope's fields, then extras), with
-    the traceback on the following lines: for a terminal, not for log collectors."""
+    """``TIME LEVEL logger: message key=value ...`` (the scope's fields, then extras, then
+    ``exc_info=`` and the traceback): for a terminal, not for log collectors. One line per
+    record whatever its fields hold (``one_line``): a value that came from a client, a path
+    with ``%0A`` in it, cannot write a line that looks like a record of its own."""
 
     def format(self, record: logging.LogRecord) -> str:
         pairs = _fields(record, {})
@@ -133,8 +158,8 @@ class TextFormatter(logging.Formatter):
         if pairs:
             line += " " + " ".join(f"{k}={v}" for k, v in pairs.items())
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
+            line += " exc_info=" + self.formatException(record.exc_info)
+        return one_line(line)
 
 
 def logging_config(settings: Settings) -> dict[str, Any]:

@@ -138,3 +138,77 @@ def test_a_repeating_error_is_logged_at_most_once_per_interval_counting_those_le
         "projection runner (retrying): connection refused",
         "projection runner (retrying): connection refused (199 more like it in the last 10 s)"]
     assert {r.name for r in caplog.records} == {"vmledger.test.throttled"}
+
+
+def _text_lines(log) -> list[str]:
+    """What ``TextFormatter`` writes for the records ``log(logger)`` logs."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(TextFormatter())
+    logger = logging.getLogger("test.text")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        log(logger)
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)
+    return stream.getvalue().split("\n")[:-1]
+
+
+FORGED = "/vms/abc\n2026-12-05T00:00:00.000Z ERROR forged: injected line"
+
+
+def test_a_text_record_is_one_line_whatever_its_fields_hold() -> None:
+    # found by a tester: a path holding a line break wrote a second line that looked like a
+    # record of its own, and GET /vms/%00 a raw NUL
+    def log(logger: logging.Logger) -> None:
+        with log_context(request_id="r\r1", actor="a\x1b[31mlice"):
+            logger.info("GET %s 404", FORGED, extra={"path": "/vms/\x00", "n": "\x7f\x85\x9f"})
+            try:
+                raise ValueError("bad\n2026-12-05T00:00:00.000Z ERROR forged: too")
+            except ValueError:
+                logger.exception("failed:\u2028%s", "\t")
+
+    first, second = _text_lines(log)
+    assert first.endswith(
+        "INFO test.text: GET /vms/abc\\n2026-12-05T00:00:00.000Z ERROR forged: injected line"
+        " 404 request_id=r\\r1 actor=a\\x1b[31mlice path=/vms/\\x00 n=\\x7f\\x85\\x9f")
+    assert second.split(" exc_info=")[0].endswith(
+        "ERROR test.text: failed:\\u2028\\t request_id=r\\r1 actor=a\\x1b[31mlice")
+    assert "\\nValueError: bad\\n2026-12-05T00:00:00.000Z ERROR forged: too" in second
+    assert second.startswith(first[:4]) and "Traceback (most recent call last):\\n" in second
+
+
+def test_a_printable_text_record_is_written_as_it_was() -> None:
+    [line] = _text_lines(lambda logger: logger.warning(
+        "Zoë 名前 🚀 \\n stays", extra={"path": "/vms/a b"}))
+    assert line.endswith("WARNING test.text: Zoë 名前 🚀 \\n stays path=/vms/a b")
+
+
+def test_a_request_for_a_path_with_a_line_break_logs_one_line(services) -> None:
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(TextFormatter())
+    access = logging.getLogger("vmledger.access")
+    level = access.level
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
+    try:
+        with TestClient(create_app(services.settings, services=services)) as client:
+            for path in ("/vms/abc%0A2026-12-05T00:00:00.000Z%20ERROR%20forged:%20injected",
+                         "/vms/%00"):
+                client.get(path)
+    finally:
+        access.removeHandler(handler)
+        access.setLevel(level)
+    lines = stream.getvalue().split("\n")[:-1]
+    assert len(lines) == 2, lines
+    assert "GET /vms/abc\\n2026-12-05T00:00:00.000Z ERROR forged: injected" in lines[0]
+    assert "GET /vms/\\x00 " in lines[1] and "\x00" not in stream.getvalue()
