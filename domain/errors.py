@@ -146,3 +146,18 @@ class VolumeNotFoundError(DomainError):
     def __init__(self, volume_uuid: UUID | str):
         super().__init__(f"Volume {volume_uuid} not found")
         self.volume_uuid = str(volume_uuid)
+
+
+class StreamGapError(LookupError):
+    """A stream's stored events do not follow each other: its event of ``version`` comes
+    right after ``previous`` (one between was lost or deleted behind the service's back;
+    ``vmledger audit verify`` names it). Not a refusal: the stream cannot be folded past the
+    gap until the log is repaired. Raised in place of the library's
+    ``OriginatorVersionError``, which names no stream."""
+
+    def __init__(self, stream: UUID | str, version: int, previous: int):
+        super().__init__(f"stream {stream} has a gap: its event of version {version} follows "
+                         f"version {previous}")
+        self.stream = str(stream)
+        self.version = version
+        self.previous = previous

@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.domain import Snapshot
+from eventsourcing.domain import OriginatorVersionError, Snapshot
 from eventsourcing.persistence import Transcoder
 
+from domain.errors import StreamGapError
 from domain.states import Execution
 from domain.vm import Vm
 from projections.db import Database, Tx
@@ -168,7 +169,10 @@ class VmView(ReadModel):
                 folded[vm_id] = event.mutate(None)
                 continue
             vm = folded.get(vm_id) or self.kept.get(vm_id) or self._load(stored, vm_id)
-            folded[vm_id] = event.mutate(vm)
+            try:
+                folded[vm_id] = event.mutate(vm)
+            except OriginatorVersionError:  # it names no stream: this does
+                raise StreamGapError(vm_id, event.originator_version, vm.version) from None
         self._store(tx, list(folded.values()))
         self.kept.folded(folded)
 

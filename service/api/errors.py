@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from domain import rules
 from domain.errors import (
     DomainError,
+    StreamGapError,
     DuplicateVmError,
     IllegalTransitionError,
     InvalidTransitionError,
@@ -178,6 +179,10 @@ ERRORS: dict[type[Exception], Row] = {
     OperationalError: Row(503, "Unavailable", message=lambda _e: "the database is unavailable"),
     InterfaceError: Row(503, "Unavailable", message=lambda _e: "the database is unavailable"),
     PoolTimeout: Row(503, "Unavailable", message=lambda _e: "the database is unavailable"),
+    # an event deleted behind the service's back: nothing can be answered past it until an
+    # operator repairs the log (not a 500: the service is sound, the stored log is not)
+    StreamGapError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs repair "
+                        "(vmledger audit verify names what is missing)"),
 }
 
 

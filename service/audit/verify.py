@@ -80,7 +80,8 @@ def check_link(app: VmLedger, stored: Notification, heads: dict[UUID, tuple[int,
     version, previous = heads.get(stream, (0, chain.GENESIS))
     where = f"stream {stream}"
     differences = []
-    if stored.originator_version != version + 1:
+    gap = stored.originator_version != version + 1
+    if gap:
         differences.append(Difference(
             where, version + 1, "missing",
             f"the stream goes from version {version} to {stored.originator_version}"))
@@ -93,7 +94,9 @@ def check_link(app: VmLedger, stored: Notification, heads: dict[UUID, tuple[int,
         return differences
     recorded = fields.get("chain")
     expected = chain.link(previous, stream, stored.originator_version, stored.topic, fields)
-    if recorded != expected:
+    # after a gap the event links to one that is not there: the gap is the finding, and the
+    # chain is checked on from this event's own link
+    if recorded != expected and not gap:
         differences.append(Difference(
             where, stored.originator_version, "tampered",
             "the event's content or its link to the previous event was changed"))
@@ -126,7 +129,11 @@ def verify_read_models(services: Any, progress: Callable[[int], None] | None = N
             with scratch.transaction() as tx:
                 for statement in fresh.create_statements(scratch):
                     tx.execute(statement)
-            _fold(services.app, fresh, scratch, stop, progress)
+            try:
+                _fold(services.app, fresh, scratch, stop, progress)
+            except Exception as error:  # noqa: BLE001 - a log that cannot be folded is a finding
+                differences.append(Difference(fresh.name, None, "fold",
+                                              f"a fresh fold failed: {error}"))
             with scratch.transaction(commit=False) as tx:
                 for table in fresh.tables:
                     differences += compare(table, live[table], _rows(tx, table))

@@ -28,10 +28,12 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.persistence import IntegrityError
 
 from domain.errors import (
-    DomainError, ServerNotFoundError, VersionMismatchError, VmNotFoundError, VolumeNotFoundError,
+    DomainError, ServerNotFoundError, StreamGapError, VersionMismatchError, VmNotFoundError,
+    VolumeNotFoundError,
 )
 from domain.network import Network
 from domain.server import Server
@@ -82,10 +84,13 @@ def fold_stream(app: Any, aggregate_id: UUID, version: int | None = None) -> Any
     else as its last stored event left it, from the process's cache when it holds the stream:
     ``aggregate_cache.fold_current``), for readers that follow the log (the changefeed);
     writers use ``Changes.load_aggregate``. Raises the library's ``AggregateNotFoundError``
-    when there is no such stream."""
-    if version is None and app.repository.cache is not None:
-        return fold_current(app, aggregate_id)
-    return app.repository.get(aggregate_id, version=version)
+    when there is no such stream, ``StreamGapError`` when its stored events skip a version."""
+    try:
+        if version is None and app.repository.cache is not None:
+            return fold_current(app, aggregate_id)
+        return app.repository.get(aggregate_id, version=version)
+    except OriginatorVersionError as error:  # its arguments: (the event's, the one expected)
+        raise StreamGapError(aggregate_id, error.args[0], error.args[1] - 1) from None
 
 
 class Changes:

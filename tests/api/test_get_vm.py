@@ -229,3 +229,16 @@ def test_a_version_out_of_range_is_refused_with_the_range_however_many_digits(
                         409, "ValidationFailed")
     assert error_fields(body) == {"version": "Invalid"}
     assert body["errors"][0]["message"] == "must be 1 to 9007199254740991"
+
+
+def test_a_past_version_beyond_a_deleted_event_is_503_naming_the_gap(client, services) -> None:
+    # found by a tester: an event deleted behind the service's back made this a 500
+    vm_uuid = create_running_vm(client)
+    with services.db.transaction() as tx:
+        table, stream = (("stored_events", uuid.UUID(vm_uuid).hex)
+                         if services.db.dialect.value == "sqlite" else ("vmledger_events", vm_uuid))
+        tx.execute(f"DELETE FROM {table} WHERE originator_id = ? AND originator_version = 3",
+                   (stream,))
+    body = assert_error(client.get(f"/vms/{vm_uuid}", params={"version": 5}), 503, "Unavailable")
+    assert f"stream {vm_uuid} has a gap: its event of version 4 follows version 2" in body["message"]
+    assert client.get(f"/vms/{vm_uuid}", params={"version": 2}).status_code == 200

@@ -150,3 +150,40 @@ def test_read_models_verify_while_commands_and_the_runner_keep_writing(services)
         stop.set()
         writer.join(30)
     assert not errors
+
+
+def _delete_stored_event(services, vm_uuid: str, version: int) -> None:
+    """Remove an event from its stream behind the service's back, as an intruder would."""
+    with services.db.transaction() as tx:
+        if services.db.dialect is Dialect.SQLITE:
+            table, stream = "stored_events", UUID(vm_uuid).hex
+        else:
+            table, stream = "vmledger_events", vm_uuid
+        tx.execute(f"DELETE FROM {table} WHERE originator_id = ? AND originator_version = ?",
+                   (stream, version))
+
+
+def test_a_deleted_event_is_named_and_the_read_models_still_compared(services):
+    # found by a tester: the fresh fold of the gapped stream raised, the command ended in a
+    # traceback, and the chain's finding was never printed
+    vm_uuid = _vm_with_history(services)
+    _delete_stored_event(services, vm_uuid, 3)
+    assert [(d.where, d.version, d.kind) for d in verify_chains(services.app)] == [
+        (f"stream {vm_uuid}", 3, "missing")]
+    differences = verify_read_models(services)
+    assert {d.kind for d in differences} == {"fold", "read model"}
+    folds = {d.where: d.detail for d in differences if d.kind == "fold"}
+    assert folds["vm_view"] == (f"a fresh fold failed: stream {vm_uuid} has a gap: its event "
+                                "of version 4 follows version 2")
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_audit_verify_command_reports_a_deleted_event_and_exits_1(services, settings):
+    vm_uuid = _vm_with_history(services)
+    _delete_stored_event(services, vm_uuid, 3)
+    env = {**os.environ, "VMLEDGER_DATABASE_URL": settings.database_url}
+    failed = subprocess.run([sys.executable, "-m", "service", "audit", "verify"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert f"missing: stream {vm_uuid} version 3" in failed.stdout
