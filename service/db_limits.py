@@ -8,7 +8,9 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import select
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError
 from eventsourcing.postgres import PostgresDatastore
+from psycopg_pool import ConnectionPool
 from psycopg.errors import _WaitTimeout  # what psycopg's own wait raises on its timeout
 
 if TYPE_CHECKING:
@@ -29,7 +32,7 @@ log = logging.getLogger(f"vmledger.{__name__}")
 # The recorder calls the library retries 10 times, 0.2 s apart, each try waiting up to the
 # pool's timeout: with the database down a request took 42-52 s to fail (issue #13).
 _RETRIED_CALLS = ("insert_events", "select_events", "select_notifications",
-                  "max_notification_id", "insert_batch")
+                  "max_notification_id", "insert_batch", "select_stream")
 
 
 # How long a database call made for an HTTP request waits for the server's answer (None:
@@ -78,6 +81,46 @@ class BoundedConnection(psycopg.Connection[Any]):
                 f"no answer from the database in {bound} s: connection closed") from None
 
 
+class DeadConnectionProbe:
+    """The pool's ``check``: refuses a pooled connection the server has closed, before the
+    caller sends anything on it, so that it gets a live one instead. Without it, after the
+    service's connections were cut while the database stayed up (``pg_terminate_backend``,
+    a proxy or a server restart), each idle pooled connection failed its next call once:
+    503s for tens of seconds (docs/jobs.md, "Outages"). Nothing was sent yet, so this holds
+    for writes too.
+
+    An idle connection has nothing to read unless the server spoke first: it ended the
+    session (its ``FATAL`` then end of file) or, rarely, sent a notice. So a poll of the
+    socket, no round trip, decides; a round trip (``check_connection``) is paid only when
+    something is there. A dead one raises ``psycopg.OperationalError``, and the pool discards
+    it and hands out another. Then every idle connection is checked at once (``pool.check``,
+    a round trip each, dead ones fail at once): a cut closes all of them, and the pool pauses
+    about 1 s before a second try of its own, which would exceed the request's wait."""
+
+    def __init__(self) -> None:
+        self.pool: Callable[[], ConnectionPool[Any] | None] = lambda: None
+
+    def __call__(self, conn: psycopg.Connection[Any]) -> None:
+        if not conn.closed and not _input_waiting(conn):
+            return
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            pool = self.pool()
+            if pool is not None:
+                log.warning("pooled database connections found closed by the server: "
+                            "checking the others")
+                pool.check()
+            raise
+
+
+def _input_waiting(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the server sent something (or closed) on an idle connection: no waiting."""
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def bound_waits(app: Application[Any], settings: Settings) -> None:
     """Bound every wait for PostgreSQL (docs/jobs.md, "Outages"), on every connection: a
     request waits ``postgres_pool_wait_s`` for a pooled connection; a connection takes
@@ -87,7 +130,8 @@ def bound_waits(app: Application[Any], settings: Settings) -> None:
     ``postgres_lock_timeout_s``; within an HTTP request a call waits
     ``postgres_request_wait_s`` at most for its answer (``BoundedConnection``); a pool that
     cannot reconnect gives up its attempt within a few seconds and starts afresh on the next
-    request, so service is back within about that of the database. The event store's calls are retried for ``database_retry_s`` at most
+    request, so service is back within about that of the database; a connection the server
+    closed while idle is never lent (``DeadConnectionProbe``). The event store's calls are retried for ``database_retry_s`` at most
     (the library's own retry is taken off). Nothing on SQLite, whose writers wait for each
     other (``SQLITE_LOCK_TIMEOUT``) and which has no network."""
     recorders = [app.recorder, getattr(app.snapshots, "recorder", None)]
@@ -98,6 +142,7 @@ def bound_waits(app: Application[Any], settings: Settings) -> None:
     # with the bounds (changing the open pool would race the connections it is opening).
     old = datastore.pool
     assert isinstance(old.kwargs, dict)
+    probe = DeadConnectionProbe()
     options = (f"-c statement_timeout={int(settings.postgres_statement_timeout_s * 1000)} "
                f"-c lock_timeout={settings.postgres_lock_timeout_s * 1000}")
     datastore.pool = type(old)(
@@ -108,11 +153,13 @@ def bound_waits(app: Application[Any], settings: Settings) -> None:
                 "tcp_user_timeout": int(settings.postgres_network_timeout_s * 1000),
                 "options": options},
         min_size=old.min_size, max_size=old.max_size, open=False,
-        configure=old._configure, check=old._check,  # noqa: SLF001 - the library's own
+        configure=old._configure,  # noqa: SLF001 - the library's own
+        check=old._check or probe,  # the library's pre_ping, if one was asked for
         timeout=settings.postgres_pool_wait_s, max_waiting=old.max_waiting,
         max_lifetime=old.max_lifetime,
         reconnect_timeout=max(2.0, settings.postgres_connect_timeout_s + 1.0),
         get_password_func=old.get_password_func)
+    probe.pool = weakref.ref(datastore.pool)
     old.close()
     for recorder in recorders:
         if recorder is not None:
