@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit
 
+import psycopg
+import pytest
 from typer.testing import CliRunner
 
 from service.changes.filters import ChangeFilter
 from service.changes.tail import tail
 from service.cli.app import cli
 from tests.changes.live import until
+from tests.conftest import ADMIN_URL
 from tests.changes.scenarios import OWNER_A, OWNER_B, create_vm, log_positions
 
 
@@ -78,3 +84,55 @@ def test_positions_get_changes_would_refuse_are_refused_naming_the_option(
             assert "'--after'" in refused.output and "Traceback" not in refused.output
     at_most = CliRunner().invoke(cli, ["changes", "--after", str(MAX_INTEGER)])
     assert (at_most.exit_code, at_most.output) == (0, "")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+def test_follow_outlives_an_outage_resuming_after_the_last_position_it_printed(
+        services, database_url, caplog):
+    """The connections cut and refused for longer than ``VMLEDGER_DATABASE_RETRY_S``: the
+    follower says so once and carries on where it was (before, it died with the error)."""
+    dbname = urlsplit(database_url).path[1:]
+    printed, stop, died = [], threading.Event(), []
+    start = services.commands.head_position()
+
+    def follow() -> None:
+        try:
+            tail(services, start, ChangeFilter(), follow=True, emit=printed.append, stop=stop)
+        except BaseException as error:  # noqa: BLE001 - what the test looks for
+            died.append(error)
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    try:
+        first = create_vm(services, OWNER_A)
+        until(lambda: len(printed) >= 2, "the follower to print the first VM's events")
+        with _database_refused(dbname):
+            until(lambda: died or _reconnecting(caplog), "the follower to meet the outage")
+        assert not died, died
+        second = create_vm(services, OWNER_B)
+        until(lambda: len(printed) >= 4 or died, "the follower to print the second VM's")
+    finally:
+        stop.set()
+        follower.join(10)
+    assert not died, died
+    assert [c.position for c in printed] == log_positions(services, start)
+    assert [c.uuid for c in printed] == [first, first, second, second]
+    assert len(_reconnecting(caplog)) == 1
+
+
+def _reconnecting(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "reconnecting" in r.getMessage()]
+
+
+@contextmanager
+def _database_refused(dbname: str) -> Iterator[None]:
+    """``dbname`` refusing connections, every one of it cut (the server itself stays up)."""
+    with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
+        try:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,))
+            yield
+        finally:
+            conn.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
