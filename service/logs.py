@@ -202,17 +202,20 @@ def gather_only_what_lines_show() -> None:
 class Throttled:
     """Logs a repeating error at most once every ``interval_s`` (the first at once), saying
     how many were left out since the last line: a loop that fails every few milliseconds
-    during a database outage writes one line per interval, not thousands. Not thread-safe:
-    one per loop."""
+    during a database outage writes one line per interval, not thousands. With
+    ``traceback``, a line that follows no left-out error (the first of an outage, or an
+    error on its own) carries the error's traceback; the repeats' lines do not. Not
+    thread-safe: one per loop."""
 
     def __init__(self, logger: logging.Logger, what: str, interval_s: float = 10.0,
-                 clock: Any = None):
+                 clock: Any = None, *, traceback: bool = False):
         import time
 
         self.logger = logger
         self.what = what
         self.interval_s = interval_s
         self.clock = clock or time.monotonic
+        self.traceback = traceback
         self._last: float | None = None
         self._left_out = 0
 
@@ -223,7 +226,8 @@ class Throttled:
             return
         more = f" ({self._left_out} more like it in the last {now - self._last:.0f} s)" \
             if self._last is not None and self._left_out else ""
-        self.logger.error("%s: %s%s", self.what, error, more)
+        shown = error if self.traceback and not self._left_out else None
+        self.logger.error("%s: %s%s", self.what, error, more, exc_info=shown)
         self._last, self._left_out = now, 0
 
 

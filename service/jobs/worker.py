@@ -26,7 +26,7 @@ from service.jobs import takeovers
 from service.commands.application import Commands
 from service.jobs.compute.driver import ComputeDriver
 from service.jobs.run import JobContext, JobRun, Placement, utcnow
-from service.logs import log_context
+from service.logs import Throttled, log_context
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
@@ -163,8 +163,14 @@ class Worker:
         """Look for work now rather than at the next poll."""
         self._wake.set()
 
-    def run_forever(self, stop: threading.Event, poll_s: float) -> None:
+    def run_forever(self, stop: threading.Event, poll_s: float,
+                    on_error: Callable[[BaseException], None] | None = None) -> None:
         """Run pending jobs until ``stop`` is set, waiting ``poll_s`` (or a wake-up) between.
+
+        A failed pass is given to ``on_error`` and tried again after ``poll_s``. By default
+        it is logged as ``vmledger project`` logs its own (docs/operations.md, "Logs"): the
+        first with its traceback, then at most one line every 10 s counting those left out,
+        so a database outage does not write a traceback every pass (10,000 lines in minutes).
 
         Shutting down (docs/operations.md, "Stopping processes"): once ``stop`` is set the
         worker claims no new job; the job it is running goes on to its end (its lease still
@@ -172,13 +178,14 @@ class Worker:
         the process does not live to finish keeps its lease until it expires, and then
         another worker takes it over.
         """
+        failed = on_error or Throttled(log, "worker pass failed", traceback=True)
         while not stop.is_set():
             self._wake.clear()
             try:
                 self._run_periodic()
                 self.run_pending(stop)
-            except Exception:  # noqa: BLE001 - a worker must outlive one bad pass
-                log.exception("worker pass failed")
+            except Exception as error:  # noqa: BLE001 - a worker must outlive one bad pass
+                failed(error)
                 stop.wait(poll_s)
             if not stop.is_set():
                 self._wake.wait(poll_s)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from urllib.parse import urlsplit
 
-import psycopg
 import pytest
 from typer.testing import CliRunner
 
@@ -15,7 +12,7 @@ from service.changes.filters import ChangeFilter
 from service.changes.tail import tail
 from service.cli.app import cli
 from tests.changes.live import until
-from tests.conftest import ADMIN_URL
+from tests.integration.outages import database_refused
 from tests.changes.scenarios import OWNER_A, OWNER_B, create_vm, log_positions
 
 
@@ -107,7 +104,7 @@ def test_follow_outlives_an_outage_resuming_after_the_last_position_it_printed(
     try:
         first = create_vm(services, OWNER_A)
         until(lambda: len(printed) >= 2, "the follower to print the first VM's events")
-        with _database_refused(dbname):
+        with database_refused(dbname):
             until(lambda: died or _reconnecting(caplog), "the follower to meet the outage")
         assert not died, died
         second = create_vm(services, OWNER_B)
@@ -124,15 +121,3 @@ def test_follow_outlives_an_outage_resuming_after_the_last_position_it_printed(
 def _reconnecting(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "reconnecting" in r.getMessage()]
 
-
-@contextmanager
-def _database_refused(dbname: str) -> Iterator[None]:
-    """``dbname`` refusing connections, every one of it cut (the server itself stays up)."""
-    with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
-        try:
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,))
-            yield
-        finally:
-            conn.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')

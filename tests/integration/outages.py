@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import psycopg
 
 from tests.api.helpers import vm_body
+from tests.conftest import ADMIN_URL
 from tests.integration.processes import free_port, vmledger_process, wait_until
 from tests.integration.tcp_proxy import TcpProxy
 
@@ -121,3 +123,16 @@ def _status(base: str, path: str) -> int | None:
         return httpx.get(base + path, timeout=2).status_code
     except httpx.HTTPError:
         return None
+
+
+@contextmanager
+def database_refused(dbname: str) -> Iterator[None]:
+    """``dbname`` refusing connections, every one of it cut (the server itself stays up)."""
+    with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
+        try:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,))
+            yield
+        finally:
+            conn.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')

@@ -212,3 +212,27 @@ def test_a_request_for_a_path_with_a_line_break_logs_one_line(services) -> None:
     assert len(lines) == 2, lines
     assert "GET /vms/abc\\n2026-12-05T00:00:00.000Z ERROR forged: injected" in lines[0]
     assert "GET /vms/\\x00 " in lines[1] and "\x00" not in stream.getvalue()
+
+
+def test_a_throttled_error_with_traceback_shows_it_on_the_first_line_not_on_the_repeats(
+        caplog) -> None:
+    import logging as logging_
+
+    from service.logs import Throttled
+
+    now = [0.0]
+    log = logging_.getLogger("vmledger.test.throttled")
+    throttled = Throttled(log, "worker pass failed", interval_s=10, clock=lambda: now[0],
+                          traceback=True)
+    with caplog.at_level(logging_.ERROR, logger="vmledger.test.throttled"):
+        for _ in range(26):  # a pass every 0.4 s for 10 s
+            try:
+                raise OSError("connection refused")
+            except OSError as error:
+                throttled(error)
+            now[0] += 0.4
+    assert [r.getMessage() for r in caplog.records] == [
+        "worker pass failed: connection refused",
+        "worker pass failed: connection refused (24 more like it in the last 10 s)"]
+    assert [r.exc_info is not None for r in caplog.records] == [True, False]
+    assert caplog.records[0].exc_info[0] is OSError
