@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
-from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.database_url import PostgresTarget, postgres_target, sqlite_path
 
 #: The largest TCP port. Every port a process listens on (``serve --port``,
 #: ``VMLEDGER_METRICS_ADDRESS``) is 0 (a free one, which the process logs) to this: past it
@@ -134,7 +135,13 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _known_scheme(cls, url: str) -> str:
-        if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
+        # the whole URL is read here, so that a bad one stops the process naming the setting
+        # before anything connects (service/database_url.py)
+        if url.startswith("sqlite:///"):
+            sqlite_path(url)
+        elif url.startswith(("postgresql://", "postgres://")):
+            postgres_target(url)
+        else:
             raise ValueError("must start with sqlite:/// or postgresql://")
         return url
 
@@ -167,6 +174,13 @@ class Settings(BaseSettings):
         """Which event store the database URL selects."""
         return "sqlite" if self.database_url.startswith("sqlite:") else "postgres"
 
+    def postgres_target(self) -> PostgresTarget:
+        """The PostgreSQL database the URL names, by the rules every user of it shares
+        (``service.database_url.postgres_target``; ``ValueError`` for a SQLite URL)."""
+        if self.backend != "postgres":
+            raise ValueError("not a PostgreSQL URL")
+        return postgres_target(self.database_url)
+
     def eventsourcing_env(self) -> dict[str, str]:
         """The ``eventsourcing`` library's environment for this database URL."""
         common = {}
@@ -178,7 +192,7 @@ class Settings(BaseSettings):
             common = {"AGGREGATE_CACHE_MAXSIZE": str(self.aggregate_cache_size),
                       "AGGREGATE_CACHE_FASTFORWARD": "n"}
         if self.backend == "sqlite":
-            path = self.database_url.removeprefix("sqlite:///")
+            path = sqlite_path(self.database_url)
             return {
                 **common,
                 "PERSISTENCE_MODULE": "eventsourcing.sqlite",
@@ -186,15 +200,15 @@ class Settings(BaseSettings):
                 "SQLITE_LOCK_TIMEOUT": "10",
                 "APPLICATION_RECORDER_TOPIC": "service.storage:SQLiteLedgerRecorder",
             }
-        parts = urlsplit(self.database_url)
+        target = self.postgres_target()
         return {
             **common,
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
-            "POSTGRES_DBNAME": parts.path.lstrip("/"),
-            "POSTGRES_HOST": parts.hostname or "127.0.0.1",
-            "POSTGRES_PORT": str(parts.port or 5432),
-            "POSTGRES_USER": unquote(parts.username or "postgres"),
-            "POSTGRES_PASSWORD": unquote(parts.password or ""),
+            "POSTGRES_DBNAME": target.dbname,
+            "POSTGRES_HOST": target.host,
+            "POSTGRES_PORT": str(target.port),
+            "POSTGRES_USER": target.user,
+            "POSTGRES_PASSWORD": target.password,
             "POSTGRES_POOL_SIZE": str(self.postgres_pool_size),
             "POSTGRES_MAX_OVERFLOW": str(self.postgres_max_overflow),
             "POSTGRES_LOCK_TIMEOUT": str(self.postgres_lock_timeout_s),

@@ -4,8 +4,6 @@ PostgreSQL database that does not exist, or a server that cannot be reached."""
 
 from __future__ import annotations
 
-from urllib.parse import unquote, urlsplit
-
 import psycopg
 
 from service.settings import Settings
@@ -18,11 +16,12 @@ def check_database(settings: Settings) -> None:
     password is never shown."""
     if settings.backend != "postgres":
         return
-    parts = urlsplit(settings.database_url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 5432
-    user, dbname = unquote(parts.username or "postgres"), parts.path.lstrip("/")
+    target = settings.postgres_target()
+    host, port, user, dbname = target.host, target.port, target.user, target.dbname
     try:
-        psycopg.connect(settings.database_url, connect_timeout=5).close()
+        # the event store's parameters, not libpq's reading of the URL: the check is of the
+        # database the command will use
+        psycopg.connect(**target.connect_kwargs(), connect_timeout=5).close()
     except psycopg.OperationalError as error:
         reason = _reason(str(error))
         if f'database "{dbname}" does not exist' in reason:

@@ -1,0 +1,73 @@
+"""``VMLEDGER_DATABASE_URL`` taken apart once, by one set of rules, for every user of it: the
+settings' validation, the event store's parameters and the command line's first connection
+(docs/operations.md, "Settings"). They used to parse it each in its own way, so that a URL
+one read as valid another read differently (an empty database name, which libpq replaces
+with the user's name: the ``postgres`` maintenance database).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+#: What a bad URL's message ends with when a character of the password may be to blame: a
+#: password is never shown, so the message can only say how to write one.
+_ENCODE = ("percent-encode any of @ : / ? # [ ] % in the password (%40 for @, %23 for #, "
+           "...) and put an IPv6 address in brackets ([::1])")
+
+
+@dataclass(frozen=True)
+class PostgresTarget:
+    """Where a ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME`` URL points: USER defaults
+    to ``postgres``, HOST to ``127.0.0.1``, PORT to 5432; user, password and database name
+    are percent-decoded, as libpq decodes them."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    dbname: str
+
+    def connect_kwargs(self) -> dict[str, str | int]:
+        """``psycopg.connect``'s keyword arguments: the same parameters the event store is
+        given (``Settings.eventsourcing_env``), not libpq's own reading of the URL."""
+        return {"host": self.host, "port": self.port, "user": self.user,
+                "password": self.password, "dbname": self.dbname}
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:///PATH`` URL. Raises ``ValueError`` when it names none."""
+    path = url.removeprefix("sqlite:///")
+    if not path.strip():
+        raise ValueError("names no file: sqlite:///PATH, e.g. sqlite:///vmledger.db")
+    return path
+
+
+def postgres_target(url: str) -> PostgresTarget:
+    """The parts of a ``postgresql://`` (or ``postgres://``) URL. Raises ``ValueError`` with
+    a message that never holds the URL itself (it may hold a password): the URL cannot be
+    split (unbalanced IPv6 brackets), its port is not a number from 1 to 65535, it has a
+    query or a fragment (which vmledger would ignore), or it names no database (libpq would
+    then use the user's name, and the tables would go into the ``postgres`` maintenance
+    database)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        problem = "the port must be a number from 1 to 65535" if "Port" in str(error) \
+            else "cannot be read as a URL"
+        raise ValueError(f"{problem} (the form is postgresql://USER[:PASSWORD]@HOST[:PORT]"
+                         f"/DBNAME; {_ENCODE})") from None
+    if port == 0:  # urlsplit allows it; libpq cannot connect to it
+        raise ValueError("the port must be a number from 1 to 65535")
+    if parts.query or parts.fragment:
+        raise ValueError(f"has a query (?...) or fragment (#...), which vmledger would "
+                         f"ignore (the form is postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME; "
+                         f"{_ENCODE})")
+    dbname = unquote(parts.path.removeprefix("/"))
+    if not dbname.strip():
+        raise ValueError("names no database: add /DBNAME (postgresql://USER[:PASSWORD]@HOST"
+                         "[:PORT]/DBNAME), the database vmledger keeps its tables in")
+    return PostgresTarget(host=parts.hostname or "127.0.0.1", port=port or 5432,
+                          user=unquote(parts.username or "postgres"),
+                          password=unquote(parts.password or ""), dbname=dbname)
