@@ -16,7 +16,7 @@ import typer
 
 from projections.tracking import ProjectionConflictError
 from service.cli.changes import changes_command
-from service.cli.preflight import check_database
+from service.cli.preflight import check_database, checked_services
 from service.cli.progress import finish, progress_bar
 from service.cli.replay import replay_command
 from service.cli.tokens import token_create
@@ -29,9 +29,7 @@ cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_ar
 
 
 def _services() -> Services:
-    settings = Settings()
-    check_database(settings)  # one line, not a traceback, for a missing database
-    return Services.build(settings)
+    return checked_services()  # one line, not a traceback, for a missing database
 
 
 def _print_version(asked: bool) -> None:

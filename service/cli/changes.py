@@ -11,8 +11,7 @@ import typer
 from projections.formats import MAX_INTEGER
 from service.changes.filters import ChangeFilter, checked_value
 from service.changes.tail import line, tail
-from service.container import Services
-from service.settings import Settings
+from service.cli.preflight import checked_services
 
 
 def changes_command(
@@ -39,7 +38,7 @@ def changes_command(
         owner_uuid=_checked("owner_uuid", owner_uuid) if owner_uuid else None,
         server_uuid=_checked("server_uuid", server_uuid) if server_uuid else None,
         types=_checked_all("type", type_), states=_checked_all("state", state))
-    services = Services.build(Settings())
+    services = checked_services()
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -4,9 +4,27 @@ PostgreSQL database that does not exist, or a server that cannot be reached."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import psycopg
 
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from service.container import Services
+
+
+def checked_services(settings: Settings | None = None) -> Services:
+    """The services of ``settings`` (default: read from the environment), built only after
+    ``check_database`` passed: every command that opens the database builds them here, so that
+    none meets a missing database with the pool's traceback (``changes`` once did). Raises
+    ``SystemExit`` as ``check_database`` does, and pydantic's ``ValidationError`` for bad
+    settings (``service.cli.app.main`` reports it)."""
+    from service.container import Services
+
+    settings = settings if settings is not None else Settings()
+    check_database(settings)
+    return Services.build(settings)
 
 
 def check_database(settings: Settings) -> None:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from service.cli.preflight import check_database
+from service.cli.preflight import checked_services
 from service.cli.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -49,13 +49,9 @@ def replay_command(
     """Replay a Google 2011 task_events trace through the service (docs/replay.md)."""
     if not trace.is_file():
         raise typer.BadParameter(f"no such file: {trace}", param_hint="TRACE")
-    from service.container import Services
     from service.replay.run import catch_up, replay, replay_and_catch_up
-    from service.settings import Settings
 
-    settings = Settings()
-    check_database(settings)
-    services = Services.build(settings)
+    services = checked_services()
     progress = progress_bar()
     try:
         selection = {"skip_jobs": skip_jobs, "max_jobs": max_jobs, "max_rows": max_rows}

@@ -27,8 +27,8 @@ VMLEDGER = str(Path(sys.executable).with_name("vmledger"))
 
 def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VMLEDGER, *args], env={**os.environ, **(env or {})}, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([VMLEDGER, *args], check=False, env={**os.environ, **(env or {})},
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture
@@ -98,19 +98,54 @@ def missing_database_url() -> str:
     return _with_dbname(ADMIN_URL, f"vmledger_missing_{uuid.uuid4().hex[:8]}")
 
 
-@pytest.mark.parametrize("command", [
+#: Every command that touches the database, as run by the preflight tests below.
+DATABASE_COMMANDS = [
     ["serve", "--port", "0"], ["serve", "--workers", "2", "--port", "1"], ["project"],
     ["work"], ["history", str(uuid.uuid4())], ["rebuild"], ["audit", "verify"],
-    ["replay", __file__],
-], ids=lambda c: " ".join(c[:3]))
+    ["replay", __file__], ["changes"], ["changes", "--follow"],
+]
+#: Commands that never open the database.
+NO_DATABASE_COMMANDS = [["token", "create"]]
+
+
+def test_every_command_is_in_the_preflight_tests() -> None:
+    # found by a tester: changes was added without the check every other command had
+    import typer
+
+    from service.cli.app import cli
+
+    def leaves(group, prefix: list[str]) -> list[list[str]]:
+        return [path for name, command in group.commands.items()
+                for path in (leaves(command, [*prefix, name])
+                             if hasattr(command, "commands") else [[*prefix, name]])]
+
+    covered = {tuple(c[:2]) if c[0] in ("audit", "token") else (c[0],)
+               for c in DATABASE_COMMANDS + NO_DATABASE_COMMANDS}
+    assert {tuple(path) for path in leaves(typer.main.get_command(cli), [])} == covered
+
+
+@pytest.mark.parametrize("command", DATABASE_COMMANDS, ids=lambda c: " ".join(c[:3]))
 def test_a_missing_database_is_one_line_saying_how_to_create_it(
         missing_database_url: str, command: list[str]) -> None:
     dbname = missing_database_url.rsplit("/", 1)[1]
     done = run(*command, env={"VMLEDGER_DATABASE_URL": missing_database_url}, timeout=60)
     assert done.returncode == 1, done.stderr
-    assert done.stderr.strip().splitlines() == [
+    assert done.stderr.strip().splitlines() == [(
         f'vmledger: database "{dbname}" does not exist on 127.0.0.1:5432; create it with: '
-        f"createdb -h 127.0.0.1 -p 5432 -U postgres {dbname}"]
+        f"createdb -h 127.0.0.1 -p 5432 -U postgres {dbname}")]
+
+
+@pytest.mark.parametrize("command", [["changes"], ["changes", "--follow"], ["project"]],
+                         ids=" ".join)
+@pytest.mark.parametrize("url", ["postgresql://postgres@127.0.0.1:1/vmledger",
+                                 "postgresql://nouser_x@127.0.0.1:5432/postgres"])
+def test_a_server_it_cannot_reach_or_log_in_to_is_one_line(
+        missing_database_url: str, url: str, command: list[str]) -> None:
+    # found by a tester: vmledger changes printed 71 lines of traceback, then exit 1
+    done = run(*command, env={"VMLEDGER_DATABASE_URL": url}, timeout=60)
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("vmledger: cannot connect to PostgreSQL at 127.0.0.1:")
 
 
 class Process:
