@@ -305,8 +305,9 @@ class ProjectionRunner(BackgroundLoop):
         ``rebuild_processes`` processes when the runner has an ``open_runner``
         (``projections.parallel_rebuild``: ``RebuildFailed`` when one fails, and nothing is
         switched). Returns how many events were applied in all; ``progress(n)`` is called
-        after each batch with its ``n`` log events."""
-        chosen = [self.read_models[name] for name in (names or list(self.read_models))]
+        after each batch with its ``n`` log events. A name given twice is rebuilt once
+        (docs/operations.md): twice, its one shadow would be claimed and written twice."""
+        chosen = [self.read_models[name] for name in dict.fromkeys(names or self.read_models)]
         if self.rebuild_processes > 1 and self.open_runner is not None and len(chosen) > 1:
             total = rebuild_in_processes(self, chosen, self.open_runner,
                                          self.rebuild_processes, progress)

@@ -147,7 +147,8 @@ def rebuild(
     """Rebuild read models from position 1 while the service keeps serving them: built
     together beside their live tables in batches (one read of the log per process), then
     each switched in one transaction once all are built."""
-    chosen = names or list(READ_MODEL_NAMES)
+    # a name listed twice means it once (docs/operations.md), in the order first given
+    chosen = list(dict.fromkeys(names or READ_MODEL_NAMES))
     unknown = set(chosen) - set(READ_MODEL_NAMES)
     if unknown:
         raise typer.BadParameter(f"unknown read models: {', '.join(sorted(unknown))} (valid: "

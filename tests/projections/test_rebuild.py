@@ -234,6 +234,26 @@ def test_the_rebuild_command_rebuilds_the_named_read_models(services, database_u
     assert unknown.exit_code != 0 and "vm_viewz" in unknown.output
 
 
+def test_a_read_model_named_twice_is_rebuilt_once(services, database_url, monkeypatch):
+    # found by a tester: rebuild vm_view vm_view died with CardinalityViolation (ON CONFLICT
+    # cannot affect a row twice), its shadow tables left beside
+    a_mix_of_commands_and_jobs(services)
+    before = schema_names(services)
+    live = tables(services, ("vm_view", "vm_current"))
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", database_url)
+    monkeypatch.setenv("VMLEDGER_SIM_SERVERS", str(services.settings.sim_servers))
+    for processes in ("1", "2"):
+        result = CliRunner().invoke(cli, ["rebuild", "vm_view", "analytics", "vm_view",
+                                          "--processes", processes])
+        assert result.exit_code == 0, result.output
+        assert "rebuilt vm_view, analytics:" in result.output
+        assert "(2 read models)" in result.output
+        assert tables(services, ("vm_view", "vm_current")) == live
+        assert schema_names(services) == before
+    applied = services.projections.rebuild(["job_view", "job_view"])
+    assert applied == services.projections.rebuild(["job_view"])  # the runner's own rule
+
+
 def test_a_shadow_is_built_with_only_the_indexes_its_apply_looks_rows_up_by(services):
     runner = services.projections
     vm_view = runner.read_models["vm_view"].beside(SUFFIX)
