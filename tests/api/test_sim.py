@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 from tests.api.helpers import (
@@ -61,7 +62,7 @@ def test_latency_is_set_per_operation_or_for_all_and_clearing_faults_removes_it(
     assert one.json()["latency_s"]["unregister"] == 0.5
     assert one.json()["latency_s"]["ensure_state"] == 0.0
     every = client.put("/sim/latency", json={"seconds": 0.25}).json()["latency_s"]
-    assert every["ensure_state"] == 0.25 and every["unregister"] == 0.5
+    assert set(every.values()) == {0.25}  # every operation, unregister's own value too
     client.post("/sim/faults", json={"operation": "unregister", "count": 3})
     client.post("/sim/workers", params={"action": "pause"})
     cleared = client.delete("/sim/faults").json()
@@ -69,6 +70,24 @@ def test_latency_is_set_per_operation_or_for_all_and_clearing_faults_removes_it(
     assert set(cleared["latency_s"].values()) == {0.0}
     bad = client.put("/sim/latency", json={"seconds": -1})
     assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {"seconds": "Invalid"}
+
+
+def test_a_latency_without_operation_replaces_every_operations_own(client) -> None:
+    # found by a tester: {"seconds": 0} left ensure_state's 6 s, so each provision still
+    # waited 6 s after the operator had set every latency to 0
+    slow = client.put("/sim/latency", json={"seconds": 6, "operation": "ensure_state"})
+    assert slow.json()["latency_s"]["ensure_state"] == 6
+    cleared = client.put("/sim/latency", json={"seconds": 0})
+    assert cleared.status_code == 200, cleared.text
+    assert set(cleared.json()["latency_s"].values()) == {0.0}
+    assert set(client.get("/sim").json()["latency_s"].values()) == {0.0}
+    started = time.monotonic()
+    assert wait_job(client, create_vm(client)["job_uuid"])["execution"] == "succeeded"
+    assert time.monotonic() - started < 5  # ensure_state did not wait its old 6 s
+    # an operation's own latency set afterwards still counts, over the fleet-wide one
+    again = client.put("/sim/latency", json={"seconds": 0.5, "operation": "inventory"})
+    assert again.json()["latency_s"] == {"ensure_registered": 0.0, "ensure_state": 0.0,
+                                         "unregister": 0.0, "inventory": 0.5}
 
 
 def test_paused_workers_claim_no_job_until_resumed(client, services) -> None:

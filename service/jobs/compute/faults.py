@@ -17,8 +17,8 @@ OPERATIONS: tuple[str, ...] = ("ensure_registered", "ensure_state", "unregister"
 FaultMode = Literal["fail", "lose_response"]
 
 FAULTS_DDL = (
-    "CREATE TABLE IF NOT EXISTS sim_faults (operation TEXT NOT NULL, mode TEXT NOT NULL, "
-    "remaining INTEGER NOT NULL, PRIMARY KEY (operation, mode))",
+    ("CREATE TABLE IF NOT EXISTS sim_faults (operation TEXT NOT NULL, mode TEXT NOT NULL, "
+     "remaining INTEGER NOT NULL, PRIMARY KEY (operation, mode))"),
     "CREATE TABLE IF NOT EXISTS sim_settings (name TEXT PRIMARY KEY, value REAL NOT NULL)",
 )
 
@@ -68,8 +68,17 @@ class Faults:
             )
 
     def set_latency(self, seconds: float, operation: str | None = None) -> None:
-        """The delay of ``operation`` (or of every operation) in seconds."""
-        self._set(f"latency:{operation or '*'}", seconds)
+        """The delay of ``operation`` in seconds; without one, of every operation, those
+        with a delay of their own included (docs/simulation.md: no ``operation`` means
+        every operation; an operation's own delay outranks the fleet-wide one in
+        ``latency``, so it is removed, in the same transaction)."""
+        if operation is not None:
+            self._set(f"latency:{operation}", seconds)
+            return
+        with self.db.transaction() as tx:
+            tx.execute("DELETE FROM sim_settings WHERE name LIKE ?", ("latency:%",))
+            tx.execute("INSERT INTO sim_settings (name, value) VALUES ('latency:*', ?)",
+                       (seconds,))
 
     def set_latency_after(self, seconds: float, operation: str) -> None:
         """A delay of ``operation`` after its work is done, before it answers (a slow
