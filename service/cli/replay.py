@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -47,8 +48,9 @@ def replay_command(
         help="catch the read models up in a second process while the replay runs")] = True,
 ) -> None:
     """Replay a Google 2011 task_events trace through the service (docs/replay.md)."""
-    if not trace.is_file():
-        raise typer.BadParameter(f"no such file: {trace}", param_hint="TRACE")
+    problem = trace_problem(trace)
+    if problem:
+        raise typer.BadParameter(problem, param_hint="TRACE")
     from service.replay.run import catch_up, replay, replay_and_catch_up
 
     services = checked_services()
@@ -61,6 +63,9 @@ def replay_command(
             else:
                 summary = replay(services, trace, progress=progress, **selection)
                 catch_up(services, summary, progress)
+    except UnicodeDecodeError as error:  # a ValueError, but the trace's, not the database's
+        raise typer.BadParameter(f"cannot read the trace: it is not UTF-8 text ({error})",
+                                 param_hint="TRACE") from None
     except ValueError as error:
         raise typer.BadParameter(str(error)) from None
     except (OSError, EOFError) as error:
@@ -76,6 +81,29 @@ def replay_command(
         typer.echo(json.dumps(summary.as_dict(), indent=2))
     else:
         _print(summary, Console())
+
+
+def trace_problem(trace: Path) -> str | None:
+    """What makes ``trace`` no trace file, in a user's words, or None: nothing there (or a
+    symbolic link to nothing, or a path through a file), a directory, or not a regular file
+    (a pipe or a device: the trace is read twice, once to count its rows for the progress
+    bar). Whether its content reads is found out when it is read."""
+    try:
+        mode = trace.stat().st_mode
+    except FileNotFoundError:
+        if trace.is_symlink():
+            return f"{trace} is a symbolic link to a file that does not exist"
+        return f"no such file: {trace}"
+    except NotADirectoryError:
+        return f"no such file: {trace} (a part of its path is a file, which is not a directory)"
+    except OSError as error:  # no permission to search a directory, a loop of links, ...
+        return f"cannot read {trace}: {error.strerror or error}"
+    if stat.S_ISDIR(mode):
+        return f"{trace} is a directory; the trace is a file in it (.csv.gz or .csv)"
+    if not stat.S_ISREG(mode):
+        return (f"{trace} is not a regular file: the trace is read twice (its rows are "
+                "counted first), so it must be a file (.csv.gz or .csv)")
+    return None
 
 
 def _the_traces(error: BaseException, trace: Path) -> bool:

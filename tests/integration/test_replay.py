@@ -300,6 +300,52 @@ def test_cli_names_a_trace_it_cannot_read_instead_of_a_traceback(
     assert "cannot read the trace" in result.output and told in result.output
 
 
+def _directory(tmp_path: Path) -> Path:
+    (tmp_path / "clusterdata").mkdir()
+    return tmp_path / "clusterdata"
+
+
+def _link_to_a_directory(tmp_path: Path) -> Path:
+    (tmp_path / "latest.csv.gz").symlink_to(_directory(tmp_path))
+    return tmp_path / "latest.csv.gz"
+
+
+def _link_to_nowhere(tmp_path: Path) -> Path:
+    (tmp_path / "latest.csv.gz").symlink_to(tmp_path / "gone.csv.gz")
+    return tmp_path / "latest.csv.gz"
+
+
+def _under_a_file(tmp_path: Path) -> Path:
+    (tmp_path / "t.csv").write_text("")
+    return tmp_path / "t.csv" / "part-00000-of-00500.csv.gz"
+
+
+def _not_utf8(tmp_path: Path) -> Path:
+    (tmp_path / "t.csv.gz").write_bytes(gzip.compress(b"\xff\xfe 0,,1,0,,0,u\n"))
+    return tmp_path / "t.csv.gz"
+
+
+@pytest.mark.parametrize("make, told", [
+    # found by a tester: a directory was "no such file"
+    (_directory, "is a directory; the trace is a file in it (.csv.gz or .csv)"),
+    (_link_to_a_directory, "is a directory; the trace is a file in it (.csv.gz or .csv)"),
+    (lambda tmp_path: tmp_path / "missing.csv.gz", "no such file"),
+    (_link_to_nowhere, "is a symbolic link to a file that does not exist"),
+    (_under_a_file, "is not a directory"),
+    (lambda tmp_path: Path("/dev/null"), "is not a regular file"),
+    (_not_utf8, "cannot read the trace: it is not UTF-8 text"),
+], ids=["directory", "link to a directory", "missing", "link to nowhere", "under a file",
+        "device", "not UTF-8"])
+def test_cli_says_what_is_wrong_with_a_trace_path(settings, tmp_path, monkeypatch, make, told):
+    from service.cli.app import cli
+
+    trace = make(tmp_path)
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    result = CliRunner().invoke(cli, ["replay", str(trace)], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for TRACE" in result.output and told in result.output, result.output
+
+
 @pytest.mark.parametrize("option", ["--max-jobs", "--skip-jobs", "--max-rows"])
 def test_cli_refuses_a_negative_count(settings, tmp_path, monkeypatch, option):
     from service.cli.app import cli
