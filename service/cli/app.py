@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from domain.errors import StreamGapError
 from projections.tracking import ProjectionConflictError
 from service.cli.changes import changes_command
 from service.cli.preflight import check_database, checked_services
@@ -167,6 +168,10 @@ def rebuild(
     except ProjectionConflictError as error:  # a second rebuild of the same read models
         typer.echo(f"vmledger rebuild: {error}: is another rebuild running? Run one at a "
                    "time; the live read models are as they were", err=True)
+        raise typer.Exit(1) from None
+    except StreamGapError as error:  # an event deleted behind the service's back
+        typer.echo(f"vmledger rebuild: {error}: the log needs repair (vmledger audit verify "
+                   "names what is missing); the live read models are as they were", err=True)
         raise typer.Exit(1) from None
     finally:
         services.close()

@@ -187,3 +187,17 @@ def test_the_audit_verify_command_reports_a_deleted_event_and_exits_1(services, 
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "Traceback" not in failed.stderr
     assert f"missing: stream {vm_uuid} version 3" in failed.stdout
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_rebuild_stopped_by_a_deleted_event_says_so_in_one_line(services, settings):
+    vm_uuid = _vm_with_history(services)
+    _delete_stored_event(services, vm_uuid, 3)
+    env = {**os.environ, "VMLEDGER_DATABASE_URL": settings.database_url}
+    failed = subprocess.run([sys.executable, "-m", "service", "rebuild", "vm_view"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert (f"stream {vm_uuid} has a gap: its event of version 4 follows version 2"
+            in failed.stderr)
+    assert "the live read models are as they were" in failed.stderr
