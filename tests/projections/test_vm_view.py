@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from eventsourcing.domain import OriginatorVersionError
 
+from domain.errors import StreamGapError
 from domain.states import Action, VmState
 from domain.vm import Vm
 from projections.db import Tx
@@ -87,7 +87,8 @@ def test_a_skipped_event_is_caught_by_the_version_check(services):
     vm.record_quarantined("stuck", cause=cause())
     vm.record_released(cause=cause())
     _quarantined, released = vm.collect_events()
-    with pytest.raises(OriginatorVersionError):
+    with pytest.raises(StreamGapError, match=f"stream {vm.id} has a gap: its event of "
+                       "version 4 follows version 2"):
         apply(services, [released], first_position=4)
     assert rows(services, "vm_view")[0]["version"] == 2
 
