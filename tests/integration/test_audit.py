@@ -42,19 +42,30 @@ def _version_of(services, vm_uuid: str, event_class: type) -> int:
     return next(e.originator_version for e in events if isinstance(e, event_class))
 
 
+def _events_table(services, vm_uuid: str) -> tuple[str, str]:
+    """The event store's table and the stream's key in it, as each backend stores them."""
+    if services.db.dialect is Dialect.SQLITE:
+        return "stored_events", UUID(vm_uuid).hex
+    return "vmledger_events", vm_uuid
+
+
 def _edit_stored_bytes(services, vm_uuid: str, version: int, old: bytes, new: bytes) -> None:
     """Change an event's stored bytes behind the service's back, as an intruder would."""
+    table, stream = _events_table(services, vm_uuid)
     with services.db.transaction() as tx:
-        if services.db.dialect is Dialect.SQLITE:
-            table, stream = "stored_events", UUID(vm_uuid).hex
-        else:
-            table, stream = "vmledger_events", vm_uuid
         tx.execute(f"SELECT state FROM {table} WHERE originator_id = ? AND originator_version = ?",
                    (stream, version))
         state = bytes(tx.fetchone()["state"])
         assert old in state
         tx.execute(f"UPDATE {table} SET state = ? WHERE originator_id = ? "
                    "AND originator_version = ?", (state.replace(old, new), stream, version))
+
+
+def _vmledger(settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """``vmledger ARGS`` on the test's database, as an operator runs it."""
+    env = {**os.environ, "VMLEDGER_DATABASE_URL": settings.database_url}
+    return subprocess.run([sys.executable, "-m", "service", *args], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_an_untouched_store_verifies(services):
@@ -109,13 +120,11 @@ def test_an_upcast_old_event_still_verifies_and_reads_with_its_new_field(service
 def test_the_audit_verify_command_exits_0_when_all_held_and_1_naming_the_tampered_event(
         services, settings):
     vm_uuid = _vm_with_history(services)
-    env = {**os.environ, "VMLEDGER_DATABASE_URL": settings.database_url}
-    command = [sys.executable, "-m", "service", "audit", "verify"]
-    passed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    passed = _vmledger(settings, "audit", "verify")
     assert passed.returncode == 0, passed.stdout + passed.stderr
     version = _version_of(services, vm_uuid, Vm.MetadataUpdated)
     _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
-    failed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    failed = _vmledger(settings, "audit", "verify")
     assert failed.returncode == 1
     assert f"tampered: stream {vm_uuid} version {version}" in failed.stdout
 
@@ -154,11 +163,8 @@ def test_read_models_verify_while_commands_and_the_runner_keep_writing(services)
 
 def _delete_stored_event(services, vm_uuid: str, version: int) -> None:
     """Remove an event from its stream behind the service's back, as an intruder would."""
+    table, stream = _events_table(services, vm_uuid)
     with services.db.transaction() as tx:
-        if services.db.dialect is Dialect.SQLITE:
-            table, stream = "stored_events", UUID(vm_uuid).hex
-        else:
-            table, stream = "vmledger_events", vm_uuid
         tx.execute(f"DELETE FROM {table} WHERE originator_id = ? AND originator_version = ?",
                    (stream, version))
 
@@ -181,9 +187,7 @@ def test_a_deleted_event_is_named_and_the_read_models_still_compared(services):
 def test_the_audit_verify_command_reports_a_deleted_event_and_exits_1(services, settings):
     vm_uuid = _vm_with_history(services)
     _delete_stored_event(services, vm_uuid, 3)
-    env = {**os.environ, "VMLEDGER_DATABASE_URL": settings.database_url}
-    failed = subprocess.run([sys.executable, "-m", "service", "audit", "verify"], env=env,
-                            capture_output=True, text=True, timeout=120)
+    failed = _vmledger(settings, "audit", "verify")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "Traceback" not in failed.stderr
     assert f"missing: stream {vm_uuid} version 3" in failed.stdout
@@ -193,9 +197,7 @@ def test_the_audit_verify_command_reports_a_deleted_event_and_exits_1(services, 
 def test_a_rebuild_stopped_by_a_deleted_event_says_so_in_one_line(services, settings):
     vm_uuid = _vm_with_history(services)
     _delete_stored_event(services, vm_uuid, 3)
-    env = {**os.environ, "VMLEDGER_DATABASE_URL": settings.database_url}
-    failed = subprocess.run([sys.executable, "-m", "service", "rebuild", "vm_view"], env=env,
-                            capture_output=True, text=True, timeout=120)
+    failed = _vmledger(settings, "rebuild", "vm_view")
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "Traceback" not in failed.stderr
     assert (f"stream {vm_uuid} has a gap: its event of version 4 follows version 2"

@@ -42,13 +42,7 @@ def test_a_worker_job_logs_json_lines_with_its_vm_job_and_worker(
 
 
 def test_a_json_line_holds_the_scope_extras_and_the_traceback_on_one_line() -> None:
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger("test.json")
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
+    def log(logger: logging.Logger) -> None:
         with log_context(request_id="r1", vm_uuid=None):
             bind(actor="alice")
             try:
@@ -56,10 +50,8 @@ def test_a_json_line_holds_the_scope_extras_and_the_traceback_on_one_line() -> N
             except ValueError:
                 logger.exception("it failed: %s", "why", extra={"attempt": 2, "odd": {1, 2}})
         logger.warning("outside")
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = True
-    first, second = [json.loads(line) for line in stream.getvalue().splitlines()]
+
+    first, second = [json.loads(line) for line in _lines(JsonFormatter(), "test.json", log)]
     assert {k: first[k] for k in ("level", "logger", "message", "request_id", "actor",
                                   "attempt")} == {
         "level": "ERROR", "logger": "test.json", "message": "it failed: why",
@@ -142,10 +134,16 @@ def test_a_repeating_error_is_logged_at_most_once_per_interval_counting_those_le
 
 def _text_lines(log) -> list[str]:
     """What ``TextFormatter`` writes for the records ``log(logger)`` logs."""
+    return _lines(TextFormatter(), "test.text", log)
+
+
+def _lines(formatter: logging.Formatter, name: str, log) -> list[str]:
+    """The lines ``formatter`` writes for the records ``log(logger)`` logs on logger
+    ``name`` (INFO and above, not passed on to the root logger's handlers)."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(TextFormatter())
-    logger = logging.getLogger("test.text")
+    handler.setFormatter(formatter)
+    logger = logging.getLogger(name)
     logger.addHandler(handler)
     logger.propagate = False
     logger.setLevel(logging.INFO)
