@@ -22,7 +22,7 @@ from domain.states import VmState
 from projections.formats import parse_iso_instant, rfc3339
 from projections.vm_queries import MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker
 from service.api.errors import invalid_parameters
-from service.api.marker_types import marker_value_problem
+from service.api.marker_types import marker_value_problem, whole
 from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param
 from service.api.schemas import VMAPI_BRANDS
 
@@ -230,7 +230,7 @@ class ListVmsQuery:
             return rfc3339(parse_timestamp(str(value))), uuid
         if field in ("docker", "billing_id"):  # recorded for no VM: every row sorts alike
             return (0 if field == "docker" else ""), uuid
-        return ("" if value is None else value), uuid
+        return ("" if value is None else whole(value)), uuid
 
     def project(self, vm: dict[str, Any]) -> dict[str, Any]:
         """``vm`` restricted to ``fields=`` (VMAPI's names: ``max_physical_memory`` is ``ram``)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from projections.formats import MAX_INTEGER
+
 STRING, INTEGER, TIMESTAMP, BOOLEAN = "a string", "an integer", "a timestamp", "a boolean"
 
 #: sort key -> (the type its marker value has, whether null is taken). Every key of
@@ -26,11 +28,21 @@ MARKER_TYPES: dict[str, tuple[str, bool]] = {
 }
 
 
+def whole(value: Any) -> Any:
+    """``value`` as an ``int`` when it is a float holding a whole number a column can hold
+    (``128.0``: JSON does not tell it from ``128``, and Python's ``json`` writes it so);
+    anything else as it is."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_INTEGER:
+        return int(value)
+    return value
+
+
 def _is(kind: str, value: Any) -> bool:
     if kind == STRING:
         return isinstance(value, str)
     if kind == BOOLEAN:
         return isinstance(value, bool)
+    value = whole(value)
     integer = isinstance(value, int) and not isinstance(value, bool)
     return integer or (kind == TIMESTAMP and isinstance(value, str))
 

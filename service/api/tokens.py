@@ -172,11 +172,12 @@ def _parse(entry: Any, index: int) -> _Token:
                                  f"{'owner' if field == 'owner_uuid' else 'agent'}")
     values: dict[str, str] = {}
     if bound is not None:
+        if entry.get(bound) is None:
+            raise TokenFileError(f"{where}: {bound} (a UUID) is required for role {role}")
         try:
-            values[bound] = str(uuidlib.UUID(str(entry.get(bound))))
+            values[bound] = str(uuidlib.UUID(str(entry[bound])))
         except ValueError:
-            raise TokenFileError(f"{where}: {bound} (a UUID) is required for role {role}") \
-                from None
+            raise TokenFileError(f"{where}: {bound} is not a UUID") from None
     return _Token(raw, Principal(name, role, **values))
 
 

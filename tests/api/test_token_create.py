@@ -21,10 +21,12 @@ def create(*args: str):
 
 @pytest.mark.parametrize(("args", "complaint"), [
     (["--name", "z", "--role", "owner", "--owner-uuid", "bad"],
-     "token 'z': owner_uuid (a UUID) is required for role owner"),
+     "token 'z': owner_uuid is not a UUID"),
     (["--name", "z", "--role", "owner"],
      "token 'z': owner_uuid (a UUID) is required for role owner"),
     (["--name", "ag2", "--role", "agent", "--server-uuid", "nope"],
+     "token 'ag2': server_uuid is not a UUID"),
+    (["--name", "ag2", "--role", "agent"],
      "token 'ag2': server_uuid (a UUID) is required for role agent"),
     (["--name", "", "--role", "operator"], "name is required"),
     (["--name", "x", "--role", "root"], "role must be one of operator, owner, agent"),
