@@ -67,11 +67,13 @@ class RebuildRunner:
             app.close()
 
 
-def _server_status(commands: Commands, fleet: SimulatedFleet, server_uuid: str) -> str | None:
-    """A server's status for a DeleteVm: ``removed`` when an operator recorded its removal in
-    the log or its compute node reports it gone (api.md, DeleteVm "its server was removed"),
-    else what the node reports."""
-    if commands.recorded_server_status(server_uuid) == "removed":
+def _server_status(servers: ServerQueries, fleet: SimulatedFleet, server_uuid: str
+                   ) -> str | None:
+    """A server's status for a DeleteVm: ``removed`` when an operator recorded its removal
+    (``server_view``, as the worker and placement read it: one row by key, where a fold of the
+    server's stream copies every claim it holds) or its compute node reports it gone (api.md,
+    DeleteVm "its server was removed"), else what the node reports."""
+    if servers.status(server_uuid) == "removed":
         return "removed"
     return fleet.server_status(server_uuid)
 
@@ -137,13 +139,13 @@ class Services:
                                  cpus=settings.sim_server_cpus)
         stuck = StuckCheck(StuckThresholds(settings.stuck_transient_s, settings.stuck_job_s),
                            utcnow)
+        servers = ServerQueries(db)
         commands = Commands(app, keys=keys, retries=settings.command_retries,
                             on_conflict=VERSION_CONFLICT_RETRIES.inc,
-                            server_status=lambda uuid: _server_status(commands, fleet, uuid),
+                            server_status=lambda uuid: _server_status(servers, fleet, uuid),
                             is_stuck=stuck,
                             after_save=[lambda _position: runner.wake()])
         jobs = JobQueries(db)
-        servers = ServerQueries(db)
         _register_simulated_servers(commands, fleet, runner)
         quarantine = Quarantine(commands, stuck)
         stuck_candidates = StuckCandidates(db)

@@ -9,7 +9,7 @@ import uuid as uuidlib
 from typing import Any
 from uuid import UUID
 
-from domain.errors import ServerNotFoundError, ValidationError, VolumeNotFoundError
+from domain.errors import ValidationError, VolumeNotFoundError
 from domain.server import Server
 from domain.vm import Cause
 from domain.volume import Volume
@@ -27,14 +27,6 @@ class ServerCommands(_UsesCommands):
     def load_server(self, server_uuid: str | UUID) -> Server:
         """The server folded from its stream. Raises ``ServerNotFoundError``."""
         return self.load_aggregate(Server, server_uuid)
-
-    def recorded_server_status(self, server_uuid: str) -> str | None:
-        """The status the log records for the server (``running``, ``unknown``, ``removed``:
-        ``POST /servers/{uuid}?action=...``), or None for a server the log does not have."""
-        try:
-            return self.load_server(server_uuid).status
-        except ServerNotFoundError:
-            return None
 
     def register_server(self, server_uuid: str, *, hostname: str, boot_id: str, ram_mib: int,
                         cpus: int, cause: Cause) -> bool:

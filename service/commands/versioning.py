@@ -60,15 +60,25 @@ def _number(digits: str) -> int:
     return int(significant) if len(significant) <= 18 else _BEYOND_ANY_PART
 
 
+def _term(term: str) -> tuple[str, list[str | None]] | None:
+    """One comparator as (operator, [major, minor, patch]), a part None where it is not
+    given; an empty one and ``*`` as the wildcard major; None when it is not a comparator."""
+    if term.strip() in _ANY:
+        return "", ["*", None, None]
+    match = _RANGE.match(term)
+    if not match:
+        return None
+    operator, *parts = match.groups()
+    return operator, parts
+
+
 def _satisfies(version: str, requested: str) -> bool:
     """Whether ``version`` satisfies one semver range term (``1``, ``~1``, ``1.0.0``,
     ``~2``, ``2.x``, ``^2.0``, ``*``)."""
-    if requested.strip() in _ANY:
-        return True
-    match = _RANGE.match(requested)
-    if not match:
+    term = _term(requested)
+    if term is None:
         return False
-    operator, *parts = match.groups()
+    operator, parts = term
     have = _parse(version)
     wanted = [None if p in (None, "x", "X", "*") else _number(p) for p in parts]
     major, minor, patch = wanted
@@ -132,12 +142,10 @@ def _admits_any(term: str) -> bool:
     ``>=0.x``; its ``replaceGTE0``). An alternative all of whose comparators are "any" makes
     the whole range ``*``, which is version 1 (api.md "Contract: versions"); a wildcard
     AND-ed with another comparator is that comparator (``2 x`` is ``2``)."""
-    if term.strip() in _ANY:
-        return True
-    match = _RANGE.match(term)
-    if not match:
+    parsed = _term(term)
+    if parsed is None:
         return False
-    operator, *parts = match.groups()
+    operator, parts = parsed
     if parts[0] in _ANY:
         return operator not in (">", "<")
     if operator != ">=":

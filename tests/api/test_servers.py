@@ -36,13 +36,10 @@ def test_a_registration_repeated_with_another_description_is_refused_naming_uuid
     assert client.get(f"/servers/{SERVER}").json()["hostname"] == "extra1"
 
 
-def test_a_servers_recorded_status_is_what_the_log_and_the_read_model_say(client, services):
+def test_a_servers_recorded_status_is_what_the_read_model_says(client, services):
     assert services.servers.status(SERVER) is None
-    assert services.commands.recorded_server_status(SERVER) is None
     assert client.post("/servers", json=BODY).status_code == 201
     assert services.servers.status(SERVER) == "running"
-    assert services.commands.recorded_server_status(SERVER) == "running"
     removed = client.post(f"/servers/{SERVER}", params={"action": "remove"})
     assert removed.status_code == 200, removed.text
     assert services.servers.status(SERVER) == "removed"
-    assert services.commands.recorded_server_status(SERVER) == "removed"
