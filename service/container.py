@@ -117,8 +117,12 @@ class Services:
     _threads: list[threading.Thread] = field(default_factory=list)
 
     @classmethod
-    def build(cls, settings: Settings) -> Services:
-        """Connect to the configured database and create what is missing (idempotent)."""
+    def build(cls, settings: Settings, *, register_fleet: bool = True) -> Services:
+        """Connect to the configured database and create what is missing (idempotent). With
+        ``register_fleet`` (a process that serves or works), the simulated compute nodes are
+        made and each recorded as a ``Server`` once; without it (a command that only reads
+        the log, or rebuilds read models) the log is left as it is: an auditor's command
+        appends nothing."""
         # Tables are created below under a lock, not by the library as the app is built.
         app = VmLedger(env={**settings.eventsourcing_env(), "CREATE_TABLE": "n"})
         bound_waits(app, settings)  # before the pool opens (docs/jobs.md, "Outages")
@@ -135,8 +139,9 @@ class Services:
             runner.create_tables()
             fleet.create_tables()
             keys.create_tables()
-            fleet.ensure_servers(settings.sim_servers, ram_mib=settings.sim_server_ram_mib,
-                                 cpus=settings.sim_server_cpus)
+            if register_fleet:
+                fleet.ensure_servers(settings.sim_servers, ram_mib=settings.sim_server_ram_mib,
+                                     cpus=settings.sim_server_cpus)
         stuck = StuckCheck(StuckThresholds(settings.stuck_transient_s, settings.stuck_job_s),
                            utcnow)
         servers = ServerQueries(db)
@@ -146,7 +151,8 @@ class Services:
                             is_stuck=stuck,
                             after_save=[lambda _position: runner.wake()])
         jobs = JobQueries(db)
-        _register_simulated_servers(commands, fleet, runner)
+        if register_fleet:
+            _register_simulated_servers(commands, fleet, runner)
         quarantine = Quarantine(commands, stuck)
         stuck_candidates = StuckCandidates(db)
         worker = Worker(

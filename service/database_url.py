@@ -47,7 +47,9 @@ def postgres_target(url: str) -> PostgresTarget:
     """The parts of a ``postgresql://`` (or ``postgres://``) URL. Raises ``ValueError`` with
     a message that never holds the URL itself (it may hold a password): the URL cannot be
     split (unbalanced IPv6 brackets), its port is not a number from 1 to 65535, it has a
-    query or a fragment (which vmledger would ignore), or it names no database (libpq would
+    query or a fragment (which vmledger would ignore: libpq's other parameters, such as
+    ``sslmode``, come from its ``PG*`` environment variables, which every connection
+    vmledger makes reads), or it names no database (libpq would
     then use the user's name, and the tables would go into the ``postgres`` maintenance
     database)."""
     try:
@@ -63,7 +65,9 @@ def postgres_target(url: str) -> PostgresTarget:
     if parts.query or parts.fragment:
         raise ValueError(f"has a query (?...) or fragment (#...), which vmledger would "
                          f"ignore (the form is postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME; "
-                         f"{_ENCODE})")
+                         f"{_ENCODE}); give libpq's other connection parameters in its "
+                         f"environment variables instead, e.g. PGSSLMODE=require, "
+                         f"PGSSLROOTCERT=PATH, PGAPPNAME=NAME")
     dbname = unquote(parts.path.removeprefix("/"))
     if not dbname.strip():
         raise ValueError("names no database: add /DBNAME (postgresql://USER[:PASSWORD]@HOST"

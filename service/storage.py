@@ -114,7 +114,6 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
             raise outcome
         return outcome
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_batch(self, appends: Sequence[Append]) -> list[Outcome]:
         """Group commit: every append of ``appends`` in ONE transaction, under ONE table
         lock, with ONE ``NOTIFY`` and ONE WAL flush; an append that conflicts (a stream's
@@ -130,9 +129,29 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
         among those rolls back its savepoint, and the appends after it are sent again in the
         same transaction (docs/performance.md, "Group commit"). Anything but a conflict
         rolls the whole transaction back and raises the library's error.
+
+        A lost connection (or a wait past its bound, which closes the connection) is retried,
+        10 attempts 0.2 s apart, as the library retries its insert. The error may have come
+        after ``COMMIT`` was applied, its answer lost: so a retry first takes the table lock,
+        which waits for any earlier attempt still running, and looks for this batch's events
+        as it wrote them (``_landed``). Found, they are the answer, and nothing is appended
+        twice (a job's step recorded twice, a command answered as a conflict with itself).
         """
         if self.datastore.enable_db_functions:  # pragma: no cover - vmledger never enables it
             raise NotImplementedError("group commit needs the table lock, not db functions")
+        tried = False
+
+        @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+        def attempt() -> list[Outcome]:
+            nonlocal tried
+            look_first, tried = tried, True
+            return self._insert_batch(appends, look_first=look_first)
+
+        return attempt()
+
+    def _insert_batch(self, appends: Sequence[Append], *, look_first: bool) -> list[Outcome]:
+        """One attempt of ``insert_batch``; with ``look_first``, its answer is the batch's
+        outcomes as an earlier attempt committed them, if it did (``_landed``)."""
         outcomes: list[Outcome | None] = [None] * len(appends)
         todo = list(range(len(appends)))
         with self.datastore.get_connection() as conn:
@@ -141,13 +160,21 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
             # the connection's next use).
             threshold, conn.prepare_threshold = conn.prepare_threshold, None
             try:
+                begin = True
                 events = [event for stored_events, _ in appends for event in stored_events]
-                if 0 < len(events) <= _INSERTED_TOGETHER_UP_TO:
+                if look_first:
+                    for statement in self._append_sql.opening:
+                        conn.execute(statement)
+                    landed = self._landed(conn, appends)
+                    if landed is not None:
+                        conn.execute("ROLLBACK")
+                        return landed
+                    begin = False  # the lock held: sent under savepoints in this transaction
+                elif 0 < len(events) <= _INSERTED_TOGETHER_UP_TO:
                     written = self._send_together(conn, appends, events)
                     if written is not None:
                         return written
                     conn.execute("ROLLBACK")  # nothing of that query stays
-                begin = True
                 while todo:
                     done, failed = self._send_appends(conn, appends, todo, begin=begin)
                     for index, ids in done:
@@ -171,6 +198,30 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
             finally:
                 conn.prepare_threshold = threshold
         return outcomes  # type: ignore[return-value] - every slot was filled
+
+    def _landed(self, conn: Any, appends: Sequence[Append]) -> list[Outcome] | None:
+        """The outcomes of ``appends`` as an earlier attempt of their batch committed them, or
+        None when it did not: an append whose every event is stored with the very state it
+        holds landed (a state holds its hash-chain link, so no other writer's event matches);
+        when one did, the batch committed, and an append that did not land had conflicted
+        in it, alone. Batches hold no empty append (``Committer.submit`` settles those)."""
+        keys = [(event.originator_id, event.originator_version)
+                for stored_events, _ in appends for event in stored_events]
+        rows = conn.execute(self._append_sql.landed, ([str(i) for i, _ in keys],
+                                                      [v for _, v in keys])).fetchall()
+        stored = {(str(row["originator_id"]), row["originator_version"]):
+                  (row["notification_id"], bytes(row["state"])) for row in rows}
+        outcomes: list[Outcome] = []
+        for stored_events, _ in appends:
+            found = [stored.get((str(event.originator_id), event.originator_version))
+                     for event in stored_events]
+            if all(row is not None and row[1] == event.state
+                   for row, event in zip(found, stored_events)):
+                outcomes.append(sorted(row[0] for row in found))  # type: ignore[index]
+            else:
+                outcomes.append(IntegrityError(
+                    "conflicted in an earlier attempt of its batch, whose answer was lost"))
+        return outcomes if any(not isinstance(o, IntegrityError) for o in outcomes) else None
 
     def _send_together(self, conn: Any, appends: Sequence[Append],
                        events: Sequence[StoredEvent]) -> list[Outcome] | None:

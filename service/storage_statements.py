@@ -42,6 +42,10 @@ class AppendStatements:
             f"LOCK TABLE {table} IN EXCLUSIVE MODE",
             f"NOTIFY {Identifier(recorder.channel_name).as_string()}",
         )
+        # The rows of given (stream, version) pairs: an append's events, if they are there.
+        self.landed = (f"SELECT originator_id, originator_version, notification_id, state "
+                       f"FROM {table} WHERE (originator_id, originator_version) IN "
+                       f"(SELECT * FROM unnest(%s::uuid[], %s::bigint[]))")
         self._insert_head = (f"INSERT INTO {table} "
                              "(originator_id, originator_version, topic, state) VALUES ")
         self._inserts: dict[int, str] = {}

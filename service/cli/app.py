@@ -29,8 +29,9 @@ from service.settings import MAX_PORT, Settings
 cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_args_is_help=True)
 
 
-def _services() -> Services:
-    return checked_services()  # one line, not a traceback, for a missing database
+def _services(*, register_fleet: bool = True) -> Services:
+    # one line, not a traceback, for a missing database
+    return checked_services(register_fleet=register_fleet)
 
 
 def _print_version(asked: bool) -> None:
@@ -98,7 +99,7 @@ def project() -> None:
     settings = Settings()
     setup_logging(settings)
     collect_young_less_often()  # the whole process is the runner's
-    services = _services()
+    services = _services(register_fleet=False)
     stop = _wait_for_signal()
     wake_on_appends(services.app.recorder, services.projections.wake, stop)
     log = logging.getLogger("vmledger.project")
@@ -154,7 +155,7 @@ def rebuild(
     if unknown:
         raise typer.BadParameter(f"unknown read models: {', '.join(sorted(unknown))} (valid: "
                                  f"{', '.join(READ_MODEL_NAMES)})", param_hint="NAMES")
-    services = _services()
+    services = _services(register_fleet=False)
     if processes is not None:
         services.projections.rebuild_processes = processes
     try:
@@ -184,7 +185,7 @@ def history(vm_uuid: str) -> None:
 
     from domain.errors import VmNotFoundError
 
-    services = _services()
+    services = _services(register_fleet=False)
     try:
         for entry in vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000):
             typer.echo(json.dumps(entry))
@@ -205,7 +206,7 @@ def audit_verify() -> None:
     fold of the log. Exit status 0 when all held, 1 when anything differed."""
     from service.audit.verify import verify_chains, verify_read_models
 
-    services = _services()
+    services = _services(register_fleet=False)
     try:
         with progress_bar() as bar:
             task = bar.add_task("checking hash chains", total=services.commands.head_position())

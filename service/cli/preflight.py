@@ -14,17 +14,19 @@ if TYPE_CHECKING:
     from service.container import Services
 
 
-def checked_services(settings: Settings | None = None) -> Services:
+def checked_services(settings: Settings | None = None, *, register_fleet: bool = True
+                     ) -> Services:
     """The services of ``settings`` (default: read from the environment), built only after
     ``check_database`` passed: every command that opens the database builds them here, so that
     none meets a missing database with the pool's traceback (``changes`` once did). Raises
     ``SystemExit`` as ``check_database`` does, and pydantic's ``ValidationError`` for bad
-    settings (``service.cli.app.main`` reports it)."""
+    settings (``service.cli.app.main`` reports it). ``register_fleet`` as ``Services.build``
+    takes it: False for a command that must append nothing."""
     from service.container import Services
 
     settings = settings if settings is not None else Settings()
     check_database(settings)
-    return Services.build(settings)
+    return Services.build(settings, register_fleet=register_fleet)
 
 
 def check_database(settings: Settings) -> None:

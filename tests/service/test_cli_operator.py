@@ -223,6 +223,15 @@ def test_project_logs_one_line_at_start_and_one_at_stop(sqlite_env: dict[str, st
     assert project.stop() == 0
     project.wait_for("projection runner stopped")
     assert all(" vmledger." in line or not re.match(r"\d{4}-", line) for line in project.lines)
+    assert _events_in(sqlite_env) == 0  # it registers no simulated server: serve does
+
+
+def _events_in(env: dict[str, str]) -> int:
+    import sqlite3
+
+    with sqlite3.connect(env["VMLEDGER_DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        [(events,)] = db.execute("SELECT count(*) FROM stored_events").fetchall()
+    return events
 
 
 def _trace(path: Path, tasks: int) -> Path:
@@ -318,3 +327,15 @@ def test_a_metrics_port_out_of_range_is_refused_naming_the_variable(
     done = run("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": address})
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("VMLEDGER_METRICS_ADDRESS:") and "65535" in done.stderr
+
+
+def test_commands_that_read_or_rebuild_append_nothing_to_the_log(
+        sqlite_env: dict[str, str]) -> None:
+    """Found in review: every command built the services the way ``serve`` does, so an
+    auditor's first ``audit verify`` of a database recorded the simulated compute nodes as
+    servers. Only ``serve`` and ``work`` register them; the others leave the log as it is."""
+    for args in (["audit", "verify"], ["rebuild"], ["history", str(uuid.uuid4())],
+                 ["changes"]):
+        done = run(*args, env=sqlite_env)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert _events_in(sqlite_env) == 0, f"{args} appended to the log"

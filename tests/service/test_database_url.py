@@ -11,6 +11,7 @@ import sys
 import pytest
 from pydantic import ValidationError
 
+from service.container import Services
 from service.settings import Settings
 
 
@@ -76,3 +77,20 @@ def test_every_command_refuses_it_in_one_line_naming_the_setting(tmp_path, url: 
         assert done.returncode == 2, done.stderr
         [line] = done.stderr.strip().splitlines()
         assert line.startswith("VMLEDGER_DATABASE_URL: Value error, ")
+
+
+@pytest.mark.postgres
+def test_libpq_environment_variables_reach_every_connection(postgres_url, monkeypatch) -> None:
+    """The URL takes no query, so libpq's other parameters (``sslmode``, ``application_name``,
+    ...) come from its ``PG*`` variables: the event store's pool and the read models' must
+    both read them (docs/operations.md, ``VMLEDGER_DATABASE_URL``)."""
+    monkeypatch.setenv("PGAPPNAME", "vmledger-env-probe")
+    built = Services.build(Settings(database_url=postgres_url, sim_servers=1))
+    try:
+        with built.app.recorder.datastore.get_connection() as conn:
+            events_side = conn.execute("SHOW application_name").fetchone()
+        read_side = built.db.one("SHOW application_name")
+    finally:
+        built.close()
+    assert list(events_side.values()) == ["vmledger-env-probe"]
+    assert list(read_side.values()) == ["vmledger-env-probe"]
