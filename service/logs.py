@@ -146,9 +146,25 @@ def one_line(text: str) -> str:
     return text if text.isprintable() else _CONTROL.sub(_escape, text)
 
 
+# A field's value that would not read back as one value: a space (or any white space), a
+# quote, an '=' (a client's path "/a b request_id=x" would look like a field of its own), or
+# nothing at all.
+_NEEDS_QUOTES = re.compile(r'[\s"=]|^$')
+
+
+def _value(value: object) -> str:
+    """A field's value as the text line shows it: as itself, or in double quotes (a quote or
+    backslash in it escaped) when ``_NEEDS_QUOTES``, as logfmt writes it."""
+    text = str(value)
+    if _NEEDS_QUOTES.search(text) is None:
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 class TextFormatter(logging.Formatter):
     """``TIME LEVEL logger: message key=value ...`` (the scope's fields, then extras, then
-    ``exc_info=`` and the traceback): for a terminal, not for log collectors. One line per
+    ``exc_info=`` and the traceback; a value quoted as ``_value`` quotes it): for a terminal,
+    not for log collectors. One line per
     record whatever its fields hold (``one_line``): a value that came from a client, a path
     with ``%0A`` in it, cannot write a line that looks like a record of its own."""
 
@@ -156,7 +172,7 @@ class TextFormatter(logging.Formatter):
         pairs = _fields(record, {})
         line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
         if pairs:
-            line += " " + " ".join(f"{k}={v}" for k, v in pairs.items())
+            line += " " + " ".join(f"{k}={_value(v)}" for k, v in pairs.items())
         if record.exc_info:
             line += " exc_info=" + self.formatException(record.exc_info)
         return one_line(line)

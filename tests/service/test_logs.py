@@ -173,17 +173,26 @@ def test_a_text_record_is_one_line_whatever_its_fields_hold() -> None:
     first, second = _text_lines(log)
     assert first.endswith(
         "INFO test.text: GET /vms/abc\\n2026-12-05T00:00:00.000Z ERROR forged: injected line"
-        " 404 request_id=r\\r1 actor=a\\x1b[31mlice path=/vms/\\x00 n=\\x7f\\x85\\x9f")
+        ' 404 request_id="r\\r1" actor=a\\x1b[31mlice path=/vms/\\x00 n="\\x7f\\x85\\x9f"')
     assert second.split(" exc_info=")[0].endswith(
-        "ERROR test.text: failed:\\u2028\\t request_id=r\\r1 actor=a\\x1b[31mlice")
+        'ERROR test.text: failed:\\u2028\\t request_id="r\\r1" actor=a\\x1b[31mlice')
     assert "\\nValueError: bad\\n2026-12-05T00:00:00.000Z ERROR forged: too" in second
     assert second.startswith(first[:4]) and "Traceback (most recent call last):\\n" in second
 
 
 def test_a_printable_text_record_is_written_as_it_was() -> None:
     [line] = _text_lines(lambda logger: logger.warning(
-        "Zoë 名前 🚀 \\n stays", extra={"path": "/vms/a b"}))
-    assert line.endswith("WARNING test.text: Zoë 名前 🚀 \\n stays path=/vms/a b")
+        "Zoë 名前 🚀 \\n stays", extra={"path": "/vms/ab", "alias": "名前"}))
+    assert line.endswith("WARNING test.text: Zoë 名前 🚀 \\n stays path=/vms/ab alias=名前")
+
+
+def test_a_text_value_that_would_not_read_back_as_one_value_is_quoted() -> None:
+    # found in review: a client's path "/vms/a b request_id=forged" read as a field of its own
+    [line] = _text_lines(lambda logger: logger.warning("GET 404", extra={
+        "path": "/vms/a b request_id=forged", "quoted": 'say "hi" \\ bye', "empty": "",
+        "eq": "a=b"}))
+    assert line.endswith('WARNING test.text: GET 404 path="/vms/a b request_id=forged" '
+                         'quoted="say \\"hi\\" \\\\ bye" empty="" eq="a=b"')
 
 
 def test_a_request_for_a_path_with_a_line_break_logs_one_line(services) -> None:
