@@ -124,10 +124,26 @@ class Network(chain.Chained, Aggregate):
         start = ipaddress.IPv4Address(self.provision_start_ip)
         return int(ipaddress.IPv4Address(self.provision_end_ip)) - int(start) + 1
 
+    def in_range(self, ip: str) -> bool:
+        """Whether ``ip`` is in the provisioning range (``in_provisioning_range``)."""
+        return in_provisioning_range(self.provision_start_ip, self.provision_end_ip, ip)
+
+    @property
+    def in_use(self) -> int:
+        """How many addresses of the range are claimed."""
+        return sum(1 for ip in self.claims if self.in_range(ip))
+
+    @property
+    def outside_range(self) -> int:
+        """How many claimed addresses are in the subnet but outside the range (asked for by
+        address: ``check_claimable`` allows them)."""
+        return len(self.claims) - self.in_use
+
     @property
     def free(self) -> int:
-        """How many addresses of the range are not claimed."""
-        return self.size - len(self.claims)
+        """How many addresses of the range are not claimed; never below zero, since a claim
+        outside the range takes none of the range's addresses."""
+        return self.size - self.in_use
 
     @property
     def netmask(self) -> str:
@@ -173,6 +189,15 @@ class Network(chain.Chained, Aggregate):
             return False
         self.trigger_event(self.AddressReleased, cause=cause, ip=ip, vm_uuid=vm_uuid)
         return True
+
+
+def in_provisioning_range(start: str, end: str, ip: str) -> bool:
+    """Whether ``ip`` lies from ``start`` to ``end`` (inclusive). The one rule of which
+    claims the range figures count (``Network.in_use``, ``network_view``): an address asked
+    for by a NIC may lie anywhere in the subnet, but only the range is handed out and counted
+    in ``addresses_total``."""
+    return (ipaddress.IPv4Address(start) <= ipaddress.IPv4Address(ip)
+            <= ipaddress.IPv4Address(end))
 
 
 def _address_in(net: ipaddress.IPv4Network, field: str, value: str) -> ipaddress.IPv4Address:

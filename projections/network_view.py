@@ -3,6 +3,10 @@ the analytics of each: how many addresses are in use and free.
 
 Each row keeps the network's claims (``{ip: vm_uuid}``), so the counts are folded from the
 same events as the aggregate's (``domain/network.py``) and a fresh fold can be compared.
+``used`` counts the claims inside the provisioning range and the body's
+``addresses_outside_range`` those outside it, by the aggregate's own rule
+(``in_provisioning_range``): ``addresses_total`` counts the range only, so a claim outside it
+counted in use made ``addresses_free`` negative.
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from domain.network import Network
+from domain.network import Network, in_provisioning_range
 from projections.db import Database, Tx
 from projections.formats import rfc3339, uuid_text
 from projections.runner import ReadModel
 
 _COLUMNS = ("uuid", "name", "create_timestamp", "version", "used", "body", "claims")
+_OUTSIDE = "addresses_outside_range"
 
 
 def render_network(row: dict[str, Any]) -> dict[str, Any]:
@@ -25,9 +30,22 @@ def render_network(row: dict[str, Any]) -> dict[str, Any]:
     provision_end_ip, addresses_total, addresses_in_use, addresses_free, create_timestamp,
     version``."""
     body = json.loads(row["body"])
-    used = int(row["used"])
+    used, outside = _range_counts(row, body)
+    body.pop(_OUTSIDE, None)
     return {**body, "addresses_in_use": used, "addresses_free": body["addresses_total"] - used,
-            "version": int(row["version"])}
+            _OUTSIDE: outside, "version": int(row["version"])}
+
+
+def _range_counts(row: dict[str, Any], body: dict[str, Any]) -> tuple[int, int]:
+    """``(claims inside the range, claims outside it)`` of a row. A row written before the
+    body had ``addresses_outside_range`` counted every claim in ``used``: its counts are folded
+    from its claims instead, so it reads right before ``vmledger rebuild network_view``."""
+    if _OUTSIDE in body:
+        return int(row["used"]), int(body[_OUTSIDE])
+    claims = json.loads(row["claims"])
+    inside = sum(1 for ip in claims if in_provisioning_range(
+        body["provision_start_ip"], body["provision_end_ip"], ip))
+    return inside, len(claims) - inside
 
 
 class NetworkView(ReadModel):
@@ -40,9 +58,9 @@ class NetworkView(ReadModel):
     def create_statements(self, db: Database) -> list[str]:
         view = self.table("network_view")
         return [
-            f"CREATE TABLE IF NOT EXISTS {view} (uuid TEXT PRIMARY KEY, name TEXT NOT NULL, "
+            (f"CREATE TABLE IF NOT EXISTS {view} (uuid TEXT PRIMARY KEY, name TEXT NOT NULL, "
             "create_timestamp TEXT NOT NULL, version INTEGER NOT NULL, used INTEGER NOT NULL, "
-            "body TEXT NOT NULL, claims TEXT NOT NULL)",
+            "body TEXT NOT NULL, claims TEXT NOT NULL)"),
             f"CREATE INDEX IF NOT EXISTS {self.index('network_view_name')} ON {view} (name)",
         ]
 
@@ -62,19 +80,35 @@ class NetworkView(ReadModel):
             if isinstance(event, Network.Created):
                 changed[key] = self._created(event)
                 continue
-            row = changed.get(key) or dict(stored[key])
-            claims = json.loads(row["claims"])
-            if isinstance(event, Network.AddressClaimed):
-                claims[event.ip] = event.vm_uuid
-            elif isinstance(event, Network.AddressReleased):
-                claims.pop(event.ip, None)
-            changed[key] = {**row, "claims": json.dumps(claims), "used": len(claims),
-                            "version": event.originator_version}
+            changed[key] = self._claim_or_release(changed.get(key) or stored[key], event)
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
         tx.executemany(
             f"INSERT INTO {self.table('network_view')} ({', '.join(_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (uuid) DO UPDATE SET {updates}",
             [[row[c] for c in _COLUMNS] for row in changed.values()])
+
+    @staticmethod
+    def _claim_or_release(row: dict[str, Any], event: Any) -> dict[str, Any]:
+        """The row after ``event``: its claims, and the counts moved by the one address (a
+        recount of every claim on each event would make a big network's rebuild quadratic)."""
+        claims, body = json.loads(row["claims"]), json.loads(row["body"])
+        used, outside = _range_counts(row, body)
+        step = 0
+        if isinstance(event, Network.AddressClaimed) and event.ip not in claims:
+            step = 1
+        elif isinstance(event, Network.AddressReleased) and event.ip in claims:
+            step = -1
+        if isinstance(event, Network.AddressClaimed):
+            claims[event.ip] = event.vm_uuid
+        elif isinstance(event, Network.AddressReleased):
+            claims.pop(event.ip, None)
+        if in_provisioning_range(body["provision_start_ip"], body["provision_end_ip"], event.ip):
+            used += step
+        else:
+            outside += step
+        return {**row, "claims": json.dumps(claims), "used": used,
+                "body": json.dumps({**body, _OUTSIDE: outside}),
+                "version": event.originator_version}
 
     @staticmethod
     def _created(event: Any) -> dict[str, Any]:
@@ -85,7 +119,7 @@ class NetworkView(ReadModel):
                 "netmask": str(ipaddress.IPv4Network(event.subnet).netmask),
                 "gateway": event.gateway, "provision_start_ip": event.provision_start_ip,
                 "provision_end_ip": event.provision_end_ip, "addresses_total": total,
-                "create_timestamp": stamp}
+                "create_timestamp": stamp, _OUTSIDE: 0}
         return {"uuid": uuid_text(event.originator_id), "name": event.name,
                 "create_timestamp": stamp,
                 "version": event.originator_version, "used": 0, "body": json.dumps(body),

@@ -77,8 +77,8 @@ def test_bad_networks_are_refused_with_vmapis_words_and_nothing_is_claimed(clien
         ([{"primary": True}], "Network object must specify a UUID or a name"),
         ([{"uuid": "nope"}], "Invalid uuid nope"),
         (["nowhere"], "network nowhere not found"),
-        ([{"uuid": network["uuid"], "ip": "10.9.9.9"}], "10.9.9.9 is not a host address of "
-                                                        "10.2.0.0/28"),
+        ([{"uuid": network["uuid"], "ip": "10.9.9.9"}], ("10.9.9.9 is not a host address of "
+                                                        "10.2.0.0/28")),
     ]
     for networks, message in cases:
         body = assert_error(client.post("/vms", json={"owner_uuid": OWNER, "brand": "joyent",
@@ -104,6 +104,29 @@ def test_a_full_network_refuses_the_create_and_an_address_is_never_given_twice(c
         "message"]
     assert in_use(client, network) == 2
 
+
+
+def test_addresses_outside_the_range_are_counted_apart_and_free_never_goes_negative(
+        client) -> None:
+    # tester A, BUG 2: an explicit address outside the range was counted in use, so two
+    # automatic claims of a two-address range left ``addresses_free`` at -1
+    network = make_network(client, start="10.2.0.2", end="10.2.0.3")
+    create_vm(client, networks=[{"uuid": network["uuid"], "ip": "10.2.0.12"}])
+    vm_uuid = create_running_vm(client)
+    added = act(client, vm_uuid, "add_nics",
+                json={"networks": [{"ipv4_uuid": network["uuid"], "ipv4_ips": ["10.2.0.13"]}]})
+    assert wait_job(client, added.json()["job_uuid"])["execution"] == "succeeded"
+
+    def figures() -> tuple[int, int, int, int]:
+        read = client.get(f"/networks/{network['uuid']}").json()
+        assert client.get("/networks").json() == [read]
+        return (read["addresses_total"], read["addresses_in_use"], read["addresses_free"],
+                read["addresses_outside_range"])
+
+    assert figures() == (2, 0, 2, 2)
+    create_vm(client, networks=[network["uuid"]])
+    create_vm(client, networks=[network["uuid"]])
+    assert figures() == (2, 2, 0, 2)
 
 def test_destroying_a_vm_whose_provision_failed_gives_its_addresses_back(client) -> None:
     network = make_network(client)

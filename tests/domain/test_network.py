@@ -81,3 +81,15 @@ def test_the_first_nic_of_a_vm_is_primary_and_removing_it_makes_another_primary(
     assert [(n["mac"], n["primary"]) for n in vm.nic_list] == [("m1", True), ("m2", False)]
     with pytest.raises(ValidationError):
         vm.remove_nics(["nope"], cause=make_cause())
+
+
+def test_an_address_outside_the_range_is_not_counted_in_the_range_figures() -> None:
+    # Out-of-range addresses are inside the subnet but not what ``size`` counts: counting them
+    # in use made ``free`` fall below zero (tester A, BUG 2).
+    net = network()
+    net.claim("10.0.0.200", vm_uuid="a", mac="02:00:00:00:00:01", cause=make_cause())
+    assert (net.size, net.in_use, net.free, net.outside_range) == (3, 0, 3, 1)
+    for ip in ("10.0.0.10", "10.0.0.11", "10.0.0.12", "10.0.0.201"):
+        net.claim(ip, vm_uuid="b", mac="02:00:00:00:00:02", cause=make_cause())
+    assert (net.in_use, net.free, net.outside_range) == (3, 0, 2)
+    assert net.in_range("10.0.0.12") and not net.in_range("10.0.0.13")

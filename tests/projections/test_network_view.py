@@ -1,0 +1,62 @@
+"""``network_view``'s address figures count the provisioning range only, live and rebuilt
+alike (api.md "Networks and NICs")."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from domain.network import Network
+from projections.network_view import NetworkQueries
+from tests.builders import cause, rows
+
+
+def figures(services, network_uuid: str) -> tuple[int, int, int, int]:
+    found = NetworkQueries(services.db).get(network_uuid)
+    return (found["addresses_total"], found["addresses_in_use"], found["addresses_free"],
+            found["addresses_outside_range"])
+
+
+def test_claims_outside_the_range_never_make_the_free_count_negative(services) -> None:
+    network_uuid = uuid.uuid4()
+    net = Network.create(network_uuid=network_uuid, name="n", subnet="10.9.0.0/24",
+                         provision_start_ip="10.9.0.10", provision_end_ip="10.9.0.11",
+                         gateway=None, cause=cause())
+    for ip in ("10.9.0.200", "10.9.0.201", "10.9.0.10", "10.9.0.11"):
+        net.claim(ip, vm_uuid=f"vm-{ip}", mac="02:00:00:00:00:01", cause=cause())
+    net.release("10.9.0.201", vm_uuid="vm-10.9.0.201", cause=cause())
+    net.release("10.9.0.11", vm_uuid="vm-10.9.0.11", cause=cause())
+    services.app.save(net)
+    services.projections.catch_up()
+    live = figures(services, str(network_uuid))
+    assert live == (2, 1, 1, 1)
+    assert live == (net.size, net.in_use, net.free, net.outside_range)
+    table = rows(services, "network_view")
+    services.projections.reset(["network_view"])
+    services.projections.batch_size = 1  # one event a batch
+    services.projections.catch_up(["network_view"])
+    assert figures(services, str(network_uuid)) == live and rows(services, "network_view") == table
+    services.projections.rebuild(["network_view"])
+    assert figures(services, str(network_uuid)) == live and rows(services, "network_view") == table
+
+
+def test_a_row_written_before_the_outside_count_reads_right_and_heals_on_its_next_event(
+        services) -> None:
+    net = Network.create(network_uuid=uuid.uuid4(), name="old", subnet="10.9.1.0/24",
+                         provision_start_ip="10.9.1.10", provision_end_ip="10.9.1.10",
+                         gateway=None, cause=cause())
+    net.claim("10.9.1.10", vm_uuid="a", mac="02:00:00:00:00:01", cause=cause())
+    net.claim("10.9.1.99", vm_uuid="b", mac="02:00:00:00:00:02", cause=cause())
+    services.app.save(net)
+    services.projections.catch_up()
+    row = rows(services, "network_view")[0]
+    body = json.loads(row["body"])
+    body.pop("addresses_outside_range")
+    with services.db.transaction() as tx:  # as the row was written: every claim in ``used``
+        tx.execute("UPDATE network_view SET used = 2, body = ?", (json.dumps(body),))
+    assert figures(services, str(net.id)) == (1, 1, 0, 1)
+    net.release("10.9.1.99", vm_uuid="b", cause=cause())
+    services.app.save(net)
+    services.projections.catch_up()
+    assert figures(services, str(net.id)) == (1, 1, 0, 0)
+    assert rows(services, "network_view")[0]["used"] == 1
