@@ -33,6 +33,8 @@ def run(job: JobRun) -> None:
             # jobs leave the VM as it was (the failed step is in the job's chain_results).
             if vm.state == VmState.PROVISIONING:
                 vm.record_provision_failed(error, cause=job.cause)
+            if job.job["name"] == JobName.ADD_NICS:
+                _undo_added_nics(job, vm)
 
         job.fail(error, record)
 
@@ -194,13 +196,30 @@ def reboot(job: JobRun) -> None:
         _refuse(job, "reboot")
 
 
+def _reconfigure(job: JobRun, step: str, changes: dict, result: object) -> None:
+    """Ask the VM's server to apply ``changes`` as step ``step`` (recording ``result``), so a
+    removed or unreachable server fails the job as any other step there would; a VM on no
+    server (its provision failed before placing it) has no node to ask."""
+    server_uuid = job.vm.server_uuid
+    if server_uuid is None:
+        job.record_step(step, result=result)
+        return
+    vm_uuid = str(job.vm.id)
+
+    def apply() -> object:
+        job.driver.reconfigure(server_uuid, vm_uuid, changes)
+        return result
+
+    job.step(step, apply)
+
+
 def update(job: JobRun) -> None:
-    """Change alias, metadata or tags (no compute call is needed for these fields)."""
+    """Change alias, metadata or tags: on the VM's server first, then in the log."""
     changes = job.params.get("args", {})
     if job.vm.state == VmState.DESTROYED:
         _refuse(job, "update")
         return
-    job.record_step("update_metadata", result=sorted(changes))
+    _reconfigure(job, "update_metadata", changes, sorted(changes))
     job.succeed(lambda v: v.update_metadata(changes, cause=job.cause) and None)
 
 
@@ -220,12 +239,25 @@ def destroy(job: JobRun) -> None:
 
 def nics_changed(job: JobRun) -> None:
     """``add_nics`` / ``remove_nics``: the NICs and their address claims were recorded when
-    asked for (service/commands/nic_actions.py); the simulated compute nodes need no call."""
+    asked for (service/commands/nic_actions.py); the job asks the VM's server to apply them.
+    A failed ``add_nics`` removes its NICs again (``run``: ``_undo_added_nics``)."""
     if job.vm.state == VmState.DESTROYED:
         _refuse(job, job.job["name"])
         return
-    job.record_step("apply_nics", result=job.params.get("args", {}))
+    args = job.params.get("args", {})
+    _reconfigure(job, "apply_nics", {job.job["name"]: args}, args)
     job.succeed()
+
+
+def _undo_added_nics(job: JobRun, vm: Vm) -> None:
+    """Remove the NICs a failed ``add_nics`` recorded and no node applied; the change loop
+    releases their addresses in the same transaction (service/commands/networks.py), so a
+    failure leaves nothing claimed. NICs removed since by another job are left alone."""
+    have = {nic["mac"] for nic in vm.nic_list}
+    macs = [nic["mac"] for nic in job.params.get("args", {}).get("nics", [])
+            if nic["mac"] in have]
+    if macs:
+        vm.remove_nics(macs, cause=job.cause)
 
 
 _HANDLERS: dict[JobName, Callable[[JobRun], None]] = {

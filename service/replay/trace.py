@@ -247,6 +247,10 @@ class TraceDriver:
         if self._where.get(vm_uuid) == server_uuid:
             self.forget(vm_uuid)
 
+    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
+        """Nothing to do: the trace has no configuration changes, and its machines are never
+        removed."""
+
     def forget(self, vm_uuid: str) -> None:
         """The trace says the task left its machine."""
         server = self._where.pop(vm_uuid, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.jobs.compute.driver import ComputeError, ServerInfo
+from service.jobs.compute.driver import ComputeDriver, ComputeError, ServerInfo
 from service.jobs.compute.recorded_removals import RecordedRemovalsRefused
 
 KEPT, GONE = "server-kept", "server-gone"
@@ -40,6 +40,9 @@ class RecordingDriver:
     def unregister(self, server_uuid, vm_uuid):
         self.calls.append(("unregister", server_uuid))
 
+    def reconfigure(self, server_uuid, vm_uuid, changes):
+        self.calls.append(("reconfigure", server_uuid))
+
 
 def _operations(driver, server_uuid):
     return {
@@ -49,6 +52,7 @@ def _operations(driver, server_uuid):
         "observe": lambda: driver.observe(server_uuid, "vm"),
         "ensure_state": lambda: driver.ensure_state(server_uuid, "vm", "running", effect="j"),
         "unregister": lambda: driver.unregister(server_uuid, "vm"),
+        "reconfigure": lambda: driver.reconfigure(server_uuid, "vm", {"alias": "a"}),
     }
 
 
@@ -80,3 +84,12 @@ def test_the_servers_show_the_recorded_removal(drivers) -> None:
     assert {s.uuid: s.status for s in refusing.servers()} == {KEPT: "running", GONE: "removed"}
     assert refusing.server_info(GONE).status == "removed"
     assert refusing.server_info(KEPT).status == "running"
+
+
+def test_every_operation_of_the_protocol_on_a_vms_server_is_refused_and_tested() -> None:
+    # A driver operation added without a refusal here would reach a removed server (tester A,
+    # BUG 3: update and NIC jobs asked no node at all, so nothing refused them).
+    asked = {name for name in vars(ComputeDriver) if not name.startswith("_")
+             and callable(vars(ComputeDriver)[name])} - {"servers", "server_info"}
+    assert asked == set(_operations(None, KEPT))
+    assert asked <= set(vars(RecordedRemovalsRefused))

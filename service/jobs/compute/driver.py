@@ -93,3 +93,8 @@ class ComputeDriver(Protocol):
 
     def unregister(self, server_uuid: str, vm_uuid: str) -> None:
         """Make sure the VM no longer exists on the server."""
+
+    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
+        """Apply a change of the VM's configuration on its server (``vmadm update``: alias,
+        metadata, tags, NICs added or removed). ``changes`` holds whole new values, so a
+        repeat changes nothing more. Raises ``ComputeError`` if the server cannot act."""

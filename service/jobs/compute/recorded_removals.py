@@ -22,7 +22,9 @@ class RecordedRemovalsRefused:
     ``ComputeError("server <uuid> is removed")``, the error a driver gives for a server it
     reports removed itself, and ``servers``/``server_info`` show it ``removed``. So a job
     step on such a server fails as it would had the node reported it gone (api.md,
-    DeleteVm v1: "a destroy job that fails")."""
+    DeleteVm v1: "a destroy job that fails"). This holds for a job only as far as its steps
+    call the driver: a handler must ask the node through it (``reconfigure`` for an update
+    or a NIC change) rather than record a step no node was asked for."""
 
     def __init__(self, driver: ComputeDriver, recorded_status: Callable[[str], str | None]):
         self.driver = driver
@@ -69,3 +71,7 @@ class RecordedRemovalsRefused:
     def unregister(self, server_uuid: str, vm_uuid: str) -> None:
         self._refuse_removed(server_uuid)
         self.driver.unregister(server_uuid, vm_uuid)
+
+    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
+        self._refuse_removed(server_uuid)
+        self.driver.reconfigure(server_uuid, vm_uuid, changes)

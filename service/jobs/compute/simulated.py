@@ -25,12 +25,12 @@ from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
 _NAMESPACE = uuidlib.uuid5(UUID(int=0), "vmledger:simulated-fleet")
 
 DDL = (
-    "CREATE TABLE IF NOT EXISTS sim_servers (uuid TEXT PRIMARY KEY, hostname TEXT NOT NULL, "
+    ("CREATE TABLE IF NOT EXISTS sim_servers (uuid TEXT PRIMARY KEY, hostname TEXT NOT NULL, "
     "boot_id TEXT NOT NULL, ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, "
-    "status TEXT NOT NULL DEFAULT 'running', generation BIGINT NOT NULL DEFAULT 0)",
-    "CREATE TABLE IF NOT EXISTS sim_vms (vm_uuid TEXT NOT NULL, server_uuid TEXT NOT NULL, "
+    "status TEXT NOT NULL DEFAULT 'running', generation BIGINT NOT NULL DEFAULT 0)"),
+    ("CREATE TABLE IF NOT EXISTS sim_vms (vm_uuid TEXT NOT NULL, server_uuid TEXT NOT NULL, "
     "state TEXT NOT NULL, ram_mib INTEGER NOT NULL, boots INTEGER NOT NULL, "
-    "known INTEGER NOT NULL DEFAULT 1, booted_by TEXT, PRIMARY KEY (vm_uuid, server_uuid))",
+    "known INTEGER NOT NULL DEFAULT 1, booted_by TEXT, PRIMARY KEY (vm_uuid, server_uuid))"),
     *FAULTS_DDL,
 )
 
@@ -180,6 +180,11 @@ class SimulatedFleet:
             with self.db.transaction() as tx:
                 tx.execute("DELETE FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
                            (vm_uuid, server_uuid))
+
+    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
+        # The simulated world models no configuration, only whether the node can act: the
+        # change is refused on a server that is not running, as every other operation is.
+        self._require_running(server_uuid)
 
     def _require_running(self, server_uuid: str) -> None:
         server = self.server_info(server_uuid)
