@@ -9,6 +9,7 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 
 from domain.errors import VmNotFoundError
+from domain.visibility import owner_sees
 from projections.vm_queries import InvalidMarkerError
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
@@ -16,7 +17,7 @@ from service.api.errors import invalid_parameters
 from service.api.fast_json import FastJSONResponse
 from service.api.list_vms_params import LIST_MESSAGE, ListVmsQuery
 from service.api.params import Query
-from service.api.time_travel import as_it_was, version_or_instant
+from service.api.time_travel import as_it_was, owned_now, version_or_instant
 from service.audit.history import vm_history
 
 router = authorized_router()
@@ -68,14 +69,13 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     version, at = version_or_instant(query)
     owner_uuid = query.owner_uuid
     if version is not None or at is not None:
-        if owner_uuid is not None and services.commands.load(vm_uuid).owner_uuid != owner_uuid:
-            raise VmNotFoundError(vm_uuid)  # scoped by who owns it now (e.g. quarantined)
-        vm = as_it_was(services, vm_uuid, version, at)
+        owned_now(services, vm_uuid, owner_uuid)
+        vm = as_it_was(services, vm_uuid, version, at, owner_uuid=owner_uuid)
     else:
         read_your_writes(request, services, ("vm_view", "volume_mounts"),
                          eventual=query.eventual)
         vm = services.vms.get(vm_uuid.lower())
-    if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid):
+    if vm is None or (owner_uuid is not None and not owner_sees(vm["owner_uuid"], owner_uuid)):
         raise VmNotFoundError(vm_uuid)
     return FastJSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
 
@@ -83,13 +83,13 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
 @router.get("/vms/{vm_uuid}/history")
 def vm_history_route(vm_uuid: str, request: Request) -> JSONResponse:
     """Every event of the VM: version, position, timestamp, type, data, cause (paginated by
-    ``after_version`` and ``limit``)."""
+    ``after_version`` and ``limit``); an owner gets those it may see (``domain.visibility``)."""
     query = Query(request, {"after_version", "limit"})
     after = query.integer("after_version", minimum=0) or 0
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     query.check()
     services = services_of(request)
     owner_uuid = query.owner_uuid
-    if owner_uuid is not None and services.commands.load(vm_uuid).owner_uuid != owner_uuid:
-        raise VmNotFoundError(vm_uuid)
-    return JSONResponse(vm_history(services.commands, vm_uuid, after_version=after, limit=limit))
+    owned_now(services, vm_uuid, owner_uuid)
+    return JSONResponse(vm_history(services.commands, vm_uuid, after_version=after, limit=limit,
+                                   scope_owner=owner_uuid))

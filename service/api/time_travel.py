@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from domain.errors import VmNotFoundError
+from domain.visibility import owner_sees
 from projections.formats import parse_iso_instant
 from projections.vm_view import render_vm
 from service.api.errors import invalid_parameters
@@ -43,21 +44,36 @@ def version_or_instant(query: Query) -> tuple[int | None, datetime | None]:
     return version, at
 
 
+def owned_now(services: Any, vm_uuid: str, owner_uuid: str | None) -> Any:
+    """The VM aggregate now, if a caller scoped to ``owner_uuid`` (None: not scoped) may read
+    its past: only while the VM is its own now (``domain.visibility``; a quarantined VM's
+    history and versions are 404 to its owner). Raises ``VmNotFoundError``."""
+    vm = services.commands.load(vm_uuid)
+    if owner_uuid is not None and not owner_sees(vm.owner_uuid, owner_uuid):
+        raise VmNotFoundError(vm_uuid)
+    return vm
+
+
 def as_it_was(services: Any, vm_uuid: str, version: int | None,
-              at: datetime | None) -> dict[str, Any]:
+              at: datetime | None, *, owner_uuid: str | None = None) -> dict[str, Any]:
     """The VM object as it was at ``version``, or at instant ``at`` (its last event then),
     folded from its stream (GetVm ``?version=`` and ``?at=``). Raises ``VmNotFoundError``
-    when there was no such version, or no VM yet at that instant."""
+    when there was no such version, or no VM yet at that instant, or (for a caller scoped to
+    ``owner_uuid``) the VM was not that owner's then (``domain.visibility``), as its
+    history leaves that version out."""
     current = services.commands.load(vm_uuid)
     if version is None:
         assert at is not None
         events = vm_history(services.commands, vm_uuid, limit=current.version)
         earlier = [e for e in events
-                   if datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")) <= at]
+                   if datetime.fromisoformat(e["timestamp"]) <= at]
         if not earlier:
             raise VmNotFoundError(f"{vm_uuid} (it did not exist at {at.isoformat()})")
         version = earlier[-1]["version"]
     if version > current.version:
         raise VmNotFoundError(f"{vm_uuid} at version {version} (current version is "
                               f"{current.version})")
-    return render_vm(services.commands.load(vm_uuid, version=version))
+    vm = services.commands.load(vm_uuid, version=version)
+    if owner_uuid is not None and not owner_sees(vm.owner_uuid, owner_uuid):
+        raise VmNotFoundError(f"{vm_uuid} at version {version}")
+    return render_vm(vm)

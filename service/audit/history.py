@@ -1,5 +1,6 @@
 """A VM's history as auditors read it: every event with its version, global position,
-timestamp, type, data and cause (design.md, "Auditing")."""
+timestamp, type, data and cause (design.md, "Auditing"); as an owner reads it, only the
+events it may see (``domain.visibility``: not those of the VM's quarantine)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,22 @@ from typing import Any
 from uuid import UUID
 
 from domain.errors import VmNotFoundError
+from domain.visibility import owner_sees
 from projections.formats import rfc3339
 from service.commands.application import Commands
+from service.commands.change import fold_stream
 from service.storage import select_stream
 
 _ENVELOPE = {"originator_id", "originator_version", "timestamp", "cause", "originator_topic"}
 
 
 def vm_history(
-    commands: Commands, vm_uuid: str, *, after_version: int = 0, limit: int = 1000
+    commands: Commands, vm_uuid: str, *, after_version: int = 0, limit: int = 1000,
+    scope_owner: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Up to ``limit`` events of the VM's stream after ``after_version``, oldest first.
+    """Up to ``limit`` events of the VM's stream after ``after_version``, oldest first; with
+    ``scope_owner``, up to ``limit`` of those that owner may see (``owner_sees`` of the VM
+    folded to each event), so a page is short only at the stream's end.
 
     Raises ``VmNotFoundError`` when the stream has no events at all.
     """
@@ -31,21 +37,34 @@ def vm_history(
         raise VmNotFoundError(vm_uuid)  # another aggregate's stream (a server's)
     if not notifications and (after_version == 0 or not _exists(commands, vm_id)):
         raise VmNotFoundError(vm_uuid)
-    entries = []
-    for notification in notifications:
-        event = app.mapper.to_domain_event(notification)
-        data = {k: _plain(v) for k, v in vars(event).items() if k not in _ENVELOPE}
-        entries.append(
-            {
-                "version": event.originator_version,
-                "position": notification.id,
-                "timestamp": rfc3339(event.timestamp),
-                "type": type(event).__name__,
-                "data": data,
-                "cause": getattr(event, "cause", None),
-            }
-        )
+    if scope_owner is None:
+        return [_entry(app, n)[1] for n in notifications]
+    vm = fold_stream(app, vm_id, after_version) if after_version else None
+    entries: list[dict[str, Any]] = []
+    while notifications:
+        for notification in notifications:
+            event, entry = _entry(app, notification)
+            vm = event.mutate(vm)
+            if owner_sees(vm.owner_uuid, scope_owner):
+                entries.append(entry)
+                if len(entries) == limit:
+                    return entries
+        notifications = select_stream(app.recorder, vm_id, vm.version, limit)
     return entries
+
+
+def _entry(app: Any, notification: Any) -> tuple[Any, dict[str, Any]]:
+    """The stored event and its history entry."""
+    event = app.mapper.to_domain_event(notification)
+    data = {k: _plain(v) for k, v in vars(event).items() if k not in _ENVELOPE}
+    return event, {
+        "version": event.originator_version,
+        "position": notification.id,
+        "timestamp": rfc3339(event.timestamp),
+        "type": type(event).__name__,
+        "data": data,
+        "cause": getattr(event, "cause", None),
+    }
 
 
 def _exists(commands: Commands, vm_id: UUID) -> bool:

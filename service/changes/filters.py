@@ -10,6 +10,7 @@ from eventsourcing.domain import Aggregate
 
 from domain.server import SERVER_STATUSES
 from domain.states import VmState
+from domain.visibility import owner_sees
 from service.changes.records import Change
 
 #: The states a change's resource may be in after it (``state`` filters).
@@ -49,8 +50,8 @@ class ChangeFilter:
     """A stream's filters (``None``: any). ``vm_uuids``, ``types`` and ``states`` match any of
     their values; ``owner_uuid``, ``server_uuid`` and ``state`` compare with the resource's
     after the event. ``scope_owner`` is an owner token's own owner: its streams show only
-    changes of VMs that owner holds after the event (so not a VM's events while it is in the
-    operator quarantine), whatever the other filters say."""
+    changes of VMs that owner holds after the event (``domain.visibility.owner_sees``: so not
+    a VM's events while it is in the operator quarantine), whatever the other filters say."""
 
     vm_uuids: frozenset[str] | None = None
     owner_uuid: str | None = None
@@ -62,7 +63,7 @@ class ChangeFilter:
     def matches(self, change: Change) -> bool:
         """Whether ``change`` is shown."""
         if self.scope_owner is not None and (
-                change.kind != "vm" or change.owner_uuid != self.scope_owner):
+                change.kind != "vm" or not owner_sees(change.owner_uuid, self.scope_owner)):
             return False
         if self.vm_uuids is not None and (change.kind != "vm" or change.uuid not in self.vm_uuids):
             return False

@@ -10,13 +10,12 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
-from domain.errors import VmNotFoundError
 from projections.vm_view import render_vm
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.params import Query
 # GetVm's own time travel, so the console shows exactly what ?version= and ?at= answer
-from service.api.time_travel import as_it_was, version_or_instant
+from service.api.time_travel import as_it_was, owned_now, version_or_instant
 from service.audit.history import vm_history
 from service.audit.streams import MAX_PAGE, fleet_page, verify_vms
 from service.console.render import differences, fragment
@@ -31,10 +30,7 @@ AUDIT_PAGE = 50
 def _visible(request: Request, query: Query, vm_uuid: str) -> Any:
     """The VM aggregate now, if the caller may see it (an owner token: its own VMs only, by
     who owns it now, as GetVm's time travel scopes); raises ``VmNotFoundError``."""
-    vm = services_of(request).commands.load(vm_uuid)
-    if query.owner_uuid is not None and vm.owner_uuid != query.owner_uuid:
-        raise VmNotFoundError(vm_uuid)
-    return vm
+    return owned_now(services_of(request), vm_uuid, query.owner_uuid)
 
 
 @router.get("/console/fragments/vms/{vm_uuid}", response_class=HTMLResponse)
@@ -49,11 +45,15 @@ def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
     read_your_writes(request, services, ("vm_view", "volume_mounts", "job_view"),
                      eventual=query.eventual)
     vm = services.vms.get(str(current.id))
-    events = vm_history(services.commands, str(current.id), limit=TIMELINE)
+    events = vm_history(services.commands, str(current.id), limit=TIMELINE,
+                        scope_owner=query.owner_uuid)
     jobs = services.jobs.list(vm_uuid=str(current.id), limit=JOBS)
+    # an owner's timeline leaves out the quarantine's events, so count by the last version
+    # shown, not by how many are shown
+    last_shown = events[-1]["version"] if events else 0
     return fragment("vm.html", vm=vm or render_vm(current), events=events,
                     head=head,
-                    version=current.version, truncated=current.version > len(events), jobs=jobs)
+                    version=current.version, truncated=current.version > last_shown, jobs=jobs)
 
 
 @router.get("/console/fragments/vms/{vm_uuid}/state", response_class=HTMLResponse)
@@ -64,7 +64,7 @@ def vm_state(vm_uuid: str, request: Request) -> HTMLResponse:
     version, at = version_or_instant(query)
     services = services_of(request)
     current = _visible(request, query, vm_uuid)
-    vm = (as_it_was(services, str(current.id), version, at)
+    vm = (as_it_was(services, str(current.id), version, at, owner_uuid=query.owner_uuid)
           if version is not None or at is not None else render_vm(current))
     return fragment("vm_state.html", vm=vm, newest=current.version)
 
@@ -83,8 +83,8 @@ def vm_diff(vm_uuid: str, request: Request) -> HTMLResponse:
     current = _visible(request, query, vm_uuid)
     old, new = versions
     assert old is not None and new is not None
-    before = as_it_was(services, str(current.id), old, None)
-    after = as_it_was(services, str(current.id), new, None)
+    before = as_it_was(services, str(current.id), old, None, owner_uuid=query.owner_uuid)
+    after = as_it_was(services, str(current.id), new, None, owner_uuid=query.owner_uuid)
     return fragment("vm_diff.html", old=old, new=new, changes=differences(before, after))
 
 

@@ -232,6 +232,40 @@ def test_a_quarantined_vm_is_404_to_its_previous_owner(authed: Authed) -> None:
     assert_error(authed.as_("owner", "DELETE", f"/vms/{vm}"), 404, "ResourceNotFound")
 
 
+
+def test_an_owners_history_of_a_released_vm_leaves_out_the_quarantine_as_time_travel_does(
+        authed: Authed) -> None:
+    # tester A, BUG 4: the owner's history showed ``Quarantined`` (the operator's reason and
+    # name) while ``?version=`` of it was 404 and ``/changes`` left it out
+    mine, _theirs = _two_owners_vms(authed)
+    vm = mine["vm_uuid"]
+    for action, body in (("quarantine", {"reason": "secret ticket OPS-1"}), ("release", None)):
+        response = authed.as_("operator", "POST", f"/vms/{vm}", params={"action": action},
+                              json=body)
+        assert response.status_code == 200, response.text
+    everything = authed.as_("auditor", "GET", f"/vms/{vm}/history").json()
+    history = authed.as_("owner", "GET", f"/vms/{vm}/history").json()
+    types = [e["type"] for e in history]
+    assert "Quarantined" in [e["type"] for e in everything] and "Quarantined" not in types
+    assert types[-1] == "Released" and "secret" not in json.dumps(history)
+    for event in everything:  # one rule: an event is shown exactly where its version is
+        shown = authed.as_("owner", "GET", f"/vms/{vm}", params={"version": event["version"]})
+        assert (shown.status_code == 200) == (event in history), event["type"]
+    paged, after = [], 0
+    while page := authed.as_("owner", "GET", f"/vms/{vm}/history",
+                             params={"after_version": after, "limit": 1}).json():
+        paged += page
+        after = page[-1]["version"]
+    assert paged == history
+    # the console's timeline, version and diff fragments read by the same rule
+    quarantined = next(e["version"] for e in everything if e["type"] == "Quarantined")
+    timeline = authed.as_("owner", "GET", f"/console/fragments/vms/{vm}")
+    assert timeline.status_code == 200 and "secret" not in timeline.text
+    for url, params in ((f"/console/fragments/vms/{vm}/state", {"version": quarantined}),
+                        (f"/console/fragments/vms/{vm}/diff", {"from": 1, "to": quarantined})):
+        assert_error(authed.as_("owner", "GET", url, params=params), 404, "ResourceNotFound")
+        assert authed.as_("auditor", "GET", url, params=params).status_code == 200
+
 def test_without_tokens_every_caller_is_an_anonymous_operator(client: TestClient) -> None:
     created = client.post("/vms", json=vm_body()).json()
     wait_job(client, created["job_uuid"])
