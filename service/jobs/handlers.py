@@ -82,19 +82,28 @@ def _claim_a_server(job: JobRun, candidates: list[str] | None = None) -> str:
     """Claim the VM's RAM and CPUs on the first of ``candidates`` (default: the placement's
     shortlist) that has room, recorded on the VM's and the server's streams in one
     transaction; the server the VM already holds a claim on, if any. Raises
-    ``ComputeError`` when no server has room."""
+    ``ComputeError`` when no server has room; when the only candidate was named (a pin, or
+    the VM's own server), why that server refused: unknown, or short of room."""
     vm = job.vm
     if vm.claim is not None:
         return vm.claim["server_uuid"]
     shortlist = candidates if candidates is not None else job.context.placement(vm)
     if isinstance(shortlist, str):
         shortlist = [shortlist]
+    refusals: list[str] = []
     for server_uuid in shortlist or []:
         try:
             job.claim(server_uuid)
-        except (InsufficientCapacityError, ServerNotFoundError):
+        except ServerNotFoundError:
+            refusals.append(f"server {server_uuid} is unknown")
+            continue
+        except InsufficientCapacityError as short:
+            refusals.append(str(short))
             continue
         return server_uuid
+    if candidates is not None and len(refusals) == 1:
+        # a named server: "no server has room" would read as a full fleet
+        raise ComputeError(refusals[0])
     raise ComputeError(f"no server has {vm.ram} MiB and {vm.cpus} CPUs free")
 
 

@@ -184,6 +184,22 @@ def test_a_vm_pinned_to_a_server_is_placed_on_it(client, services) -> None:
         assert sim_row(services, vm_uuid)["server_uuid"] == pinned
 
 
+
+def test_a_vm_pinned_to_a_server_that_cannot_take_it_fails_naming_that_server(
+        client, services) -> None:
+    # tester A, observation 8: a pin to a server no one registered failed with "no server has
+    # 256 MiB and 1 CPUs free", as if the fleet were full
+    unknown = str(uuid.uuid4())
+    created = create_vm(client, server_uuid=unknown)
+    job = wait_job(client, created["job_uuid"])
+    assert job["execution"] == "failed"
+    assert job["chain_results"][-1]["error"] == f"server {unknown} is unknown"
+    assert get_vm(client, created["vm_uuid"])["state"] == "failed"
+    small = services.fleet.servers()[0]
+    created = create_vm(client, server_uuid=small.uuid, ram=small.ram_mib + 1)
+    job = wait_job(client, created["job_uuid"])
+    assert job["chain_results"][-1]["error"].startswith(f"server {small.uuid}: ")
+
 def test_force_provision_failure_makes_the_provision_job_fail_and_the_vm_failed(
         client, services) -> None:
     created = create_vm(client, internal_metadata={"force_provision_failure": True})
