@@ -28,6 +28,7 @@ from service.commands.application import Commands, VmLedger
 from service.jobs.compute.recorded_removals import RecordedRemovalsRefused
 from service.jobs.compute.simulated import SimulatedFleet
 from service.commands.idempotency import IdempotencyStore
+from service.logs import Throttled
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.settings import Settings
 from service.db_limits import bound_waits
@@ -190,7 +191,9 @@ class Services:
         if projections:
             self._spawn("projections", lambda: self.projections.run_forever(
                 self._stop, self.settings.projection_poll_s,
-                on_error=lambda e: log.error("projection pass failed: %s", e)))
+                # as ``vmledger project`` logs it: a pass failing every few ms is one line
+                # every 10 s, not the log's whole volume
+                on_error=Throttled(log, "projection pass failed")))
         if worker:
             self._spawn("worker", lambda: self.worker.run_forever(
                 self._stop, self.settings.worker_poll_s))

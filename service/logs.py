@@ -220,14 +220,15 @@ class Throttled:
     how many were left out since the last line: a loop that fails every few milliseconds
     during a database outage writes one line per interval, not thousands. With
     ``traceback``, a line that follows no left-out error (the first of an outage, or an
-    error on its own) carries the error's traceback; the repeats' lines do not. Not
-    thread-safe: one per loop."""
+    error on its own) carries the error's traceback; the repeats' lines do not. Logged at
+    ``level`` (ERROR by default). Not thread-safe: one per loop."""
 
     def __init__(self, logger: logging.Logger, what: str, interval_s: float = 10.0,
-                 clock: Any = None, *, traceback: bool = False):
+                 clock: Any = None, *, traceback: bool = False, level: int = logging.ERROR):
         import time
 
         self.logger = logger
+        self.level = level
         self.what = what
         self.interval_s = interval_s
         self.clock = clock or time.monotonic
@@ -243,7 +244,7 @@ class Throttled:
         more = f" ({self._left_out} more like it in the last {now - self._last:.0f} s)" \
             if self._last is not None and self._left_out else ""
         shown = error if self.traceback and not self._left_out else None
-        self.logger.error("%s: %s%s", self.what, error, more, exc_info=shown)
+        self.logger.log(self.level, "%s: %s%s", self.what, error, more, exc_info=shown)
         self._last, self._left_out = now, 0
 
 

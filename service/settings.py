@@ -5,10 +5,11 @@ Every setting is listed in ``docs/operations.md``.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.database_url import PostgresTarget, postgres_target, sqlite_path
@@ -17,6 +18,9 @@ from service.database_url import PostgresTarget, postgres_target, sqlite_path
 #: ``VMLEDGER_METRICS_ADDRESS``) is 0 (a free one, which the process logs) to this: past it
 #: ``socket.bind`` raises ``OverflowError`` and uvicorn's own bind wraps the port round.
 MAX_PORT = 65535
+
+#: The longest duration a ``*_s`` setting takes: a year.
+MAX_SECONDS = 31_536_000
 
 
 class Settings(BaseSettings):
@@ -132,13 +136,26 @@ class Settings(BaseSettings):
             raise ValueError(f"the port must be 0 to {MAX_PORT}")
         return address
 
+    @field_validator("*")
+    @classmethod
+    def _a_duration_is_finite(cls, value: object, info: ValidationInfo) -> object:
+        # inf, or 1e15, passed "greater than 0" and then overflowed the first timedelta or
+        # Event.wait it reached, after start-up; every *_s setting is a duration
+        if (info.field_name or "").endswith("_s") and isinstance(value, int | float) and not (
+                math.isfinite(value) and value <= MAX_SECONDS):
+            raise ValueError(f"must be a number of seconds up to {MAX_SECONDS:,} (a year)")
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _known_scheme(cls, url: str) -> str:
         # the whole URL is read here, so that a bad one stops the process naming the setting
         # before anything connects (service/database_url.py)
         if url.startswith("sqlite:///"):
-            sqlite_path(url)
+            folder = Path(sqlite_path(url)).parent
+            if not folder.is_dir():  # SQLite would say only "unable to open database file"
+                raise ValueError(f"names a file in {folder}, which is not a directory that "
+                                 f"exists: create it, or name a file in one that does")
         elif url.startswith(("postgresql://", "postgres://")):
             postgres_target(url)
         else:

@@ -29,6 +29,7 @@ from psycopg.sql import SQL, Identifier
 
 from projections.db import Dialect, Tx
 from service.commands.idempotency import insert_in_recorder
+from service.logs import Throttled
 from service.storage_statements import AppendStatements, StreamReads
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -373,6 +374,8 @@ def wake_on_appends(recorder: object, wake: Callable[[], None], stop: threading.
               **{k: v for k, v in recorder.datastore.pool.kwargs.items() if k != "row_factory"},
               "autocommit": True}
     channel = SQL("LISTEN {0}").format(Identifier(recorder.channel_name))
+    # reconnects every second in an outage: one line when it starts, then one every 10 s
+    failed = Throttled(log, "listening for appends", level=logging.WARNING)
 
     def listen() -> None:
         while not stop.is_set():
@@ -384,7 +387,7 @@ def wake_on_appends(recorder: object, wake: Callable[[], None], stop: threading.
                         for _notify in conn.notifies(timeout=0.5):
                             wake()
             except psycopg.Error as error:
-                log.warning("listening for appends: %s", error)
+                failed(error)
                 stop.wait(1.0)
 
     thread = threading.Thread(target=listen, name="vmledger-wake-on-appends", daemon=True)

@@ -82,3 +82,45 @@ def test_a_conflicting_append_on_postgresql_commits_nothing_and_leaves_the_conne
         services.close()
     assert not [r for r in caplog.records if "rolling back" in r.getMessage()]
 
+
+
+class CountingStop(threading.Event):
+    """A stop event whose waits return at once, counting them: a loop that waits a second
+    between failures runs through many of them in a test."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits = 0
+        self.waited = threading.Condition()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self.waited:
+            self.waits += 1
+            self.waited.notify_all()
+        return self.is_set()
+
+
+def test_the_listener_logs_an_outage_once_not_every_reconnect(postgres_url, monkeypatch,
+                                                              caplog):
+    # found by a tester: one warning a second for as long as PostgreSQL was away
+    import psycopg
+
+    services = Services.build(settings_for(postgres_url))
+
+    def refused(**_params: object) -> None:
+        raise psycopg.OperationalError('database "gone" does not exist')
+
+    monkeypatch.setattr("service.storage.psycopg.connect", refused)
+    stop = CountingStop()
+    try:
+        with caplog.at_level(logging.WARNING, logger="vmledger.service.storage"):
+            thread = wake_on_appends(services.app.recorder, lambda: None, stop)
+            with stop.waited:
+                assert stop.waited.wait_for(lambda: stop.waits >= 20, timeout=10)
+            stop.set()
+            thread.join(5)
+    finally:
+        services.close()
+    lines = [r for r in caplog.records if "listening for appends" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelname == "WARNING"
+    assert 'database "gone" does not exist' in lines[0].getMessage()
