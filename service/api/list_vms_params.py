@@ -22,9 +22,9 @@ from domain.states import VmState
 from projections.formats import parse_iso_instant, rfc3339
 from projections.vm_queries import MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker
 from service.api.errors import invalid_parameters
-from service.api.marker_types import marker_value_problem, whole
+from service.api.marker_types import is_column_position, marker_value_problem, whole
 from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param
-from service.api.schemas import VMAPI_BRANDS
+from service.api.schemas import VMAPI_BRANDS, unstorable
 
 LIST_MESSAGE = "Invalid Parameters"
 UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
@@ -207,7 +207,10 @@ class ListVmsQuery:
             except ValueError:
                 self._invalid("marker", "Invalid marker")
                 return
-            if not _storable(self.page.after[0]):  # we never hand such a marker out
+            # decoded from base64 JSON, its text got past the raw query's NUL check; and a
+            # value no column holds (forged) would name no row: we never hand either out
+            if (unstorable(list(self.page.after))
+                    or not is_column_position(self.page.sort_field, *self.page.after)):
                 self._invalid("marker", "Invalid marker")
             return
         for problem in vmapi_marker_problems(marker, self.params.get("sort")):
@@ -270,6 +273,11 @@ def vmapi_marker_problems(marker: str, sort: str | None) -> list[str]:
                 f"{error}"]
     if not isinstance(parsed, dict):
         return ["Marker must represent an object."]
+    # JSON escapes (\u0000, \ud800) got past the raw query's check: the same check here,
+    # before any value is compared with a column or echoed in a message
+    unstored = unstorable(parsed)
+    if unstored:
+        return [f"Marker has an invalid value: {unstored}"]
     stamp = parsed.get("create_timestamp")
     if stamp is not None and parse_timestamp(str(stamp)) is None:
         return [f"Marker has an invalid create_timestamp field: {stamp}"]
