@@ -30,7 +30,7 @@ from service.api import errors, routes_changes
 from service.api.connection import OWN_NAMES, connection_headers
 from service.api.deps import request_id_of
 from service.api.head import head_as_get
-from service.api.schemas import printable, unstorable
+from service.api.params import repeated_in_query, unstorable_in_url
 from service.api.tokens import Tokens
 from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
 from service.db_limits import request_waits_bounded
@@ -133,9 +133,9 @@ class Envelope:
             return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)
         added.append((b"api-version", version.encode()))
-        problem = _unstorable_in_url(request)
+        problem = unstorable_in_url(request)
         if problem is None and b"&" in request.scope.get("query_string", b""):
-            problem = _repeated_in_query(request)  # two parameters or more
+            problem = repeated_in_query(request)  # two parameters or more
         if problem:
             return errors.api_error_response(errors.invalid_parameters(
                 request, [{"field": problem[0], "code": "Invalid", "message": problem[1]}]))
@@ -185,35 +185,6 @@ def _limited(receive: Receive, max_bytes: int) -> Receive:
 def _route(scope: Scope) -> str:
     """The template of the route that matched (set by the router), or ``unmatched``."""
     return getattr(scope.get("route"), "path", None) or "unmatched"
-
-
-def _unstorable_in_url(request: Request) -> tuple[str, str] | None:
-    """The first path or query text no route could look up or store (a NUL character:
-    PostgreSQL's text refuses it), as (field, message), or None."""
-    if "\x00" in request.scope["path"]:
-        return "path", "the path may not contain the NUL character"
-    query = request.scope.get("query_string")
-    # Decoded, a query holds NUL only from "%00" or a raw NUL (undecodable bytes become
-    # U+FFFD, never a lone surrogate): without either, none of its text is refused.
-    if not query or (b"%00" not in query and b"\x00" not in query):
-        return None
-    for name, value in request.query_params.multi_items():
-        problem = unstorable({name: value})
-        if problem:
-            return printable(name), problem
-    return None
-
-
-def _repeated_in_query(request: Request) -> tuple[str, str] | None:
-    """The first query parameter given more than once, as (field, message), or None. Every
-    parameter of ours takes one value (a list is one comma-separated value, as VMAPI's
-    ``uuids``): which of two a route should take would be a guess."""
-    seen: set[str] = set()
-    for name, _value in request.query_params.multi_items():
-        if name in seen:
-            return printable(name), "may be given only once"
-        seen.add(name)
-    return None
 
 
 def _access_fields(request: Request, route: str, status: int, started: float

@@ -11,10 +11,12 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from projections.formats import MAX_INTEGER, decimal
 from service.api.auth import scoped_owner
 from service.api.errors import invalid_parameters
+from service.api.schemas import printable, unstorable
 
 # Accepted everywhere: read consistency, and the VMAPI client's owner scoping.
 COMMON = frozenset({"consistency", "owner_uuid"})
@@ -29,7 +31,7 @@ class Query:
         self.params = request.query_params
         self.errors: list[dict[str, str]] = []
         names = set(allowed) | COMMON
-        for name in self.params.keys():
+        for name in self.params:
             if name not in names and not name.startswith(prefixes):
                 self.invalid(name, "Invalid parameter")
         consistency = self.params.get("consistency")
@@ -125,3 +127,34 @@ def int_or_none(value: Any) -> int | None:
         return int(str(value).strip().strip('"').removeprefix("W/").strip('"'))
     except ValueError:
         return None
+
+
+def unstorable_in_url(request: HTTPConnection) -> tuple[str, str] | None:
+    """The first path or query text no route could look up or store (a NUL character:
+    PostgreSQL's text refuses it), as (field, message), or None. Checked before any route
+    (service/api/envelope.py) and on the changefeed's upgrade, which the envelope does not
+    see."""
+    if "\x00" in request.scope["path"]:
+        return "path", "the path may not contain the NUL character"
+    query = request.scope.get("query_string")
+    # Decoded, a query holds NUL only from "%00" or a raw NUL (undecodable bytes become
+    # U+FFFD, never a lone surrogate): without either, none of its text is refused.
+    if not query or (b"%00" not in query and b"\x00" not in query):
+        return None
+    for name, value in request.query_params.multi_items():
+        problem = unstorable({name: value})
+        if problem:
+            return printable(name), problem
+    return None
+
+
+def repeated_in_query(request: HTTPConnection) -> tuple[str, str] | None:
+    """The first query parameter given more than once, as (field, message), or None. Every
+    parameter of ours takes one value (a list is one comma-separated value, as VMAPI's
+    ``uuids``): which of two a route should take would be a guess."""
+    seen: set[str] = set()
+    for name, _value in request.query_params.multi_items():
+        if name in seen:
+            return printable(name), "may be given only once"
+        seen.add(name)
+    return None

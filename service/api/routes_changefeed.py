@@ -11,7 +11,9 @@ from fastapi import Depends, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
 from service.api.auth import OWNER, authorize, authorized_router, principal_of
-from service.api.routes_changes import change_hub
+from service.api.params import Query, repeated_in_query, unstorable_in_url
+from service.api.routes_changes import TOKEN_PARAMETER, change_hub
+from service.api.schemas import printable, unstorable
 from service.changes import triton
 from service.changes.filters import ChangeFilter
 from service.changes.hub import ChangeHub, StreamEnd, TooManyStreamsError
@@ -20,17 +22,23 @@ router = authorized_router()
 
 # WebSocket close codes (RFC 6455, 7.4.1): refused registration, server overloaded.
 POLICY_VIOLATION, TRY_AGAIN_LATER = 1008, 1013
+# What the upgrade's URL may carry: where to resume, and the token (as on /changes). No
+# ``consistency`` or ``owner_uuid``: a stream has no read to wait for, and is scoped by its
+# token, so either would be taken and ignored.
+UPGRADE_PARAMETERS = frozenset({"after", TOKEN_PARAMETER})
 
 
 @router.get("/changefeeds")
-def changefeed_resources() -> JSONResponse:
+def changefeed_resources(request: Request) -> JSONResponse:
     """The resources this changefeed publishes, by name (Triton's ``GET /changefeeds``)."""
+    Query(request, ()).check()  # takes no parameter of its own (``after`` is the upgrade's)
     return JSONResponse(triton.RESOURCES)
 
 
 @router.get("/changefeeds/stats")
 def changefeed_stats(request: Request) -> JSONResponse:
     """How many listeners are registered, and as what (Triton's ``/changefeeds/stats``)."""
+    Query(request, ()).check()
     registrations = getattr(request.app.state, "changefeed_listeners", {})
     return JSONResponse({"listeners": len(registrations),
                          "registrations": {"vm": dict(registrations)}})
@@ -41,6 +49,10 @@ async def changefeed(websocket: WebSocket) -> None:
     """A Triton listener: registration, bootstrap, then its changes until it goes."""
     hub = change_hub(websocket)
     await websocket.accept()
+    refused = _upgrade_problem(websocket)
+    if refused is not None:
+        await websocket.close(POLICY_VIOLATION, _reason(refused))
+        return
     after = websocket.query_params.get("after")
     # receive(), not receive_text(): a binary frame has no "text", and must be refused as a
     # bad registration, not end in a KeyError (close 1006).
@@ -50,7 +62,13 @@ async def changefeed(websocket: WebSocket) -> None:
     try:
         registration = triton.parse_registration(message.get("text"), after)
     except triton.RegistrationError as error:
-        await websocket.close(POLICY_VIOLATION, str(error)[:120])
+        await websocket.close(POLICY_VIOLATION, _reason(str(error)))
+        return
+    # What /changefeeds/stats shows of it: a lone surrogate there made every stats read a 500
+    shown_text = unstorable({"instance": registration.instance,
+                             "subResources": sorted(registration.sub_resources)})
+    if shown_text is not None:
+        await websocket.close(POLICY_VIOLATION, _reason(f"bad registration: {shown_text}"))
         return
     principal = principal_of(websocket)
     shown = ChangeFilter(scope_owner=principal.owner_uuid if principal.role == OWNER else None)
@@ -59,6 +77,24 @@ async def changefeed(websocket: WebSocket) -> None:
             await _serve(websocket, hub, registration, shown)
     except TooManyStreamsError:
         await websocket.close(TRY_AGAIN_LATER, "too many change streams; try again later")
+
+
+def _upgrade_problem(websocket: WebSocket) -> str | None:
+    """What is wrong with the upgrade's query, as a close reason naming the parameter, or
+    None: the checks every HTTP route's query gets before the route (text no route could
+    store, a parameter given twice), which the HTTP envelope does not make on a WebSocket,
+    and an unknown parameter, as every route refuses one."""
+    problem = unstorable_in_url(websocket) or repeated_in_query(websocket)
+    if problem is None:
+        unknown = next((name for name in websocket.query_params
+                        if name not in UPGRADE_PARAMETERS), None)
+        problem = None if unknown is None else (printable(unknown), "Invalid parameter")
+    return None if problem is None else f"{problem[0]}: {problem[1]}"
+
+
+def _reason(text: str) -> str:
+    """``text`` cut to what a close frame carries (RFC 6455, 5.5: 123 bytes of UTF-8)."""
+    return text.encode()[:123].decode(errors="ignore")
 
 
 async def _serve(websocket: WebSocket, hub: ChangeHub, registration: triton.Registration,

@@ -39,3 +39,15 @@ def test_distinct_parameters_and_one_list_valued_parameter_still_pass(client):
     vm = create_running_vm(client)
     assert client.get(f"/vms?uuids={vm},{vm}&limit=5").status_code == 200
     assert client.post(f"/vms/{vm}?action=stop&idempotent=true").status_code == 202
+
+
+@pytest.mark.parametrize("url, name", [
+    ("/changefeeds?foo=1", "foo"), ("/changefeeds/stats?foo=1", "foo"),
+    ("/changefeeds?after=0", "after"),  # the upgrade's parameter: a plain GET takes none
+])
+def test_the_changefeeds_reads_refuse_an_unknown_parameter_by_name(client, url, name):
+    # found by a tester: both answered 200, where every other route refuses it
+    body = assert_error(client.get(url), 409, "ValidationFailed")
+    assert error_fields(body) == {name: "Invalid"}
+    assert_error(client.get(url, headers=V2), 422, "ValidationFailed")
+    assert client.get(url.partition("?")[0]).status_code == 200

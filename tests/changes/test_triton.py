@@ -144,3 +144,38 @@ def test_a_listener_that_hangs_up_is_gone_at_once_not_at_its_next_heartbeat(serv
               "the listener's registration to end", timeout=5)
         assert "vmledger_change_streams{protocol=\"changefeed\"} 0.0" in httpx.get(
             url + "/metrics").text
+
+
+@pytest.mark.parametrize("query, reason", [
+    ("?after=1000000&after=0", "after: may be given only once"),
+    ("?after=0&after=0", "after: may be given only once"),
+    ("?foo=1&after=0", "foo: Invalid parameter"),
+    ("?consistency=eventual", "consistency: Invalid parameter"),
+    ("?owner_uuid=930896af-bf8c-48d4-885c-6573a94b1853", "owner_uuid: Invalid parameter"),
+    ("?%00=1", "\\x00: \\x00 (the key): strings may not contain the NUL character"),
+    ("?after=0&token=%00", "token: strings may not contain the NUL character"),
+], ids=["after twice", "after twice, equal", "unknown", "consistency", "owner_uuid", "NUL",
+        "NUL value"])
+def test_a_repeated_or_unknown_parameter_on_the_upgrade_is_closed_naming_it(
+        services, query, reason):
+    # found by a tester: the upgrade took the last of two "after"s (and streamed from it) and
+    # ignored an unknown parameter, where every other route refuses both by name
+    with live_server(services) as url, connect(_ws(url) + query) as ws:
+        with pytest.raises(ConnectionClosedError):
+            ws.recv(timeout=10)
+        assert ws.close_code == 1008 and reason in ws.close_reason, ws.close_reason
+        assert httpx.get(url + "/changefeeds/stats").json()["listeners"] == 0
+
+
+@pytest.mark.parametrize("instance", ["\\ud800", "a\\u0000"], ids=["surrogate", "NUL"])
+def test_a_registration_holding_text_no_answer_can_carry_is_closed_and_stats_still_answer(
+        services, instance):
+    # a listener's instance is shown by /changefeeds/stats: a lone surrogate there made every
+    # later stats read answer 500 while the listener was registered
+    registration = json.dumps(V1).replace(V1["instance"], instance)
+    with live_server(services) as url, connect(_ws(url)) as ws:
+        ws.send(registration)
+        with pytest.raises(ConnectionClosedError):
+            ws.recv(timeout=10)
+        assert ws.close_code == 1008 and "instance" in ws.close_reason, ws.close_reason
+        assert httpx.get(url + "/changefeeds/stats").status_code == 200
