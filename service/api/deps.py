@@ -24,7 +24,7 @@ from domain.vm import Cause, make_cause
 from service.api.errors import UnavailableError, invalid_parameters
 from service.api.fast_json import FastJSONResponse
 from service.api.field_errors import field_errors
-from service.api.params import int_or_none
+from service.api.params import header_version
 from service.commands.application import Accepted
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKey
@@ -81,15 +81,12 @@ def idempotency_of(request: Request, data: Any) -> IdempotencyKey | None:
 def if_match_of(request: Request) -> int | None:
     """The version ``If-Match`` names (``"7"``, ``7`` or ``W/"7"``), or None without the
     header or for ``*``, which matches any current representation (RFC 9110, 13.1.1): a VM
-    that does not exist is still 404. Anything else is refused naming ``If-Match``."""
+    that does not exist is still 404. Anything else, a version out of ``?version=``'s range
+    too, is refused naming ``If-Match`` (``params.header_version``)."""
     header = request.headers.get("if-match")
     if header is None or header.strip() == "*":
         return None
-    version = int_or_none(header)
-    if version is None:
-        raise invalid_parameters(request, [{"field": "If-Match", "code": "Invalid",
-                                            "message": 'must be a version, e.g. "7", or *'}])
-    return version
+    return header_version(request, "If-Match", header)
 
 
 # How much longer than its bound a command whose append is already in a batch is waited

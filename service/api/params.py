@@ -72,7 +72,7 @@ class Query:
         return integer_param(
             self.params, name, minimum=minimum, maximum=maximum, refuse=self.invalid,
             message=lambda number: "must be an integer" if number is None
-            else f"must be {minimum} to {maximum}")
+            else out_of_range(minimum, maximum))
 
     def boolean(self, name: str) -> bool:
         value = self.params.get(name)
@@ -121,12 +121,28 @@ def openapi_parameter(name: str, description: str, schema: Mapping[str, Any] | N
             "schema": dict(schema or {"type": "string"})}
 
 
-def int_or_none(value: Any) -> int | None:
-    """An integer from a header value, or None."""
-    try:
-        return int(str(value).strip().strip('"').removeprefix("W/").strip('"'))
-    except ValueError:
-        return None
+def out_of_range(minimum: int, maximum: int) -> str:
+    """The refusal of a number outside ``minimum`` to ``maximum``, in the same words wherever
+    it is given (``?version=``, ``If-Match``)."""
+    return f"must be {minimum} to {maximum}"
+
+
+def header_version(request: Request, name: str, text: str) -> int:
+    """The version header ``name`` names (``7``, ``"7"`` or ``W/"7"``: decimal digits, 1 to
+    ``MAX_INTEGER`` as ``?version=``); anything else raises ``ValidationFailed`` naming it.
+    ``int`` took what no version is: 0, negative numbers and numbers past any version (412,
+    "not -1"), and "7_0" or " 7" inside the quotes."""
+    refused: list[str] = []
+    unquoted = text.strip().strip('"').removeprefix("W/").strip('"')
+    version = integer_param(
+        {name: unquoted}, name, minimum=1, maximum=MAX_INTEGER,
+        refuse=lambda _name, message: refused.append(message),
+        message=lambda number: 'must be a version, e.g. "7", or *' if number is None
+        else out_of_range(1, MAX_INTEGER))
+    if version is None:
+        raise invalid_parameters(request, [{"field": name, "code": "Invalid",
+                                            "message": refused[0]}])
+    return version
 
 
 def unstorable_in_url(request: HTTPConnection) -> tuple[str, str] | None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
+
 from tests.api.helpers import (
     OTHER_OWNER, V2, act, act_and_wait, assert_error, create_running_vm, create_vm,
     error_fields, get_vm, wait_job,
@@ -210,6 +212,35 @@ def test_if_match_with_a_wrong_version_is_412_and_appends_nothing(client, servic
     malformed = act(client, vm_uuid, "stop", headers={"If-Match": "yesterday"})
     assert error_fields(assert_error(malformed, 409, "ValidationFailed")) == {
         "If-Match": "Invalid"}
+
+
+@pytest.mark.parametrize("header", ['"0"', '"-1"', "0", 'W/"0"', f'"{2**53}"',
+                                    '"99999999999999999999999"', '"9" * 5000'])
+def test_if_match_out_of_the_version_range_is_refused_as_version_is(client, services,
+                                                                    header) -> None:
+    # found by a tester: these answered 412, as if a VM could be at version 0, -1 or 2**70
+    vm_uuid = create_running_vm(client)
+    head = services.commands.head_position()
+    header = f'"{"9" * 5000}"' if header == '"9" * 5000' else header
+    body = assert_error(act(client, vm_uuid, "stop", headers={"If-Match": header}),
+                        409, "ValidationFailed")
+    [error] = body["errors"]
+    assert (error["field"], error["code"]) == ("If-Match", "Invalid")
+    # the words of ?version='s refusal
+    at_zero = assert_error(client.get(f"/vms/{vm_uuid}", params={"version": 0}),
+                           409, "ValidationFailed")
+    assert error["message"] == at_zero["errors"][0]["message"] == "must be 1 to 9007199254740991"
+    assert services.commands.head_position() == head
+    assert_error(client.delete(f"/vms/{vm_uuid}", headers={"If-Match": header, **V2}),
+                 422, "ValidationFailed")
+
+
+@pytest.mark.parametrize("header", ['"7_0"', '" 7"', '"7 "', "7.0", '""'])
+def test_if_match_that_is_no_decimal_version_is_refused(client, header) -> None:
+    vm_uuid = create_running_vm(client)
+    body = assert_error(act(client, vm_uuid, "stop", headers={"If-Match": header}),
+                        409, "ValidationFailed")
+    assert error_fields(body) == {"If-Match": "Invalid"}
 
 
 def test_if_match_with_the_current_version_is_accepted(client) -> None:
