@@ -60,3 +60,15 @@ def test_a_head_is_logged_with_its_method_and_the_gets_route(client, json_logs) 
                  if line["logger"] == "vmledger.access" and line["method"] == "HEAD"]
     assert (closing["method"], closing["route"], closing["status"]) == (
         "HEAD", "/vms/{vm_uuid}", 200)
+
+
+def test_count_vms_answers_the_count_alone_as_documented(client) -> None:
+    # a tester found api.md saying both "the GET's Content-Length" and "only the count": HEAD
+    # /vms is CountVms, which reads no page, so its length is 0, as VMAPI's (whose own tests
+    # require a Content-Length on it); its other headers are the GET's
+    create_running_vm(client)
+    got, head = client.get("/vms"), client.head("/vms")
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-length"] == "0" != got.headers["content-length"]
+    for name in ("x-joyent-resource-count", "connection", "api-version"):
+        assert head.headers[name] == got.headers[name], name
