@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from domain.server import InsufficientCapacityError
 from domain.states import VmState
 from service.api import head
 from service.api.field_errors import field_errors
+from service.api.schemas import printable
 from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
@@ -249,7 +250,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def request_validation(request: Request, error: RequestValidationError) -> JSONResponse:
         return JSONResponse(body("ValidationFailed", "Invalid parameters",
-                                 errors=field_errors(error.errors())),
+                                 errors=_unread_body(request, error.errors())
+                                 or field_errors(error.errors())),
                             status_code=validation_status(request))
 
     @app.exception_handler(StarletteHTTPException)
@@ -277,3 +279,20 @@ def _unparsable(cause: BaseException | None) -> str:
     if isinstance(cause, UnicodeDecodeError):
         return "not UTF-8 text"
     return "it could not be parsed"
+
+
+def _unread_body(request: Request, items: Sequence[Mapping[str, Any]]
+                 ) -> list[dict[str, str]] | None:
+    """The refusal of a body FastAPI did not read as JSON because its ``Content-Type`` is not
+    JSON's (``text/plain``, a form's, ``curl -d``'s default), or None. The route got the raw
+    bytes, and pydantic's "Input should be a valid dictionary" misled a client whose body
+    was a JSON object. Still ``ValidationFailed``, not 415: VMAPI's restify leaves such a
+    body unread too and refuses the request as missing its fields (409)."""
+    if not any(tuple(item.get("loc", ())) == ("body",)
+               and isinstance(item.get("input"), bytes | bytearray) for item in items):
+        return None
+    # the media type alone, and not all of a header a client may have made long
+    sent = request.headers.get("content-type", "").split(";")[0].strip()[:100] or "no type"
+    return [{"field": "body", "code": "Invalid", "message": (
+        f"the body must be JSON sent with Content-Type: application/json (it was sent as "
+        f"{printable(sent)})")}]
