@@ -12,6 +12,7 @@ from domain.errors import JobNotFoundError, VmNotFoundError
 from domain.states import Execution, JobName
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of, wait_for_job
+from service.api.errors import invalid_parameters
 from service.api.params import Query
 from service.container import Services
 
@@ -47,20 +48,29 @@ def list_jobs(request: Request) -> JSONResponse:
     owner_uuid = query.owner_uuid
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     offset = query.integer("offset", minimum=0) or 0
-    execution, name = _job_filters(query)
+    execution, name = _job_filters(query, "task")
     query.check()
+    if query.params.get("task") and query.params.get("name"):  # an empty one is no filter
+        # the one would silently win over the other (name did), as version over at would
+        raise invalid_parameters(
+            request, [{"field": "task", "code": "Invalid",
+                       "message": "task and name cannot be used together"}],
+            code="ConflictingParameters", message="task and name cannot be used together")
     read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
     return JSONResponse(services.jobs.list(vm_uuid=vm_uuid, execution=execution, name=name,
                                            owner_uuid=owner_uuid, limit=limit, offset=offset))
 
 
-def _job_filters(query: Query) -> tuple[str | None, str | None]:
+def _job_filters(query: Query, *aliases: str) -> tuple[str | None, str | None]:
+    """``execution`` and the job's name: ``name``, or one of ``aliases`` (``task``, VMAPI's
+    word for it), a bad one refused naming the parameter it came in."""
     execution = query.params.get("execution")
     if execution is not None and execution not in {e.value for e in Execution}:
         query.invalid("execution", "must be one of " + ", ".join(e.value for e in Execution))
-    name = query.params.get("name") or query.params.get("task")
+    given = next((p for p in ("name", *aliases) if query.params.get(p)), "name")
+    name = query.params.get(given) or None
     if name is not None and name not in {n.value for n in JobName}:
-        query.invalid("name", "must be one of " + ", ".join(n.value for n in JobName))
+        query.invalid(given, "must be one of " + ", ".join(n.value for n in JobName))
     return execution, name
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import uuid
 
+import pytest
+
 from tests.api.helpers import (
     OTHER_OWNER, TERMINAL, V2, act, act_and_wait, assert_error, create_running_vm, create_vm,
     error_fields, wait_job,
@@ -164,3 +166,26 @@ def test_an_owner_scoped_read_of_a_job_just_accepted_finds_it(services, monkeypa
         waited = http.get(f"/jobs/{job_uuid}/wait", params={"owner_uuid": OWNER, "timeout": 0})
         assert waited.status_code == 200, waited.text
         assert waited.json()["execution"] == "queued"
+
+
+@pytest.mark.parametrize(("params", "status"), [
+    ({"task": "update", "name": "stop"}, 409), ({"task": "stop", "name": "stop"}, 409),
+    ({"task": "update", "name": "stop", "Accept-Version": "~2"}, 422),
+])
+def test_task_with_name_is_refused_as_conflicting_parameters(client, params, status) -> None:
+    # found by a tester: name silently won over task (its VMAPI name), where every other pair
+    # that cannot go together is refused (version with at, offset with marker)
+    params = dict(params)  # the same dict serves each backend's run
+    version = params.pop("Accept-Version", None)
+    response = client.get("/jobs", params=params,
+                          headers={"Accept-Version": version} if version else {})
+    body = assert_error(response, status, "ConflictingParameters")
+    assert [e["field"] for e in body["errors"]] == ["task"]
+    assert "task and name" in body["message"]
+
+
+def test_a_bad_task_is_refused_naming_task(client) -> None:
+    body = assert_error(client.get("/jobs", params={"task": "frobnicate"}), 409,
+                        "ValidationFailed")
+    assert error_fields(body) == {"task": "Invalid"}
+    assert client.get("/jobs", params={"task": "stop"}).status_code == 200
