@@ -103,3 +103,9 @@ def test_every_marker_the_service_hands_out_is_taken_back(client) -> None:
         marker = encode_marker("server_uuid.asc", value, VM)
         assert client.get("/vms", params={"sort": "server_uuid", "marker": marker}
                           ).status_code == 200
+
+
+def test_every_sort_key_says_what_its_column_holds() -> None:
+    from projections.vm_queries import SORT_FIELDS
+    from service.api.marker_types import COLUMN_VALUES
+    assert set(COLUMN_VALUES) == set(SORT_FIELDS)
