@@ -9,14 +9,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from domain.errors import ServerNotFoundError
-from domain.server import InsufficientCapacityError
 from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
 from domain.vm import Vm
 from service.commands.agents import record_happening
 from service.jobs import effects, takeovers
 from service.jobs.compute.driver import ComputeError
+from service.jobs.placing import (
+    claim_a_server, place_and_register, placed_by_an_earlier_attempt,
+)
 from service.jobs.run import JobRun, StepFailedError
 
 
@@ -64,60 +65,19 @@ def provision(job: JobRun) -> None:
         return
 
     pinned = job.params.get("args", {}).get("server_uuid")
-    server_uuid = job.step("place", lambda: _claim_a_server(job, [pinned] if pinned else None))
     try:
-        job.step("ensure_registered", lambda: job.driver.ensure_registered(
-            server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
+        server_uuid = place_and_register(job, pinned)
         run = effects.boot(job, server_uuid)
     except StepFailedError:
-        # Leave nothing half-made on the server; the failure itself is what gets recorded.
-        with contextlib.suppress(ComputeError):
-            job.driver.unregister(server_uuid, vm_uuid)
+        # Leave nothing half-made on the server it holds a claim on (if any); the failure
+        # itself is what gets recorded.
+        claimed = (job.vm.claim or {}).get("server_uuid")
+        if claimed is not None:
+            with contextlib.suppress(ComputeError):
+                job.driver.unregister(claimed, vm_uuid)
         raise
     job.succeed(effects.booted(job, run,
                                lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
-
-
-def _claim_a_server(job: JobRun, candidates: list[str] | None = None) -> str:
-    """Claim the VM's RAM and CPUs on the first of ``candidates`` (default: the placement's
-    shortlist) that has room, recorded on the VM's and the server's streams in one
-    transaction; the server the VM already holds a claim on, if any. Raises
-    ``ComputeError`` when no server has room; when the only candidate was named (a pin, or
-    the VM's own server), why that server refused: unknown, or short of room."""
-    vm = job.vm
-    if vm.claim is not None:
-        return vm.claim["server_uuid"]
-    shortlist = candidates if candidates is not None else job.context.placement(vm)
-    if isinstance(shortlist, str):
-        shortlist = [shortlist]
-    refusals: list[str] = []
-    for server_uuid in shortlist or []:
-        try:
-            job.claim(server_uuid)
-        except ServerNotFoundError:
-            refusals.append(f"server {server_uuid} is unknown")
-            continue
-        except InsufficientCapacityError as short:
-            refusals.append(str(short))
-            continue
-        return server_uuid
-    if candidates is not None and len(refusals) == 1:
-        # a named server: "no server has room" would read as a full fleet
-        raise ComputeError(refusals[0])
-    raise ComputeError(f"no server has {vm.ram} MiB and {vm.cpus} CPUs free")
-
-
-def _placed_by_an_earlier_attempt(job: JobRun, vm_uuid: str) -> str | None:
-    """On a takeover, the server an earlier attempt already created the VM on, as the compute
-    nodes report it (design.md: a takeover first asks what is really there). Placing anew
-    would pick another server, where the VM cannot be booted, and leave it on the first."""
-    if job.job.get("attempt", 1) <= 1:
-        return None
-    for server in job.driver.servers():
-        with contextlib.suppress(ComputeError):
-            if vm_uuid in job.driver.inventory(server.uuid):
-                return server.uuid
-    return None
 
 
 def start(job: JobRun) -> None:
@@ -133,7 +93,7 @@ def start(job: JobRun) -> None:
             return
         server_uuid = vm.server_uuid
         if vm.claim is None:
-            job.step("place", lambda: _claim_a_server(job, [server_uuid]))
+            job.step("place", lambda: claim_a_server(job, [server_uuid]))
         run = effects.boot(job, server_uuid)
         job.succeed(effects.booted(job, run, lambda v: v.record_started(cause=job.cause)))
     else:
@@ -156,10 +116,7 @@ def _start_elsewhere(job: JobRun, vm: Vm) -> None:
     may land on another machine, data/README.md)."""
     vm_uuid = str(vm.id)
 
-    earlier = _placed_by_an_earlier_attempt(job, vm_uuid)
-    server_uuid = job.step("place", lambda: _claim_a_server(job, [earlier] if earlier else None))
-    job.step("ensure_registered", lambda: job.driver.ensure_registered(
-        server_uuid, vm_uuid, ram_mib=vm.ram, metadata=vm.internal_metadata))
+    server_uuid = place_and_register(job, placed_by_an_earlier_attempt(job, vm_uuid))
     run = effects.boot(job, server_uuid)
     job.succeed(effects.booted(job, run, lambda v: v.record_started(cause=job.cause,
                                                            server_uuid=server_uuid)))

@@ -22,7 +22,9 @@ from domain.job_queue import ActiveJob
 from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
 from service.commands.application import Commands
-from service.jobs.compute.driver import ComputeDriver, ComputeError, Incarnation
+from service.jobs.compute.driver import (
+    ComputeDriver, ComputeError, Incarnation, UnknownServerError,
+)
 from service.jobs.transient import PatientDriver, retry_transient
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -165,7 +167,9 @@ class JobRun:
             except ComputeError as failure:
                 error = str(failure) or type(failure).__name__
                 self.record_step(name, result=None, error=error, started=started)
-                if attempt == self.context.step_attempts:
+                # a server the driver does not have stays unknown: asking again cannot help
+                if attempt == self.context.step_attempts \
+                        or isinstance(failure, UnknownServerError):
                     raise StepFailedError(error) from failure
                 continue
             recorded = result.as_result() if isinstance(result, Incarnation) else result
@@ -182,6 +186,21 @@ class JobRun:
 
         self._change(claim)
 
+    def release_claim(self, step: str) -> None:
+        """Give back the capacity the VM holds (the claim a failed placement made), recorded
+        as step ``step`` whose result is the server, in the same save as the release."""
+        server_uuid = (self.vm.claim or {}).get("server_uuid")
+        entry = _entry(step, server_uuid, None, utcnow())
+
+        def release(vm: Vm) -> None:
+            self._held(vm)
+            vm.record_step(self.job_uuid, entry, cause=self.cause, worker=self.context.worker_id)
+            vm.release_capacity(cause=self.cause)
+
+        self._change(release)
+        self.steps_recorded += 1
+        self.last_step_failed = False
+
     def _held(self, vm: Vm) -> None:
         head = vm.head_job
         if (head is None or head["uuid"] != self.job_uuid
@@ -191,13 +210,7 @@ class JobRun:
     def record_step(self, name: str, *, result: Any, error: str | None = None,
                     started: datetime | None = None) -> None:
         """Record a step that needed no compute call (or whose outcome is known)."""
-        step = {
-            "name": name,
-            "result": result,
-            "error": error,
-            "started_at": rfc3339(started or utcnow()),
-            "finished_at": rfc3339(utcnow()),
-        }
+        step = _entry(name, result, error, started or utcnow())
         self._change(lambda vm: vm.record_step(
             self.job_uuid, step, cause=self.cause, worker=self.context.worker_id))
         self.steps_recorded += 1
@@ -230,3 +243,9 @@ class JobRun:
 
         self._change(finish)
         self.outcome = "failed"
+
+
+def _entry(name: str, result: Any, error: str | None, started: datetime) -> dict[str, Any]:
+    """A ``chain_results`` entry, finished now."""
+    return {"name": name, "result": result, "error": error,
+            "started_at": rfc3339(started), "finished_at": rfc3339(utcnow())}

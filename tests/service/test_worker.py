@@ -311,3 +311,27 @@ def test_a_worker_that_renews_no_leases_runs_its_jobs_without_a_renewal_thread(
     accepted = create(services)
     assert worker.run_vm(accepted.vm_uuid)
     assert job(services, accepted.job_uuid)["execution"] == "succeeded"
+
+
+def test_a_provision_placed_on_a_server_its_driver_does_not_know_moves_to_the_next(services):
+    # A server registered in the log that the compute driver cannot reach (tester B, B8):
+    # the claim there is given back and the VM is placed on the next candidate.
+    ghost = "aaaaaaaa-bbbb-4ccc-8ddd-ffffffffffff"
+    services.commands.register_server(ghost, hostname="ghost", boot_id="b", ram_mib=1 << 20,
+                                      cpus=64, cause=cause())
+    real = services.fleet.servers()[0].uuid
+    worker = Worker(services.commands, services.fleet, find_work=list, worker_id="w",
+                    placement=lambda vm: [ghost, real])
+    accepted = create(services)
+    assert worker.run_vm(accepted.vm_uuid)
+    vm = services.commands.load(accepted.vm_uuid)
+    assert (vm.state, vm.server_uuid) == ("running", real)
+    assert services.commands.load_server(ghost).claims == {}
+    assert accepted.vm_uuid in services.commands.load_server(real).claims
+    steps = job(services, accepted.job_uuid)["chain_results"]
+    assert [(s["name"], s["result"], s["error"]) for s in steps[:3]] == [
+        ("place", ghost, None),
+        ("ensure_registered", None, f"unknown server {ghost}"),
+        ("release", ghost, None)]
+    assert [s["name"] for s in steps[3:]] == ["place", "ensure_registered", "ensure_state"]
+    assert steps[3]["result"] == real

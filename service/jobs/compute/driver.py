@@ -38,6 +38,11 @@ class ComputeError(Exception):
     """A compute node could not do what was asked (the job records the message)."""
 
 
+class UnknownServerError(ComputeError):
+    """The driver has no such server: it cannot reach it, so asking again cannot help (a
+    server registered in the log that the compute fleet does not have, docs/jobs.md)."""
+
+
 class NoCapacityError(ComputeError):
     """No server has room for the VM."""
 
@@ -66,7 +71,7 @@ class ComputeDriver(Protocol):
         """Every known server."""
 
     def server_info(self, server_uuid: str) -> ServerInfo:
-        """One server. Raises ``ComputeError`` if unknown."""
+        """One server. Raises ``UnknownServerError`` if unknown."""
 
     def inventory(self, server_uuid: str) -> dict[str, PowerState]:
         """The VMs the server has, by uuid, with their power state."""

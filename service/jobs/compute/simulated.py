@@ -18,7 +18,7 @@ from uuid import UUID
 
 from projections.db import Database
 from service.jobs.compute.driver import (
-    ComputeError, Incarnation, PowerState, ServerInfo, TargetState,
+    ComputeError, Incarnation, PowerState, ServerInfo, TargetState, UnknownServerError,
 )
 from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
 
@@ -101,7 +101,14 @@ class SimulatedFleet:
         for server in self.servers():
             if server.uuid == server_uuid:
                 return server
-        raise ComputeError(f"unknown server {server_uuid}")
+        raise UnknownServerError(f"unknown server {server_uuid}")
+
+    def server_uuids(self) -> set[str]:
+        """The uuid of every server the fleet has, whatever its status (placement leaves out
+        a server registered in the log that the fleet does not have)."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT uuid FROM sim_servers")
+            return {row["uuid"] for row in tx.fetchall()}
 
     def server_status(self, server_uuid: str) -> str | None:
         """``running``, ``unknown`` or ``removed``; None for a server the fleet never had."""
