@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eventsourcing.persistence import InterfaceError, OperationalError
+import psycopg
+from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -43,10 +45,14 @@ from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
 from service.commands.versioning import InvalidVersionError
+from service.schema_errors import OncePerInterval, explain, missing_schema
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
 RETRY_AFTER_S = "1"
+
+# One line per interval while the database lacks what the service built, not one per request.
+_schema_missing_logged = OncePerInterval(log)
 
 
 class ApiError(Exception):
@@ -187,13 +193,25 @@ ERRORS: dict[type[Exception], Row] = {
 }
 
 
+# Errors of the database drivers with no row: answered 503 when they say a table the
+# service built is missing (service/schema_errors.py), else left a 500 (a bug).
+DRIVER_ERRORS: tuple[type[Exception], ...] = (PersistenceError, psycopg.Error, sqlite3.Error)
+
+
 def row_for(error_class: type[BaseException]) -> Row | None:
     """The row of ``error_class``, or of its closest ancestor that has one; None if none."""
     return next((ERRORS[c] for c in error_class.__mro__ if c in ERRORS), None)
 
 
 def error_response(request: Request, error: Exception) -> JSONResponse:
-    """The answer to ``error`` by its row in ``ERRORS`` (a 500, logged, when it has none)."""
+    """The answer to ``error`` by its row in ``ERRORS`` (a 500, logged, when it has none);
+    503 for an error saying a table the service built is missing, whatever its class."""
+    missing = missing_schema(error)
+    if missing is not None:
+        message = explain(missing)
+        _schema_missing_logged(f"unavailable: {message}")
+        return JSONResponse(body("Unavailable", message), status_code=503,
+                            headers={"Retry-After": RETRY_AFTER_S})
     row = row_for(type(error))
     if row is None:
         log.error("unmapped error %r", error)
@@ -238,9 +256,12 @@ def install(app: FastAPI) -> None:
     request validation and HTTP errors."""
 
     async def mapped(request: Request, error: Exception) -> JSONResponse:
+        if (row_for(type(error)) is None and not isinstance(error, DomainError)
+                and missing_schema(error) is None):
+            raise error  # a driver's error that is a bug (bad SQL): a 500, with its traceback
         return error_response(request, error)
 
-    for error_class in (DomainError, *ERRORS):
+    for error_class in (DomainError, *ERRORS, *DRIVER_ERRORS):
         app.add_exception_handler(error_class, mapped)
 
     @app.exception_handler(ApiError)
