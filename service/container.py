@@ -211,12 +211,21 @@ class Services:
         thread.start()
         self._threads.append(thread)
 
-    def close(self) -> None:
-        """Stop background threads, then close the database pool."""
+    def stop_background(self, wait_s: float = 10.0) -> None:
+        """Stop the background threads, waiting up to ``wait_s`` for each. A worker thread
+        still running a job then is given up (a daemon, it dies with the process): the job
+        keeps its lease until it expires and another worker takes it over, and the log says
+        so, as ``vmledger work`` does when stopped with a job in hand."""
         self._stop.set()
         self.projections.wake()
         self.worker.wake()
         for thread in self._threads:
-            thread.join(timeout=10)
+            thread.join(timeout=wait_s)
+        if any(t.is_alive() and t.name == "vmledger-worker" for t in self._threads):
+            self.worker.left_in_hand()
+
+    def close(self) -> None:
+        """Stop background threads, then close the database pool."""
+        self.stop_background()
         self.commands.committer.close()
         self.app.close()

@@ -71,6 +71,9 @@ class Worker:
         self.renew_leases = renew_leases
         self._periodic_at = 0.0
         self._wake = threading.Event()
+        # The job this worker is running, if any (``left_in_hand`` reads it from another
+        # thread when the process gives up waiting for it).
+        self._in_hand: JobRun | None = None
 
     def job_context(self) -> JobContext:
         """What a run of a job this worker claimed works with."""
@@ -117,6 +120,7 @@ class Worker:
                  extra=fields)
         if self.renew_leases:
             run.keep_lease()
+        self._in_hand = run
         try:
             if run.attempt > self.max_attempts:
                 takeovers.give_up(run)
@@ -130,15 +134,26 @@ class Worker:
             log.exception("job %s hit a domain refusal", job_uuid, extra=fields)
             run.fail(str(refusal) or type(refusal).__name__)
         finally:
+            self._in_hand = None
             run.release()
             if run.outcome in ("succeeded", "failed"):
                 log.info("job %s %s", run.job["name"], run.outcome,
                          extra={**fields, "outcome": run.outcome})
             elif run.outcome is None:
-                log.warning("job %s left unfinished: another worker takes it over once its "
-                            "lease expires", run.job["name"],
-                            extra={**fields, "outcome": "unfinished"})
+                _log_unfinished(run, self.worker_id)
         return True
+
+    def left_in_hand(self) -> None:
+        """Say that this worker is stopped and gives up the job it is still running (if
+        any), as ``run_forever`` and ``_claim_and_run`` would had it ended: for a process that
+        stops waiting for its worker thread (embedded ``serve``), whose daemon thread then
+        dies with it and logs nothing (docs/operations.md, "Logs")."""
+        run = self._in_hand
+        if run is not None and run.outcome is None:
+            with log_context(actor=f"worker:{self.worker_id}", vm_uuid=str(run.vm.id),
+                             job_uuid=run.job_uuid):
+                _log_unfinished(run, self.worker_id)
+        log.info("worker %s stopped: it takes no more jobs", self.worker_id)
 
     def run_pending(self, stop: threading.Event | None = None) -> int:
         """One pass over the VMs with unfinished jobs; how many jobs ran (none while paused).
@@ -190,6 +205,13 @@ class Worker:
             if not stop.is_set():
                 self._wake.wait(poll_s)
         log.info("worker %s stopped: it takes no more jobs", self.worker_id)
+
+
+def _log_unfinished(run: JobRun, worker_id: str) -> None:
+    """The warning for a job its worker gave up without ending it (an error, or stopped)."""
+    log.warning("job %s left unfinished: another worker takes it over once its lease expires",
+                run.job["name"], extra={"job_name": run.job["name"], "attempt": run.attempt,
+                                        "worker": worker_id, "outcome": "unfinished"})
 
 
 def stop_on_signals(worker: Worker) -> threading.Event:

@@ -4,6 +4,7 @@ and claims no other, and the jobs it leaves are taken by another worker. The sig
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from service.jobs.worker import Worker
@@ -70,3 +71,36 @@ def test_a_stopped_worker_with_nothing_in_hand_claims_nothing(services):
     services.worker.run_forever(stop, 0.01)  # returns at once
     [vm_uuid] = services.jobs.vms_with_unfinished_jobs()
     assert _started(services, vm_uuid) == []
+
+
+def test_an_embedded_worker_stopped_with_a_job_in_hand_logs_that_it_left_it(
+        services, monkeypatch, caplog):
+    # ``serve`` waits a while for its worker thread, then closes the pool and exits: the
+    # job in hand is left to its lease, and the log says so as ``vmledger work`` does
+    # (tester B, B13: no line at all).
+    in_step, go_on = threading.Event(), threading.Event()
+    ensure_state = services.fleet.ensure_state
+
+    def held(server_uuid, vm_uuid, state, **kwargs):
+        in_step.set()
+        assert go_on.wait(30), "the test never let the step go on"
+        return ensure_state(server_uuid, vm_uuid, state, **kwargs)
+
+    monkeypatch.setattr(services.fleet, "ensure_state", held)
+    create(services)
+    services.projections.catch_up()
+    services.start_background(projections=False, worker=True)
+    assert in_step.wait(30), "the worker never reached a provision's ensure_state step"
+    try:
+        with caplog.at_level(logging.INFO, logger="vmledger"):
+            services.stop_background(wait_s=0.2)
+        left = [r for r in caplog.records if "left unfinished" in r.getMessage()]
+        assert [r.getMessage().split(":")[0] for r in left] == ["job provision left unfinished"]
+        assert left[0].levelno == logging.WARNING
+        assert (left[0].job_name, left[0].outcome) == ("provision", "unfinished")
+        assert any("worker" in r.getMessage() and "stopped" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        go_on.set()
+        for thread in services._threads:
+            thread.join(30)
