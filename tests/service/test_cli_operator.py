@@ -272,7 +272,8 @@ def test_replay_rebuild_and_audit_bars_go_to_stderr_and_end_full(
     verified = run("audit", "verify", env=env)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert verified.stdout.strip().splitlines() == [
-        f"audit verify: every stream's chain and every read model held ({total} events)"]
+        (f"audit verify: every stream's chain, every snapshot and every read model held "
+         f"({total} events)")]
     assert _final_counts(verified.stderr, "checking hash chains") == (total, total)
     done, folded = _final_counts(verified.stderr, "comparing read models")
     assert done == folded == total * len(READ_MODEL_NAMES)

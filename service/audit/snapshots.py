@@ -1,0 +1,78 @@
+"""Snapshots checked against the log, for ``vmledger audit verify`` (tester B, B1).
+
+A snapshot is an aggregate's state at a version, taken every ``SNAPSHOT_EVERY`` versions
+(``service/commands/snapshots.py``). It is outside the hash chain, yet loads start from it:
+commands, time travel (``GET /vms/{uuid}?version=``) and the console. An edited snapshot
+would change what they see and decide while the chain still held, so the audit folds each
+snapshot's stream afresh from its first event up to the snapshot's version and compares the
+two states field by field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.utils import get_topic
+
+from service.audit.verify import Difference
+
+
+def verify_snapshots(app: Any) -> list[Difference]:
+    """Every stored snapshot that differs from a fresh fold of its stream's events up to
+    its version (or that cannot be read, or whose stream cannot be folded that far): one
+    ``snapshot`` difference each, naming the stream and the version."""
+    differences = []
+    for stream, version in stored_snapshots(app.snapshots.recorder):
+        problem = _check(app, stream, version)
+        if problem:
+            differences.append(Difference(f"snapshot {stream}", version, "snapshot", problem))
+    return differences
+
+
+def stored_snapshots(recorder: Any) -> Iterator[tuple[UUID, int]]:
+    """(stream, version) of every stored snapshot, in stream then version order."""
+    table = recorder.events_table_name
+    schema = getattr(recorder.datastore, "schema", None)
+    if schema:  # PostgreSQL: the table lives in the configured schema
+        from psycopg.sql import Identifier
+
+        table = Identifier(schema, table).as_string()
+    with recorder.datastore.transaction(commit=False) as cursor:
+        cursor.execute(f"SELECT originator_id, originator_version FROM {table} "
+                       "ORDER BY originator_id, originator_version")
+        rows = cursor.fetchall()
+    for row in rows:
+        yield UUID(str(row["originator_id"])), int(row["originator_version"])
+
+
+def _check(app: Any, stream: UUID, version: int) -> str | None:
+    """What is wrong with the snapshot of ``stream`` at ``version``, or None."""
+    try:
+        [snapshot] = app.snapshots.get(stream, lte=version, desc=True, limit=1)
+    except Exception as error:  # noqa: BLE001 - an unreadable snapshot is a finding
+        return f"the snapshot cannot be read: {type(error).__name__}: {error}"
+    aggregate = None
+    try:
+        for event in app.events.get(stream, lte=version):
+            aggregate = event.mutate(aggregate)
+    except Exception as error:  # noqa: BLE001 - a stream that cannot be folded is a finding
+        return f"its stream cannot be folded to this version: {type(error).__name__}: {error}"
+    if aggregate is None or aggregate.version != version:
+        reached = aggregate.version if aggregate is not None else 0
+        return f"its stream ends at version {reached}, before the snapshot's"
+    if snapshot.topic != get_topic(type(aggregate)):
+        return f"its topic {snapshot.topic} is not the fold's {get_topic(type(aggregate))}"
+    fresh = type(snapshot).take(aggregate).state
+    have, want = _plain(app, snapshot.state), _plain(app, fresh)
+    if have != want:
+        fields = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+        return f"differs from a fresh fold of its stream in {', '.join(fields)}"
+    return None
+
+
+def _plain(app: Any, state: dict[str, Any]) -> Any:
+    """``state`` through the transcoder and back: both sides in the types stored ones have."""
+    transcoder = app.mapper.transcoder
+    return transcoder.decode(transcoder.encode(state))
