@@ -1,5 +1,6 @@
-"""``vmledger audit verify``: replay every stream, check its hash chain, and compare every read
-model with a fresh fold of the log (design.md, "Auditing").
+"""``vmledger audit verify``: replay every stream and check its hash chain (design.md,
+"Auditing"), and what its other checks share: snapshots (service/audit/snapshots.py) and
+read models (service/audit/read_models.py) are compared with fresh folds of the log.
 
 Each difference names the stream (or read-model row) and the version where it was found.
 """
@@ -130,16 +131,6 @@ def _check_class(where: str, stored: Notification, fields: dict[str, Any]
 def scratch_directory() -> Path:
     """Where fresh folds are built (removed by the caller)."""
     return Path(tempfile.mkdtemp(prefix="vmledger-audit-"))
-
-
-def verify_read_models(services: Any, progress: Callable[[int], None] | None = None,
-                       notes: list[str] | None = None) -> list[Difference]:
-    """Every read model compared with a fresh fold of the whole log
-    (``service/audit/read_models.py``, imported here when called: it builds on this
-    module)."""
-    from service.audit import read_models
-
-    return read_models.verify_read_models(services, progress, notes)
 
 
 def compare(table: str, live: dict[str, dict[str, Any]], fresh: dict[str, dict[str, Any]]

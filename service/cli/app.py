@@ -207,7 +207,8 @@ def audit_verify() -> None:
     log. Exit status 0 when all held, 1 when anything differed (docs/operations.md says what
     it cannot find)."""
     from service.audit.snapshots import verify_snapshots
-    from service.audit.verify import verify_chains, verify_read_models
+    from service.audit.read_models import verify_read_models
+    from service.audit.verify import verify_chains
 
     services = _services(register_fleet=False)
     notes: list[str] = []

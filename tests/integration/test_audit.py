@@ -16,7 +16,8 @@ from domain.states import Action
 from domain.vm import Vm, make_cause
 from projections.db import Dialect
 from service.commands.application import VmSpec
-from service.audit.verify import verify_chains, verify_read_models
+from service.audit.read_models import verify_read_models
+from service.audit.verify import verify_chains
 from service.commands.versioning import NEWEST
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"

@@ -16,7 +16,8 @@ from domain.vm import Vm, make_cause
 from projections.db import Dialect
 from service.commands.application import VmSpec
 from service.audit.snapshots import verify_snapshots
-from service.audit.verify import stored_fields, verify_chains, verify_read_models
+from service.audit.read_models import verify_read_models
+from service.audit.verify import stored_fields, verify_chains
 from tests.integration.test_audit import (
     OWNER,
     _delete_stored_event,

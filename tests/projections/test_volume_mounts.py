@@ -12,7 +12,7 @@ from domain.states import Action
 from domain.volume import Volume
 from projections.vm_queries import Page, VmFilter
 from projections.volume_mounts import VolumeMounts, is_stale
-from service.audit.verify import verify_read_models
+from service.audit.read_models import verify_read_models
 from tests.builders import act, cause, create, new_vm, rows, run_head_job, settle
 
 SERVER = "0d3f4b6e-0000-4000-8000-0000000000aa"
