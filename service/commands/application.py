@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import Application
+from eventsourcing.application import Application, Repository, project_aggregate
 from eventsourcing.persistence import Transcoder
 
 from domain.errors import DuplicateVmError, NothingToUpdateError, VmNotFoundError
@@ -25,6 +25,7 @@ from service.commands.committer import Committer
 from service.commands.fleet import ServerCommands, VolumeCommands
 from service.commands.networks import NetworkCommands, NicRequest
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore
+from service.commands.snapshot_seal import seal_checking_repository, sealed_snapshot
 from service.commands.retry import ConflictRetriesExhaustedError
 from service.commands.versioning import Behaviour
 from service.transcoder import ReusedEncoderTranscoder
@@ -40,6 +41,19 @@ class VmLedger(Application[UUID]):
     name = "vmledger"
     log_section_size = 1000
     is_snapshotting_enabled = True  # taken by Commands.save (service/commands/snapshots.py)
+
+    def construct_repository(self) -> Repository[UUID]:
+        """The library's repository, refusing a snapshot that does not match the log
+        (service/commands/snapshot_seal.py)."""
+        return seal_checking_repository(self)
+
+    def take_snapshot(self, aggregate_id: UUID, version: int | None = None,
+                      projector_func: Any = project_aggregate) -> None:
+        """The library's ``take_snapshot``, but the snapshot carries its seal."""
+        aggregate = self.repository.get(aggregate_id, version=version,
+                                        projector_func=projector_func)
+        assert self.snapshots is not None  # is_snapshotting_enabled
+        self.snapshots.put([sealed_snapshot(self.mapper.transcoder, aggregate)])
 
     def construct_transcoder(self) -> Transcoder:
         """The library's JSON transcoder, encoding faster to the same bytes

@@ -1,0 +1,110 @@
+"""Sealed snapshots: a load starts from a snapshot only if it still matches the log.
+
+A snapshot is outside the hash chain (domain/chain.py), yet commands, time travel and the
+console start from it. So a snapshot carries a seal: SHA-256 over its stream, version, topic
+and state. A load refuses a snapshot (logs it, and folds from the stream's first event
+instead) when the seal is missing or does not match, or when the snapshot's ``chain_head`` is
+not the ``chain`` of the stored event at its version. The second check costs nothing extra:
+the events after the snapshot are read from its version rather than after it.
+
+The seal is not a secret: it finds edits made without knowing the format, as the chain
+does. ``vmledger audit verify`` compares every snapshot with a fresh fold
+(service/audit/snapshots.py), which finds any edit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable
+from itertools import chain as chained
+from typing import Any
+
+from eventsourcing.application import Repository
+from eventsourcing.domain import Snapshot
+from eventsourcing.utils import strtobool
+
+SEAL = "snapshot_seal"
+
+log = logging.getLogger(f"vmledger.{__name__}")
+
+
+def seal(transcoder: Any, snapshot: Any) -> str:
+    """The seal of ``snapshot``: SHA-256 hex over its stream, version, topic and state (as
+    the transcoder stores it, with sorted keys, leaving out the seal itself)."""
+    state = {k: v for k, v in snapshot.state.items() if k != SEAL}
+    content = [str(snapshot.originator_id), snapshot.originator_version, snapshot.topic,
+               json.loads(transcoder.encode(state))]
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def sealed_snapshot(transcoder: Any, aggregate: Any) -> Any:
+    """A snapshot of ``aggregate`` carrying its seal."""
+    snapshot = getattr(type(aggregate), "Snapshot", Snapshot).take(aggregate)
+    snapshot.state[SEAL] = seal(transcoder, snapshot)
+    return snapshot
+
+
+def seal_checking_repository(app: Any) -> SealCheckingRepository:
+    """The repository ``Application.construct_repository`` makes, with the same settings from
+    ``app.env``, but of the class below."""
+    env = app.env
+    maxsize = env.get(app.AGGREGATE_CACHE_MAXSIZE)
+    repository = SealCheckingRepository(
+        event_store=app.events, snapshot_store=app.snapshots,
+        cache_maxsize=int(maxsize) if maxsize else None,
+        fastforward=strtobool(env.get(app.AGGREGATE_CACHE_FASTFORWARD, "y")),
+        fastforward_skipping=strtobool(env.get(app.AGGREGATE_CACHE_FASTFORWARD_SKIPPING, "n")),
+        deepcopy_from_cache=strtobool(env.get(app.DEEPCOPY_FROM_AGGREGATE_CACHE, "y")))
+    repository.transcoder = app.mapper.transcoder
+    return repository
+
+
+class SealCheckingRepository(Repository[Any]):
+    """The library's repository, but a load refuses a snapshot that does not match the log
+    (see the module docstring) and folds from the events instead."""
+
+    transcoder: Any = None  # set by the application once its mapper exists
+
+    def _reconstruct_aggregate(self, aggregate_id: Any, version: int | None,
+                               projector_func: Any) -> Any:
+        if self.snapshot_store is None:
+            return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
+        snapshots = list(self.snapshot_store.get(originator_id=aggregate_id, desc=True,
+                                                 limit=1, lte=version))
+        at = snapshots[0].originator_version if snapshots else 0
+        # from the snapshot's own version: its event's chain must be the snapshot's head
+        events: Iterable[Any] = self.event_store.get(originator_id=aggregate_id,
+                                                     gt=at - 1 if at else None, lte=version)
+        if snapshots:
+            events = list(events)
+            problem = self._problem(snapshots[0], events[0] if events else None)
+            if problem:
+                log.warning("snapshot of %s at version %s refused (%s): folding its events "
+                            "from the first", aggregate_id, at, problem)
+                snapshots = []
+                events = chained(self.event_store.get(originator_id=aggregate_id, lte=at),
+                                 events[1:])
+            else:
+                del snapshots[0].state[SEAL]  # not the aggregate's: the seal is the snapshot's
+                events = events[1:]
+        aggregate = projector_func(None, chained(snapshots, events))
+        if aggregate is None:
+            return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
+        return aggregate
+
+    def _problem(self, snapshot: Any, event: Any) -> str | None:
+        """Why ``snapshot`` cannot be trusted (``event``: the stored event at its version), or
+        None."""
+        recorded = snapshot.state.get(SEAL)
+        if recorded is None:
+            return "it has no seal"
+        if recorded != seal(self.transcoder, snapshot):
+            return "its seal does not match its content"
+        if event is None or event.originator_version != snapshot.originator_version:
+            return "the stream has no event at its version"
+        if getattr(event, "chain", None) != snapshot.state.get("chain_head"):
+            return "its chain head is not the chain of the event at its version"
+        return None

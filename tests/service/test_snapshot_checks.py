@@ -1,0 +1,45 @@
+"""A load refuses a snapshot that does not match the log and folds from the events instead
+(tester B, B1: an edited snapshot changed time travel and command decisions)."""
+
+from __future__ import annotations
+
+import logging
+from uuid import UUID
+
+from domain.vm import make_cause
+from service.commands.snapshot_seal import SEAL
+from tests.integration.test_audit import _vm_with_history
+from tests.integration.test_audit_findings import _edit_snapshot
+from tests.service.test_snapshots import folded, state
+
+
+def _snapshot_then_more(services) -> tuple[str, int]:
+    vm_uuid = _vm_with_history(services)
+    version = services.commands.load(vm_uuid).version
+    services.app.take_snapshot(UUID(vm_uuid), version=version)
+    services.commands.change(type(services.commands.load(vm_uuid)), UUID(vm_uuid),
+                             lambda vm: vm.update_metadata({"alias": "after"},
+                                                           cause=make_cause()))
+    return vm_uuid, version
+
+
+def test_an_untouched_snapshot_is_sealed_and_loads_as_the_fold(services, caplog):
+    vm_uuid, version = _snapshot_then_more(services)
+    [snapshot] = services.app.snapshots.get(UUID(vm_uuid))
+    assert SEAL in snapshot.state
+    with caplog.at_level(logging.WARNING):
+        for at in (version, version + 1):
+            loaded = services.app.repository.get(UUID(vm_uuid), version=at)
+            assert state(loaded) == state(folded(services, vm_uuid, at))
+    assert "snapshot" not in caplog.text
+
+
+def test_an_edited_snapshot_is_refused_logged_and_the_events_folded(services, caplog):
+    vm_uuid, version = _snapshot_then_more(services)
+    _edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999')
+    with caplog.at_level(logging.WARNING):
+        for at in (version, version + 1):
+            loaded = services.app.repository.get(UUID(vm_uuid), version=at)
+            assert loaded.ram == 256
+            assert state(loaded) == state(folded(services, vm_uuid, at))
+    assert f"snapshot of {vm_uuid} at version {version} refused" in caplog.text
