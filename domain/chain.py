@@ -1,8 +1,12 @@
 """The hash chain of a stream: tamper evidence for auditors (design.md, "Auditing").
 
 Every event carries ``chain`` = SHA-256 over the previous event's ``chain`` and the event's
-own content, as it was written. Editing or removing a stored event breaks the chain at that
-event (or at the one after it), which ``vmledger audit verify`` names by stream and version.
+own content, as it was written. Editing a stored event, or removing one that has a successor,
+breaks the chain at that event (or at the one after it), which ``vmledger audit verify``
+names by stream and version. Removing a stream's last events (or the whole stream) leaves a
+shorter chain that still holds: only a record of the head kept elsewhere would show it.
+``class_version`` and ``originator_topic`` are outside the hashed content (docs/operations.md
+says what the audit finds of their edits).
 The content is hashed as stored, before any upcasting, so upcast old events still verify.
 """
 
@@ -61,7 +65,7 @@ class Chained:
     version: int
 
     @classmethod
-    def _create(cls, event_class: Any, *, id: UUID, **kwargs: Any) -> Any:  # noqa: A002
+    def _create(cls, event_class: Any, *, id: UUID, **kwargs: Any) -> Any:
         kwargs.setdefault("timestamp", event_class.create_timestamp())
         kwargs["chain"] = link(GENESIS, id, cls.INITIAL_VERSION, event_class.TOPIC, kwargs)
         return super()._create(event_class, id=id, **kwargs)  # type: ignore[misc]
