@@ -21,11 +21,12 @@ from collections.abc import Iterable
 from itertools import chain as chained
 from typing import Any
 
-from eventsourcing.application import Repository
+from eventsourcing.application import AggregateNotFoundError, Repository
 from eventsourcing.domain import Snapshot
 from eventsourcing.utils import strtobool
 
 SEAL = "snapshot_seal"
+NO_SEAL = "it has no seal"
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
@@ -82,17 +83,21 @@ class SealCheckingRepository(Repository[Any]):
             events = list(events)
             problem = self._problem(snapshots[0], events[0] if events else None)
             if problem:
-                log.warning("snapshot of %s at version %s refused (%s): folding its events "
-                            "from the first", aggregate_id, at, problem)
+                # a snapshot from before seals is no finding: it is only not used; any other
+                # refusal means the snapshot was changed, which an operator should hear of
+                level = logging.DEBUG if problem == NO_SEAL else logging.WARNING
+                log.log(level, "snapshot of %s at version %s refused (%s): folding its events "
+                        "from the first", aggregate_id, at, problem)
                 snapshots = []
-                events = chained(self.event_store.get(originator_id=aggregate_id, lte=at),
-                                 events[1:])
+                events = chained(self.event_store.get(originator_id=aggregate_id, lte=at - 1),
+                                 events)
             else:
                 del snapshots[0].state[SEAL]  # not the aggregate's: the seal is the snapshot's
                 events = events[1:]
         aggregate = projector_func(None, chained(snapshots, events))
-        if aggregate is None:
-            return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
+        if aggregate is None:  # as the library's: not the snapshot alone, which was refused
+            raise AggregateNotFoundError(f"Aggregate {aggregate_id!r} version {version!r} "
+                                         "not found.")
         return aggregate
 
     def _problem(self, snapshot: Any, event: Any) -> str | None:
@@ -100,7 +105,7 @@ class SealCheckingRepository(Repository[Any]):
         None."""
         recorded = snapshot.state.get(SEAL)
         if recorded is None:
-            return "it has no seal"
+            return NO_SEAL
         if recorded != seal(self.transcoder, snapshot):
             return "its seal does not match its content"
         if event is None or event.originator_version != snapshot.originator_version:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import logging
 from uuid import UUID
 
+import pytest
+from eventsourcing.application import AggregateNotFoundError
+
 from domain.vm import make_cause
 from service.commands.snapshot_seal import SEAL
-from tests.integration.test_audit import _vm_with_history
+from tests.integration.test_audit import _events_table, _vm_with_history
 from tests.integration.test_audit_findings import _edit_snapshot
 from tests.service.test_snapshots import folded, state
 
@@ -43,3 +46,24 @@ def test_an_edited_snapshot_is_refused_logged_and_the_events_folded(services, ca
             assert loaded.ram == 256
             assert state(loaded) == state(folded(services, vm_uuid, at))
     assert f"snapshot of {vm_uuid} at version {version} refused" in caplog.text
+
+
+def test_a_snapshot_whose_stream_was_removed_loads_nothing(services):
+    """The snapshot alone is not the VM: with its events gone it is refused, and the VM is
+    not found (it was loaded from the snapshot)."""
+    vm_uuid, version = _snapshot_then_more(services)
+    table, stream = _events_table(services, vm_uuid)
+    with services.db.transaction() as tx:
+        tx.execute(f"DELETE FROM {table} WHERE originator_id = ?", (stream,))
+    with pytest.raises(AggregateNotFoundError):
+        services.app.repository.get(UUID(vm_uuid), version=version + 1)
+
+
+def test_a_snapshot_without_a_seal_is_not_used_and_not_warned_of(services, caplog):
+    """Snapshots from before seals: loads fold the events, as if there were none."""
+    vm_uuid, version = _snapshot_then_more(services)
+    _edit_snapshot(services, vm_uuid, b',"snapshot_seal":"', b',"old_field":"')
+    with caplog.at_level(logging.WARNING):
+        loaded = services.app.repository.get(UUID(vm_uuid), version=version + 1)
+    assert state(loaded) == state(folded(services, vm_uuid, version + 1))
+    assert "refused" not in caplog.text
