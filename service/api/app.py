@@ -8,6 +8,7 @@ import ipaddress
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute, APIWebSocketRoute
@@ -16,7 +17,7 @@ from projections.collector import LongLivedFrozen, collect_young_less_often
 from service.api import (
     errors, routes_agents, routes_changefeed, routes_changes, routes_jobs, routes_networks,
     routes_ops, routes_servers, routes_sim, routes_stats, routes_vm_commands, routes_vms,
-    routes_volumes,
+    routes_volumes, serving,
 )
 from service.api.auth import AuthorizedRoute, authorize
 from service.api.envelope import Envelope
@@ -57,7 +58,7 @@ def create_app(
     tokens = Tokens.from_settings(settings)  # a bad entry stops start-up, naming it
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         own = services is None
         app.state.services = services or Services.build(settings)
         app.state.metrics_registry = metrics.fleet_registry(app.state.services.jobs.gauges)
@@ -70,7 +71,8 @@ def create_app(
             app.state.services.start_background()
         ticking = asyncio.create_task(_tick_every_second(frozen)) if frozen else None
         try:
-            yield
+            # The hook our uvicorn server awaits before it closes the connections itself
+            yield {serving.BEFORE_SHUTDOWN: lambda: routes_changes.end_change_streams(app.state)}
         finally:
             if ticking is not None:
                 ticking.cancel()

@@ -6,10 +6,10 @@ asyncio event loop accepts every connection waiting when it wakes: a burst of ke
 connections (16 clients starting together, or a client's connection pool) landed nearly all
 on one process, one core busy and the others idle (docs/performance.md, P1).
 
-Each process is a plain ``uvicorn.Server`` in a process group of its own, so that a terminal's
-^C reaches the parent only. The parent turns the first SIGINT or SIGTERM into a SIGTERM for
-every process (in-flight requests finish, then each ends) and any later one into a SIGINT
-(uvicorn's "force exit"). When one process ends by itself, the parent stops the others, so a
+Each process is a ``uvicorn.Server`` (``serving.StreamEndingServer``) in a process group of
+its own, so that a terminal's ^C reaches the parent only. The parent turns the first SIGINT or
+SIGTERM into a SIGTERM for every process (in-flight requests finish, then each ends) and any
+later one into a SIGINT (uvicorn's "force exit"). When one process ends by itself, the parent stops the others, so a
 process manager sees the service end.
 """
 
@@ -53,9 +53,11 @@ def _check_free(host: str, port: int) -> None:
 def _serve_one(parent: int, host: str, port: int, options: dict[str, Any]) -> None:
     import uvicorn
 
+    from service.api.serving import StreamEndingServer
+
     os.setpgid(0, 0)
     _end_with(parent)
-    server = uvicorn.Server(uvicorn.Config(APP, factory=True, **options))
+    server = StreamEndingServer(uvicorn.Config(APP, factory=True, **options))
     server.run(sockets=[reuse_port_socket(host, port)])
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 from collections.abc import AsyncIterator, Callable
 
@@ -19,6 +20,11 @@ from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
 from service.storage import wake_on_appends
 
 router = authorized_router()
+log = logging.getLogger(f"vmledger.{__name__}")
+
+# How long a shutdown waits for the change streams it ended to close (a stream whose client
+# does not read may not get its end out); then the server closes what is left.
+STREAMS_END_S = 5.0
 
 TOKEN_PARAMETER = "token"
 
@@ -47,6 +53,16 @@ def _uvicorn_exiting() -> Callable[[], bool]:
     if server is None or not hasattr(server, "should_exit"):
         return lambda: False
     return lambda: bool(server.should_exit)
+
+
+async def end_change_streams(state: object) -> None:
+    """End the app's change streams, each with its position, and wait up to
+    ``STREAMS_END_S`` for them to close: before the server closes the connections itself
+    (``serving.StreamEndingServer``), which would cut a WebSocket with no position."""
+    hub = getattr(state, "change_hub", None)
+    if hub is not None and not await hub.end_streams(STREAMS_END_S):
+        log.warning("changefeed: some change streams were still open %.0f s after the "
+                    "shutdown ended them (a client not reading)", STREAMS_END_S)
 
 
 async def close_change_hub(state: object) -> None:

@@ -121,6 +121,10 @@ class ChangeHub:
         self._task: asyncio.Task[None] | None = None
         self._started: asyncio.Lock | None = None
         self.stopping = threading.Event()
+        # The same as ``stopping``, for coroutines to wait on; and "no stream open now".
+        self._ended = asyncio.Event()
+        self._none_open = asyncio.Event()
+        self._none_open.set()
 
     def _new_reader(self) -> LogReader:
         return LogReader(self.app.recorder, gap_timeout_s=self.limits.gap_timeout_s,
@@ -188,11 +192,14 @@ class ChangeHub:
             raise TooManyStreamsError(
                 f"this process already serves {self.limits.max_streams} change streams")
         self._open += 1
+        self._none_open.clear()
         OPEN_STREAMS.labels(protocol=protocol).inc()
         try:
             yield
         finally:
             self._open -= 1
+            if not self._open:
+                self._none_open.set()
             OPEN_STREAMS.labels(protocol=protocol).dec()
 
     @staticmethod
@@ -246,8 +253,25 @@ class ChangeHub:
 
     def _end_streams(self) -> None:
         self.stopping.set()
+        self._ended.set()
         for subscriber in self._subscribers:
             subscriber.ready.set()
+
+    async def ended(self) -> None:
+        """Return once the hub has ended its streams (shutting down)."""
+        await self._ended.wait()
+
+    async def end_streams(self, wait_s: float) -> bool:
+        """End every stream (each gets its ``StreamEnd``, "the service is shutting down")
+        and wait up to ``wait_s`` for all of them to close; whether they all did. For a
+        server about to close its connections itself: what it would cut (a WebSocket with
+        code 1012 and no reason) first gets its own end, naming its position."""
+        self._end_streams()
+        try:
+            await asyncio.wait_for(self._none_open.wait(), wait_s)
+        except TimeoutError:
+            return False
+        return True
 
     async def close(self) -> None:
         """End every stream and stop tailing."""

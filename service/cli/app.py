@@ -66,8 +66,6 @@ def serve(
     workers: Annotated[int, typer.Option(help="HTTP worker processes", min=1)] = 1,
 ) -> None:
     """Serve the HTTP API; on SQLite also run the projection runner and the job worker."""
-    import uvicorn
-
     from service.api.app import KEEP_ALIVE_S, refuse_open_bind_without_tokens
     from service.api.http_protocol import NoDelayHttpToolsProtocol
 
@@ -85,9 +83,10 @@ def serve(
         except (ValueError, OSError) as error:
             raise typer.BadParameter(str(error)) from None
         raise typer.Exit(status)
+    from service.api import serving
     from service.api.processes import APP
 
-    uvicorn.run(APP, factory=True, host=host, port=port, **options)
+    serving.run(APP, factory=True, host=host, port=port, **options)
 
 
 @cli.command()

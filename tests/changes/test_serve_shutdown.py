@@ -1,21 +1,33 @@
-"""``vmledger serve`` told to stop ends its change streams (a ``cut`` event naming the reason
-and the position to resume after) instead of waiting for them for ever."""
+"""``vmledger serve`` told to stop ends its change streams (a ``cut`` event, or a WebSocket
+close 1013, naming the reason and the position to resume after) instead of waiting for them
+for ever, or leaving uvicorn to cut them with 1012 and no position."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from tests.changes.live import sse_events, until
 
+LISTENERS = 4
 
-def test_sigterm_ends_open_change_streams_and_serve_exits(tmp_path):
+
+@contextmanager
+def _serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, str]]:
+    """A ``vmledger serve`` process on SQLite at a free port, and its base URL."""
     log_path = tmp_path / "serve.log"
     env = {**os.environ, "VMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'v.db'}",
            "VMLEDGER_LOG_FORMAT": "text", "VMLEDGER_SIM_SERVERS": "1"}
@@ -26,20 +38,54 @@ def test_sigterm_ends_open_change_streams_and_serve_exits(tmp_path):
     try:
         until(lambda: re.search(r"http://127\.0\.0\.1:\d+", log_path.read_text()),
               "serve to listen")
-        url = re.search(r"http://127\.0\.0\.1:\d+", log_path.read_text()).group(0)
-        with httpx.Client(base_url=url, timeout=30) as client, \
-                client.stream("GET", "/changes?after=0") as response:
-            events = sse_events(response)
-            first = next(e for e in events if e is not None)
-            assert first.event == "Registered"
-            process.send_signal(signal.SIGTERM)
-            started = time.monotonic()
-            end = next(e for e in events if e is not None and e.event == "cut")
-        assert "shutting down" in end.json["reason"]
-        assert end.json["resume_after"] == int(end.id) >= int(first.id)
-        assert process.wait(timeout=30) == -signal.SIGTERM
-        assert time.monotonic() - started < 15
+        yield process, re.search(r"http://127\.0\.0\.1:\d+", log_path.read_text()).group(0)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_sigterm_ends_open_change_streams_and_serve_exits(tmp_path):
+    with _serve(tmp_path) as (process, url), httpx.Client(base_url=url, timeout=30) as client, \
+            client.stream("GET", "/changes?after=0") as response:
+        events = sse_events(response)
+        first = next(e for e in events if e is not None)
+        assert first.event == "Registered"
+        process.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        end = next(e for e in events if e is not None and e.event == "cut")
+        assert "shutting down" in end.json["reason"]
+        assert end.json["resume_after"] == int(end.id) >= int(first.id)
+        assert process.wait(timeout=30) == -signal.SIGTERM
+        assert time.monotonic() - started < 15
+
+
+def _closed_with(ws) -> tuple[int | None, str | None]:
+    """Read ``ws`` until it closes: the code and reason the server closed it with."""
+    with pytest.raises(ConnectionClosed):
+        while True:
+            ws.recv(timeout=30)
+    return ws.close_code, ws.close_reason
+
+
+def test_sigterm_closes_every_changefeed_listener_with_1013_and_its_position(tmp_path):
+    # found by a tester: uvicorn closed the listeners itself (1012, no reason) before the
+    # hub, which looked at the server's state once per poll, ended their streams
+    registration = {"service": "test", "after": 0,
+                    "changeKind": {"resource": "vm", "subResources": ["state"]}}
+    with _serve(tmp_path) as (process, url), ExitStack() as stack:
+        base = url.replace("http://", "ws://") + "/changefeeds"
+        listeners = [stack.enter_context(connect(base)) for _ in range(LISTENERS)]
+        for n, ws in enumerate(listeners):
+            ws.send(json.dumps({**registration, "instance": f"listener-{n}"}))
+            assert json.loads(ws.recv(timeout=10))["resource"] == "vm"  # the bootstrap
+        unregistered = stack.enter_context(connect(base))
+        until(lambda: httpx.get(url + "/changefeeds/stats").json()["listeners"] == LISTENERS,
+              "every listener to be registered")
+        process.send_signal(signal.SIGTERM)
+        ends = [_closed_with(ws) for ws in listeners]
+        for code, reason in ends:
+            assert code == 1013
+            assert re.fullmatch(r"the service is shutting down; resume after \d+", reason)
+        assert _closed_with(unregistered) == (1013, "the service is shutting down")
+        assert process.wait(timeout=30) == -signal.SIGTERM
