@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     changes_heartbeat_s: float = Field(15.0, gt=0, description="idle time before a heartbeat")
     changes_poll_s: float = Field(
         0.5, gt=0, description="how often change streams read the log without a wake-up")
+    changes_registration_timeout_s: float = Field(
+        10.0, gt=0, description="how long a /changefeeds WebSocket may take to send its "
+        "registration before it is closed")
     changes_gap_timeout_s: float = Field(
         60.0, gt=0, description="how long the changefeed waits for a missing log position "
         "still in flight (a transaction left open) before it passes it")

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request, Response, WebSocketException
 from fastapi.routing import APIRoute
 from starlette.requests import HTTPConnection
 
-from service.api.errors import ForbiddenError, UnauthorizedError
+from service.api.errors import ApiError, ForbiddenError, UnauthorizedError
 from service.api.tokens import (
     AGENT,
     ANALYST,
@@ -123,7 +123,7 @@ async def authorize(request: HTTPConnection) -> None:
     does not allow: called before every HTTP route's handler (``AuthorizedRoute``), and the
     changefeed's WebSocket dependency. A WebSocket (which the HTTP middleware does not see) is
     authenticated here, by its ``Authorization`` header or ``?token=``, as ``GET``, and
-    refused with close code 1008.
+    refused before the upgrade as an HTTP request is (``_websocket_refusal``).
 
     An allowed request's ``vm_uuid`` and ``job_uuid`` of the route's path then go into its log
     scope (service/logs.py), so its lines, the closing one included, carry them."""
@@ -136,10 +136,11 @@ async def authorize(request: HTTPConnection) -> None:
             principal = request.app.state.tokens.authenticate(
                 header if header is not None or not token else f"Bearer {token}")
         except UnauthorizedError as error:
-            raise WebSocketException(1008, error.message) from None
+            raise _websocket_refusal(request, error) from None
         request.state.principal = principal
         if principal.role not in roles_for("GET", path):
-            raise WebSocketException(1008, f"role {principal.role} may not GET {path}")
+            raise _websocket_refusal(request, ForbiddenError(
+                f"role {principal.role} may not GET {path}"))
         _bind_path_ids(request)
         return
     assert isinstance(request, Request)
@@ -152,6 +153,17 @@ async def authorize(request: HTTPConnection) -> None:
         what = f"{path}?action={action}" if narrowed else path
         raise ForbiddenError(f"role {principal.role} may not {request.method} {what}")
     _bind_path_ids(request)
+
+
+def _websocket_refusal(connection: HTTPConnection, error: ApiError) -> Exception:
+    """What refuses a WebSocket upgrade: ``error`` itself where the server can answer the
+    handshake with an HTTP response (the ASGI ``websocket.http.response`` extension, which
+    uvicorn has), so the app's error handler answers it as every route's refusal (401 with
+    ``WWW-Authenticate``, 403, the error body); else a close with code 1008 and its message,
+    which the server sends as a bare 403."""
+    if "websocket.http.response" in connection.scope.get("extensions", {}):
+        return error
+    return WebSocketException(1008, error.message)
 
 
 def _bind_path_ids(request: HTTPConnection) -> None:

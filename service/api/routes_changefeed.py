@@ -40,8 +40,7 @@ def changefeed_stats(request: Request) -> JSONResponse:
     """How many listeners are registered, and as what (Triton's ``/changefeeds/stats``)."""
     Query(request, ()).check()
     registrations = getattr(request.app.state, "changefeed_listeners", {})
-    return JSONResponse({"listeners": len(registrations),
-                         "registrations": {"vm": dict(registrations)}})
+    return JSONResponse(triton.stats(registrations))
 
 
 @router.websocket("/changefeeds", dependencies=[Depends(authorize)])
@@ -54,26 +53,29 @@ async def changefeed(websocket: WebSocket) -> None:
         await websocket.close(POLICY_VIOLATION, _reason(refused))
         return
     after = websocket.query_params.get("after")
-    # receive(), not receive_text(): a binary frame has no "text", and must be refused as a
-    # bad registration, not end in a KeyError (close 1006).
-    message = await websocket.receive()
-    if message["type"] == "websocket.disconnect":
-        return
     try:
-        registration = triton.parse_registration(message.get("text"), after)
-    except triton.RegistrationError as error:
-        await websocket.close(POLICY_VIOLATION, _reason(str(error)))
-        return
-    # What /changefeeds/stats shows of it: a lone surrogate there made every stats read a 500
-    shown_text = unstorable({"instance": registration.instance,
-                             "subResources": sorted(registration.sub_resources)})
-    if shown_text is not None:
-        await websocket.close(POLICY_VIOLATION, _reason(f"bad registration: {shown_text}"))
-        return
-    principal = principal_of(websocket)
-    shown = ChangeFilter(scope_owner=principal.owner_uuid if principal.role == OWNER else None)
-    try:
+        # From the upgrade, not the registration: a connection that never registers holds a
+        # slot too, so such connections cannot go past the limit.
         with hub.admitted("changefeed"):
+            message = await _registration(websocket, hub)
+            if message is None:
+                return
+            try:
+                registration = triton.parse_registration(message.get("text"), after)
+            except triton.RegistrationError as error:
+                await websocket.close(POLICY_VIOLATION, _reason(str(error)))
+                return
+            # What /changefeeds/stats shows of it: a lone surrogate there made every stats
+            # read a 500
+            shown_text = unstorable({"instance": registration.instance,
+                                     "subResources": sorted(registration.sub_resources)})
+            if shown_text is not None:
+                await websocket.close(POLICY_VIOLATION,
+                                      _reason(f"bad registration: {shown_text}"))
+                return
+            principal = principal_of(websocket)
+            shown = ChangeFilter(
+                scope_owner=principal.owner_uuid if principal.role == OWNER else None)
             await _serve(websocket, hub, registration, shown)
     except TooManyStreamsError:
         await websocket.close(TRY_AGAIN_LATER, "too many change streams; try again later")
@@ -97,13 +99,41 @@ def _reason(text: str) -> str:
     return text.encode()[:123].decode(errors="ignore")
 
 
+async def _registration(websocket: WebSocket, hub: ChangeHub) -> dict | None:
+    """The listener's first message; ``None`` when it went away, or was closed for not
+    sending it within ``VMLEDGER_CHANGES_REGISTRATION_TIMEOUT_S`` (1008) or because the
+    service is shutting down (1013: it has no position yet, so none is named)."""
+    timeout_s = websocket.app.state.services.settings.changes_registration_timeout_s
+    # receive(), not receive_text(): a binary frame has no "text", and must be refused as a
+    # bad registration, not end in a KeyError (close 1006).
+    received = asyncio.ensure_future(websocket.receive())
+    ended = asyncio.ensure_future(hub.ended())
+    done, _ = await asyncio.wait((received, ended), timeout=timeout_s,
+                                 return_when=asyncio.FIRST_COMPLETED)
+    for task in (received, ended):
+        if task not in done:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if received in done:
+        message = received.result()
+        return None if message["type"] == "websocket.disconnect" else message
+    if ended in done:
+        await websocket.close(TRY_AGAIN_LATER, "the service is shutting down")
+    else:
+        await websocket.close(POLICY_VIOLATION, f"no registration within {timeout_s:g} s")
+    return None
+
+
 async def _serve(websocket: WebSocket, hub: ChangeHub, registration: triton.Registration,
                  shown: ChangeFilter) -> None:
     await hub.start()
     after = hub.position if registration.after is None else registration.after
+    # One entry per connection (triton.stats): listeners may share an instance id.
     listeners = websocket.app.state.__dict__.setdefault("changefeed_listeners", {})
-    listeners[registration.instance] = {"resource": "vm",
-                                        "subResources": sorted(registration.sub_resources)}
+    connection = object()
+    listeners[connection] = (registration.instance, {
+        "resource": "vm", "subResources": sorted(registration.sub_resources)})
     await websocket.send_text(json.dumps(registration.bootstrap))
     drain = asyncio.create_task(_ignore_incoming(websocket))
     stream = hub.stream(after, shown)
@@ -140,8 +170,7 @@ async def _serve(websocket: WebSocket, hub: ChangeHub, registration: triton.Regi
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await stream.aclose()
-        if listeners.get(registration.instance, {}).get("subResources") is not None:
-            listeners.pop(registration.instance, None)
+        listeners.pop(connection, None)
 
 
 async def _ignore_incoming(websocket: WebSocket) -> None:

@@ -52,10 +52,11 @@ AFTER_REFUSED = f'"after" should be a log position (an integer, 0 to {MAX_INTEGE
 def parse_registration(text: str | None, after: str | None = None) -> Registration:
     """The registration in ``text``, the first message's text (``None``: it was a binary
     frame); ``after`` is the upgrade URL's ``?after=`` text, if any (the registration's own
-    ``"after"`` wins). Raises ``RegistrationError`` (v1 or v2 rules: a text message holding
-    an object with a string ``instance``, a ``changeKind`` or a non-empty ``resources`` list,
-    each with a string ``resource`` we serve and a ``subResources`` list; a resume position
-    in either place is an integer from 0 to ``MAX_INTEGER``, not a boolean)."""
+    ``"after"``, when present, wins). Raises ``RegistrationError`` (v1 or v2 rules: a text
+    message holding an object with a string ``instance``, a ``changeKind`` or a non-empty
+    ``resources`` list, each with a string ``resource`` we serve and a ``subResources`` list;
+    a resume position in either place is an integer from 0 to ``MAX_INTEGER``, not a boolean
+    nor ``null``)."""
     url_after = None if after is None else decimal(after)
     if after is not None and url_after is None:
         raise RegistrationError(AFTER_REFUSED)
@@ -84,8 +85,12 @@ def parse_registration(text: str | None, after: str | None = None) -> Registrati
         if kind.get("resource") not in RESOURCES:
             raise RegistrationError(f"unknown resource: {kind.get('resource')}")
         wanted.update(s for s in kind["subResources"] if isinstance(s, str))
-    resume = registration.get("after", url_after)
-    if resume is not None and (type(resume) is not int or not 0 <= resume <= MAX_INTEGER):
+    # Present, the registration's "after" wins, and must be a position: a null is refused
+    # as any other non-position, not taken as "from now" over the URL's ?after=.
+    given = "after" in registration
+    resume = registration["after"] if given else url_after
+    if (given or resume is not None) and (
+            type(resume) is not int or not 0 <= resume <= MAX_INTEGER):
         raise RegistrationError(AFTER_REFUSED)
     return Registration(registration["instance"], frozenset(wanted),
                         bootstrap_of(len(kinds)), resume)
@@ -110,3 +115,11 @@ def change_message(change: Change, wanted: frozenset[str]) -> str | None:
         "published": str(int(time.time() * 1000)),
         "position": change.position,
     })
+
+
+def stats(listeners: dict[object, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Triton's ``/changefeeds/stats`` of ``listeners`` (one entry per open connection, its
+    instance and registration): every connection counts, so two listeners that registered
+    the same instance are two; ``registrations`` shows each instance once."""
+    return {"listeners": len(listeners),
+            "registrations": {"vm": dict(listeners.values())}}

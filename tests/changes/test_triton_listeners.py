@@ -1,0 +1,88 @@
+"""The changefeed's listeners as connections: each one counted in ``/changefeeds/stats``,
+held to the stream limit from its upgrade, given a bounded time to register, refused before
+the upgrade as every route refuses a caller; and a registration's ``after`` held to its
+rules (docs/api.md, "Triton's changefeed")."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from tests.changes.live import live_server, until
+from tests.changes.test_triton import V1, _ws
+
+
+def _stats(url: str) -> dict:
+    return httpx.get(url + "/changefeeds/stats").json()
+
+
+def _registered(ws, registration: dict = V1) -> None:
+    ws.send(json.dumps(registration))
+    assert json.loads(ws.recv(timeout=10))["resource"] == "vm"  # the bootstrap
+
+
+def _closed_with(ws) -> tuple[int | None, str | None]:
+    with pytest.raises(ConnectionClosed):
+        while True:
+            ws.recv(timeout=20)
+    return ws.close_code, ws.close_reason
+
+
+def test_two_listeners_of_one_instance_are_two_and_each_leaves_on_its_own(services):
+    # found by a tester: listeners were kept by instance, so the second overwrote the
+    # first, and the first one's end removed the second, still connected, from the stats
+    with live_server(services) as url, connect(_ws(url)) as first:
+        _registered(first)
+        with connect(_ws(url)) as second:
+            _registered(second)
+            assert _stats(url)["listeners"] == 2
+        until(lambda: _stats(url)["listeners"] == 1, "the second listener to leave")
+        assert list(_stats(url)["registrations"]["vm"]) == [V1["instance"]]
+
+
+def test_an_after_of_null_is_refused_not_taken_as_now(services):
+    # found by a tester: "after": null overrode the upgrade's ?after=0 and started from now
+    with live_server(services) as url, connect(_ws(url) + "?after=0") as ws:
+        ws.send(json.dumps({**V1, "after": None}))
+        code, reason = _closed_with(ws)
+        assert code == 1008 and '"after" should be a log position' in reason
+
+
+def test_an_unregistered_connection_counts_against_the_limit(services):
+    # found by a tester: connections that never registered were not counted (150 were held
+    # open with a limit of 100)
+    services.settings.changes_max_streams = 1
+    with live_server(services) as url, connect(_ws(url)) as idle:
+        with connect(_ws(url)) as refused:  # refused at once, before it registers
+            assert _closed_with(refused) == (1013, "too many change streams; try again later")
+        idle.send(json.dumps(V1))  # the first one still registers
+        assert json.loads(idle.recv(timeout=10))["resource"] == "vm"
+
+
+def test_a_connection_that_does_not_register_in_time_is_closed(services):
+    services.settings.changes_registration_timeout_s = 0.2
+    with live_server(services) as url, connect(_ws(url)) as ws:
+        assert _closed_with(ws) == (1008, "no registration within 0.2 s")
+        until(lambda: 'protocol="changefeed"} 0.0' in httpx.get(
+            url + "/metrics").text, "its stream slot to be given back")
+
+
+@pytest.mark.parametrize("token, status, code", [
+    (None, 401, "Unauthorized"), ("not-a-token", 401, "Unauthorized"),
+    ("agent", 403, "Forbidden")])
+def test_a_refused_upgrade_is_answered_as_every_route_refuses(
+        tokened_services, tokens, token, status, code):
+    # found by a tester: a bare 403 with no body and no WWW-Authenticate
+    query = "" if token is None else f"?token={tokens.get(token, token)}"
+    with live_server(tokened_services, background=False) as url, \
+            pytest.raises(InvalidStatus) as refused, connect(_ws(url) + query):
+        pass
+    response = refused.value.response
+    assert response.status_code == status
+    assert json.loads(response.body)["code"] == code
+    if status == 401:
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
