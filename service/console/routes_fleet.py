@@ -22,6 +22,7 @@ from service.api.deps import read_your_writes, services_of
 from service.api.errors import invalid_parameters
 from service.api.list_vms_params import ListVmsQuery
 from service.api.params import Query
+from service.console import pager
 from service.console.render import chart, fragment
 
 router = authorized_router(tags=["console"])
@@ -60,7 +61,7 @@ def fleet(request: Request) -> HTMLResponse:
     read_your_writes(request, services, FLEET_READ_MODELS, eventual=query.eventual)
     console = ConsoleQueries(services.db)
     try:
-        vms, _ = services.vms.list(vm_filter, page)
+        vms, next_marker = services.vms.list(vm_filter, page)
     except InvalidMarkerError:
         raise invalid_parameters(request, [{"field": "marker", "code": "Invalid",
                                             "message": "Invalid marker"}]) from None
@@ -88,11 +89,12 @@ def fleet(request: Request) -> HTMLResponse:
         lag={name: head - position for name, position in services.projections.positions()
              .items()},
         head=head,
-        vms=vms, total=total, offset=page.offset, limit=page.limit,
-        previous=_link(params, offset=max(page.offset - page.limit, 0) or None)
-        if page.offset else None,
-        next=_link(params, offset=page.offset + page.limit)
-        if page.offset + page.limit < total else None,
+        vms=vms, total=total, limit=page.limit,
+        pager=pager.by_marker(lambda marker: _link(params, marker=marker), shown=len(vms),
+                              total=total, next_marker=next_marker)
+        if page.after is not None else
+        pager.by_offset(lambda offset: _link(params, offset=offset or None), shown=len(vms),
+                        offset=page.offset, size=page.limit, total=total),
     )
 
 
@@ -123,8 +125,7 @@ def servers(request: Request) -> HTMLResponse:
     console = ConsoleQueries(services.db)
     page, total = console.servers_page(limit=SERVERS_PAGE, offset=offset)
     return fragment(
-        "servers.html", servers=page, total=total, offset=offset, capacity=console.capacity(),
+        "servers.html", servers=page, capacity=console.capacity(),
         networks=services.networks.list(),
-        previous=f"/console/servers?offset={max(offset - SERVERS_PAGE, 0)}" if offset else None,
-        next=f"/console/servers?offset={offset + SERVERS_PAGE}"
-        if offset + SERVERS_PAGE < total else None)
+        pager=pager.by_offset(lambda at: "/console/servers" + (f"?offset={at}" if at else ""),
+                              shown=len(page), offset=offset, size=SERVERS_PAGE, total=total))
