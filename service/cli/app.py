@@ -131,6 +131,9 @@ def work() -> None:
                                  param_hint="VMLEDGER_METRICS_ADDRESS") from None
     services = _services()
     stop = stop_on_signals(services.worker)
+    # as vmledger project says it started: a worker with no job to take logs nothing else
+    logging.getLogger("vmledger.work").info(
+        "worker %s started: database %s", services.worker.worker_id, database_shown(settings))
     try:
         services.worker.run_forever(stop, services.settings.worker_poll_s)
     finally:

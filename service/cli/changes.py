@@ -22,13 +22,15 @@ def changes_command(
     after: Annotated[int | None, typer.Option(
         min=0, max=MAX_INTEGER,
         help="start after this log position (default: 0, or the head with --follow)")] = None,
-    vm_uuid: Annotated[list[str] | None, typer.Option(help="only this VM (repeatable)")] = None,
+    vm_uuid: Annotated[list[str] | None, typer.Option(
+        help="only this VM (repeatable, or comma-separated)")] = None,
     owner_uuid: Annotated[str | None, typer.Option(help="only VMs of this owner")] = None,
     server_uuid: Annotated[str | None, typer.Option(help="only changes on this server")] = None,
     type_: Annotated[list[str] | None, typer.Option(
-        "--type", help="only events of this type, e.g. Stopped (repeatable)")] = None,
+        "--type", help="only events of this type, e.g. Stopped (repeatable, or comma-separated)")] = None,
     state: Annotated[list[str] | None, typer.Option(
-        help="only changes after which the resource is in this state (repeatable)")] = None,
+        help="only changes after which the resource is in this state (repeatable, or "
+             "comma-separated)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print each change's JSON")] = False,
 ) -> None:
     """Print one line per change of the log, in order; with --follow, until interrupted.
@@ -62,4 +64,12 @@ def _checked(name: str, value: str) -> str:
 
 
 def _checked_all(name: str, values: list[str] | None) -> frozenset[str] | None:
-    return frozenset(_checked(name, value) for value in values) if values else None
+    """Every value of a repeatable option, each also comma-separated as ``GET /changes``
+    takes it (``--type Stopped,Destroyed``), checked (``_checked``); None when not given."""
+    if not values:
+        return None
+    listed = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    if not listed:
+        raise typer.BadParameter("must name at least one value",
+                                 param_hint=f"--{name.replace('_', '-')}")
+    return frozenset(_checked(name, value) for value in listed)

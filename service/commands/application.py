@@ -25,7 +25,7 @@ from service.commands.committer import Committer
 from service.commands.fleet import ServerCommands, VolumeCommands
 from service.commands.networks import NetworkCommands, NicRequest
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore
-from service.commands.snapshot_seal import seal_checking_repository, sealed_snapshot
+from service.commands.snapshot_seal import seal_checking_repository, take_sealed_snapshot
 from service.commands.retry import ConflictRetriesExhaustedError
 from service.commands.versioning import Behaviour
 from service.transcoder import ReusedEncoderTranscoder
@@ -50,10 +50,7 @@ class VmLedger(Application[UUID]):
     def take_snapshot(self, aggregate_id: UUID, version: int | None = None,
                       projector_func: Any = project_aggregate) -> None:
         """The library's ``take_snapshot``, but the snapshot carries its seal."""
-        aggregate = self.repository.get(aggregate_id, version=version,
-                                        projector_func=projector_func)
-        assert self.snapshots is not None  # is_snapshotting_enabled
-        self.snapshots.put([sealed_snapshot(self.mapper.transcoder, aggregate)])
+        take_sealed_snapshot(self, aggregate_id, version, projector_func)
 
     def construct_transcoder(self) -> Transcoder:
         """The library's JSON transcoder, encoding faster to the same bytes

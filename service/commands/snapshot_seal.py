@@ -48,6 +48,13 @@ def sealed_snapshot(transcoder: Any, aggregate: Any) -> Any:
     return snapshot
 
 
+def take_sealed_snapshot(app: Any, aggregate_id: Any, version: int | None,
+                         projector_func: Any) -> None:
+    """``Application.take_snapshot``, but the snapshot stored carries its seal."""
+    aggregate = app.repository.get(aggregate_id, version=version, projector_func=projector_func)
+    app.snapshots.put([sealed_snapshot(app.mapper.transcoder, aggregate)])
+
+
 def seal_checking_repository(app: Any) -> SealCheckingRepository:
     """The repository ``Application.construct_repository`` makes, with the same settings from
     ``app.env``, but of the class below."""

@@ -121,3 +121,19 @@ def test_follow_outlives_an_outage_resuming_after_the_last_position_it_printed(
 def _reconnecting(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "reconnecting" in r.getMessage()]
 
+
+
+def test_filters_take_comma_separated_values_as_get_changes_does(services, settings,
+                                                                  monkeypatch):
+    # found by a new user: --type Stopped,Destroyed, copied from ?type=Stopped,Destroyed,
+    # was refused as one unknown type
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    mine, theirs = create_vm(services, OWNER_A), create_vm(services, OWNER_B)
+    listed = CliRunner().invoke(cli, ["changes", "--vm-uuid", f"{mine},{theirs}",
+                                      "--type", "Created, JobQueued"])
+    repeated = CliRunner().invoke(cli, ["changes", "--vm-uuid", mine, "--vm-uuid", theirs,
+                                        "--type", "Created", "--type", "JobQueued"])
+    assert listed.exit_code == 0, listed.output
+    assert listed.output == repeated.output and len(listed.output.splitlines()) == 4
+    empty = CliRunner().invoke(cli, ["changes", "--type", ","])
+    assert empty.exit_code == 2 and "--type" in empty.output

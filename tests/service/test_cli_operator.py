@@ -226,6 +226,18 @@ def test_project_logs_one_line_at_start_and_one_at_stop(sqlite_env: dict[str, st
     assert _events_in(sqlite_env) == 0  # it registers no simulated server: serve does
 
 
+def test_work_logs_one_line_at_start_naming_itself_and_the_database(
+        sqlite_env: dict[str, str], processes: list[Process]) -> None:
+    # found by a new user: a worker with no job logged nothing, so nothing said it came up
+    work = Process("work", env=sqlite_env)
+    processes.append(work)
+    started = work.wait_for("started: database")
+    assert "vmledger.work:" in started and "worker worker-" in started
+    assert sqlite_env["VMLEDGER_DATABASE_URL"] in started
+    assert work.stop() == 0
+    work.wait_for("stopped")
+
+
 def _events_in(env: dict[str, str]) -> int:
     import sqlite3
 
