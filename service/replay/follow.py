@@ -89,7 +89,11 @@ def follow(settings: Settings, done: multiprocessing.synchronize.Event,
     from projections.runner import ProjectionConflictError
     from service.container import Services
 
-    services = Services.build(settings)
+    from service.logs import Throttled
+
+    services = Services.build(settings, register_fleet=False)  # it writes read models only
+    # the busy timeout may run out often while the replay commits; in an outage, every pass
+    failed = Throttled(log, "the follower's pass failed, trying again", level=logging.WARNING)
     try:
         runner = services.projections
         models = list(runner.read_models.values())
@@ -110,7 +114,7 @@ def follow(settings: Settings, done: multiprocessing.synchronize.Event,
                 # (after the replay's end the catch-up does what a failed last pass left).
                 if last:
                     raise
-                log.warning("the follower's pass failed, trying again: %s", error)
+                failed(error)
                 done.wait(IDLE_WAIT_S)
                 continue
             with applied.get_lock():

@@ -78,3 +78,36 @@ def test_the_follower_tries_again_after_a_pass_that_met_a_locked_database(
         thread.join(60)
     assert not thread.is_alive() and errors == [] and failures == ["locked"]
     assert {v.vm_uuid for v in accepted} <= view_uuids(services)
+
+
+def test_a_follower_whose_passes_keep_failing_logs_once_per_interval(
+        services, settings, monkeypatch, caplog):
+    # found by a tester: in a database outage the follower logged every pass, once a second
+    import logging
+
+    failures = []
+
+    def always_locked(self, *args, **kwargs):
+        failures.append(1)
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(ProjectionRunner, "catch_up_models", always_locked)
+    monkeypatch.setattr("service.replay.follow.IDLE_WAIT_S", 0.001)
+    done, applied = multiprocessing.Event(), multiprocessing.Value("q", 0)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            follow(settings, done, applied)
+        except BaseException as error:  # noqa: BLE001 - the last pass raises, as it must
+            errors.append(error)
+
+    with caplog.at_level(logging.WARNING, logger="vmledger.service.replay.follow"):
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        wait_until(lambda: len(failures) >= 20, timeout=60)
+        done.set()
+        thread.join(60)
+    assert not thread.is_alive() and len(errors) == 1  # the pass after the replay's end
+    lines = [r for r in caplog.records if "follower's pass failed" in r.getMessage()]
+    assert len(lines) == 1 and "database is locked" in lines[0].getMessage()
