@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
@@ -29,7 +28,6 @@ from psycopg.sql import SQL, Identifier
 
 from projections.db import Dialect, Tx
 from service.commands.idempotency import insert_in_recorder
-from service.logs import Throttled
 from service.storage_statements import AppendStatements, StreamReads
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -355,44 +353,6 @@ def _drain(pipeline: Any) -> None:
             return
         except psycopg.errors.PipelineAborted:
             continue
-
-
-def wake_on_appends(recorder: object, wake: Callable[[], None], stop: threading.Event,
-                    ) -> threading.Thread | None:
-    """PostgreSQL: call ``wake`` as soon as any process appends to the log, until ``stop``.
-
-    Every insert transaction of the event store sends ``NOTIFY`` on the events table's
-    channel; a thread holding its own connection ``LISTEN``s to it, so a projection runner
-    in another process than the command's no longer waits for its next poll
-    (docs/performance.md, P5). It reconnects after a connection error; the runner's poll
-    stays the fallback. None on SQLite (no notifications there; the runner is woken in
-    process).
-    """
-    if not isinstance(recorder, PostgresLedgerRecorder):
-        return None
-    params = {"connect_timeout": 5,
-              **{k: v for k, v in recorder.datastore.pool.kwargs.items() if k != "row_factory"},
-              "autocommit": True}
-    channel = SQL("LISTEN {0}").format(Identifier(recorder.channel_name))
-    # reconnects every second in an outage: one line when it starts, then one every 10 s
-    failed = Throttled(log, "listening for appends", level=logging.WARNING)
-
-    def listen() -> None:
-        while not stop.is_set():
-            try:
-                with psycopg.connect(**params) as conn:
-                    conn.execute(channel)
-                    wake()  # whatever was appended while not listening
-                    while not stop.is_set():
-                        for _notify in conn.notifies(timeout=0.5):
-                            wake()
-            except psycopg.Error as error:
-                failed(error)
-                stop.wait(1.0)
-
-    thread = threading.Thread(target=listen, name="vmledger-wake-on-appends", daemon=True)
-    thread.start()
-    return thread
 
 
 def select_stream(recorder: object, originator_id: UUID, after_version: int, limit: int) -> Sequence[Notification]:

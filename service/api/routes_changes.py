@@ -17,7 +17,7 @@ from service.api.params import MAX_INTEGER, Query, integer_param, openapi_parame
 from service.changes import sse
 from service.changes.filters import ChangeFilter, checked_value
 from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
-from service.storage import wake_on_appends
+from service.append_wakeups import wake_on_appends
 
 router = authorized_router()
 log = logging.getLogger(f"vmledger.{__name__}")

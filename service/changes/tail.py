@@ -11,7 +11,7 @@ from service.changes.filters import ChangeFilter
 from service.changes.reader import LogReader
 from service.changes.records import Change, ChangeFolder
 from service.jobs.transient import TRANSIENT_ERRORS
-from service.storage import wake_on_appends
+from service.append_wakeups import wake_on_appends
 
 log = logging.getLogger(f"vmledger.{__name__}")
 

@@ -93,7 +93,7 @@ def serve(
 def project() -> None:
     """Run the projection runner until interrupted (production mode)."""
     from projections.collector import LongLivedFrozen, collect_young_less_often
-    from service.storage import wake_on_appends
+    from service.append_wakeups import wake_on_appends
 
     settings = Settings()
     setup_logging(settings)

@@ -11,7 +11,7 @@ import pytest
 from domain.vm import make_cause
 from service.container import Services
 from service.settings import Settings
-from service.storage import wake_on_appends
+from service.append_wakeups import wake_on_appends
 from tests.builders import create
 
 
@@ -110,10 +110,10 @@ def test_the_listener_logs_an_outage_once_not_every_reconnect(postgres_url, monk
     def refused(**_params: object) -> None:
         raise psycopg.OperationalError('database "gone" does not exist')
 
-    monkeypatch.setattr("service.storage.psycopg.connect", refused)
+    monkeypatch.setattr("service.append_wakeups.psycopg.connect", refused)
     stop = CountingStop()
     try:
-        with caplog.at_level(logging.WARNING, logger="vmledger.service.storage"):
+        with caplog.at_level(logging.WARNING, logger="vmledger.service.append_wakeups"):
             thread = wake_on_appends(services.app.recorder, lambda: None, stop)
             with stop.waited:
                 assert stop.waited.wait_for(lambda: stop.waits >= 20, timeout=10)

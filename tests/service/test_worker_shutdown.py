@@ -17,9 +17,10 @@ def _started(services, vm_uuid: str) -> list[tuple[str, int]]:
             if type(e).__name__ == "JobStarted"]
 
 
-def test_a_stopped_worker_finishes_the_job_in_hand_and_claims_no_other(services, monkeypatch):
-    vm_uuids = [create(services).vm_uuid for _ in range(3)]
-    services.projections.catch_up()
+
+def hold_ensure_state(services, monkeypatch) -> tuple[threading.Event, threading.Event]:
+    """Hold the simulated fleet's next ``ensure_state`` until the second event is set; the
+    first is set once a step is held there."""
     in_step, go_on = threading.Event(), threading.Event()
     ensure_state = services.fleet.ensure_state
 
@@ -29,6 +30,13 @@ def test_a_stopped_worker_finishes_the_job_in_hand_and_claims_no_other(services,
         return ensure_state(server_uuid, vm_uuid, state, **kwargs)
 
     monkeypatch.setattr(services.fleet, "ensure_state", held)
+    return in_step, go_on
+
+
+def test_a_stopped_worker_finishes_the_job_in_hand_and_claims_no_other(services, monkeypatch):
+    vm_uuids = [create(services).vm_uuid for _ in range(3)]
+    services.projections.catch_up()
+    in_step, go_on = hold_ensure_state(services, monkeypatch)
     worker = Worker(services.commands, services.fleet,
                     find_work=services.jobs.vms_with_unfinished_jobs,
                     placement=services.worker.placement, worker_id="stopping")
@@ -78,15 +86,7 @@ def test_an_embedded_worker_stopped_with_a_job_in_hand_logs_that_it_left_it(
     # ``serve`` waits a while for its worker thread, then closes the pool and exits: the
     # job in hand is left to its lease, and the log says so as ``vmledger work`` does
     # (tester B, B13: no line at all).
-    in_step, go_on = threading.Event(), threading.Event()
-    ensure_state = services.fleet.ensure_state
-
-    def held(server_uuid, vm_uuid, state, **kwargs):
-        in_step.set()
-        assert go_on.wait(30), "the test never let the step go on"
-        return ensure_state(server_uuid, vm_uuid, state, **kwargs)
-
-    monkeypatch.setattr(services.fleet, "ensure_state", held)
+    in_step, go_on = hold_ensure_state(services, monkeypatch)
     create(services)
     services.projections.catch_up()
     services.start_background(projections=False, worker=True)
