@@ -5,11 +5,12 @@ A snapshot is an aggregate's state at a version, taken every ``SNAPSHOT_EVERY`` 
 commands, time travel (``GET /vms/{uuid}?version=``) and the console. An edited snapshot
 would change what they see and decide while the chain still held, so the audit folds each
 snapshot's stream afresh from its first event up to the snapshot's version and compares the
-two states field by field.
+two states field by field, type and all (each field's canonical JSON).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
@@ -69,14 +70,19 @@ def _check(app: Any, stream: UUID, version: int) -> str | None:
     # the seal is the snapshot's own (service/commands/snapshot_seal.py), not the aggregate's:
     # the whole state is compared here, which finds more than the seal can
     stored = {k: v for k, v in snapshot.state.items() if k != SEAL}
-    have, want = _plain(app, stored), _plain(app, fresh)
+    have, want = _canonical(app, stored), _canonical(app, fresh)
     if have != want:
         fields = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
         return f"differs from a fresh fold of its stream in {', '.join(fields)}"
     return None
 
 
-def _plain(app: Any, state: dict[str, Any]) -> Any:
-    """``state`` through the transcoder and back: both sides in the types stored ones have."""
-    transcoder = app.mapper.transcoder
-    return transcoder.decode(transcoder.encode(state))
+def _canonical(app: Any, state: dict[str, Any]) -> dict[str, str]:
+    """Each field of ``state`` as the transcoder stores it, in canonical JSON (sorted keys).
+
+    Compared as text, not as decoded values: Python's ``==`` holds ``128 == 128.0`` and
+    ``1 == True``, so a resealed snapshot whose values changed only their type passed the
+    audit while loads served the edited values (tester D, bug 4)."""
+    encoded = json.loads(app.mapper.transcoder.encode(state))
+    return {key: json.dumps(value, sort_keys=True, separators=(",", ":"))
+            for key, value in encoded.items()}

@@ -136,7 +136,11 @@ def scratch_directory() -> Path:
 def compare(table: str, live: dict[str, dict[str, Any]], fresh: dict[str, dict[str, Any]]
              ) -> list[Difference]:
     """The differences between a read-model table's ``live`` rows and a ``fresh`` fold's
-    (by key, without their bytes columns)."""
+    (by key, without their bytes columns).
+
+    Values are compared with ``==``, unlike snapshots' fields (service/audit/snapshots.py):
+    the read models' columns are TEXT (JSON kept as text) or integers, whose column type fixes
+    what a stored value is on both backends, so no edit changes only a value's type."""
     differences = []
     for key in sorted(set(live) | set(fresh)):
         have, want = live.get(key), fresh.get(key)
