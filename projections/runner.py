@@ -19,6 +19,7 @@ from eventsourcing.persistence import Notification
 
 from projections.db import Database, Dialect, Tx
 from projections.live import BackgroundLoop, LiveState, LogInTransaction
+from projections.past_head import PastHead
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
 from projections.read_model import (
     ReadModel, apply_together, batches_begin, batches_ended,
@@ -86,6 +87,7 @@ class ProjectionRunner(BackgroundLoop):
         self._lag_reported_at = float("-inf")
         self._wake = threading.Event()
         self._listeners: list[Callable[[], None]] = []
+        self.past_head = PastHead(self.head)
 
     def create_tables(self) -> None:
         """Create the tracking table and every read model's tables (idempotent)."""
@@ -265,9 +267,14 @@ class ProjectionRunner(BackgroundLoop):
         while pending:
             at = live.positions if live is not None else self._positions_of(
                 rm.name for rm in pending)
+            pending = [rm for rm in pending if self.past_head.allowed(rm.name, at[rm.name])]
+            if not pending:
+                break
             start = min(at[rm.name] for rm in pending)
             group = [rm for rm in pending if at[rm.name] == start]
             applied, end = self._apply_batch(group, start, batch_size, live)
+            if not applied and start:
+                self.past_head.found_nothing((rm.name for rm in group), start)
             at.update((rm.name, end) for rm in group)
             if applied < batch_size:
                 pending = [rm for rm in pending if rm not in group]

@@ -120,6 +120,7 @@ class Ping(_Open):
     backend: str
     head_position: int
     projection_lag: dict[str, int]
+    projection_past_head: list[str]
 
 
 class InventoryApplied(_Open):

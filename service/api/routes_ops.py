@@ -23,7 +23,8 @@ _probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vmledger-ping")
 
 @router.get("/ping")
 def ping(request: Request) -> JSONResponse:
-    """Health: the database answers, and how far each read model lags the log (events).
+    """Health: the database answers, how far each read model lags the log (events), and which
+    read models are past the log's head (they are not run until rebuilt).
     ``503`` with ``Retry-After`` when the probe fails or takes more than ``ping_timeout_s``
     (a load balancer gives up long before a partitioned connection would)."""
     services = services_of(request)
@@ -43,6 +44,10 @@ def ping(request: Request) -> JSONResponse:
         "backend": services.settings.backend,
         "head_position": head,
         "projection_lag": {name: head - position for name, position in positions.items()},
+        # a negative lag: the runner does not run it (projections/past_head.py); named
+        # here so that a health check need not know what a negative lag means
+        "projection_past_head": sorted(name for name, position in positions.items()
+                                       if position > head),
     })
 
 

@@ -4,13 +4,17 @@ read model whose position is past the log's head."""
 
 from __future__ import annotations
 
+import logging
 from uuid import UUID
 
 import pytest
 
-from domain.vm import Vm
+from domain.states import Action
+from domain.vm import Vm, make_cause
+from service.audit.read_models import verify_read_models
 from service.audit.snapshots import verify_snapshots
 from service.commands.snapshot_seal import SEAL, seal
+from service.commands.versioning import NEWEST
 from tests.integration.test_audit import _version_of, _vm_with_history
 from tests.integration.test_audit_findings import _edit_snapshot
 
@@ -56,3 +60,53 @@ def test_a_resealed_snapshot_with_true_for_1_is_named(services):
     found = verify_snapshots(services.app)
     assert [(d.version, d.kind) for d in found] == [(version, "snapshot")]
     assert key in found[0].detail
+
+
+def _push_past_head(services, name: str, by: int = 50) -> tuple[int, int]:
+    """Move read model ``name``'s tracking row past the log's head, as an edit would."""
+    head = services.projections.head()
+    with services.db.transaction() as tx:
+        tx.execute("INSERT INTO projection_tracking (name, position) VALUES (?, ?) "
+                   "ON CONFLICT (name) DO UPDATE SET position = excluded.position",
+                   (name, head + by))
+    return head + by, head
+
+
+def test_a_read_model_past_the_logs_head_is_a_finding(services):
+    _vm_with_history(services)
+    position, head = _push_past_head(services, "job_view")
+    found = verify_read_models(services)
+    assert [str(d) for d in found] == [
+        (f"tracking: read model job_view: is at position {position}, past the log's head "
+         f"{head}; `vmledger rebuild job_view` rebuilds it")]
+
+
+def test_the_runner_refuses_a_read_model_past_the_head_and_logs_it_once(services, caplog):
+    vm_uuid = _vm_with_history(services)
+    position, head = _push_past_head(services, "job_view", by=2)
+    with caplog.at_level(logging.WARNING):
+        services.projections.catch_up()
+        # more events than the gap: the log's head passes the edited position
+        for alias in ("a", "b", "c", "d"):
+            services.commands.request_action(vm_uuid, Action.UPDATE, behaviour=NEWEST,
+                                             cause=make_cause(), args={"alias": alias})
+        services.projections.catch_up()
+        services.projections.catch_up()
+    assert services.projections.head() > position
+    # job_view applied none of them: it skipped nothing
+    assert services.projections.position("job_view") == position
+    assert services.projections.position("vm_view") == services.projections.head()
+    lines = [r.getMessage() for r in caplog.records if "past the log's head" in r.getMessage()]
+    assert lines == [(f"read model job_view is at position {position}, past the log's head "
+                      f"{head}: it is not run; `vmledger rebuild job_view` rebuilds it")]
+    services.projections.rebuild(["job_view"])
+    services.projections.catch_up()
+    assert services.projections.position("job_view") == services.projections.head()
+    assert verify_read_models(services) == []
+
+
+def test_ping_names_a_read_model_past_the_head(client, services):
+    position, head = _push_past_head(services, "vm_view")
+    body = client.get("/ping").json()
+    assert body["projection_lag"]["vm_view"] == head - position < 0
+    assert body["projection_past_head"] == ["vm_view"]
