@@ -7,6 +7,10 @@ instead) when the seal is missing or does not match, or when the snapshot's ``ch
 not the ``chain`` of the stored event at its version. The second check costs nothing extra:
 the events after the snapshot are read from its version rather than after it.
 
+Neither check reads the events before the snapshot, so a gap there (an event deleted) is not
+seen by a load that starts from the snapshot; counting them would cost each load a second
+query, and ``audit verify`` folds every stream from its first event (docs/operations.md).
+
 The seal is not a secret: it finds edits made without knowing the format, as the chain
 does. ``vmledger audit verify`` compares every snapshot with a fresh fold
 (service/audit/snapshots.py), which finds any edit.

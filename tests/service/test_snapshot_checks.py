@@ -67,3 +67,22 @@ def test_a_snapshot_without_a_seal_is_not_used_and_not_warned_of(services, caplo
         loaded = services.app.repository.get(UUID(vm_uuid), version=version + 1)
     assert state(loaded) == state(folded(services, vm_uuid, version + 1))
     assert "refused" not in caplog.text
+
+
+def test_a_gap_before_a_snapshot_is_found_by_a_fold_across_it_not_by_a_load_from_it(services):
+    """What docs/operations.md says of a gap (tester D, bug 3): a load that starts from a later
+    snapshot reads no event before it, so it does not see the gap; a fold across it does, and
+    ``audit verify`` folds every stream from its first event."""
+    from domain.errors import StreamGapError
+    from service.audit.snapshots import verify_snapshots
+    from service.audit.verify import verify_chains
+    from service.commands.change import fold_stream
+    from tests.integration.test_audit import _delete_stored_event
+
+    vm_uuid, version = _snapshot_then_more(services)
+    _delete_stored_event(services, vm_uuid, 3)
+    with pytest.raises(StreamGapError):
+        fold_stream(services.app, UUID(vm_uuid), version=version - 1)
+    assert services.app.repository.get(UUID(vm_uuid), version=version + 1).version == version + 1
+    assert [d.kind for d in verify_chains(services.app)] == ["missing"]
+    assert [d.kind for d in verify_snapshots(services.app)] == ["snapshot"]
