@@ -161,3 +161,16 @@ class StreamGapError(LookupError):
         self.stream = str(stream)
         self.version = version
         self.previous = previous
+
+
+class UnfoldableEventError(Exception):
+    """A read model's fold cannot apply a stored event: the aggregate refuses it (a
+    ``DomainError``), so the log holds an event that should never have been appended
+    (written behind the service's back; ``vmledger audit verify`` reports it as ``fold``).
+    Names the stream, the version and the read model, which the domain's error does not."""
+
+    def __init__(self, stream: UUID | str, version: int, read_model: str, error: Exception):
+        super().__init__(f"{read_model} cannot fold stream {stream} version {version}: {error}")
+        self.stream = str(stream)
+        self.version = version
+        self.read_model = read_model

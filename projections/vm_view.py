@@ -18,12 +18,13 @@ from uuid import UUID
 from eventsourcing.domain import OriginatorVersionError, Snapshot
 from eventsourcing.persistence import Transcoder
 
-from domain.errors import StreamGapError
+from domain.errors import DomainError, StreamGapError, UnfoldableEventError
 from domain.states import Execution
 from domain.vm import Vm
 from projections.db import Database, Tx
 from projections.formats import rfc3339, uuid_text
 from projections.kept_folds import KeptFolds
+from projections.rebuild import SUFFIX as REBUILD_SUFFIX
 from projections.runner import ReadModel
 
 # VMs kept folded between batches: every VM a live batch touches is kept; a few thousand
@@ -173,6 +174,10 @@ class VmView(ReadModel):
                 folded[vm_id] = event.mutate(vm)
             except OriginatorVersionError:  # it names no stream: this does
                 raise StreamGapError(vm_id, event.originator_version, vm.version) from None
+            except DomainError as error:  # names neither stream nor version: this does
+                raise UnfoldableEventError(vm_id, event.originator_version,
+                                           self.name.removesuffix(REBUILD_SUFFIX),
+                                           error) from None
         self._store(tx, list(folded.values()))
         self.kept.folded(folded)
 

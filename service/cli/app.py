@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from domain.errors import StreamGapError
+from domain.errors import StreamGapError, UnfoldableEventError
 from projections.tracking import ProjectionConflictError
 from service.cli.changes import changes_command
 from service.cli.preflight import check_database, checked_services
@@ -175,6 +175,10 @@ def rebuild(
     except StreamGapError as error:  # an event deleted behind the service's back
         typer.echo(f"vmledger rebuild: {error}: the log needs repair (vmledger audit verify "
                    "names what is missing); the live read models are as they were", err=True)
+        raise typer.Exit(1) from None
+    except UnfoldableEventError as error:  # an event appended behind the service's back
+        typer.echo(f"vmledger rebuild: {error}: the log needs repair (vmledger audit verify "
+                   "names every such event); the live read models are as they were", err=True)
         raise typer.Exit(1) from None
     finally:
         services.close()

@@ -15,8 +15,8 @@ from service.audit.read_models import verify_read_models
 from service.audit.snapshots import verify_snapshots
 from service.commands.snapshot_seal import SEAL, seal
 from service.commands.versioning import NEWEST
-from tests.integration.test_audit import _version_of, _vm_with_history
-from tests.integration.test_audit_findings import _edit_snapshot
+from tests.integration.test_audit import _version_of, _vm_with_history, _vmledger
+from tests.integration.test_audit_findings import _append_unfoldable_event, _edit_snapshot
 
 
 def _reseal(services, vm_uuid: str) -> None:
@@ -110,3 +110,16 @@ def test_ping_names_a_read_model_past_the_head(client, services):
     body = client.get("/ping").json()
     assert body["projection_lag"]["vm_view"] == head - position < 0
     assert body["projection_past_head"] == ["vm_view"]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_rebuild_names_an_event_it_cannot_fold_in_one_line(services, settings):
+    """Tester B (doc mismatch 7): an event the fold refuses ended the rebuild in a traceback."""
+    vm_uuid = _vm_with_history(services)
+    version = _append_unfoldable_event(services, vm_uuid)
+    failed = _vmledger(settings, "rebuild", "vm_view")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "Traceback" not in failed.stderr, failed.stderr
+    [line] = [x for x in failed.stderr.splitlines() if x.startswith("vmledger rebuild:")]
+    assert f"stream {vm_uuid} version {version}" in line
+    assert "vm_view" in line and "vmledger audit verify" in line
