@@ -33,6 +33,14 @@ def verify_snapshots(app: Any) -> list[Difference]:
     return differences
 
 
+def verify_stream_snapshots(app: Any, stream: UUID) -> list[Difference]:
+    """``verify_snapshots`` for one stream's snapshots (the console's audit of a VM)."""
+    versions = [stored.originator_version
+                for stored in app.snapshots.recorder.select_events(stream)]
+    return [Difference(f"snapshot {stream}", version, "snapshot", problem)
+            for version in versions if (problem := _check(app, stream, version))]
+
+
 def stored_snapshots(recorder: Any) -> Iterator[tuple[UUID, int]]:
     """(stream, version) of every stored snapshot, in stream then version order."""
     table = recorder.events_table_name

@@ -2,8 +2,8 @@
 (``service/audit/verify.py``), for a few streams at a time, so that the web console can run
 them from a page for one VM, or for the fleet a page of VMs at a time, in bounded time.
 
-For each VM: its stream's versions are contiguous from 1 and every event's hash ``chain``
-holds; and the VM's rows in every read model built from VM streams (``vm_view`` with its
+For each VM: its stream's versions are contiguous from 1, every event's hash ``chain``
+holds and every snapshot of it equals a fresh fold (``service/audit/snapshots.py``); and the VM's rows in every read model built from VM streams (``vm_view`` with its
 tags, ``job_view``, the analytics tables, ``volume_mounts``) equal a fresh fold of its stream
 (merged, for ``volume_mounts``, with the streams of the volumes it mounts), each fold stopped
 at the position the live read model has reached, whose rows are read in the same snapshot.
@@ -19,6 +19,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
+from service.audit.snapshots import verify_stream_snapshots
 from service.audit.verify import Difference, check_link, compare, scratch_directory
 from service.storage import select_stream
 
@@ -72,6 +73,8 @@ def verify_vms(services: Any, vm_uuids: Iterable[str]) -> list[VmAudit]:
         heads: dict[UUID, tuple[int, str]] = {}
         for stored in events:
             audit.chain += check_link(app, stored, heads)
+        if events:  # what a load may start from, as the whole verify checks it
+            audit.chain += verify_stream_snapshots(app, UUID(vm_uuid))
         audit.events = len(events)
         audit.position = events[-1].id if events else None
         streams[vm_uuid] = events

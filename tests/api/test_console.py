@@ -283,3 +283,21 @@ def test_a_jobs_chain_results_are_shown_as_the_api_gives_them_in_json(client: Te
     [shown] = re.findall(r"ensure_state: ([^<]*)<", page)
     assert json.loads(html.unescape(shown)) == {"state": "running", "incarnation": 1}
     assert "place: " + get_vm(client, vm_uuid)["server_uuid"] in page  # text stays as it is
+
+
+def test_audit_from_the_page_checks_the_vms_snapshots_too(services: Services,
+                                                          client: TestClient) -> None:
+    # found in review: the page's audit of a VM left out its snapshots, which loads trust
+    from uuid import UUID
+
+    from tests.integration.test_audit_findings import _edit_snapshot
+
+    vm_uuid = create_running_vm(client)
+    act_and_wait(client, vm_uuid, "update", json={"alias": "sealed"})
+    version = services.commands.load(vm_uuid).version
+    services.app.take_snapshot(UUID(vm_uuid), version=version)
+    clean = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    assert "snapshot:" not in clean
+    _edit_snapshot(services, vm_uuid, b'"sealed"', b'"5ealed"')
+    html = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    assert f"snapshot: snapshot {vm_uuid} version {version}: differs from a fresh fold" in html
