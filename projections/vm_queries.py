@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain import json_input
 from projections.db import Database
 from projections.volume_mounts import STALE_VMS, with_mounts
 
@@ -136,7 +137,7 @@ def decode_marker(marker: str, sort: str) -> tuple[Any, str]:
     make the database refuse the comparison)."""
     try:
         padded = marker + "=" * (-len(marker) % 4)
-        made_for, value, uuid = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        made_for, value, uuid = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
     except (binascii.Error, ValueError, TypeError) as error:
         raise InvalidMarkerError(marker) from error
     wanted = int if sort.split(".")[0] in INTEGER_SORT_FIELDS else str
@@ -149,7 +150,7 @@ def is_our_marker(marker: str) -> bool:
     """Whether ``marker`` has the form of the cursors vmledger hands out (not VMAPI's JSON)."""
     try:
         padded = marker + "=" * (-len(marker) % 4)
-        decoded = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        decoded = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
     except (binascii.Error, ValueError, TypeError):
         return False
     return isinstance(decoded, list) and len(decoded) == 3

@@ -36,6 +36,7 @@ from domain.errors import (
     VmNotFoundError,
     VolumeNotFoundError,
 )
+from domain.json_input import unparsable_reason
 from domain.server import InsufficientCapacityError
 from domain.states import VmState
 from service.api import head
@@ -282,7 +283,7 @@ def install(app: FastAPI) -> None:
             # bad syntax; the parser's own error is the cause
             return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=[
                 {"field": "body", "code": "Invalid",
-                 "message": f"not valid JSON ({_unparsable(error.__cause__)})"}]),
+                 "message": f"not valid JSON ({unparsable_reason(error.__cause__)})"}]),
                 status_code=validation_status(request))
         code = {404: "ResourceNotFound", 405: "BadMethod", 413: "PayloadTooLarge"}.get(
             error.status_code, "Error")
@@ -291,15 +292,6 @@ def install(app: FastAPI) -> None:
             headers["Allow"] = allowed_methods(request)
         return JSONResponse(body(code, str(error.detail)), status_code=error.status_code,
                             headers=headers or None)
-
-
-def _unparsable(cause: BaseException | None) -> str:
-    """Why a body that is not a JSON syntax error could not be parsed, in a few words."""
-    if isinstance(cause, RecursionError):
-        return "nested too deeply"  # past the parser's recursion limit, about 1,000 levels
-    if isinstance(cause, UnicodeDecodeError):
-        return "not UTF-8 text"
-    return "it could not be parsed"
 
 
 def _unread_body(request: Request, items: Sequence[Mapping[str, Any]]

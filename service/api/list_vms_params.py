@@ -18,6 +18,7 @@ from typing import Any
 
 from fastapi import Request
 
+from domain import json_input
 from domain.states import VmState
 from projections.formats import parse_iso_instant, rfc3339
 from projections.vm_queries import MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker
@@ -216,7 +217,7 @@ class ListVmsQuery:
         for problem in vmapi_marker_problems(marker, self.params.get("sort")):
             self._invalid("marker", f"Invalid marker: {marker}. {problem}")
         if not any(e["field"] == "marker" for e in self.errors):
-            self.page.after = self._keyset(json.loads(marker))
+            self.page.after = self._keyset(json_input.loads(marker))
             if not _storable(self.page.after[0]):
                 self._invalid("marker", f"Invalid marker: {marker}. "
                                         f"{self.page.sort_field} is out of range")
@@ -267,8 +268,8 @@ def vmapi_marker_problems(marker: str, sort: str | None) -> list[str]:
     """What is wrong with a VMAPI marker (JSON ``{"uuid": …, <sort key>: …}``) used with
     ``sort``, in VMAPI's words (lib/common/marker.js); empty when it is valid."""
     try:
-        parsed = json.loads(marker)
-    except ValueError as error:
+        parsed = json_input.loads(marker)
+    except json_input.JsonInputError as error:
         return ["Could not parse marker as an object JSON representation, reason: "
                 f"{error}"]
     if not isinstance(parsed, dict):

@@ -10,13 +10,13 @@ awaits the job with short checks there (``deps.wait_for_job``)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import Body, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from domain import json_input
 from domain.errors import ValidationError
 from domain.states import Action
 from service.api.auth import authorized_router, require_owner
@@ -232,9 +232,13 @@ def _x_context(request: Request) -> dict[str, Any] | None:
         raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
                                             "message": f"at most {MAX_X_CONTEXT_BYTES} bytes"}])
     try:
-        value = json.loads(header)
-    except ValueError:
-        value = {"raw": header}
+        value = json_input.loads(header)
+    except json_input.JsonInputError as error:
+        if error.too_deep:
+            # kept raw, a header too deep to parse would be stored but never read back
+            raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
+                                                "message": f"not valid JSON ({error})"}]) from None
+        value = {"raw": header}  # VMAPI keeps a context that is not JSON as its text
     context = value if isinstance(value, dict) else {"value": value}
     problem = unstorable(context, "x-context")
     if problem:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from domain import json_input
 from projections.formats import MAX_INTEGER, decimal
 from service.changes.records import VM_SUB_RESOURCES, Change
 
@@ -63,8 +64,8 @@ def parse_registration(text: str | None, after: str | None = None) -> Registrati
     if text is None:  # the Listener sends its registration as text (JSON.stringify)
         raise RegistrationError("registration should be a text message")
     try:
-        registration = json.loads(text)
-    except ValueError:
+        registration = json_input.loads(text)
+    except json_input.JsonInputError:
         raise RegistrationError("failed to parse registration payload") from None
     if not isinstance(registration, dict):
         raise RegistrationError("registration should be an object")
