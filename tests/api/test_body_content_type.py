@@ -7,6 +7,7 @@ fields), and nothing is appended."""
 
 from __future__ import annotations
 
+import http.client
 import json
 
 import pytest
@@ -55,3 +56,32 @@ def test_json_types_are_still_read(client):
     array = client.post("/vms", content=b"[]", headers={"content-type": "application/json"})
     assert "application/json" not in assert_error(array, 409, "ValidationFailed")["errors"][0][
         "message"]
+
+
+def test_a_body_with_no_type_or_an_empty_one_is_read_as_json(client, services):
+    # api.md: read as JSON when its type is JSON's "or none at all" (tester D, bug 2: FastAPI
+    # 0.13x and later refuse an untyped body unless told not to be strict)
+    vm_uuid = create_running_vm(client)
+    for headers in ({}, {"content-type": ""}):
+        created = client.post("/vms", content=json.dumps(vm_body()).encode(), headers=headers)
+        assert created.status_code == 202, (headers, created.text)
+        updated = client.post(f"/vms/{vm_uuid}?action=update", content=b'{"alias": "noct"}',
+                              headers=headers)
+        assert updated.status_code == 202, (headers, updated.text)
+
+
+def test_a_body_with_no_type_is_read_as_json_over_a_real_connection(services):
+    from tests.changes.live import live_server
+
+    with live_server(services) as url:
+        connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=30)
+        try:
+            for headers in ({}, {"Content-Type": ""}):
+                # http.client sends no Content-Type of its own, only Content-Length
+                connection.request("POST", "/vms", body=json.dumps(vm_body()).encode(),
+                                   headers=headers)
+                response = connection.getresponse()
+                assert response.status == 202, (headers, response.read())
+                response.read()
+        finally:
+            connection.close()
