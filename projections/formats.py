@@ -11,13 +11,16 @@ from uuid import UUID
 # The largest integer a value may be: JSON's exact range (2**53 - 1), inside the database's
 # 64-bit integers; a log position never exceeds it.
 MAX_INTEGER = 2**53 - 1
-_DECIMAL = re.compile(r"[+-]?[0-9]{1,20}")
+# ASCII digits ([0-9], not \d: other scripts' digits), a "-" so that a negative number is
+# refused as out of range rather than as no number; no "+", which no API of ours writes
+_DECIMAL = re.compile(r"-?[0-9]{1,20}")
 
 
 def decimal(text: str) -> int | None:
-    """``text`` as a decimal integer: ASCII digits with an optional sign, at most 20 digits;
-    None otherwise. Stricter than ``int``, which also reads "1_0", surrounding spaces and
-    other scripts' digits, and fails on more than 4,300 digits."""
+    """``text`` as a decimal integer: ASCII digits, perhaps after a ``-``, at most 20 digits;
+    None otherwise. Stricter than ``int``, which also reads "+1", "1_0", surrounding spaces
+    and other scripts' digits, and fails on more than 4,300 digits. Every integer a client
+    sends (query parameters, ``If-Match``, marker timestamps, ``?after=``) is read by it."""
     return int(text) if _DECIMAL.fullmatch(text) else None
 
 

@@ -20,7 +20,7 @@ from fastapi import Request
 
 from domain import json_input
 from domain.states import VmState
-from projections.formats import parse_iso_instant, rfc3339
+from projections.formats import decimal, parse_iso_instant, rfc3339
 from projections.vm_queries import MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker
 from service.api.errors import invalid_parameters
 from service.api.marker_types import is_column_position, marker_value_problem, whole
@@ -31,7 +31,8 @@ LIST_MESSAGE = "Invalid Parameters"
 UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
 ALIAS_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
 ALIAS_RE_SHOWN = r"/^[a-zA-Z0-9][a-zA-Z0-9\_\.\-]*$/"  # as JavaScript prints VMAPI's regexp
-RAM_RE = re.compile(r"^0$|^([1-9][0-9]*$)")
+# \Z, not $: Python's $ also matches before a final newline, JavaScript's (VMAPI's) does not
+RAM_RE = re.compile(r"^0\Z|^([1-9][0-9]*\Z)")
 RAM_RE_SHOWN = r"/^0$|^([1-9][0-9]*$)/"
 VMAPI_STATES = ("active", "destroyed", "running", "stopped")
 # vmledger's own states are accepted too; VMAPI's message names only its four.
@@ -255,7 +256,9 @@ def _storable(sort_value: Any) -> bool:
 def parse_timestamp(text: str) -> datetime | None:
     """An instant given as VMAPI takes one: milliseconds since the epoch, or ISO 8601."""
     try:
-        return datetime.fromtimestamp(int(text) / 1000, UTC)
+        millis = decimal(text)  # not int(): it reads "+5", "5_0" and " 5"
+        if millis is not None:
+            return datetime.fromtimestamp(millis / 1000, UTC)
     except (ValueError, OverflowError, OSError):
         pass
     moment = parse_iso_instant(text)

@@ -91,7 +91,7 @@ class Query:
 
 
 # An integer however long: ``decimal`` reads at most 20 digits (int() of thousands is slow)
-_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INTEGER = re.compile(r"-?[0-9]+")
 
 
 def integer_param(params: Mapping[str, str], name: str, *, minimum: int, maximum: int,
@@ -127,13 +127,21 @@ def out_of_range(minimum: int, maximum: int) -> str:
     return f"must be {minimum} to {maximum}"
 
 
+# A version header: W/"7", "7" or 7 (a "-" only to be refused as out of range, in
+# ?version='s words)
+_ENTITY_TAG = re.compile(r'(?:W/)?"(-?[0-9]+)"|(-?[0-9]+)')
+
+
 def header_version(request: Request, name: str, text: str) -> int:
     """The version header ``name`` names (``7``, ``"7"`` or ``W/"7"``: decimal digits, 1 to
     ``MAX_INTEGER`` as ``?version=``); anything else raises ``ValidationFailed`` naming it.
     ``int`` took what no version is: 0, negative numbers and numbers past any version (412,
-    "not -1"), and "7_0" or " 7" inside the quotes."""
+    "not -1"), "7_0" or " 7" inside the quotes, and "+7", W/7 or quotes not in one pair."""
     refused: list[str] = []
-    unquoted = text.strip().strip('"').removeprefix("W/").strip('"')
+    # exactly one quoted string (perhaps weak) or bare digits: stripping quotes and "W/" in
+    # any number read "+5", '"""5"""', "W/5" and an unbalanced '"5' as version 5
+    match = _ENTITY_TAG.fullmatch(text.strip())
+    unquoted = "" if match is None else match.group(1) or match.group(2)
     version = integer_param(
         {name: unquoted}, name, minimum=1, maximum=MAX_INTEGER,
         refuse=lambda _name, message: refused.append(message),

@@ -235,7 +235,10 @@ def test_if_match_out_of_the_version_range_is_refused_as_version_is(client, serv
                  422, "ValidationFailed")
 
 
-@pytest.mark.parametrize("header", ['"7_0"', '" 7"', '"7 "', "7.0", '""'])
+@pytest.mark.parametrize("header", ['"7_0"', '" 7"', '"7 "', "7.0", '""',
+                                    # tester D, bug 7: each of these was read as version 5
+                                    "+5", '"+5"', '"""5"""', "W/5", '"5', '5"', 'W/W/"5"',
+                                    '"W/5"', 'W/"5', '"5"5"', '"5", "6"'])
 def test_if_match_that_is_no_decimal_version_is_refused(client, header) -> None:
     vm_uuid = create_running_vm(client)
     body = assert_error(act(client, vm_uuid, "stop", headers={"If-Match": header}),
