@@ -95,7 +95,7 @@ QUERY_PARAMETERS: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("get", "/jobs"): [_CONSISTENCY, _owner("only jobs of this owner's VMs"),
                        parameter("vm_uuid", "only this VM's jobs", _UUID), *_JOB_FILTERS,
                        _TASK],
-    ("get", "/vms/{vm_uuid}/jobs"): [_CONSISTENCY, _OWNERS_VM, *_JOB_FILTERS],
+    ("get", "/vms/{vm_uuid}/jobs"): [_CONSISTENCY, _OWNERS_VM, *_JOB_FILTERS, _TASK],
     ("get", "/vms/{vm_uuid}/history"): [
         _OWNERS_VM,
         parameter("after_version", "only events after this version of the VM", _integer(0)),

@@ -25,11 +25,10 @@ MAX_WAIT_S = 120
 def list_vm_jobs(vm_uuid: str, request: Request) -> JSONResponse:
     """The VM's jobs, newest first."""
     services = services_of(request)
-    query = Query(request, {"limit", "offset", "execution", "name"})
+    query = Query(request, {"limit", "offset", "execution", "name", "task"})
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     offset = query.integer("offset", minimum=0) or 0
     execution, name = _job_filters(query)
-    query.check()
     read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
     vm = services.vms.get(vm_uuid.lower())
     owner_uuid = query.owner_uuid
@@ -48,29 +47,30 @@ def list_jobs(request: Request) -> JSONResponse:
     owner_uuid = query.owner_uuid
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     offset = query.integer("offset", minimum=0) or 0
-    execution, name = _job_filters(query, "task")
-    query.check()
-    if query.params.get("task") and query.params.get("name"):  # an empty one is no filter
-        # the one would silently win over the other (name did), as version over at would
-        raise invalid_parameters(
-            request, [{"field": "task", "code": "Invalid",
-                       "message": "task and name cannot be used together"}],
-            code="ConflictingParameters", message="task and name cannot be used together")
+    execution, name = _job_filters(query)
     read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
     return JSONResponse(services.jobs.list(vm_uuid=vm_uuid, execution=execution, name=name,
                                            owner_uuid=owner_uuid, limit=limit, offset=offset))
 
 
-def _job_filters(query: Query, *aliases: str) -> tuple[str | None, str | None]:
-    """``execution`` and the job's name: ``name``, or one of ``aliases`` (``task``, VMAPI's
-    word for it), a bad one refused naming the parameter it came in."""
+def _job_filters(query: Query) -> tuple[str | None, str | None]:
+    """``execution`` and the job's name: ``name``, or ``task`` (VMAPI's word for it), a bad
+    one refused naming the parameter it came in, both together refused as conflicting (the
+    one would silently win over the other, as version over at would). Raises the refusal of
+    any bad parameter of ``query``, so both job lists answer alike."""
     execution = query.params.get("execution")
     if execution is not None and execution not in {e.value for e in Execution}:
         query.invalid("execution", "must be one of " + ", ".join(e.value for e in Execution))
-    given = next((p for p in ("name", *aliases) if query.params.get(p)), "name")
+    given = next((p for p in ("name", "task") if query.params.get(p)), "name")
     name = query.params.get(given) or None
     if name is not None and name not in {n.value for n in JobName}:
         query.invalid(given, "must be one of " + ", ".join(n.value for n in JobName))
+    query.check()
+    if query.params.get("task") and query.params.get("name"):  # an empty one is no filter
+        raise invalid_parameters(
+            query.request, [{"field": "task", "code": "Invalid",
+                             "message": "task and name cannot be used together"}],
+            code="ConflictingParameters", message="task and name cannot be used together")
     return execution, name
 
 

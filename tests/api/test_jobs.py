@@ -189,3 +189,20 @@ def test_a_bad_task_is_refused_naming_task(client) -> None:
                         "ValidationFailed")
     assert error_fields(body) == {"task": "Invalid"}
     assert client.get("/jobs", params={"task": "stop"}).status_code == 200
+
+
+def test_a_vms_jobs_take_task_as_jobs_does(client) -> None:
+    # tester D, bug 8: api.md names task on both lists; GET /vms/{uuid}/jobs refused it
+    vm_uuid = create_running_vm(client)
+    path = f"/vms/{vm_uuid}/jobs"
+    by_task = client.get(path, params={"task": "provision"})
+    assert by_task.status_code == 200, by_task.text
+    assert [job["name"] for job in by_task.json()] == ["provision"]
+    assert client.get(path, params={"task": "update"}).json() == []
+    body = assert_error(client.get(path, params={"task": "frobnicate"}), 409, "ValidationFailed")
+    assert error_fields(body) == {"task": "Invalid"}
+    conflict = assert_error(client.get(path, params={"task": "update", "name": "stop"}), 409,
+                            "ConflictingParameters")
+    assert [e["field"] for e in conflict["errors"]] == ["task"]
+    assert_error(client.get(path, params={"task": "update", "name": "stop"}, headers=V2), 422,
+                 "ConflictingParameters")
