@@ -174,3 +174,16 @@ class UnfoldableEventError(Exception):
         self.stream = str(stream)
         self.version = version
         self.read_model = read_model
+
+
+class UnreadableEventError(LookupError):
+    """A stored event that cannot be read back: its topic names no event class, or its state
+    does not decode (edited behind the service's back; ``vmledger audit verify`` names it).
+    Like a gap (``StreamGapError``), not a refusal: the stream cannot be folded past it until
+    the log is repaired."""
+
+    def __init__(self, stream: UUID | str, version: int, reason: str):
+        super().__init__(f"stream {stream} has an unreadable event at version {version} "
+                         f"({reason})")
+        self.stream = str(stream)
+        self.version = version

@@ -22,6 +22,7 @@ from domain import rules
 from domain.errors import (
     DomainError,
     StreamGapError,
+    UnreadableEventError,
     DuplicateVmError,
     IllegalTransitionError,
     InvalidTransitionError,
@@ -191,6 +192,9 @@ ERRORS: dict[type[Exception], Row] = {
     # operator repairs the log (not a 500: the service is sound, the stored log is not)
     StreamGapError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs repair "
                         "(vmledger audit verify names what is missing)"),
+    # an event edited behind the service's back (its topic or state): the same damage
+    UnreadableEventError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs "
+                              "repair (vmledger audit verify names the event)"),
 }
 
 

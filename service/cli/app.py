@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from domain.errors import StreamGapError, UnfoldableEventError
+from domain.errors import StreamGapError, UnfoldableEventError, UnreadableEventError
 from projections.tracking import ProjectionConflictError
 from service.cli.changes import changes_command
 from service.cli.preflight import check_database, checked_services
@@ -197,6 +197,10 @@ def history(vm_uuid: str) -> None:
             typer.echo(json.dumps(entry))
     except VmNotFoundError as error:
         typer.echo(f"vmledger history: {error}", err=True)
+        raise typer.Exit(1) from None
+    except (StreamGapError, UnreadableEventError) as error:  # the log was edited
+        typer.echo(f"vmledger history: {error}: the log needs repair (vmledger audit verify "
+                   "names what is wrong)", err=True)
         raise typer.Exit(1) from None
     finally:
         services.close()

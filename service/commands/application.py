@@ -15,12 +15,13 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import Application, Repository, project_aggregate
-from eventsourcing.persistence import Transcoder
+from eventsourcing.persistence import Mapper, Transcoder
 
 from domain.errors import DuplicateVmError, NothingToUpdateError, VmNotFoundError
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.change import Accepted, Changed, Changes
+from service.commands.checked_mapper import CheckedMapper
 from service.commands.committer import Committer
 from service.commands.fleet import ServerCommands, VolumeCommands
 from service.commands.networks import NetworkCommands, NicRequest
@@ -51,6 +52,12 @@ class VmLedger(Application[UUID]):
                       projector_func: Any = project_aggregate) -> None:
         """The library's ``take_snapshot``, but the snapshot carries its seal."""
         take_sealed_snapshot(self, aggregate_id, version, projector_func)
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        """The library's mapper, naming the stream and version of an event it cannot read
+        (service/commands/checked_mapper.py)."""
+        return self.factory.mapper(transcoder=self.construct_transcoder(),
+                                   mapper_class=CheckedMapper)
 
     def construct_transcoder(self) -> Transcoder:
         """The library's JSON transcoder, encoding faster to the same bytes
