@@ -4,9 +4,14 @@ PostgreSQL database that does not exist, or a server that cannot be reached."""
 
 from __future__ import annotations
 
+import sqlite3
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
+
+from service.database_url import sqlite_path
 
 from service.settings import Settings
 
@@ -30,11 +35,13 @@ def checked_services(settings: Settings | None = None, *, register_fleet: bool =
 
 
 def check_database(settings: Settings) -> None:
-    """Connect once to the configured PostgreSQL database (SQLite needs nothing: its file is
-    created). Raises ``SystemExit`` with one line: the database does not exist and the
-    ``createdb`` command that creates it, or why the server could not be reached. The
-    password is never shown."""
+    """Connect once to the configured PostgreSQL database, or open the SQLite file (created
+    when missing, as the command would create it). Raises ``SystemExit`` with one line: the
+    database does not exist and the ``createdb`` command that creates it, or why the server
+    could not be reached; for SQLite, a line naming ``VMLEDGER_DATABASE_URL`` (status 2, as
+    any bad setting) when the file cannot be opened. The password is never shown."""
     if settings.backend != "postgres":
+        _check_sqlite(settings.database_url)
         return
     target = settings.postgres_target()
     host, port, user, dbname = target.host, target.port, target.user, target.dbname
@@ -60,3 +67,21 @@ def _reason(message: str) -> str:
         if marker in first:
             first = first.rsplit(marker, 1)[1]
     return " ".join(first.split())
+
+
+def _check_sqlite(url: str) -> None:
+    """Open the SQLite file ``url`` names once. Settings already refuse a file in a directory
+    that does not exist; a path that is itself a directory, or one SQLite may not create
+    (``/proc``), got past them and ended the command, or serve's start-up, in a traceback
+    ("unable to open database file")."""
+    path = sqlite_path(url)
+    problem = "it is a directory" if Path(path).is_dir() else None
+    if problem is None:
+        try:
+            sqlite3.connect(path).close()
+        except sqlite3.Error as error:
+            problem = str(error)
+    if problem is not None:
+        print(f"VMLEDGER_DATABASE_URL: SQLite cannot open {path} ({problem}): name a file "
+              "SQLite may create or write", file=sys.stderr)
+        raise SystemExit(2)

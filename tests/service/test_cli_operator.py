@@ -352,3 +352,18 @@ def test_commands_that_read_or_rebuild_append_nothing_to_the_log(
         done = run(*args, env=sqlite_env)
         assert "Traceback" not in done.stderr, done.stderr
         assert _events_in(sqlite_env) == 0, f"{args} appended to the log"
+
+
+@pytest.mark.parametrize("command", [["audit", "verify"], ["history", str(uuid.uuid4())],
+                                     ["serve", "--port", "0"]])
+@pytest.mark.parametrize("where", ["directory", "unopenable"])
+def test_a_sqlite_url_sqlite_cannot_open_is_one_line_naming_the_variable(
+        tmp_path: Path, command: list[str], where: str) -> None:
+    # tester D, bug 9: a directory, or a file SQLite cannot create, ended in a traceback
+    # ("unable to open database file"; serve: "Application startup failed", status 3)
+    path = tmp_path if where == "directory" else Path("/proc/vmledger-no.db")
+    done = run(*command, env={"VMLEDGER_DATABASE_URL": f"sqlite:///{path}",
+                              "VMLEDGER_LOG_FORMAT": "text"}, timeout=60)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("VMLEDGER_DATABASE_URL:") and str(path) in line, done.stderr
