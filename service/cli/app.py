@@ -34,6 +34,11 @@ def _services(*, register_fleet: bool = True) -> Services:
     return checked_services(register_fleet=register_fleet)
 
 
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1 ("1 difference", "6 read models")."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _print_version(asked: bool) -> None:
     if asked:
         from importlib.metadata import version
@@ -167,7 +172,7 @@ def rebuild(
             count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
             events = finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
-                   f"({len(chosen)} read models), {events} events in the log")
+                   f"({_count(len(chosen), 'read model')}), {events} events in the log")
     except ProjectionConflictError as error:  # a second rebuild of the same read models
         typer.echo(f"vmledger rebuild: {error}: is another rebuild running? Run one at a "
                    "time; the live read models are as they were", err=True)
@@ -239,7 +244,7 @@ def audit_verify() -> None:
     for difference in differences:
         typer.echo(str(difference))
     if differences:
-        typer.echo(f"audit verify: {len(differences)} differences")
+        typer.echo(f"audit verify: {_count(len(differences), 'difference')}")
         raise typer.Exit(1)
     typer.echo(f"audit verify: every stream's chain, every snapshot and every read model held "
                f"({events} events)")

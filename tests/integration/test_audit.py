@@ -4,6 +4,7 @@ passes on an untouched store and names exactly the stream and version that was e
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from uuid import UUID
@@ -128,6 +129,8 @@ def test_the_audit_verify_command_exits_0_when_all_held_and_1_naming_the_tampere
     failed = _vmledger(settings, "audit", "verify")
     assert failed.returncode == 1
     assert f"tampered: stream {vm_uuid} version {version}" in failed.stdout
+    count = failed.stdout.strip().splitlines()[-1]  # a new user read "1 differences"
+    assert re.fullmatch(r"audit verify: (1 difference|([02-9]|\d\d+) differences)", count), count
 
 
 def test_read_models_verify_while_commands_and_the_runner_keep_writing(services):

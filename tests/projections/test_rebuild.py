@@ -230,6 +230,8 @@ def test_the_rebuild_command_rebuilds_the_named_read_models(services, database_u
     assert result.exit_code == 0, result.output
     assert "rebuilt vm_view, analytics" in result.output
     assert tables(services, ("vm_view", "vm_current")) == live
+    one = CliRunner().invoke(cli, ["rebuild", "vm_view"])  # a new user read "1 read models"
+    assert one.exit_code == 0 and "(1 read model)," in one.output, one.output
     unknown = CliRunner().invoke(cli, ["rebuild", "vm_viewz"])
     assert unknown.exit_code != 0 and "vm_viewz" in unknown.output
 
