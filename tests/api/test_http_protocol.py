@@ -249,11 +249,13 @@ def test_an_interim_answer_is_not_held():
 def test_serve_runs_uvicorn_with_it_in_one_process_or_several(monkeypatch):
     from typer.testing import CliRunner
 
-    from service.api import processes
+    from service.api import processes, serving
     from service.cli.app import cli
 
     given: dict = {}
-    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: given.update(kwargs))
+    # serve runs uvicorn through serving.run (its StreamEndingServer); patching uvicorn.run
+    # instead left a real server listening on 8080 until the run was killed
+    monkeypatch.setattr(serving, "run", lambda *args, **kwargs: given.update(kwargs))
     monkeypatch.setattr(processes, "serve_processes",
                         lambda workers, host, port, options: given.update(workers=workers,
                                                                           **options) or 0)
