@@ -94,13 +94,13 @@ def test_serve_keeps_idle_connections_well_past_the_clients_5_s_poll(monkeypatch
     # The client's pooled keep-alive connection sits idle while its wait helper polls a job every
     # 5 s; with uvicorn's default 5 s idle timeout the next request raced the server's close and
     # failed with ECONNRESET ("socket hang up").
-    import uvicorn
     from typer.testing import CliRunner
 
+    from service.api import serving
     from service.cli.app import cli
 
     ran: dict[str, object] = {}
-    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: ran.update(kwargs))
+    monkeypatch.setattr(serving, "run", lambda *args, **kwargs: ran.update(kwargs))
     monkeypatch.setenv("VMLEDGER_DATABASE_URL", f"sqlite:///{tmp_path / 'serve.db'}")
     result = CliRunner().invoke(cli, ["serve", "--port", "8089"])
     assert result.exit_code == 0, result.output

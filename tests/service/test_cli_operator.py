@@ -316,14 +316,13 @@ def test_a_port_out_of_range_is_a_usage_error_naming_the_option(
         port: str, sqlite_env: dict[str, str], monkeypatch) -> None:
     # found by a tester: 99999 listened on 99999 mod 65536 and said 99999; -1 started, then
     # failed with exit 3
-    import uvicorn
     from typer.testing import CliRunner
 
-    from service.api import processes
+    from service.api import processes, serving
     from service.cli.app import cli
 
     served: list[object] = []  # a port let through is recorded here, never listened on
-    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: served.append(kwargs))
+    monkeypatch.setattr(serving, "run", lambda *args, **kwargs: served.append(kwargs))
     monkeypatch.setattr(processes, "serve_processes", lambda *args: served.append(args) or 0)
     for workers in ("1", "2"):
         done = CliRunner().invoke(cli, ["serve", "--workers", workers, "--port", port],

@@ -94,13 +94,13 @@ def test_setup_logging_stops_gathering_what_no_line_writes(capsys) -> None:
 
 
 def test_serve_hands_the_same_logging_configuration_to_uvicorn(monkeypatch) -> None:
-    import uvicorn
     from typer.testing import CliRunner
 
+    from service.api import serving
     from service.cli.app import cli
 
     called = {}
-    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: called.update(kwargs))
+    monkeypatch.setattr(serving, "run", lambda *args, **kwargs: called.update(kwargs))
     monkeypatch.delenv("VMLEDGER_TOKENS", raising=False)
     monkeypatch.delenv("VMLEDGER_TOKENS_FILE", raising=False)
     monkeypatch.setenv("VMLEDGER_LOG_FORMAT", "json")
