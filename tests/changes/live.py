@@ -9,8 +9,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
+import pytest
 import uvicorn
 from fastapi import FastAPI
 
@@ -82,3 +84,14 @@ def sse_events(response: httpx.Response) -> Iterator[Event | None]:
             continue
         name, _, value = line.partition(":")
         fields[name] = value.removeprefix(" ")
+
+
+def closed_with(ws: Any, timeout: float = 30) -> tuple[int | None, str | None]:
+    """Read the WebSocket ``ws`` (websockets' sync client) until the server closes it: the
+    close code and reason. Fails if a frame takes longer than ``timeout`` seconds."""
+    from websockets.exceptions import ConnectionClosed
+
+    with pytest.raises(ConnectionClosed):
+        while True:
+            ws.recv(timeout=timeout)
+    return ws.close_code, ws.close_reason

@@ -16,11 +16,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
-import pytest
-from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from tests.changes.live import sse_events, until
+from tests.changes.live import closed_with, sse_events, until
 
 LISTENERS = 4
 
@@ -60,13 +58,6 @@ def test_sigterm_ends_open_change_streams_and_serve_exits(tmp_path):
         assert time.monotonic() - started < 15
 
 
-def _closed_with(ws) -> tuple[int | None, str | None]:
-    """Read ``ws`` until it closes: the code and reason the server closed it with."""
-    with pytest.raises(ConnectionClosed):
-        while True:
-            ws.recv(timeout=30)
-    return ws.close_code, ws.close_reason
-
 
 def test_sigterm_closes_every_changefeed_listener_with_1013_and_its_position(tmp_path):
     # found by a tester: uvicorn closed the listeners itself (1012, no reason) before the
@@ -83,9 +74,9 @@ def test_sigterm_closes_every_changefeed_listener_with_1013_and_its_position(tmp
         until(lambda: httpx.get(url + "/changefeeds/stats").json()["listeners"] == LISTENERS,
               "every listener to be registered")
         process.send_signal(signal.SIGTERM)
-        ends = [_closed_with(ws) for ws in listeners]
+        ends = [closed_with(ws) for ws in listeners]
         for code, reason in ends:
             assert code == 1013
             assert re.fullmatch(r"the service is shutting down; resume after \d+", reason)
-        assert _closed_with(unregistered) == (1013, "the service is shutting down")
+        assert closed_with(unregistered) == (1013, "the service is shutting down")
         assert process.wait(timeout=30) == -signal.SIGTERM

@@ -9,10 +9,10 @@ import json
 
 import httpx
 import pytest
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.changes.live import live_server, until
+from tests.changes.live import closed_with, live_server, until
 from tests.changes.test_triton import V1, _ws
 
 
@@ -24,12 +24,6 @@ def _registered(ws, registration: dict = V1) -> None:
     ws.send(json.dumps(registration))
     assert json.loads(ws.recv(timeout=10))["resource"] == "vm"  # the bootstrap
 
-
-def _closed_with(ws) -> tuple[int | None, str | None]:
-    with pytest.raises(ConnectionClosed):
-        while True:
-            ws.recv(timeout=20)
-    return ws.close_code, ws.close_reason
 
 
 def test_two_listeners_of_one_instance_are_two_and_each_leaves_on_its_own(services):
@@ -48,7 +42,7 @@ def test_an_after_of_null_is_refused_not_taken_as_now(services):
     # found by a tester: "after": null overrode the upgrade's ?after=0 and started from now
     with live_server(services) as url, connect(_ws(url) + "?after=0") as ws:
         ws.send(json.dumps({**V1, "after": None}))
-        code, reason = _closed_with(ws)
+        code, reason = closed_with(ws)
         assert code == 1008 and '"after" should be a log position' in reason
 
 
@@ -58,7 +52,7 @@ def test_an_unregistered_connection_counts_against_the_limit(services):
     services.settings.changes_max_streams = 1
     with live_server(services) as url, connect(_ws(url)) as idle:
         with connect(_ws(url)) as refused:  # refused at once, before it registers
-            assert _closed_with(refused) == (1013, "too many change streams; try again later")
+            assert closed_with(refused) == (1013, "too many change streams; try again later")
         idle.send(json.dumps(V1))  # the first one still registers
         assert json.loads(idle.recv(timeout=10))["resource"] == "vm"
 
@@ -66,7 +60,7 @@ def test_an_unregistered_connection_counts_against_the_limit(services):
 def test_a_connection_that_does_not_register_in_time_is_closed(services):
     services.settings.changes_registration_timeout_s = 0.2
     with live_server(services) as url, connect(_ws(url)) as ws:
-        assert _closed_with(ws) == (1008, "no registration within 0.2 s")
+        assert closed_with(ws) == (1008, "no registration within 0.2 s")
         until(lambda: 'protocol="changefeed"} 0.0' in httpx.get(
             url + "/metrics").text, "its stream slot to be given back")
 
