@@ -4,7 +4,6 @@ connects to a database at import time."""
 from __future__ import annotations
 
 import asyncio
-import inspect
 import ipaddress
 import logging
 from collections.abc import AsyncIterator
@@ -89,7 +88,10 @@ def create_app(
         # unless asked for, not even the check for OpenTelemetry providers on each request
         # (docs/operations.md, VMLEDGER_OPENTELEMETRY; docs/performance.md)
         telemetry=None if settings.opentelemetry else NO_TELEMETRY,
-        **LENIENT_CONTENT_TYPE,
+        # api.md: a body with no Content-Type (or an empty one) is read as JSON, as VMAPI's
+        # restify reads it; FastAPI (0.132 on) refuses it unless told not to be strict.
+        # Every router included inherits the app's setting.
+        strict_content_type=False,
     )
     app.state.tokens = tokens
     declare_schema(app)
@@ -106,14 +108,6 @@ def create_app(
     console.install(app)  # last: its pages and assets are served before the token check
     refuse_unauthorized_routes([*routers, *console.ROUTERS])
     return app
-
-
-# api.md: a body with no Content-Type (or an empty one) is read as JSON, as VMAPI's restify
-# reads it. FastAPI from 0.13x refuses it unless told not to be strict; before, it read it
-# anyway and had no such argument. Every router included inherits the app's setting.
-LENIENT_CONTENT_TYPE: dict[str, Any] = (
-    {"strict_content_type": False}
-    if "strict_content_type" in inspect.signature(FastAPI).parameters else {})
 
 
 def api_routers(settings: Settings) -> list[APIRouter]:

@@ -309,7 +309,7 @@ def _unread_body(request: Request, items: Sequence[Mapping[str, Any]]
                and isinstance(item.get("input"), bytes | bytearray) for item in items):
         return None
     # the media type alone, and not all of a header a client may have made long (a body with
-    # no type, or an empty one, is read as JSON: service/api/app.py LENIENT_CONTENT_TYPE)
+    # no type, or an empty one, is read as JSON: create_app, strict_content_type=False)
     sent = request.headers.get("content-type", "").split(";")[0].strip()[:100] or "no type"
     return [{"field": "body", "code": "Invalid", "message": (
         f"the body must be JSON sent with Content-Type: application/json (it was sent as "

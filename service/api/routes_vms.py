@@ -69,8 +69,8 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     version, at = version_or_instant(query)
     owner_uuid = query.owner_uuid
     if version is not None or at is not None:
-        owned_now(services, vm_uuid, owner_uuid)
-        vm = as_it_was(services, vm_uuid, version, at, owner_uuid=owner_uuid)
+        current = owned_now(services, vm_uuid, owner_uuid)
+        vm = as_it_was(services, vm_uuid, version, at, owner_uuid=owner_uuid, current=current)
     else:
         read_your_writes(request, services, ("vm_view", "volume_mounts"),
                          eventual=query.eventual)
@@ -90,6 +90,7 @@ def vm_history_route(vm_uuid: str, request: Request) -> JSONResponse:
     query.check()
     services = services_of(request)
     owner_uuid = query.owner_uuid
-    owned_now(services, vm_uuid, owner_uuid)
+    if owner_uuid is not None:  # unscoped, vm_history's own read says whether it exists
+        owned_now(services, vm_uuid, owner_uuid)
     return JSONResponse(vm_history(services.commands, vm_uuid, after_version=after, limit=limit,
                                    scope_owner=owner_uuid))

@@ -55,13 +55,15 @@ def owned_now(services: Any, vm_uuid: str, owner_uuid: str | None) -> Any:
 
 
 def as_it_was(services: Any, vm_uuid: str, version: int | None,
-              at: datetime | None, *, owner_uuid: str | None = None) -> dict[str, Any]:
+              at: datetime | None, *, owner_uuid: str | None = None,
+              current: Any = None) -> dict[str, Any]:
     """The VM object as it was at ``version``, or at instant ``at`` (its last event then),
     folded from its stream (GetVm ``?version=`` and ``?at=``). Raises ``VmNotFoundError``
     when there was no such version, or no VM yet at that instant, or (for a caller scoped to
     ``owner_uuid``) the VM was not that owner's then (``domain.visibility``), as its
-    history leaves that version out."""
-    current = services.commands.load(vm_uuid)
+    history leaves that version out. ``current``: the VM aggregate now, if the caller
+    already loaded it (``owned_now``)."""
+    current = current if current is not None else services.commands.load(vm_uuid)
     if version is None:
         assert at is not None
         events = vm_history(services.commands, vm_uuid, limit=current.version)

@@ -29,9 +29,10 @@ from service.settings import MAX_PORT, Settings
 cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_args_is_help=True)
 
 
-def _services(*, register_fleet: bool = True) -> Services:
-    # one line, not a traceback, for a missing database
-    return checked_services(register_fleet=register_fleet)
+def _services(settings: Settings | None = None, *, register_fleet: bool = True) -> Services:
+    # one line, not a traceback, for a missing database; settings already read are not read
+    # again (their checks look at the file system)
+    return checked_services(settings, register_fleet=register_fleet)
 
 
 def _count(n: int, noun: str) -> str:
@@ -103,7 +104,7 @@ def project() -> None:
     settings = Settings()
     setup_logging(settings)
     collect_young_less_often()  # the whole process is the runner's
-    services = _services(register_fleet=False)
+    services = _services(settings, register_fleet=False)
     stop = _wait_for_signal()
     wake_on_appends(services.app.recorder, services.projections.wake, stop)
     log = logging.getLogger("vmledger.project")
@@ -134,7 +135,7 @@ def work() -> None:
         raise typer.BadParameter(f"cannot listen on {settings.metrics_address}: "
                                  f"{error.strerror or error}",
                                  param_hint="VMLEDGER_METRICS_ADDRESS") from None
-    services = _services()
+    services = _services(settings)
     stop = stop_on_signals(services.worker)
     # as vmledger project says it started: a worker with no job to take logs nothing else
     logging.getLogger("vmledger.work").info(
@@ -177,11 +178,7 @@ def rebuild(
         typer.echo(f"vmledger rebuild: {error}: is another rebuild running? Run one at a "
                    "time; the live read models are as they were", err=True)
         raise typer.Exit(1) from None
-    except StreamGapError as error:  # an event deleted behind the service's back
-        typer.echo(f"vmledger rebuild: {error}: the log needs repair (vmledger audit verify "
-                   "names what is missing); the live read models are as they were", err=True)
-        raise typer.Exit(1) from None
-    except UnfoldableEventError as error:  # an event appended behind the service's back
+    except (StreamGapError, UnfoldableEventError) as error:  # the log edited behind our back
         typer.echo(f"vmledger rebuild: {error}: the log needs repair (vmledger audit verify "
                    "names every such event); the live read models are as they were", err=True)
         raise typer.Exit(1) from None

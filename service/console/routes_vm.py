@@ -64,7 +64,8 @@ def vm_state(vm_uuid: str, request: Request) -> HTMLResponse:
     version, at = version_or_instant(query)
     services = services_of(request)
     current = _visible(request, query, vm_uuid)
-    vm = (as_it_was(services, str(current.id), version, at, owner_uuid=query.owner_uuid)
+    vm = (as_it_was(services, str(current.id), version, at, owner_uuid=query.owner_uuid,
+                    current=current)
           if version is not None or at is not None else render_vm(current))
     return fragment("vm_state.html", vm=vm, newest=current.version)
 
@@ -83,8 +84,10 @@ def vm_diff(vm_uuid: str, request: Request) -> HTMLResponse:
     current = _visible(request, query, vm_uuid)
     old, new = versions
     assert old is not None and new is not None
-    before = as_it_was(services, str(current.id), old, None, owner_uuid=query.owner_uuid)
-    after = as_it_was(services, str(current.id), new, None, owner_uuid=query.owner_uuid)
+    before = as_it_was(services, str(current.id), old, None, owner_uuid=query.owner_uuid,
+                       current=current)
+    after = as_it_was(services, str(current.id), new, None, owner_uuid=query.owner_uuid,
+                      current=current)
     return fragment("vm_diff.html", old=old, new=new, changes=differences(before, after))
 
 

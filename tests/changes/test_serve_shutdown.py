@@ -58,7 +58,6 @@ def test_sigterm_ends_open_change_streams_and_serve_exits(tmp_path):
         assert time.monotonic() - started < 15
 
 
-
 def test_sigterm_closes_every_changefeed_listener_with_1013_and_its_position(tmp_path):
     # found by a tester: uvicorn closed the listeners itself (1012, no reason) before the
     # hub, which looked at the server's state once per poll, ended their streams

@@ -25,7 +25,6 @@ def _registered(ws, registration: dict = V1) -> None:
     assert json.loads(ws.recv(timeout=10))["resource"] == "vm"  # the bootstrap
 
 
-
 def test_two_listeners_of_one_instance_are_two_and_each_leaves_on_its_own(services):
     # found by a tester: listeners were kept by instance, so the second overwrote the
     # first, and the first one's end removed the second, still connected, from the stats
