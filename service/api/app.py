@@ -21,6 +21,7 @@ from service.api import (
 )
 from service.api.auth import AuthorizedRoute, authorize
 from service.api.envelope import Envelope
+from service.api.docs_page import ApiDocs
 from service.api.openapi import declare_schema
 from service.api.tokens import TokenFileError, Tokens
 from service import console, metrics
@@ -92,6 +93,8 @@ def create_app(
         # restify reads it; FastAPI (0.132 on) refuses it unless told not to be strict.
         # Every router included inherits the app's setting.
         strict_content_type=False,
+        # served by ApiDocs, in front of the token check and with no CDN (docs/api.md)
+        openapi_url=None, docs_url=None, redoc_url=None,
     )
     app.state.tokens = tokens
     declare_schema(app)
@@ -105,6 +108,7 @@ def create_app(
     app.add_middleware(Envelope, router=app.router, tokens=tokens,
                        max_body_bytes=settings.max_body_bytes, keep_alive_s=KEEP_ALIVE_S,
                        db_wait_s=settings.postgres_request_wait_s)
+    app.add_middleware(ApiDocs, schema=app.openapi, title=app.title)
     console.install(app)  # last: its pages and assets are served before the token check
     refuse_unauthorized_routes([*routers, *console.ROUTERS])
     return app

@@ -255,6 +255,13 @@ def allowed_methods(request: Request) -> str:
         or (method == "HEAD" and head.head_as_get(router, scope))))
 
 
+def get_or_head_only() -> JSONResponse:
+    """The 405 ``BadMethod`` answer, ``Allow: GET, HEAD``, of a path served in front of the
+    app's routes (the console's pages, the API docs), which answers only those methods."""
+    return JSONResponse(body("BadMethod", "Method Not Allowed"), status_code=405,
+                        headers={"Allow": "GET, HEAD"})
+
+
 def install(app: FastAPI) -> None:
     """Register the error handlers on ``app``: one for every class in ``ERRORS`` (and
     DomainError, whose subclasses all have rows), one for ``ApiError``, and FastAPI's own

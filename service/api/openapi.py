@@ -196,6 +196,11 @@ def declare_schema(app: FastAPI) -> None:
                 operation["responses"] = {
                     str(status): _response(status, answer, headers, components)
                     for status, answer in sorted(answers.items())}
+        # Bearer tokens (docs/operations.md, "Tokens and roles"), or none where the service
+        # runs without tokens; Swagger UI's "Authorize" button fills the header from this
+        schema["components"]["securitySchemes"] = {
+            "bearerToken": {"type": "http", "scheme": "bearer"}}
+        schema["security"] = [{"bearerToken": []}, {}]
         for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422, never sent
             if not _referenced(schema, name):
                 components.pop(name, None)

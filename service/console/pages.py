@@ -14,7 +14,6 @@ import re
 from pathlib import Path
 from urllib.parse import quote
 
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api import errors
@@ -70,7 +69,7 @@ class ConsolePages:
         path = scope["path"]
         if scope["method"] not in ("GET", "HEAD"):  # every command passes here: test cheaply
             if path.startswith("/console") and (path in self.assets or page_of(path)):
-                await _method_not_allowed()(scope, receive, send)  # api.md, "Errors"
+                await errors.get_or_head_only()(scope, receive, send)  # api.md, "Errors"
             else:
                 await self.app(scope, receive, send)
             return
@@ -92,9 +91,3 @@ class ConsolePages:
         await send({"type": "http.response.body",
                     "body": b"" if scope["method"] == "HEAD" else body})
 
-
-def _method_not_allowed() -> JSONResponse:
-    """The API's answer to a method a path does not have (errors.install), for a page or
-    asset, which answer only GET and HEAD."""
-    return JSONResponse(errors.body("BadMethod", "Method Not Allowed"), status_code=405,
-                        headers={"Allow": "GET, HEAD"})

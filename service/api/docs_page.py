@@ -1,0 +1,71 @@
+"""The API's interactive docs (Swagger UI at ``/docs``) and its schema (``/openapi.json``),
+answered by an ASGI middleware in front of the app, without a token and without the internet.
+
+Neither holds data: the page is the same for everyone and the schema describes the API, not
+the fleet, so both are served before the app's authentication, as the console's pages are
+(a browser opening ``/docs`` cannot send an ``Authorization`` header, and the page fetches the
+schema before the user can give a token). The page's script and style are Swagger UI's own
+bundle as the ``fastapi-offline`` package ships it, served from ``/docs/static/``, so the
+page works on a machine with no route to a CDN. Calls made from the page ("Try it out") are
+API requests like any other: the schema declares the bearer token, which the page's
+"Authorize" button adds to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Any
+
+import orjson
+from fastapi.openapi.docs import get_swagger_ui_html
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.api import errors
+
+DOCS = "/docs"
+SCHEMA = "/openapi.json"
+_STATIC = f"{DOCS}/static"
+# Swagger UI's files as fastapi-offline packages them (its ``static`` folder)
+_BUNDLE = files("fastapi_offline") / "static"
+_ASSET_TYPES = {"swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+                "swagger-ui.css": "text/css; charset=utf-8",
+                "favicon.png": "image/png"}
+
+
+class ApiDocs:
+    """Answers ``GET`` and ``HEAD`` of ``/docs``, its assets and ``/openapi.json`` (any other
+    method 405 ``BadMethod``); passes every other request to ``app``.
+
+    ``schema`` is the app's ``openapi`` method, called once, at the first request for the
+    schema; ``title`` is the page's title."""
+
+    def __init__(self, app: ASGIApp, *, schema: Callable[[], dict[str, Any]], title: str):
+        self.app = app
+        self.schema = schema
+        page = get_swagger_ui_html(
+            openapi_url=SCHEMA, title=f"{title}: API docs",
+            swagger_js_url=f"{_STATIC}/swagger-ui-bundle.js",
+            swagger_css_url=f"{_STATIC}/swagger-ui.css",
+            swagger_favicon_url=f"{_STATIC}/favicon.png")
+        self.answers: dict[str, tuple[bytes, str]] = {
+            DOCS: (page.body, "text/html; charset=utf-8"),
+            **{f"{_STATIC}/{name}": ((_BUNDLE / name).read_bytes(), content_type)
+               for name, content_type in _ASSET_TYPES.items()}}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path")
+        if scope["type"] != "http" or (path not in self.answers and path != SCHEMA):
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            await errors.get_or_head_only()(scope, receive, send)  # api.md, "Errors"
+            return
+        if path == SCHEMA and path not in self.answers:
+            self.answers[SCHEMA] = (orjson.dumps(self.schema()), "application/json")
+        body, content_type = self.answers[path]
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", content_type.encode()),
+            (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body",
+                    "body": b"" if scope["method"] == "HEAD" else body})
