@@ -17,7 +17,7 @@ from domain.states import VmState
 from projections.analytics_queries import AnalyticsQueries
 from projections.console_queries import ConsoleQueries
 from projections.vm_queries import InvalidMarkerError
-from service.api.auth import OWNER, authorized_router, principal_of
+from service.api.auth import OWNER, authorized_router, principal_of, roles_for
 from service.api.deps import read_your_writes, services_of
 from service.api.errors import invalid_parameters
 from service.api.list_vms_params import ListVmsQuery
@@ -71,9 +71,12 @@ def fleet(request: Request) -> HTMLResponse:
         round(services.settings.stuck_transient_s * 1000), int(time.time() * 1000),
         owner_uuid=vm_filter.owner_uuid, limit=LISTED)
     params = {k: v for k, v in query.params.items() if k not in ("offset", "consistency")}
-    scoped = principal_of(request).role == OWNER
+    role = principal_of(request).role
+    scoped = role == OWNER
     return fragment(
         "fleet.html",
+        # an analyst lists VMs but may not open one: its uuids are not links
+        vm_pages=role in roles_for("GET", "/console/fragments/vms/{vm_uuid}"),
         filters={"owner_uuid": None if scoped else vm_filter.owner_uuid,
                  "server_uuid": vm_filter.server_uuid, "state": vm_filter.state},
         owner_scoped=scoped,

@@ -143,6 +143,17 @@ def test_an_owner_sees_only_its_own_vms_and_others_are_404(authed: TestClient) -
                  403, "Forbidden")
 
 
+def test_the_fleet_links_a_vm_only_for_roles_that_may_open_its_page(
+    authed: TestClient,
+) -> None:
+    vm = create_vm(authed, headers=bearer("owner"))["vm_uuid"]
+    for role, links in [("operator", True), ("auditor", True), ("owner", True),
+                        ("analyst", False)]:
+        html = authed.get("/console/fragments/fleet", headers=bearer(role)).text
+        assert f"<code>{vm}</code>" in html, role
+        assert (f'href="/console/vms/{vm}"' in html) is links, role
+
+
 def test_a_vms_versions_and_instants_are_the_apis_folds(client: TestClient) -> None:
     vm_uuid = create_running_vm(client)
     act_and_wait(client, vm_uuid, "stop")
