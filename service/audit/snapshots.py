@@ -4,17 +4,18 @@ A snapshot is an aggregate's state at a version, taken every ``SNAPSHOT_EVERY`` 
 (``service/commands/snapshots.py``). It is outside the hash chain, yet loads start from it:
 commands, time travel (``GET /vms/{uuid}?version=``) and the console. An edited snapshot
 would change what they see and decide while the chain still held, so the audit folds each
-snapshot's stream afresh from its first event up to the snapshot's version and compares the
-two states field by field, type and all (each field's canonical JSON).
+snapshot's stream afresh from its first event and, as the fold reaches each snapshot's
+version, compares the two states field by field, type and all (each field's canonical JSON).
+A stream is folded once, however many snapshots it has.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
 from service.audit.verify import Difference
@@ -24,25 +25,26 @@ from service.commands.snapshot_seal import SEAL
 def verify_snapshots(app: Any) -> list[Difference]:
     """Every stored snapshot that differs from a fresh fold of its stream's events up to
     its version (or that cannot be read, or whose stream cannot be folded that far): one
-    ``snapshot`` difference each, naming the stream and the version."""
+    ``snapshot`` difference each, naming the stream and the version; in stream then version
+    order."""
     differences = []
-    for stream, version in stored_snapshots(app.snapshots.recorder):
-        problem = _check(app, stream, version)
-        if problem:
-            differences.append(Difference(f"snapshot {stream}", version, "snapshot", problem))
+    for stream in snapshot_streams(app.snapshots.recorder):
+        differences += verify_stream_snapshots(app, stream)
     return differences
 
 
 def verify_stream_snapshots(app: Any, stream: UUID) -> list[Difference]:
-    """``verify_snapshots`` for one stream's snapshots (the console's audit of a VM)."""
-    versions = [stored.originator_version
-                for stored in app.snapshots.recorder.select_events(stream)]
-    return [Difference(f"snapshot {stream}", version, "snapshot", problem)
-            for version in versions if (problem := _check(app, stream, version))]
+    """``verify_snapshots`` for one stream's snapshots (also the console's audit of a VM)."""
+    snapshots = app.snapshots.recorder.select_events(stream)  # in version order
+    if not snapshots:
+        return []
+    fold = _Fold(app, stream, last=snapshots[-1].originator_version)
+    return [Difference(f"snapshot {stream}", stored.originator_version, "snapshot", problem)
+            for stored in snapshots if (problem := _check(app, stored, fold))]
 
 
-def stored_snapshots(recorder: Any) -> Iterator[tuple[UUID, int]]:
-    """(stream, version) of every stored snapshot, in stream then version order."""
+def snapshot_streams(recorder: Any) -> list[UUID]:
+    """Every stream with a stored snapshot, in the order of its key in the table."""
     table = recorder.events_table_name
     schema = getattr(recorder.datastore, "schema", None)
     if schema:  # PostgreSQL: the table lives in the configured schema
@@ -50,35 +52,68 @@ def stored_snapshots(recorder: Any) -> Iterator[tuple[UUID, int]]:
 
         table = Identifier(schema, table).as_string()
     with recorder.datastore.transaction(commit=False) as cursor:
-        cursor.execute(f"SELECT originator_id, originator_version FROM {table} "
-                       "ORDER BY originator_id, originator_version")
+        cursor.execute(f"SELECT DISTINCT originator_id FROM {table} ORDER BY originator_id")
         rows = cursor.fetchall()
-    for row in rows:
-        yield UUID(str(row["originator_id"])), int(row["originator_version"])
+    return [UUID(str(row["originator_id"])) for row in rows]
 
 
-def _check(app: Any, stream: UUID, version: int) -> str | None:
-    """What is wrong with the snapshot of ``stream`` at ``version``, or None."""
+class _Fold:
+    """One stream's events folded once, in version order, up to ``last``: each
+    ``advance_to`` applies the events up to a version and no further, so the aggregate is the
+    stream's state at that version (or the last version before it that the stream has)."""
+
+    def __init__(self, app: Any, stream: UUID, *, last: int) -> None:
+        self._app, self._stream, self._last = app, stream, last
+        self._events: list[StoredEvent] | None = None  # read at the first advance
+        self._applied = 0
+        self.aggregate: Any = None
+        self.error: str | None = None  # once set, the fold goes no further
+
+    def advance_to(self, version: int) -> None:
+        """Apply the events after the last applied up to ``version``; an error reading or
+        applying one is kept in ``error`` (it holds for every later version too)."""
+        if self.error is not None:
+            return
+        try:
+            if self._events is None:
+                self._events = self._app.events.recorder.select_events(self._stream,
+                                                                       lte=self._last)
+            events = self._events
+            # the stored version is read before the event is decoded: an event past
+            # ``version`` that cannot be read is no finding for the snapshot at ``version``
+            while (self._applied < len(events)
+                   and events[self._applied].originator_version <= version):
+                event = self._app.events.mapper.to_domain_event(events[self._applied])
+                self.aggregate = event.mutate(self.aggregate)
+                self._applied += 1
+        except Exception as error:  # noqa: BLE001 - a stream that cannot be folded is a finding
+            self.error = (f"its stream cannot be folded to this version: "
+                          f"{type(error).__name__}: {error}")
+
+
+def _check(app: Any, stored: StoredEvent, fold: _Fold) -> str | None:
+    """What is wrong with the stored snapshot ``stored``, or None; ``fold`` is its stream's,
+    advanced here to the snapshot's version."""
+    version = stored.originator_version
     try:
-        [snapshot] = app.snapshots.get(stream, lte=version, desc=True, limit=1)
+        snapshot = app.snapshots.mapper.to_domain_event(stored)
     except Exception as error:  # noqa: BLE001 - an unreadable snapshot is a finding
         return f"the snapshot cannot be read: {type(error).__name__}: {error}"
-    aggregate = None
-    try:
-        for event in app.events.get(stream, lte=version):
-            aggregate = event.mutate(aggregate)
-    except Exception as error:  # noqa: BLE001 - a stream that cannot be folded is a finding
-        return f"its stream cannot be folded to this version: {type(error).__name__}: {error}"
+    fold.advance_to(version)
+    if fold.error is not None:
+        return fold.error
+    aggregate = fold.aggregate
     if aggregate is None or aggregate.version != version:
         reached = aggregate.version if aggregate is not None else 0
         return f"its stream ends at version {reached}, before the snapshot's"
     if snapshot.topic != get_topic(type(aggregate)):
         return f"its topic {snapshot.topic} is not the fold's {get_topic(type(aggregate))}"
+    # taken and encoded now: the fold goes on mutating the aggregate for the next snapshot
     fresh = type(snapshot).take(aggregate).state
     # the seal is the snapshot's own (service/commands/snapshot_seal.py), not the aggregate's:
     # the whole state is compared here, which finds more than the seal can
-    stored = {k: v for k, v in snapshot.state.items() if k != SEAL}
-    have, want = _canonical(app, stored), _canonical(app, fresh)
+    stored_state = {k: v for k, v in snapshot.state.items() if k != SEAL}
+    have, want = _canonical(app, stored_state), _canonical(app, fresh)
     if have != want:
         fields = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
         return f"differs from a fresh fold of its stream in {', '.join(fields)}"

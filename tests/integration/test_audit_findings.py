@@ -34,14 +34,20 @@ def _snapshots_table(services, vm_uuid: str) -> tuple[str, str]:
     return "vmledger_snapshots", vm_uuid
 
 
-def _edit_snapshot(services, vm_uuid: str, old: bytes, new: bytes) -> None:
+def _edit_snapshot(services, vm_uuid: str, old: bytes, new: bytes,
+                   version: int | None = None) -> None:
+    """Replace ``old`` by ``new`` in the stored bytes of the VM's snapshot (the one at
+    ``version``, when the stream has several)."""
     table, stream = _snapshots_table(services, vm_uuid)
+    where, key = "originator_id = ?", (stream,)
+    if version is not None:
+        where, key = where + " AND originator_version = ?", (stream, version)
     with services.db.transaction() as tx:
-        tx.execute(f"SELECT state FROM {table} WHERE originator_id = ?", (stream,))
-        state = bytes(tx.fetchone()["state"])
+        tx.execute(f"SELECT state FROM {table} WHERE {where}", key)
+        [row] = tx.fetchall()
+        state = bytes(row["state"])
         assert old in state
-        tx.execute(f"UPDATE {table} SET state = ? WHERE originator_id = ?",
-                   (state.replace(old, new), stream))
+        tx.execute(f"UPDATE {table} SET state = ? WHERE {where}", (state.replace(old, new), *key))
 
 
 def test_an_untouched_snapshot_verifies_and_an_edited_one_is_named(services):

@@ -1,0 +1,77 @@
+"""``audit verify`` on a stream with several snapshots: the stream is folded once, each
+snapshot compared as the fold reaches its version, and each finding names only its own
+snapshot."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from service.audit.snapshots import verify_snapshots, verify_stream_snapshots
+from tests.integration.test_audit import _delete_stored_event, _vm_with_history
+from tests.integration.test_audit_findings import _edit_snapshot
+
+
+def _snapshots_at(services, vm_uuid: str, versions: list[int]) -> None:
+    for version in versions:
+        services.app.take_snapshot(UUID(vm_uuid), version=version)
+
+
+def _stream_reads(services, monkeypatch) -> list[UUID]:
+    """The streams the event store's recorder is asked for, one entry per read."""
+    recorder = services.app.events.recorder
+    select_events = recorder.select_events
+    reads: list[UUID] = []
+
+    def counted(originator_id, **kwargs):
+        reads.append(originator_id)
+        return select_events(originator_id, **kwargs)
+
+    monkeypatch.setattr(recorder, "select_events", counted)
+    return reads
+
+
+def test_one_edited_snapshot_among_good_ones_is_the_one_finding(services):
+    vm_uuid = _vm_with_history(services)
+    other = _vm_with_history(services)
+    head = services.commands.load(vm_uuid).version
+    versions = [2, 3, 4, head]
+    assert head > 4, "the history is too short for four snapshots"
+    _snapshots_at(services, vm_uuid, versions)
+    _snapshots_at(services, other, versions)
+    assert verify_snapshots(services.app) == []
+    _edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999', version=3)
+    found = verify_snapshots(services.app)
+    assert [(d.where, d.version, d.kind) for d in found] == [
+        (f"snapshot {vm_uuid}", 3, "snapshot")]
+    assert "ram" in found[0].detail
+    assert verify_stream_snapshots(services.app, UUID(other)) == []
+
+
+def test_each_stream_is_read_once_however_many_snapshots_it_has(services, monkeypatch):
+    streams = [_vm_with_history(services) for _ in range(2)]
+    for vm_uuid in streams:
+        _snapshots_at(services, vm_uuid, [2, 3, 4, 5])
+    reads = _stream_reads(services, monkeypatch)
+    assert verify_snapshots(services.app) == []
+    assert sorted(reads) == sorted(UUID(vm_uuid) for vm_uuid in streams)
+
+
+def test_a_gap_between_snapshots_is_a_finding_for_those_after_it_only(services):
+    vm_uuid = _vm_with_history(services)
+    _snapshots_at(services, vm_uuid, [2, 3, 5, 6])
+    _delete_stored_event(services, vm_uuid, 4)
+    found = verify_snapshots(services.app)
+    assert [(d.version, d.kind) for d in found] == [(5, "snapshot"), (6, "snapshot")]
+    # the one event the fold cannot apply, named for each snapshot after the gap
+    assert found[0].detail == found[1].detail
+    assert found[0].detail.startswith("its stream cannot be folded to this version: ")
+
+
+def test_a_snapshot_past_the_streams_end_names_where_the_stream_ends(services):
+    vm_uuid = _vm_with_history(services)
+    head = services.commands.load(vm_uuid).version
+    _snapshots_at(services, vm_uuid, [2, head])
+    _delete_stored_event(services, vm_uuid, head)
+    found = verify_snapshots(services.app)
+    assert [(d.version, d.detail) for d in found] == [
+        (head, f"its stream ends at version {head - 1}, before the snapshot's")]
