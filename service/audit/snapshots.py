@@ -11,7 +11,6 @@ A stream is folded once, however many snapshots it has.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from uuid import UUID
 
@@ -121,11 +120,11 @@ def _check(app: Any, stored: StoredEvent, fold: _Fold) -> str | None:
 
 
 def _canonical(app: Any, state: dict[str, Any]) -> dict[str, str]:
-    """Each field of ``state`` as the transcoder stores it, in canonical JSON (sorted keys).
+    """Each field of ``state`` as the transcoder stores it, in its canonical JSON (sorted
+    keys, ``ReusedEncoderTranscoder.canonical``).
 
     Compared as text, not as decoded values: Python's ``==`` holds ``128 == 128.0`` and
     ``1 == True``, so a resealed snapshot whose values changed only their type passed the
     audit while loads served the edited values (tester D, bug 4)."""
-    encoded = json.loads(app.mapper.transcoder.encode(state))
-    return {key: json.dumps(value, sort_keys=True, separators=(",", ":"))
-            for key, value in encoded.items()}
+    canonical = app.mapper.transcoder.canonical
+    return {key: canonical(value) for key, value in state.items()}

@@ -26,7 +26,7 @@ from service.commands.committer import Committer
 from service.commands.fleet import ServerCommands, VolumeCommands
 from service.commands.networks import NetworkCommands, NicRequest
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore
-from service.commands.snapshot_seal import seal_checking_repository, take_sealed_snapshot
+from service.commands.snapshot_seal import seal_checking, take_sealed_snapshot
 from service.commands.retry import ConflictRetriesExhaustedError
 from service.commands.versioning import Behaviour
 from service.transcoder import ReusedEncoderTranscoder
@@ -46,7 +46,7 @@ class VmLedger(Application[UUID]):
     def construct_repository(self) -> Repository[UUID]:
         """The library's repository, refusing a snapshot that does not match the log
         (service/commands/snapshot_seal.py)."""
-        return seal_checking_repository(self)
+        return seal_checking(super().construct_repository(), self.mapper.transcoder)
 
     def take_snapshot(self, aggregate_id: UUID, version: int | None = None,
                       projector_func: Any = project_aggregate) -> None:

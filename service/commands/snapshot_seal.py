@@ -19,7 +19,6 @@ does. ``vmledger audit verify`` compares every snapshot with a fresh fold
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Iterable
 from itertools import chain as chained
@@ -27,7 +26,6 @@ from typing import Any
 
 from eventsourcing.application import AggregateNotFoundError, Repository
 from eventsourcing.domain import Snapshot
-from eventsourcing.utils import strtobool
 
 SEAL = "snapshot_seal"
 NO_SEAL = "it has no seal"
@@ -37,12 +35,13 @@ log = logging.getLogger(f"vmledger.{__name__}")
 
 def seal(transcoder: Any, snapshot: Any) -> str:
     """The seal of ``snapshot``: SHA-256 hex over its stream, version, topic and state (as
-    the transcoder stores it, with sorted keys, leaving out the seal itself)."""
-    state = {k: v for k, v in snapshot.state.items() if k != SEAL}
-    content = [str(snapshot.originator_id), snapshot.originator_version, snapshot.topic,
-               json.loads(transcoder.encode(state))]
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    the transcoder stores it, leaving out the seal itself), in the transcoder's canonical
+    JSON (``ReusedEncoderTranscoder.canonical``: sorted keys, ASCII), encoded once."""
+    state = snapshot.state
+    if SEAL in state:
+        state = {k: v for k, v in state.items() if k != SEAL}
+    content = [str(snapshot.originator_id), snapshot.originator_version, snapshot.topic, state]
+    return hashlib.sha256(transcoder.canonical(content).encode()).hexdigest()
 
 
 def sealed_snapshot(transcoder: Any, aggregate: Any) -> Any:
@@ -59,18 +58,18 @@ def take_sealed_snapshot(app: Any, aggregate_id: Any, version: int | None,
     app.snapshots.put([sealed_snapshot(app.mapper.transcoder, aggregate)])
 
 
-def seal_checking_repository(app: Any) -> SealCheckingRepository:
-    """The repository ``Application.construct_repository`` makes, with the same settings from
-    ``app.env``, but of the class below."""
-    env = app.env
-    maxsize = env.get(app.AGGREGATE_CACHE_MAXSIZE)
-    repository = SealCheckingRepository(
-        event_store=app.events, snapshot_store=app.snapshots,
-        cache_maxsize=int(maxsize) if maxsize else None,
-        fastforward=strtobool(env.get(app.AGGREGATE_CACHE_FASTFORWARD, "y")),
-        fastforward_skipping=strtobool(env.get(app.AGGREGATE_CACHE_FASTFORWARD_SKIPPING, "n")),
-        deepcopy_from_cache=strtobool(env.get(app.DEEPCOPY_FROM_AGGREGATE_CACHE, "y")))
-    repository.transcoder = app.mapper.transcoder
+def seal_checking(repository: Repository[Any], transcoder: Any) -> SealCheckingRepository:
+    """``repository``, made by the library's ``Application.construct_repository`` from the
+    application's settings (cache size, fast-forward, deep copies), as a
+    ``SealCheckingRepository`` sealing with ``transcoder``.
+
+    eventsourcing 9.5 names ``Repository`` in that method and has no hook for its class, so
+    the instance's class is changed rather than the method copied: the subclass only
+    overrides a method and adds ``transcoder``, so the library's instance is a complete one."""
+    if type(repository) is not Repository:
+        raise TypeError(f"not the library's own repository: {type(repository).__name__}")
+    repository.__class__ = SealCheckingRepository
+    repository.transcoder = transcoder
     return repository
 
 
@@ -78,7 +77,7 @@ class SealCheckingRepository(Repository[Any]):
     """The library's repository, but a load refuses a snapshot that does not match the log
     (see the module docstring) and folds from the events instead."""
 
-    transcoder: Any = None  # set by the application once its mapper exists
+    transcoder: Any = None  # set by ``seal_checking``
 
     def _reconstruct_aggregate(self, aggregate_id: Any, version: int | None,
                                projector_func: Any) -> Any:
@@ -92,7 +91,9 @@ class SealCheckingRepository(Repository[Any]):
                                                      gt=at - 1 if at else None, lte=version)
         if snapshots:
             events = list(events)
-            problem = self._problem(snapshots[0], events[0] if events else None)
+            # not the aggregate's: the seal is the snapshot's
+            recorded = snapshots[0].state.pop(SEAL, None)
+            problem = self._problem(snapshots[0], recorded, events[0] if events else None)
             if problem:
                 # a snapshot from before seals is no finding: it is only not used; any other
                 # refusal means the snapshot was changed, which an operator should hear of
@@ -103,7 +104,6 @@ class SealCheckingRepository(Repository[Any]):
                 events = chained(self.event_store.get(originator_id=aggregate_id, lte=at - 1),
                                  events)
             else:
-                del snapshots[0].state[SEAL]  # not the aggregate's: the seal is the snapshot's
                 events = events[1:]
         aggregate = projector_func(None, chained(snapshots, events))
         if aggregate is None:  # as the library's: not the snapshot alone, which was refused
@@ -111,10 +111,9 @@ class SealCheckingRepository(Repository[Any]):
                                          "not found.")
         return aggregate
 
-    def _problem(self, snapshot: Any, event: Any) -> str | None:
-        """Why ``snapshot`` cannot be trusted (``event``: the stored event at its version), or
-        None."""
-        recorded = snapshot.state.get(SEAL)
+    def _problem(self, snapshot: Any, recorded: str | None, event: Any) -> str | None:
+        """Why ``snapshot`` cannot be trusted (``recorded``: the seal it was stored with, taken
+        out of its state; ``event``: the stored event at its version), or None."""
         if recorded is None:
             return NO_SEAL
         if recorded != seal(self.transcoder, snapshot):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from uuid import UUID
 
@@ -10,7 +12,8 @@ import pytest
 from eventsourcing.application import AggregateNotFoundError
 
 from domain.vm import make_cause
-from service.commands.snapshot_seal import SEAL
+from service.commands.snapshot_seal import SEAL, SealCheckingRepository, seal
+from service.container import Services
 from tests.integration.test_audit import _events_table, _vm_with_history
 from tests.integration.test_audit_findings import _edit_snapshot
 from tests.service.test_snapshots import folded, state
@@ -86,3 +89,58 @@ def test_a_gap_before_a_snapshot_is_found_by_a_fold_across_it_not_by_a_load_from
     assert services.app.repository.get(UUID(vm_uuid), version=version + 1).version == version + 1
     assert [d.kind for d in verify_chains(services.app)] == ["missing"]
     assert [d.kind for d in verify_snapshots(services.app)] == ["snapshot"]
+
+
+def _seal_as_first_defined(transcoder, snapshot) -> str:
+    """The seal as snapshots were first sealed: the state encoded, parsed, and encoded again
+    in canonical JSON. Seals stored then must still match."""
+    state = {k: v for k, v in snapshot.state.items() if k != SEAL}
+    content = [str(snapshot.originator_id), snapshot.originator_version, snapshot.topic,
+               json.loads(transcoder.encode(state))]
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_the_seal_is_the_one_stored_seals_were_made_with(services):
+    vm_uuid, _ = _snapshot_then_more(services)
+    services.commands.change(type(services.commands.load(vm_uuid)), UUID(vm_uuid),
+                             lambda vm: vm.update_metadata({"alias": "wébserveur ☃"},
+                                                           cause=make_cause()))
+    services.app.take_snapshot(UUID(vm_uuid))
+    transcoder = services.app.mapper.transcoder
+    snapshots = list(services.app.snapshots.get(UUID(vm_uuid)))
+    assert len(snapshots) == 2
+    assert "wébserveur ☃" in str(snapshots[-1].state)
+    for snapshot in snapshots:
+        assert snapshot.state[SEAL] == seal(transcoder, snapshot)
+        assert seal(transcoder, snapshot) == _seal_as_first_defined(transcoder, snapshot)
+
+
+def test_a_load_from_a_snapshot_encodes_its_state_once(services, monkeypatch):
+    """The seal is checked with one canonical encode, and no other encode."""
+    vm_uuid, version = _snapshot_then_more(services)
+    transcoder = services.app.mapper.transcoder
+    calls: list[str] = []
+    for name in ("encode", "canonical"):
+        original = getattr(transcoder, name)
+        monkeypatch.setattr(transcoder, name,
+                            lambda obj, name=name, original=original: (calls.append(name),
+                                                                       original(obj))[1])
+    loaded = services.app.repository.get(UUID(vm_uuid), version=version + 1)
+    assert calls == ["canonical"]
+    assert state(loaded) == state(folded(services, vm_uuid, version + 1))
+
+
+def test_the_repository_is_the_librarys_with_the_applications_settings(settings):
+    """The seal-checking repository is the one the library builds from the settings (its
+    cache and fast-forward), not a copy of how it builds it."""
+    built = Services.build(settings.model_copy(update={"aggregate_cache_size": 7}))
+    try:
+        repository = built.app.repository
+        assert isinstance(repository, SealCheckingRepository)
+        assert repository.cache is not None and repository.cache.maxsize == 7
+        assert repository.fastforward is False
+        assert repository.snapshot_store is built.app.snapshots
+        assert repository.transcoder is built.app.mapper.transcoder
+    finally:
+        built.close()
