@@ -5,14 +5,12 @@ Filters and sort fields come from fixed lists; values are always bound parameter
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from domain import json_input
 from projections.db import Database
+from projections.vm_markers import InvalidMarkerError, encode_marker
 from projections.volume_mounts import STALE_VMS, with_mounts
 
 # sort field -> SQL expression (NULLs folded so keyset paging has a total order). VMAPI's
@@ -35,11 +33,6 @@ SORT_FIELDS: dict[str, str] = {
     "create_timestamp": "create_timestamp",
     "docker": "ram * 0",
 }
-INTEGER_SORT_FIELDS = frozenset({"max_physical_memory", "ram", "docker"})
-
-
-class InvalidMarkerError(ValueError):
-    """A ``marker`` that no previous page handed out."""
 
 
 @dataclass
@@ -123,37 +116,6 @@ class Page:
     def sort(self) -> str:
         """The order's name, as markers carry it (``ram.desc``)."""
         return f"{self.sort_field}.{'desc' if self.descending else 'asc'}"
-
-
-def encode_marker(sort: str, sort_value: Any, uuid: str) -> str:
-    """The opaque cursor naming the last row of a page, and the order (``sort``) it is in."""
-    raw = json.dumps([sort, sort_value, uuid]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_marker(marker: str, sort: str) -> tuple[Any, str]:
-    """The (sort value, uuid) a marker names. Raises ``InvalidMarkerError`` unless the marker
-    was made for the same ``sort`` with a value of its column's type (a mismatched value would
-    make the database refuse the comparison)."""
-    try:
-        padded = marker + "=" * (-len(marker) % 4)
-        made_for, value, uuid = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (binascii.Error, ValueError, TypeError) as error:
-        raise InvalidMarkerError(marker) from error
-    wanted = int if sort.split(".")[0] in INTEGER_SORT_FIELDS else str
-    if made_for != sort or not isinstance(uuid, str) or type(value) is not wanted:
-        raise InvalidMarkerError(marker)
-    return value, uuid
-
-
-def is_our_marker(marker: str) -> bool:
-    """Whether ``marker`` has the form of the cursors vmledger hands out (not VMAPI's JSON)."""
-    try:
-        padded = marker + "=" * (-len(marker) % 4)
-        decoded = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (binascii.Error, ValueError, TypeError):
-        return False
-    return isinstance(decoded, list) and len(decoded) == 3
 
 
 class VmQueries:

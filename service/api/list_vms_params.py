@@ -13,19 +13,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
 
-from domain import json_input
 from domain.states import VmState
-from projections.formats import decimal, parse_iso_instant, rfc3339
-from projections.vm_queries import MISSING, SORT_FIELDS, Page, VmFilter, decode_marker, is_our_marker
+from projections.formats import rfc3339
+from projections.vm_markers import InvalidMarkerError, decode_marker, is_our_marker
+from projections.vm_queries import SORT_FIELDS, Page, VmFilter
 from service.api.errors import invalid_parameters
-from service.api.marker_types import is_column_position, marker_value_problem, whole
-from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param
-from service.api.schemas import VMAPI_BRANDS, unstorable
+from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param, parse_timestamp
+from service.api.schemas import VMAPI_BRANDS
+from service.api.vmapi_markers import read_vmapi_marker
 
 LIST_MESSAGE = "Invalid Parameters"
 UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
@@ -38,7 +37,7 @@ VMAPI_STATES = ("active", "destroyed", "running", "stopped")
 # vmledger's own states are accepted too; VMAPI's message names only its four.
 STATES = frozenset(VMAPI_STATES) | {s.value for s in VmState}
 # The VM fields VMAPI's ``fields=`` accepts (validation.js VM_FIELDS), with ours (api.md).
-VMAPI_VM_FIELDS = frozenset((
+VMAPI_VM_FIELDS = frozenset((  # noqa: SIM905 - as a list of words, as validation.js has it
     "alias autoboot billing_id brand cpu_cap cpu_shares cpu_type customer_metadata "
     "delegate_dataset disk_driver dns_domain docker do_not_inventory firewall_enabled "
     "firewall_rules fs_allowed hostname indestructible_delegated indestructible_zoneroot "
@@ -48,7 +47,7 @@ VMAPI_VM_FIELDS = frozenset((
     "package_version quota ram resolvers state server_uuid tags tmpfs uuid vcpus volumes "
     "zfs_data_compression zfs_io_priority zfs_snapshot_limit zlog_max_size zone_state"
 ).split())
-OUR_VM_FIELDS = frozenset((
+OUR_VM_FIELDS = frozenset((  # noqa: SIM905 - as a list of words, as above
     "image_uuid nics desired_state persistence error quarantine active_job_uuid "
     "queued_job_uuids create_timestamp destroyed version"
 ).split())
@@ -71,7 +70,7 @@ class ListVmsQuery:
         self.request = request
         self.params = request.query_params
         self.errors: list[dict[str, Any]] = []
-        for name in self.params.keys():
+        for name in self.params:
             if name.split(".")[0] not in KNOWN:
                 self._invalid(name, "Invalid parameter")
         query = Query(request, KNOWN, prefixes=tuple(f"{p}." for p in POLYMORPHIC))
@@ -206,36 +205,13 @@ class ListVmsQuery:
         if is_our_marker(marker):
             try:
                 self.page.after = decode_marker(marker, self.page.sort)
-            except ValueError:
-                self._invalid("marker", "Invalid marker")
-                return
-            # decoded from base64 JSON, its text got past the raw query's NUL check; and a
-            # value no column holds (forged) would name no row: we never hand either out
-            if (unstorable(list(self.page.after))
-                    or not is_column_position(self.page.sort_field, *self.page.after)):
+            except InvalidMarkerError:
                 self._invalid("marker", "Invalid marker")
             return
-        for problem in vmapi_marker_problems(marker, self.params.get("sort")):
+        self.page.after, problems = read_vmapi_marker(marker, self.params.get("sort"),
+                                                      self.page.sort_field)
+        for problem in problems:
             self._invalid("marker", f"Invalid marker: {marker}. {problem}")
-        if not any(e["field"] == "marker" for e in self.errors):
-            self.page.after = self._keyset(json_input.loads(marker))
-            if not _storable(self.page.after[0]):
-                self._invalid("marker", f"Invalid marker: {marker}. "
-                                        f"{self.page.sort_field} is out of range")
-
-    def _keyset(self, marker: dict[str, Any]) -> tuple[Any, str]:
-        """A VMAPI marker, its values' types checked (``marker_types``), as ``(sort value,
-        uuid)``: the sort key's value as its column holds it (null as an empty column sorts),
-        or ``MISSING`` when it names only the uuid (no ``sort``)."""
-        field, uuid = self.page.sort_field, marker["uuid"]
-        if field not in marker:
-            return MISSING, uuid
-        value = marker[field]
-        if field == "create_timestamp":
-            return rfc3339(parse_timestamp(str(value))), uuid
-        if field in ("docker", "billing_id"):  # recorded for no VM: every row sorts alike
-            return (0 if field == "docker" else ""), uuid
-        return ("" if value is None else whole(value)), uuid
 
     def project(self, vm: dict[str, Any]) -> dict[str, Any]:
         """``vm`` restricted to ``fields=`` (VMAPI's names: ``max_physical_memory`` is ``ram``)."""
@@ -245,60 +221,3 @@ class ListVmsQuery:
         if "max_physical_memory" in self.fields:
             out["max_physical_memory"] = vm["ram"]
         return out
-
-
-def _storable(sort_value: Any) -> bool:
-    """Whether a marker's sort value can be compared with its column: an integer beyond
-    ``MAX_INTEGER`` (no stored one is) overflows the database's 64-bit integers (a 500)."""
-    return not isinstance(sort_value, int) or abs(sort_value) <= MAX_INTEGER
-
-
-def parse_timestamp(text: str) -> datetime | None:
-    """An instant given as VMAPI takes one: milliseconds since the epoch, or ISO 8601."""
-    try:
-        millis = decimal(text)  # not int(): it reads "+5", "5_0" and " 5"
-        if millis is not None:
-            return datetime.fromtimestamp(millis / 1000, UTC)
-    except (ValueError, OverflowError, OSError):
-        pass
-    moment = parse_iso_instant(text)
-    if moment is None:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-def vmapi_marker_problems(marker: str, sort: str | None) -> list[str]:
-    """What is wrong with a VMAPI marker (JSON ``{"uuid": …, <sort key>: …}``) used with
-    ``sort``, in VMAPI's words (lib/common/marker.js); empty when it is valid."""
-    try:
-        parsed = json_input.loads(marker)
-    except json_input.JsonInputError as error:
-        return ["Could not parse marker as an object JSON representation, reason: "
-                f"{error}"]
-    if not isinstance(parsed, dict):
-        return ["Marker must represent an object."]
-    # JSON escapes (\u0000, \ud800) got past the raw query's check: the same check here,
-    # before any value is compared with a column or echoed in a message
-    unstored = unstorable(parsed)
-    if unstored:
-        return [f"Marker has an invalid value: {unstored}"]
-    stamp = parsed.get("create_timestamp")
-    if stamp is not None and parse_timestamp(str(stamp)) is None:
-        return [f"Marker has an invalid create_timestamp field: {stamp}"]
-    problems = []
-    if "uuid" not in parsed:
-        problems.append("A marker needs to have a uuid property from which a strict total "
-                        "order can be established")
-    shown = "undefined" if sort is None else sort
-    sort_key = (sort or "").split(".")[0]
-    if sort is not None and sort_key not in parsed:
-        problems.append(f"All sort fields must be present in marker. Sort fields: {shown}.")
-    sort_valid = sort is None or sort_key in SORT_FIELDS
-    if not sort_valid or not all(key in ("uuid", sort_key) for key in parsed):
-        problems.append("All marker keys except uuid must be present in the sort parameter. "
-                        f"Sort fields: {shown}.")
-    if not problems:  # every key is where it belongs: now each value's type
-        problems = [problem for key in dict.fromkeys(("uuid", sort_key or "uuid"))
-                    if (problem := marker_value_problem(key, parsed[key]))]
-    return problems
-

@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 import uuid as uuidlib
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
 from starlette.requests import HTTPConnection
 
-from projections.formats import MAX_INTEGER, decimal
+from projections.formats import MAX_INTEGER, decimal, parse_iso_instant
 from service.api.auth import scoped_owner
 from service.api.errors import invalid_parameters
 from service.api.schemas import printable, unstorable
@@ -182,3 +183,17 @@ def repeated_in_query(request: HTTPConnection) -> tuple[str, str] | None:
             return printable(name), "may be given only once"
         seen.add(name)
     return None
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """An instant given as VMAPI takes one: milliseconds since the epoch, or ISO 8601."""
+    try:
+        millis = decimal(text)  # not int(): it reads "+5", "5_0" and " 5"
+        if millis is not None:
+            return datetime.fromtimestamp(millis / 1000, UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    moment = parse_iso_instant(text)
+    if moment is None:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

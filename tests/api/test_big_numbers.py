@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from projections.vm_queries import encode_marker
+from projections.vm_markers import encode_marker
 from tests.api.helpers import create_running_vm, get_vm
 
 HUGE = str(2**64)

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from projections.vm_queries import encode_marker
+from projections.vm_markers import encode_marker
 from tests.api.helpers import V2, assert_error, create_vm, error_fields
 
 VM = "930896af-bf8c-48d4-885c-6573a94b1853"
@@ -107,5 +107,5 @@ def test_every_marker_the_service_hands_out_is_taken_back(client) -> None:
 
 def test_every_sort_key_says_what_its_column_holds() -> None:
     from projections.vm_queries import SORT_FIELDS
-    from service.api.marker_types import COLUMN_VALUES
+    from projections.vm_markers import COLUMN_VALUES
     assert set(COLUMN_VALUES) == set(SORT_FIELDS)

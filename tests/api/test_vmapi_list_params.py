@@ -167,7 +167,7 @@ def test_filters_vmapi_has(client) -> None:
 
 # Found by a tester: sort=ram with {"uuid": <a VM>, "ram": "x"} answered 200 with the first
 # page again, the marker's VM on it. Each sort key's value in a VMAPI marker has one type
-# (service/api/marker_types.py), null only where the sort column may be empty.
+# (service/api/vmapi_markers.py), null only where the sort column may be empty.
 NOT_STRINGS = (1, 1.5, True, [1], {"a": 1}, float("inf"))
 NOT_INTEGERS = ("x", "512", 1.5, True, [1], {"a": 1}, float("inf"), float("nan"), None,
                 2.0 ** 60)  # whole, but past the integers a column holds (2**53 - 1)
@@ -240,5 +240,5 @@ def test_a_marker_of_each_sort_keys_own_type_is_taken(client, key, value) -> Non
 
 def test_every_sort_key_has_a_marker_type() -> None:
     from projections.vm_queries import SORT_FIELDS
-    from service.api.marker_types import MARKER_TYPES
+    from service.api.vmapi_markers import MARKER_TYPES
     assert set(MARKER_TYPES) == set(SORT_FIELDS)

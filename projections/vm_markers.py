@@ -1,0 +1,107 @@
+"""Our opaque ListVms marker (``x-next-marker``): the position of a page's last VM, as
+``(sort value, uuid)`` and the sort it was made for, in URL-safe base64 JSON.
+
+A marker comes back from a client, so ``decode_marker`` takes only one we could have handed
+out (api.md, "Reads"): made for the same sort, its text storable (a NUL or a lone surrogate,
+written as a JSON escape, got past the raw query's check and answered 500: PostgreSQL refuses
+the first in text, UTF-8 the second), and a value the sort key's column holds. A forged one
+(a timestamp that is not one, a uuid that is not one) named no row, and the page came back
+empty as if the listing had ended.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid as uuidlib
+from collections.abc import Callable
+from typing import Any
+
+from domain import json_input
+from domain.states import VmState
+from projections.formats import MAX_INTEGER, parse_iso_instant, rfc3339
+
+# The sort keys whose column holds integers (the others hold text).
+INTEGER_SORT_FIELDS = frozenset({"max_physical_memory", "ram", "docker"})
+
+
+class InvalidMarkerError(ValueError):
+    """A ``marker`` that no previous page handed out."""
+
+
+def encode_marker(sort: str, sort_value: Any, uuid: str) -> str:
+    """The opaque cursor naming the last row of a page, and the order (``sort``) it is in."""
+    raw = json.dumps([sort, sort_value, uuid]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_marker(marker: str, sort: str) -> tuple[Any, str]:
+    """The ``(sort value, uuid)`` a marker names. Raises ``InvalidMarkerError`` unless it is
+    one we could have handed out for ``sort`` (``ram.desc``): made for that sort, its text
+    storable, its value one the sort key's column holds (``COLUMN_VALUES``: a value of another
+    type would make the database refuse the comparison, a forged one names no row) and its
+    uuid a uuid as the table holds them."""
+    try:
+        padded = marker + "=" * (-len(marker) % 4)
+        made_for, value, uuid = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (binascii.Error, ValueError, TypeError) as error:
+        raise InvalidMarkerError(marker) from error
+    key = sort.split(".")[0]
+    wanted = int if key in INTEGER_SORT_FIELDS else str
+    # type(), not isinstance(): a boolean is an int to Python, and 0 to the docker column
+    if (made_for != sort or type(value) is not wanted or not _uuid(uuid)
+            or not _storable(value) or not COLUMN_VALUES[key](value)):
+        raise InvalidMarkerError(marker)
+    return value, uuid
+
+
+def is_our_marker(marker: str) -> bool:
+    """Whether ``marker`` has the form of the cursors vmledger hands out (not VMAPI's JSON)."""
+    try:
+        padded = marker + "=" * (-len(marker) % 4)
+        decoded = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (binascii.Error, ValueError, TypeError):
+        return False
+    return isinstance(decoded, list) and len(decoded) == 3
+
+
+def _storable(value: Any) -> bool:
+    """Whether text can be stored (no NUL, no lone surrogate); any integer can."""
+    if not isinstance(value, str):
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in value
+
+
+def _uuid(value: Any) -> bool:
+    """A uuid as every uuid column holds one: lowercase, canonical."""
+    try:
+        return isinstance(value, str) and str(uuidlib.UUID(value)) == value
+    except ValueError:
+        return False
+
+
+def _instant(value: Any) -> bool:
+    """An instant as ``create_timestamp`` holds one (``rfc3339``'s text, nothing else)."""
+    moment = parse_iso_instant(value) if isinstance(value, str) else None
+    return moment is not None and moment.tzinfo is not None and rfc3339(moment) == value
+
+
+_STATES = frozenset(state.value for state in VmState)
+
+#: sort key -> whether a value (of the key's type: ``INTEGER_SORT_FIELDS``) is one its column
+#: (``vm_queries.SORT_FIELDS``' expression) holds for some VM. An empty image or server sorts
+#: as ``""``; ``billing_id`` and ``docker`` are recorded for no VM (every row sorts as ``""``
+#: and ``0``). Brand, alias and tags are free text.
+COLUMN_VALUES: dict[str, Callable[[Any], bool]] = {
+    "uuid": _uuid, "owner_uuid": _uuid,
+    "image_uuid": lambda v: v == "" or _uuid(v), "server_uuid": lambda v: v == "" or _uuid(v),
+    "billing_id": lambda v: v == "", "docker": lambda v: v == 0,
+    "ram": lambda v: 0 <= v <= MAX_INTEGER, "max_physical_memory": lambda v: 0 <= v <= MAX_INTEGER,
+    "state": lambda v: v in _STATES, "create_timestamp": _instant,
+    "brand": lambda v: v != "", "alias": lambda v: True, "tags": lambda v: True,
+}
