@@ -16,7 +16,7 @@ from starlette.requests import HTTPConnection
 
 from projections.formats import MAX_INTEGER, decimal, parse_iso_instant
 from service.api.auth import scoped_owner
-from service.api.errors import invalid_parameters
+from service.api.errors import ApiError, invalid_parameters
 from service.api.schemas import printable, unstorable
 
 # Accepted everywhere: read consistency, and the VMAPI client's owner scoping.
@@ -49,6 +49,18 @@ class Query:
         """Raise the ``ValidationFailed`` error if any parameter was refused."""
         if self.errors:
             raise invalid_parameters(self.request, self.errors)
+
+    def conflicting(self, first: str, second: str, *, refused: str) -> ApiError:
+        """The error for parameters ``first`` and ``second`` given together, where the one
+        would silently win over the other and VMAPI has no such pair (``version`` with
+        ``at``, ``task`` with ``name``; ListVms' ``offset`` with ``marker`` has VMAPI's own
+        shape): top-level ``ConflictingParameters``, one ``Invalid`` error naming
+        ``refused``, both saying "FIRST and SECOND cannot be used together" (api.md,
+        "Contract: errors"). Returned for the caller to raise."""
+        message = f"{first} and {second} cannot be used together"
+        return invalid_parameters(
+            self.request, [{"field": refused, "code": "Invalid", "message": message}],
+            code="ConflictingParameters", message=message)
 
     def text(self, name: str, max_length: int = 256) -> str | None:
         value = self.params.get(name)

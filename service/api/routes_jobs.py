@@ -12,7 +12,6 @@ from domain.errors import JobNotFoundError, VmNotFoundError
 from domain.states import Execution, JobName
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of, wait_for_job
-from service.api.errors import invalid_parameters
 from service.api.params import Query
 from service.container import Services
 
@@ -67,10 +66,7 @@ def _job_filters(query: Query) -> tuple[str | None, str | None]:
         query.invalid(given, "must be one of " + ", ".join(n.value for n in JobName))
     query.check()
     if query.params.get("task") and query.params.get("name"):  # an empty one is no filter
-        raise invalid_parameters(
-            query.request, [{"field": "task", "code": "Invalid",
-                             "message": "task and name cannot be used together"}],
-            code="ConflictingParameters", message="task and name cannot be used together")
+        raise query.conflicting("task", "name", refused="task")
     return execution, name
 
 

@@ -10,7 +10,6 @@ from domain.errors import VmNotFoundError
 from domain.visibility import owner_sees
 from projections.formats import parse_iso_instant
 from projections.vm_view import render_vm
-from service.api.errors import invalid_parameters
 from service.api.params import Query
 from service.audit.history import vm_history
 
@@ -37,10 +36,7 @@ def version_or_instant(query: Query) -> tuple[int | None, datetime | None]:
     at = instant(query, "at")
     query.check()
     if version is not None and at is not None:
-        raise invalid_parameters(
-            query.request, [{"field": "at", "code": "Invalid",
-                             "message": "version and at cannot be used together"}],
-            code="ConflictingParameters", message="version and at cannot be used together")
+        raise query.conflicting("version", "at", refused="at")
     return version, at
 
 
