@@ -5,8 +5,8 @@ permanent (the insert rolled back: a version conflict consumes a sequence value 
 PostgreSQL) or an append still in flight that will commit later. The projection runner
 relies on the event store's table lock (an append takes ``LOCK TABLE ... EXCLUSIVE`` before it
 draws ids, so ids of committed rows only grow); this reader does not need it. On PostgreSQL it
-stops before a gap and passes it only once every transaction of this database that held a
-transaction id (had written) when the gap was first seen has ended, then reads the range
+stops before a gap and passes it only once every transaction of this database that had
+written to the event table when the gap was first seen has ended, then reads the range
 again: what committed meanwhile is delivered, what is still missing never will be (the
 writer of a missing row had written it, so it was among them). A writer that draws a
 sequence value before it first writes cannot be seen that way; ``gap_grace_s`` keeps every
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from eventsourcing.persistence import Notification
+from psycopg.sql import SQL, Identifier, Literal
 
 from service.storage import PostgresLedgerRecorder
 
@@ -111,13 +112,20 @@ class LogReader:
         return False
 
     def _writers(self) -> set[tuple[int, str]]:
-        """The (pid, transaction id) of every other session of this database that holds a
-        transaction id now."""
+        """The (pid, transaction id) of every other session of this database whose open
+        transaction has written to the event table: it holds a lock on the table that an
+        ``INSERT`` takes (``ROW EXCLUSIVE`` or stronger) until it ends. A session that wrote
+        elsewhere only (an analyst's temporary table) cannot fill a gap, so it is not
+        waited for."""
         recorder = self.recorder
         assert isinstance(recorder, PostgresLedgerRecorder)
+        table = Identifier(recorder.datastore.schema, recorder.events_table_name)
         with recorder.datastore.transaction(commit=False) as curs:
-            curs.execute(
-                "SELECT pid, backend_xid::text AS xid FROM pg_stat_activity "
-                "WHERE datname = current_database() AND backend_xid IS NOT NULL "
-                "AND pid <> pg_backend_pid()")
+            curs.execute(SQL(
+                "SELECT DISTINCT a.pid, a.backend_xid::text AS xid FROM pg_locks l "
+                "JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'relation' AND l.relation = {}::regclass "
+                "AND l.mode IN ('RowExclusiveLock', 'ShareRowExclusiveLock', 'ExclusiveLock', "
+                "'AccessExclusiveLock') AND a.backend_xid IS NOT NULL "
+                "AND a.pid <> pg_backend_pid()").format(Literal(table.as_string())))
             return {(int(row["pid"]), str(row["xid"])) for row in curs.fetchall()}

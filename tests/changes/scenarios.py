@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from domain.vm import make_cause
+import uuid
+
+from domain.vm import Vm, make_cause
 from service.commands.application import VmSpec
 
 OWNER_A = "930896af-bf8c-48d4-885c-6573a94b1853"
@@ -32,3 +34,12 @@ def log_positions(services, after: int) -> list[int]:
             return found
         found.extend(n.id for n in batch)
         after = batch[-1].id
+
+
+def stored_created(services) -> tuple[str, object]:
+    """A new VM's ``Created`` event as stored (not saved), and the VM's uuid: for a test that
+    inserts it into the event table itself."""
+    vm_uuid = uuid.uuid4()
+    vm = Vm.create(vm_uuid=vm_uuid, owner_uuid=OWNER_A, brand="joyent", ram=256,
+                   provision_job_uuid=str(uuid.uuid4()), cause=make_cause("test"))
+    return str(vm_uuid), services.app.mapper.to_stored_event(vm.collect_events()[0])

@@ -8,23 +8,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import uuid
 
 import httpx
 import psycopg
 from psycopg.sql import SQL, Identifier
 
-from domain.vm import Vm, make_cause
 from tests.changes.live import live_app, sse_events, until
-from tests.changes.scenarios import OWNER_A, create_vm
-
-
-def _stored_created(services) -> tuple[str, object]:
-    """A new VM's ``Created`` event as stored (not saved), and the VM's uuid."""
-    vm_uuid = uuid.uuid4()
-    vm = Vm.create(vm_uuid=vm_uuid, owner_uuid=OWNER_A, brand="joyent", ram=256,
-                   provision_job_uuid=str(uuid.uuid4()), cause=make_cause("test"))
-    return str(vm_uuid), services.app.mapper.to_stored_event(vm.collect_events()[0])
+from tests.changes.scenarios import OWNER_A, create_vm, stored_created
 
 
 class Collector(threading.Thread):
@@ -52,9 +42,9 @@ def test_an_append_committed_after_a_later_one_is_delivered_once_in_order(servic
         until(lambda: getattr(app.state, "change_hub", None) is not None
               and app.state.change_hub._subscribers, "the stream to subscribe")
         hub = app.state.change_hub
-        held_vm, held = _stored_created(services)
+        held_vm, held = stored_created(services)
         if settings.backend == "postgres":
-            later_vm, later = _stored_created(services)
+            later_vm, later = stored_created(services)
             insert = SQL("INSERT INTO {}.{} (originator_id, originator_version, topic, state) "
                          "VALUES (%s, %s, %s, %s)").format(
                 Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name))
