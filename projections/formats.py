@@ -53,8 +53,19 @@ def uuid_text(value: UUID) -> str:
 def parse_iso_instant(text: str) -> datetime | None:
     """``text`` read as an ISO 8601 / RFC 3339 instant (``datetime.fromisoformat``), with
     RFC 3339's lower-case ``t`` and ``z`` (5.6) and ``Z`` for UTC; None when it is not one.
-    Naive when ``text`` has no offset: the caller decides what that means."""
+    Naive when ``text`` has no offset: the caller decides what that means.
+
+    None too for an instant that is not one in UTC's calendar: year 1 at ``+01:00`` is year
+    0 in UTC, year 9999 at ``-01:00`` year 10000, and converting either to UTC (``rfc3339``,
+    a comparison with a stored instant) raised ``OverflowError``. Every instant a client
+    sends (a query parameter, a marker) is read by this function, so none gets that far."""
     try:
-        return datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.upper())  # 3.11 reads "Z" as UTC
     except ValueError:
         return None
+    try:
+        if moment.tzinfo is not None:
+            moment.astimezone(UTC)
+    except OverflowError:
+        return None
+    return moment

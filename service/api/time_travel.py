@@ -22,7 +22,9 @@ def instant(query: Query, name: str) -> datetime | None:
         return None
     moment = parse_iso_instant(value)
     if moment is None or moment.tzinfo is None:
-        query.invalid(name, "must be an RFC 3339 timestamp with a time zone")
+        # parse_iso_instant also refuses one beyond UTC's years 1 to 9999
+        query.invalid(name, "must be an RFC 3339 timestamp with a time zone, "
+                            "in years 1 to 9999 in UTC")
         return None
     return moment
 
