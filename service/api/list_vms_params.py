@@ -51,6 +51,9 @@ OUR_VM_FIELDS = frozenset((  # noqa: SIM905 - as a list of words, as above
     "image_uuid nics desired_state persistence error quarantine active_job_uuid "
     "queued_job_uuids create_timestamp destroyed version"
 ).split())
+# VMAPI's fields= takes it besides the VM's fields (validation.js validVmField) and answers
+# each VM's role tags; vmledger records none (their routes are not implemented), so it is [].
+ROLE_TAGS = "role_tags"
 # Accepted by VMAPI; vmledger records none of these, so a value matches no VM.
 UNRECORDED = ("billing_id", "package_name", "package_version")
 NOT_SUPPORTED = ("predicate", "query")  # Moray's LDAP and JSON predicates
@@ -63,8 +66,9 @@ KNOWN = frozenset({
 
 
 class ListVmsQuery:
-    """The parsed ListVms query: ``vm_filter``, ``page``, ``fields`` (None: every field) and
-    ``eventual`` (skip the read-your-writes wait)."""
+    """The parsed ListVms query: ``vm_filter``, ``page``, ``fields`` (None: every field;
+    ``["*"]``: every field and ``role_tags``) and ``eventual`` (skip the read-your-writes
+    wait)."""
 
     def __init__(self, request: Request):
         self.request = request
@@ -192,11 +196,11 @@ class ListVmsQuery:
         if fields is None:
             return None
         names = fields.split(",")
-        valid = VMAPI_VM_FIELDS | OUR_VM_FIELDS | {"*", "role_tags"}
+        valid = VMAPI_VM_FIELDS | OUR_VM_FIELDS | {"*", ROLE_TAGS}
         if not all(name in valid for name in names):
             self._invalid("fields", f"Invalid values: {fields}")
             return None
-        return None if "*" in names else names
+        return ["*"] if "*" in names else names
 
     def _marker(self) -> None:
         marker = self.params.get("marker")
@@ -214,10 +218,15 @@ class ListVmsQuery:
             self._invalid("marker", f"Invalid marker: {marker}. {problem}")
 
     def project(self, vm: dict[str, Any]) -> dict[str, Any]:
-        """``vm`` restricted to ``fields=`` (VMAPI's names: ``max_physical_memory`` is ``ram``)."""
+        """``vm`` restricted to ``fields=`` (VMAPI's names: ``max_physical_memory`` is ``ram``;
+        ``*`` is every field and ``role_tags``, as VMAPI's renderVms has it)."""
         if self.fields is None:
             return vm
+        if self.fields == ["*"]:
+            return {**vm, ROLE_TAGS: []}
         out = {name: vm[name] for name in self.fields if name in vm}
         if "max_physical_memory" in self.fields:
             out["max_physical_memory"] = vm["ram"]
+        if ROLE_TAGS in self.fields:
+            out[ROLE_TAGS] = []  # vmledger records none (VMAPI: [] for a VM without any)
         return out

@@ -165,6 +165,21 @@ def test_filters_vmapi_has(client) -> None:
     assert projected.json() == [{"uuid": vm_uuid, "alias": "web-1", "max_physical_memory": 512}]
 
 
+def test_fields_role_tags_answers_each_vm_with_no_role_tags(client) -> None:
+    """VMAPI's validation takes ``role_tags`` (its vms.list test sends it) and answers each
+    VM's role tags, ``[]`` for a VM with none; vmledger records no role tags, so every VM
+    has none. It was an empty object, as if the field did not exist."""
+    vm_uuid = create_running_vm(client, alias="tagged-roles")  # no job changes it meanwhile
+    only = client.get("/vms", params={"uuid": vm_uuid, "fields": "role_tags"})
+    assert only.status_code == 200 and only.json() == [{"role_tags": []}]
+    some = client.get("/vms", params={"uuid": vm_uuid, "fields": "uuid,role_tags"}).json()
+    assert some == [{"uuid": vm_uuid, "role_tags": []}]
+    # "*" is every field and role_tags, as VMAPI's renderVms has it
+    every = client.get("/vms", params={"uuid": vm_uuid, "fields": "*"}).json()
+    plain = client.get("/vms", params={"uuid": vm_uuid}).json()
+    assert every == [{**plain[0], "role_tags": []}]
+
+
 # Found by a tester: sort=ram with {"uuid": <a VM>, "ram": "x"} answered 200 with the first
 # page again, the marker's VM on it. Each sort key's value in a VMAPI marker has one type
 # (service/api/vmapi_markers.py), null only where the sort column may be empty.
