@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from projections.vm_queries import encode_marker
+from projections.vm_markers import encode_marker
 from tests.api.helpers import create_running_vm
 
 # Year 1 at +01:00 is year 0 in UTC; year 9999 at -01:00 is year 10000.
