@@ -18,7 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.domain import OriginatorVersionError
+
 from domain.compact_json import reused_encoder
+from domain.errors import StreamGapError
 
 GENESIS = "0" * 64
 
@@ -49,9 +52,19 @@ class ChainedEvent:
     an event moves the aggregate's ``chain_head`` to it."""
 
     chain: str
+    originator_id: UUID
+    originator_version: int
 
     def mutate(self, aggregate: Any) -> Any:
-        mutated = super().mutate(aggregate)  # type: ignore[misc]
+        """The aggregate with this event applied. Raises ``StreamGapError`` when the event
+        does not follow the aggregate's version: every fold of every stream (a load, a read
+        model's, the audit's) comes here, so this is the one place the library's
+        ``OriginatorVersionError``, which names no stream, is translated."""
+        try:
+            mutated = super().mutate(aggregate)  # type: ignore[misc]
+        except OriginatorVersionError:
+            raise StreamGapError(self.originator_id, self.originator_version,
+                                 aggregate.version) from None
         mutated.chain_head = self.chain
         return mutated
 

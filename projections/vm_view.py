@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.domain import OriginatorVersionError, Snapshot
+from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import Transcoder
 
-from domain.errors import DomainError, StreamGapError, UnfoldableEventError
+from domain.errors import DomainError, UnfoldableEventError
 from domain.states import Execution
 from domain.vm import Vm
 from projections.db import Database, Tx
@@ -170,10 +170,8 @@ class VmView(ReadModel):
                 folded[vm_id] = event.mutate(None)
                 continue
             vm = folded.get(vm_id) or self.kept.get(vm_id) or self._load(stored, vm_id)
-            try:
+            try:  # a gap raises StreamGapError (domain.chain), naming the stream
                 folded[vm_id] = event.mutate(vm)
-            except OriginatorVersionError:  # it names no stream: this does
-                raise StreamGapError(vm_id, event.originator_version, vm.version) from None
             except DomainError as error:  # names neither stream nor version: this does
                 raise UnfoldableEventError(vm_id, event.originator_version,
                                            self.name.removesuffix(REBUILD_SUFFIX),

@@ -28,11 +28,10 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
-from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.persistence import IntegrityError
 
 from domain.errors import (
-    DomainError, ServerNotFoundError, StreamGapError, VersionMismatchError, VmNotFoundError,
+    DomainError, ServerNotFoundError, VersionMismatchError, VmNotFoundError,
     VolumeNotFoundError,
 )
 from domain.network import Network
@@ -84,13 +83,11 @@ def fold_stream(app: Any, aggregate_id: UUID, version: int | None = None) -> Any
     else as its last stored event left it, from the process's cache when it holds the stream:
     ``aggregate_cache.fold_current``), for readers that follow the log (the changefeed);
     writers use ``Changes.load_aggregate``. Raises the library's ``AggregateNotFoundError``
-    when there is no such stream, ``StreamGapError`` when its stored events skip a version."""
-    try:
-        if version is None and app.repository.cache is not None:
-            return fold_current(app, aggregate_id)
-        return app.repository.get(aggregate_id, version=version)
-    except OriginatorVersionError as error:  # its arguments: (the event's, the one expected)
-        raise StreamGapError(aggregate_id, error.args[0], error.args[1] - 1) from None
+    when there is no such stream, ``StreamGapError`` (``domain.chain``) when its stored events
+    skip a version."""
+    if version is None and app.repository.cache is not None:
+        return fold_current(app, aggregate_id)
+    return app.repository.get(aggregate_id, version=version)
 
 
 class Changes:

@@ -1,6 +1,7 @@
-"""The hash chain's canonical JSON (domain/chain.py): the encoder made once writes exactly what
-``json.dumps(sort_keys=True, separators=(",", ":"), default=str)`` writes, so every link stored
-before it still verifies."""
+"""The hash chain (domain/chain.py): its canonical JSON, which the encoder made once writes
+exactly as ``json.dumps(sort_keys=True, separators=(",", ":"), default=str)`` does, so every
+link stored before it still verifies; and the fold of a chained stream, which names the
+stream a gap is in."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ from datetime import UTC, datetime
 from enum import Enum
 from uuid import UUID
 
+import pytest
+
 from domain import chain
+from domain.errors import StreamGapError
+from domain.network import Network
+from tests.builders import cause, new_vm
 
 
 class Colour(str, Enum):
@@ -43,3 +49,27 @@ def test_a_link_is_the_sha256_of_the_canonical_form_without_the_excluded_fields(
         sort_keys=True, separators=(",", ":"), default=str)
     assert chain.link(chain.GENESIS, stream, 1, "vm.created", fields) == hashlib.sha256(
         canonical.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("kind", ["vm", "network"])
+def test_an_event_that_skips_a_version_raises_a_stream_gap_naming_the_stream(kind):
+    # The library's OriginatorVersionError names no stream; every fold (a load, a read
+    # model's, the audit's) applies events through ChainedEvent.mutate, which names it.
+    if kind == "vm":
+        aggregate = new_vm()
+        aggregate.record_quarantined("stuck", cause=cause())
+        aggregate.record_released(cause=cause())
+    else:
+        aggregate = Network.create(network_uuid=UUID(int=9), name="n", subnet="10.0.0.0/24",
+                                   provision_start_ip="10.0.0.10", provision_end_ip="10.0.0.20",
+                                   gateway=None, cause=cause())
+        aggregate.claim("10.0.0.10", vm_uuid="a", mac="02:00:00:00:00:01", cause=cause())
+        aggregate.claim("10.0.0.11", vm_uuid="b", mac="02:00:00:00:00:02", cause=cause())
+    first, *_, last = aggregate.collect_events()
+    folded = first.mutate(None)
+    with pytest.raises(StreamGapError) as gap:
+        last.mutate(folded)
+    assert (gap.value.stream, gap.value.version, gap.value.previous) == (
+        str(aggregate.id), last.originator_version, 1)
+    assert str(gap.value) == (f"stream {aggregate.id} has a gap: its event of version "
+                              f"{last.originator_version} follows version 1")
