@@ -10,6 +10,7 @@ never held twice; it is released only by the VM that holds it.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
@@ -124,27 +125,6 @@ class Network(chain.Chained, Aggregate):
         start = ipaddress.IPv4Address(self.provision_start_ip)
         return int(ipaddress.IPv4Address(self.provision_end_ip)) - int(start) + 1
 
-    def in_range(self, ip: str) -> bool:
-        """Whether ``ip`` is in the provisioning range (``in_provisioning_range``)."""
-        return in_provisioning_range(self.provision_start_ip, self.provision_end_ip, ip)
-
-    @property
-    def in_use(self) -> int:
-        """How many addresses of the range are claimed."""
-        return sum(1 for ip in self.claims if self.in_range(ip))
-
-    @property
-    def outside_range(self) -> int:
-        """How many claimed addresses are in the subnet but outside the range (asked for by
-        address: ``check_claimable`` allows them)."""
-        return len(self.claims) - self.in_use
-
-    @property
-    def free(self) -> int:
-        """How many addresses of the range are not claimed; never below zero, since a claim
-        outside the range takes none of the range's addresses."""
-        return self.size - self.in_use
-
     @property
     def netmask(self) -> str:
         """The subnet's netmask (``255.255.255.0``), as VMAPI's NIC objects give it."""
@@ -193,11 +173,21 @@ class Network(chain.Chained, Aggregate):
 
 def in_provisioning_range(start: str, end: str, ip: str) -> bool:
     """Whether ``ip`` lies from ``start`` to ``end`` (inclusive). The one rule of which
-    claims the range figures count (``Network.in_use``, ``network_view``): an address asked
+    claims the range figures count (``range_counts``, ``network_view``): an address asked
     for by a NIC may lie anywhere in the subnet, but only the range is handed out and counted
     in ``addresses_total``."""
     return (ipaddress.IPv4Address(start) <= ipaddress.IPv4Address(ip)
             <= ipaddress.IPv4Address(end))
+
+
+def range_counts(start: str, end: str, claimed: Iterable[str]) -> tuple[int, int]:
+    """``(in use, outside the range)``: how many of the addresses ``claimed`` lie in the
+    provisioning range ``start`` to ``end`` (``in_provisioning_range``), and how many in the
+    subnet outside it (asked for by address: ``check_claimable`` allows them). The range's
+    free addresses are ``Network.size`` less the first, never below zero."""
+    ips = list(claimed)
+    in_use = sum(1 for ip in ips if in_provisioning_range(start, end, ip))
+    return in_use, len(ips) - in_use
 
 
 def _address_in(net: ipaddress.IPv4Network, field: str, value: str) -> ipaddress.IPv4Address:

@@ -5,8 +5,9 @@ Each row keeps the network's claims (``{ip: vm_uuid}``), so the counts are folde
 same events as the aggregate's (``domain/network.py``) and a fresh fold can be compared.
 ``used`` counts the claims inside the provisioning range and the body's
 ``addresses_outside_range`` those outside it, by the aggregate's own rule
-(``in_provisioning_range``): ``addresses_total`` counts the range only, so a claim outside it
-counted in use made ``addresses_free`` negative.
+(``in_provisioning_range``, ``range_counts``): ``addresses_total`` counts the range only, so a
+claim outside it counted in use made ``addresses_free`` negative. A batch decodes each
+network's row once, applies its events, and encodes it once.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from domain.network import Network, in_provisioning_range
+from domain.network import Network, in_provisioning_range, range_counts
 from projections.db import Database, Tx
 from projections.formats import rfc3339, uuid_text
 from projections.runner import ReadModel
@@ -42,10 +44,45 @@ def _range_counts(row: dict[str, Any], body: dict[str, Any]) -> tuple[int, int]:
     from its claims instead, so it reads right before ``vmledger rebuild network_view``."""
     if _OUTSIDE in body:
         return int(row["used"]), int(body[_OUTSIDE])
-    claims = json.loads(row["claims"])
-    inside = sum(1 for ip in claims if in_provisioning_range(
-        body["provision_start_ip"], body["provision_end_ip"], ip))
-    return inside, len(claims) - inside
+    return range_counts(body["provision_start_ip"], body["provision_end_ip"],
+                        json.loads(row["claims"]))
+
+
+@dataclass
+class _NetworkRow:
+    """One network's row while a batch applies its events: decoded once, encoded once."""
+
+    row: dict[str, Any]
+    body: dict[str, Any]
+    claims: dict[str, str]
+    used: int
+    outside: int
+
+    @classmethod
+    def decoded(cls, row: dict[str, Any]) -> _NetworkRow:
+        body = json.loads(row["body"])
+        used, outside = _range_counts(row, body)
+        return cls(dict(row), body, json.loads(row["claims"]), used, outside)
+
+    def apply(self, event: Any) -> None:
+        """Move the claims, and the counts by the one address (a recount of every claim on
+        each event would make a big network's rebuild quadratic)."""
+        step = 0
+        if isinstance(event, Network.AddressClaimed):
+            step = 0 if event.ip in self.claims else 1
+            self.claims[event.ip] = event.vm_uuid
+        elif isinstance(event, Network.AddressReleased):
+            step = -1 if self.claims.pop(event.ip, None) is not None else 0
+        if in_provisioning_range(self.body["provision_start_ip"],
+                                 self.body["provision_end_ip"], event.ip):
+            self.used += step
+        else:
+            self.outside += step
+        self.row["version"] = event.originator_version
+
+    def encoded(self) -> dict[str, Any]:
+        return {**self.row, "claims": json.dumps(self.claims), "used": self.used,
+                "body": json.dumps({**self.body, _OUTSIDE: self.outside})}
 
 
 class NetworkView(ReadModel):
@@ -72,7 +109,7 @@ class NetworkView(ReadModel):
 
     def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
               stored: dict[str, dict[str, Any]]) -> None:
-        changed: dict[str, dict[str, Any]] = {}
+        changed: dict[str, _NetworkRow] = {}
         for _position, event in events:
             if not isinstance(event, Network.Event):
                 continue
@@ -80,38 +117,17 @@ class NetworkView(ReadModel):
             if isinstance(event, Network.Created):
                 changed[key] = self._created(event)
                 continue
-            changed[key] = self._claim_or_release(changed.get(key) or stored[key], event)
+            if key not in changed:
+                changed[key] = _NetworkRow.decoded(stored[key])
+            changed[key].apply(event)
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
         tx.executemany(
             f"INSERT INTO {self.table('network_view')} ({', '.join(_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (uuid) DO UPDATE SET {updates}",
-            [[row[c] for c in _COLUMNS] for row in changed.values()])
+            [[row[c] for c in _COLUMNS] for row in (n.encoded() for n in changed.values())])
 
     @staticmethod
-    def _claim_or_release(row: dict[str, Any], event: Any) -> dict[str, Any]:
-        """The row after ``event``: its claims, and the counts moved by the one address (a
-        recount of every claim on each event would make a big network's rebuild quadratic)."""
-        claims, body = json.loads(row["claims"]), json.loads(row["body"])
-        used, outside = _range_counts(row, body)
-        step = 0
-        if isinstance(event, Network.AddressClaimed) and event.ip not in claims:
-            step = 1
-        elif isinstance(event, Network.AddressReleased) and event.ip in claims:
-            step = -1
-        if isinstance(event, Network.AddressClaimed):
-            claims[event.ip] = event.vm_uuid
-        elif isinstance(event, Network.AddressReleased):
-            claims.pop(event.ip, None)
-        if in_provisioning_range(body["provision_start_ip"], body["provision_end_ip"], event.ip):
-            used += step
-        else:
-            outside += step
-        return {**row, "claims": json.dumps(claims), "used": used,
-                "body": json.dumps({**body, _OUTSIDE: outside}),
-                "version": event.originator_version}
-
-    @staticmethod
-    def _created(event: Any) -> dict[str, Any]:
+    def _created(event: Any) -> _NetworkRow:
         start = int(ipaddress.IPv4Address(event.provision_start_ip))
         total = int(ipaddress.IPv4Address(event.provision_end_ip)) - start + 1
         stamp = rfc3339(event.timestamp)
@@ -119,11 +135,10 @@ class NetworkView(ReadModel):
                 "netmask": str(ipaddress.IPv4Network(event.subnet).netmask),
                 "gateway": event.gateway, "provision_start_ip": event.provision_start_ip,
                 "provision_end_ip": event.provision_end_ip, "addresses_total": total,
-                "create_timestamp": stamp, _OUTSIDE: 0}
-        return {"uuid": uuid_text(event.originator_id), "name": event.name,
-                "create_timestamp": stamp,
-                "version": event.originator_version, "used": 0, "body": json.dumps(body),
-                "claims": "{}"}
+                "create_timestamp": stamp}
+        row = {"uuid": uuid_text(event.originator_id), "name": event.name,
+               "create_timestamp": stamp, "version": event.originator_version}
+        return _NetworkRow(row, body, claims={}, used=0, outside=0)
 
 
 class NetworkQueries:

@@ -1,12 +1,14 @@
 """``network_view``'s address figures count the provisioning range only, live and rebuilt
-alike (api.md "Networks and NICs")."""
+alike (api.md "Networks and NICs"); a batch encodes each network's row once."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from types import SimpleNamespace
 
-from domain.network import Network
+from domain.network import Network, range_counts
+from projections import network_view
 from projections.network_view import NetworkQueries
 from tests.builders import cause, rows
 
@@ -30,7 +32,8 @@ def test_claims_outside_the_range_never_make_the_free_count_negative(services) -
     services.projections.catch_up()
     live = figures(services, str(network_uuid))
     assert live == (2, 1, 1, 1)
-    assert live == (net.size, net.in_use, net.free, net.outside_range)
+    in_use, outside = range_counts(net.provision_start_ip, net.provision_end_ip, net.claims)
+    assert live == (net.size, in_use, net.size - in_use, outside)
     table = rows(services, "network_view")
     services.projections.reset(["network_view"])
     services.projections.batch_size = 1  # one event a batch
@@ -60,3 +63,28 @@ def test_a_row_written_before_the_outside_count_reads_right_and_heals_on_its_nex
     services.projections.catch_up()
     assert figures(services, str(net.id)) == (1, 1, 0, 0)
     assert rows(services, "network_view")[0]["used"] == 1
+
+
+def test_a_batch_of_claims_on_one_network_encodes_its_row_once(services, monkeypatch) -> None:
+    net = Network.create(network_uuid=uuid.uuid4(), name="busy", subnet="10.9.2.0/24",
+                         provision_start_ip="10.9.2.10", provision_end_ip="10.9.2.200",
+                         gateway=None, cause=cause())
+    services.app.save(net)
+    services.projections.catch_up()
+    for index in range(40):
+        net.claim(f"10.9.2.{10 + index}", vm_uuid=f"vm-{index}", mac="02:00:00:00:00:01",
+                  cause=cause())
+    net.release("10.9.2.10", vm_uuid="vm-0", cause=cause())
+    services.app.save(net)
+    encoded: list[str] = []
+
+    def counted_dumps(value, *args, **kwargs):
+        text = json.dumps(value, *args, **kwargs)
+        encoded.append(text)
+        return text
+
+    monkeypatch.setattr(network_view, "json", SimpleNamespace(loads=json.loads,
+                                                              dumps=counted_dumps))
+    services.projections.catch_up()
+    assert len(encoded) == 2  # the body and the claims, once for the 41 events
+    assert figures(services, str(net.id)) == (191, 39, 152, 0)
