@@ -65,15 +65,30 @@ class Nics:
             nics[0]["primary"] = True
         self.trigger_event(self.NicsAdded, cause=cause, nics=nics)
 
-    def remove_nics(self, macs: list[str], *, cause: Cause) -> list[dict[str, Any]]:
-        """Record that the NICs ``macs`` are gone; returns them. Raises ``ValidationError``
-        (field ``macs``) naming a MAC the VM has no NIC with."""
+    def nics_to_remove(self, macs: list[str]) -> list[dict[str, Any]]:
+        """The NICs ``macs`` names, each once, in the order asked (what a ``remove_nics`` job
+        will remove; nothing is recorded). Raises ``ValidationError`` (field ``macs``) naming a
+        MAC the VM has no NIC with, or when ``macs`` is empty."""
         have = {nic["mac"]: nic for nic in self.nic_list}
         unknown = [mac for mac in macs if mac not in have]
         if unknown or not macs:
             raise ValidationError("macs", "Invalid",
                                   f"the VM has no NIC {', '.join(unknown)}" if unknown
                                   else "name at least one MAC")
-        removed = [have[mac] for mac in dict.fromkeys(macs)]
+        return [have[mac] for mac in dict.fromkeys(macs)]
+
+    def remove_nics(self, macs: list[str], *, cause: Cause) -> list[dict[str, Any]]:
+        """Record that the NICs ``macs`` are gone; returns them. Raises ``ValidationError``
+        as ``nics_to_remove`` does."""
+        removed = self.nics_to_remove(macs)
         self.trigger_event(self.NicsRemoved, cause=cause, nics=removed)
         return removed
+
+    def remove_nics_it_has(self, macs: list[str], *, cause: Cause) -> list[dict[str, Any]]:
+        """Record that those of the NICs ``macs`` the VM still has are gone; returns them,
+        and records nothing when it has none of them. For a job that asked first: another
+        job may have removed some since (a ``remove_nics`` job's success, a failed
+        ``add_nics``'s undo)."""
+        have = {nic["mac"] for nic in self.nic_list}
+        present = [mac for mac in dict.fromkeys(macs) if mac in have]
+        return self.remove_nics(present, cause=cause) if present else []

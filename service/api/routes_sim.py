@@ -15,7 +15,7 @@ from service.api.deps import cause_of, parse_body, services_of
 from service.api.params import Query
 from service.api.schemas import StrictModel
 from service.jobs.compute.driver import ComputeError
-from service.jobs.compute.faults import OPERATIONS
+from service.jobs.compute.faults import OPERATIONS, Operation
 
 router = authorized_router(prefix="/sim", tags=["simulation"])
 
@@ -23,7 +23,7 @@ router = authorized_router(prefix="/sim", tags=["simulation"])
 class FaultRequest(StrictModel):
     """Fail the next ``count`` calls of ``operation``."""
 
-    operation: Literal["ensure_registered", "ensure_state", "unregister", "inventory"]
+    operation: Operation
     mode: Literal["fail", "lose_response"] = "fail"
     count: int = Field(1, ge=1, le=10_000)
 
@@ -32,7 +32,7 @@ class LatencyRequest(StrictModel):
     """Delay ``operation`` (or every operation when absent) by ``seconds``."""
 
     seconds: float = Field(ge=0, le=60)
-    operation: Literal["ensure_registered", "ensure_state", "unregister", "inventory"] | None = None
+    operation: Operation | None = None
 
 
 def _state(request: Request) -> dict[str, Any]:

@@ -1,7 +1,10 @@
 """VMAPI's NIC actions: ``POST /vms/{uuid}?action=add_nics`` (``networks``, as CreateVm takes
-them) and ``?action=remove_nics`` (``macs``). Each records the change and its address claims or
-releases at once, in one transaction through the change loop (service/commands/change.py),
-and queues a job of its name for the VMAPI client to wait on.
+them) and ``?action=remove_nics`` (``macs``). Each queues a job of its name for the VMAPI client
+to wait on, in one transaction through the change loop (service/commands/change.py). An
+``add_nics`` records its NICs and their address claims at once, so a full network or a taken
+address is answered at once (a failed job removes them again); a ``remove_nics`` only checks
+the MACs: its job records the NICs removed, and their addresses released, once the VM's server
+applied the removal, so a failed job leaves the NICs and their claims as they were.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
                 add: list[NicRequest] | None = None, remove: list[str] | None = None,
                 owner_uuid: str | None = None, if_match: int | None = None,
                 idempotency: IdempotencyKey | None = None) -> Accepted:
-    """Add NICs on the networks ``add`` names, or remove the NICs ``remove`` (MACs). Raises
+    """Add NICs on the networks ``add`` names, or queue the removal of the NICs ``remove``
+    (MACs). Raises
     ``VmNotFoundError`` (also for another owner's VM), ``UnallocatedVmError`` (version 1, a
     provisioning VM), ``InvalidTransitionError``, ``NetworkNotFoundError``,
     ``NetworkFullError``, ``ValidationError`` and the change loop's errors."""
@@ -49,8 +53,7 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
             claimed.extend(commands.allocate(vm, add, cause=job_cause))
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}
         else:
-            args = {"macs": [nic["mac"] for nic in vm.remove_nics(remove or [],
-                                                                   cause=job_cause)]}
+            args = {"macs": [nic["mac"] for nic in vm.nics_to_remove(remove or [])]}
         job_uuid = str(uuidlib.uuid4())
         # a NIC change is an update of the VM as far as the rules table goes
         vm.queue_job(action=Action.UPDATE, job_uuid=job_uuid, name=name.value,

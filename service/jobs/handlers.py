@@ -204,26 +204,33 @@ def destroy(job: JobRun) -> None:
 
 
 def nics_changed(job: JobRun) -> None:
-    """``add_nics`` / ``remove_nics``: the NICs and their address claims were recorded when
-    asked for (service/commands/nic_actions.py); the job asks the VM's server to apply them.
-    A failed ``add_nics`` removes its NICs again (``run``: ``_undo_added_nics``)."""
+    """``add_nics`` / ``remove_nics``: ask the VM's server to apply the change. An
+    ``add_nics``'s NICs and address claims were recorded when asked for
+    (service/commands/nic_actions.py; a failed one removes them again: ``run``,
+    ``_undo_added_nics``); a ``remove_nics`` records its NICs removed, and the change loop
+    releases their addresses in the same transaction, only once the server applied it, so a
+    failed one leaves the VM's NICs and claims as they were."""
     if job.vm.state == VmState.DESTROYED:
         _refuse(job, job.job["name"])
         return
     args = job.params.get("args", {})
     _reconfigure(job, "apply_nics", {job.job["name"]: args}, args)
-    job.succeed()
+    if job.job["name"] != JobName.REMOVE_NICS:
+        job.succeed()
+        return
+
+    def record(vm: Vm) -> None:
+        vm.remove_nics_it_has(args.get("macs", []), cause=job.cause)
+
+    job.succeed(record)
 
 
 def _undo_added_nics(job: JobRun, vm: Vm) -> None:
     """Remove the NICs a failed ``add_nics`` recorded and no node applied; the change loop
     releases their addresses in the same transaction (service/commands/networks.py), so a
     failure leaves nothing claimed. NICs removed since by another job are left alone."""
-    have = {nic["mac"] for nic in vm.nic_list}
-    macs = [nic["mac"] for nic in job.params.get("args", {}).get("nics", [])
-            if nic["mac"] in have]
-    if macs:
-        vm.remove_nics(macs, cause=job.cause)
+    vm.remove_nics_it_has([nic["mac"] for nic in job.params.get("args", {}).get("nics", [])],
+                          cause=job.cause)
 
 
 _HANDLERS: dict[JobName, Callable[[JobRun], None]] = {

@@ -1,6 +1,7 @@
 """Every job that asks a compute node to act on a VM's server fails once that server is
 removed (api.md "Commands": ``server <uuid> is removed``), whether its node reported it gone
-or an operator recorded it; a failed ``add_nics`` gives back the addresses it claimed."""
+or an operator recorded it; a failed ``add_nics`` gives back the addresses it claimed, and a
+failed ``remove_nics`` leaves the VM its NICs and their addresses."""
 
 from __future__ import annotations
 
@@ -55,3 +56,19 @@ def test_a_failed_add_nics_removes_its_nics_and_gives_their_addresses_back(clien
     assert wait_job(client, added.json()["job_uuid"])["execution"] == "failed"
     assert [nic["ip"] for nic in get_vm(client, vm_uuid)["nics"]] == ["10.2.0.2"]
     assert in_use(client, network) == 1
+
+
+@pytest.mark.parametrize("route", REMOVALS.values(), ids=REMOVALS.keys())
+def test_a_failed_remove_nics_leaves_the_vm_its_nics_and_their_addresses(client, route):
+    network = make_network(client)
+    vm_uuid = create_running_vm(client, networks=[network["uuid"], network["uuid"]])
+    before = get_vm(client, vm_uuid)["nics"]
+    _remove_server_of(client, vm_uuid, route)
+    removed = act(client, vm_uuid, "remove_nics", json={"macs": [before[0]["mac"]]})
+    assert removed.status_code == 202, removed.text
+    assert wait_job(client, removed.json()["job_uuid"])["execution"] == "failed"
+    assert get_vm(client, vm_uuid)["nics"] == before
+    assert in_use(client, network) == 2
+    # the addresses are still the VM's: a new VM on the network gets the next ones
+    other = create_running_vm(client, networks=[network["uuid"]])
+    assert get_vm(client, other)["nics"][0]["ip"] == "10.2.0.4"

@@ -87,7 +87,8 @@ def test_a_latency_without_operation_replaces_every_operations_own(client) -> No
     # an operation's own latency set afterwards still counts, over the fleet-wide one
     again = client.put("/sim/latency", json={"seconds": 0.5, "operation": "inventory"})
     assert again.json()["latency_s"] == {"ensure_registered": 0.0, "ensure_state": 0.0,
-                                         "unregister": 0.0, "inventory": 0.5}
+                                         "unregister": 0.0, "inventory": 0.5,
+                                         "reconfigure": 0.0}
 
 
 def test_paused_workers_claim_no_job_until_resumed(client, services) -> None:

@@ -38,7 +38,8 @@ def postgres_database(postgres_url: str) -> str:
 
 def _allocator(database_url: str, network_uuid: str, seed: int, start_at: float
                ) -> tuple[list[tuple[str, str, str]], int]:
-    """One racing process: create VMs with a NIC on the network, and remove some NICs again.
+    """One racing process: create VMs with a NIC on the network, and remove some NICs again
+    (each removal's job run here).
     Returns what was acknowledged, ``(what, vm_uuid, ip)``, and how many of its saves lost a
     race (the change loop's conflicts)."""
     services = Services.build(Settings(database_url=database_url, postgres_pool_size=4))
@@ -62,6 +63,11 @@ def _allocator(database_url: str, network_uuid: str, seed: int, start_at: float
             if rng.random() < 0.5:
                 change_nics(services.commands, created.vm_uuid, behaviour=NEWEST,
                             cause=make_cause(f"p{seed}"), remove=[vm.nic_list[0]["mac"]])
+                # the removal, and the address's release, is recorded by its job: run the
+                # VM's provision, then it
+                while services.worker.run_vm(created.vm_uuid):
+                    pass
+                assert services.commands.load(created.vm_uuid).nic_list == []
                 acked.append(("removed", created.vm_uuid, vm.nic_list[0]["ip"]))
     finally:
         services.close()

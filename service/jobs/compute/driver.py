@@ -101,5 +101,8 @@ class ComputeDriver(Protocol):
 
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
         """Apply a change of the VM's configuration on its server (``vmadm update``: alias,
-        metadata, tags, NICs added or removed). ``changes`` holds whole new values, so a
-        repeat changes nothing more. Raises ``ComputeError`` if the server cannot act."""
+        metadata, tags, NICs added or removed). ``changes`` holds whole new values, and NICs
+        by MAC (``add_nics``: ``{"nics": [...]}``, a NIC the VM has is not added again;
+        ``remove_nics``: ``{"macs": [...]}``, one it has not is gone already), so a repeat (a
+        lost response retried, a takeover running the step again) changes nothing more.
+        Raises ``ComputeError`` if the server cannot act."""

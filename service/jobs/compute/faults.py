@@ -7,13 +7,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Literal, get_args
 
 from projections.db import Database
 from service.jobs.compute.driver import ComputeError
 
-Operation = Literal["ensure_registered", "ensure_state", "unregister", "inventory"]
-OPERATIONS: tuple[str, ...] = ("ensure_registered", "ensure_state", "unregister", "inventory")
+Operation = Literal["ensure_registered", "ensure_state", "unregister", "inventory",
+                    "reconfigure"]
+OPERATIONS: tuple[str, ...] = get_args(Operation)
 FaultMode = Literal["fail", "lose_response"]
 
 FAULTS_DDL = (

@@ -9,11 +9,16 @@ the copy: after an agent restart the copies keep running but the agent no longer
 which is how a second copy could come to run if the control plane restarted the VM elsewhere.
 ``boots`` counts the copy's boots: it is the number of its latest incarnation, and
 ``booted_by`` the effect (a job's uuid) that began it (service/jobs/compute/driver.py).
+``config`` is the copy's configuration as ``reconfigure`` left it (JSON: the whole values an
+update set, and ``nics``, keyed by MAC), so a test can see that a repeated change changed
+nothing more.
 """
 
 from __future__ import annotations
 
+import json
 import uuid as uuidlib
+from typing import Any
 from uuid import UUID
 
 from projections.db import Database
@@ -30,12 +35,13 @@ DDL = (
     "status TEXT NOT NULL DEFAULT 'running', generation BIGINT NOT NULL DEFAULT 0)"),
     ("CREATE TABLE IF NOT EXISTS sim_vms (vm_uuid TEXT NOT NULL, server_uuid TEXT NOT NULL, "
     "state TEXT NOT NULL, ram_mib INTEGER NOT NULL, boots INTEGER NOT NULL, "
-    "known INTEGER NOT NULL DEFAULT 1, booted_by TEXT, PRIMARY KEY (vm_uuid, server_uuid))"),
+    "known INTEGER NOT NULL DEFAULT 1, booted_by TEXT, config TEXT, "
+    "PRIMARY KEY (vm_uuid, server_uuid))"),
     *FAULTS_DDL,
 )
 
 # Columns added since the tables were first made: (table, column, type), added where missing.
-_ADDED_COLUMNS = (("sim_vms", "booted_by", "TEXT"),)
+_ADDED_COLUMNS = (("sim_vms", "booted_by", "TEXT"), ("sim_vms", "config", "TEXT"))
 
 
 def simulated_server_uuid(index: int) -> str:
@@ -189,9 +195,28 @@ class SimulatedFleet:
                            (vm_uuid, server_uuid))
 
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
-        # The simulated world models no configuration, only whether the node can act: the
-        # change is refused on a server that is not running, as every other operation is.
-        self._require_running(server_uuid)
+        # A copy the server does not have (its host rebooted, its agent forgot it) has no
+        # configuration to change: the log holds the change, a later create takes it.
+        with self.faults.around("reconfigure"):
+            self._require_running(server_uuid)
+            with self.db.transaction() as tx:
+                tx.execute("SELECT config FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ? "
+                           "AND known = 1", (vm_uuid, server_uuid))
+                row = tx.fetchone()
+                if row is None:
+                    return
+                config = reconfigured(json.loads(row["config"] or "{}"), changes)
+                tx.execute("UPDATE sim_vms SET config = ? WHERE vm_uuid = ? AND server_uuid = ?",
+                           (json.dumps(config, sort_keys=True), vm_uuid, server_uuid))
+
+    def config(self, server_uuid: str, vm_uuid: str) -> dict[str, Any] | None:
+        """The configuration of the VM's copy on the server (``{}`` before any change), or
+        None when it has no copy there."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT config FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
+                       (vm_uuid, server_uuid))
+            row = tx.fetchone()
+        return None if row is None else json.loads(row["config"] or "{}")
 
     def _require_running(self, server_uuid: str) -> None:
         server = self.server_info(server_uuid)
@@ -276,6 +301,28 @@ def _incarnation(row: dict[str, object]) -> Incarnation:
     return Incarnation(row["state"], int(row["boots"]), row["booted_by"])  # type: ignore[arg-type]
 
 
+def reconfigured(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``changes`` applied (``ComputeDriver.reconfigure``): ``add_nics``
+    (``{"nics": [...]}``) adds the NICs whose MAC the copy has not, ``remove_nics``
+    (``{"macs": [...]}``) removes those it has, and any other key is a whole new value. So
+    applying the same changes again gives the same configuration: a replayed step (a lost
+    response, a takeover) changes nothing more."""
+    config = dict(config)
+    nics = {nic["mac"]: nic for nic in config.get("nics", [])}
+    for key, value in changes.items():
+        if key == "add_nics":
+            for nic in value.get("nics", []):
+                nics.setdefault(nic["mac"], nic)
+        elif key == "remove_nics":
+            for mac in value.get("macs", []):
+                nics.pop(mac, None)
+        else:
+            config[key] = value
+    if nics or "nics" in config:
+        config["nics"] = list(nics.values())
+    return config
+
+
 def place(servers: list[ServerInfo], ram_mib: int) -> str | None:
     """The running server with the most free RAM that fits ``ram_mib`` (ties: by hostname),
     or None."""
@@ -285,4 +332,4 @@ def place(servers: list[ServerInfo], ram_mib: int) -> str | None:
     return max(fitting, key=lambda s: (s.ram_free_mib, s.hostname)).uuid
 
 
-__all__ = ["Operation", "SimulatedFleet", "place", "simulated_server_uuid"]
+__all__ = ["Operation", "SimulatedFleet", "place", "reconfigured", "simulated_server_uuid"]
