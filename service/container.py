@@ -79,14 +79,6 @@ def _server_status(servers: ServerQueries, fleet: SimulatedFleet, server_uuid: s
     return fleet.server_status(server_uuid)
 
 
-def _reachable(candidates: list[str], fleet: SimulatedFleet) -> list[str]:
-    """The placement's shortlist less the servers the compute fleet does not have: a server
-    registered by ``POST /servers`` alone has no node to run a VM on (tester B, B8), and the
-    one with the most free RAM would otherwise be picked, and fail, for every new VM."""
-    known = fleet.server_uuids()
-    return [server for server in candidates if server in known]
-
-
 def _register_simulated_servers(commands: Commands, fleet: SimulatedFleet,
                                 runner: ProjectionRunner) -> None:
     """Record each simulated compute node as a ``Server`` (once), and make them visible to
@@ -170,7 +162,9 @@ class Services:
             # operation, and a fold of a server copies every claim it holds
             RecordedRemovalsRefused(fleet, servers.status),
             find_work=jobs.vms_with_unfinished_jobs,
-            placement=lambda vm: _reachable(servers.candidates(vm.ram, vm.cpus), fleet),
+            # a server the driver does not have (or removed since) is passed over when it
+            # answers so (service/jobs/placing.py)
+            placement=lambda vm: servers.candidates(vm.ram, vm.cpus),
             lease_s=settings.job_lease_s,
             paused=fleet.faults.workers_paused,
             step_attempts=settings.job_step_attempts,

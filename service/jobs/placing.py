@@ -16,10 +16,12 @@ from service.jobs.run import JobRun, StepFailedError
 def place_and_register(job: JobRun, named: str | None) -> str:
     """Claim a server for the VM (``named``, else the placement's best) and create the VM
     there; returns the server. A server the driver answers it does not know (registered in
-    the log, absent from the compute fleet: tester B, B8) is not where a provision ends: its
-    claim is given back (a ``release`` step) and the next candidate is tried, so one such
-    server cannot sink every provision. A named server is the only candidate: its refusal
-    fails the job. Raises ``StepFailedError``."""
+    the log, absent from the compute fleet: tester B, B8) or has removed (since the
+    placement's query) is not where a provision ends: its claim is given back (a ``release``
+    step) and the next candidate is tried, so one such server cannot sink every provision.
+    The answer is the one judge: a shortlist is out of date as soon as it is read, so the
+    shortlist is not first checked against the driver's servers. A named server is the only
+    candidate: its refusal fails the job. Raises ``StepFailedError``."""
     vm_uuid = str(job.vm.id)
     tried: set[str] = set()
     while True:

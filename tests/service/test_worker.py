@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from domain.server import Server
 from domain.states import Action
 from domain.vm import Vm
 from service.jobs.compute.simulated import place
@@ -335,3 +336,42 @@ def test_a_provision_placed_on_a_server_its_driver_does_not_know_moves_to_the_ne
         ("release", ghost, None)]
     assert [s["name"] for s in steps[3:]] == ["place", "ensure_registered", "ensure_state"]
     assert steps[3]["result"] == real
+
+
+@pytest.mark.parametrize("removal", ["reported by the fleet", "recorded by an operator"])
+def test_a_server_removed_between_the_placement_query_and_the_provision_is_passed_over(
+        services, monkeypatch, removal):
+    # The shortlist is out of date as soon as it is read: the server at its head goes away
+    # before the VM is created there, and the VM is placed on the next candidate.
+    query = services.worker.placement
+    removed: list[str] = []
+
+    def query_then_remove(vm):
+        shortlist = query(vm)
+        if removed:  # the provision's next placement: nothing more goes away
+            return shortlist
+        gone = shortlist[0]
+        if removal == "reported by the fleet":
+            services.fleet.set_server_status(gone, "removed")
+        else:
+            services.commands.change(Server, gone, lambda s: s.set_status("removed",
+                                                                           cause=cause()))
+            services.projections.catch_up()
+        removed.append(gone)
+        return shortlist
+
+    monkeypatch.setattr(services.worker, "placement", query_then_remove)
+    accepted = create(services)
+    settle(services)
+    vm = services.commands.load(accepted.vm_uuid)
+    assert vm.state == "running" and vm.server_uuid not in removed
+    assert services.commands.load_server(removed[0]).claims == {}
+    assert [c["server_uuid"] for c in copies(services, accepted.vm_uuid)] == [vm.server_uuid]
+    steps = [(s["name"], s["result"], s["error"])
+             for s in job(services, accepted.job_uuid)["chain_results"]]
+    if removal == "reported by the fleet":  # claimed, refused by the driver, given back
+        assert steps[:3] == [("place", removed[0], None), ("ensure_registered", None,
+                             f"server {removed[0]} is removed"), ("release", removed[0], None)]
+    else:  # the server's stream refuses the claim: the next candidate is claimed at once
+        assert steps[0] == ("place", vm.server_uuid, None)
+    assert [name for name, _, _ in steps[-3:]] == ["place", "ensure_registered", "ensure_state"]

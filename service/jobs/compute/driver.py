@@ -43,6 +43,12 @@ class UnknownServerError(ComputeError):
     server registered in the log that the compute fleet does not have, docs/jobs.md)."""
 
 
+class ServerRemovedError(UnknownServerError):
+    """The server is removed (its node reports it gone, or an operator recorded it): no VM can
+    be made or changed there, so asking again cannot help, and a placement that chose it
+    before it went moves on to the next candidate (docs/jobs.md, "Placement")."""
+
+
 class NoCapacityError(ComputeError):
     """No server has room for the VM."""
 

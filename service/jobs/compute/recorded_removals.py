@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable
 
 from service.jobs.compute.driver import (
-    ComputeDriver, ComputeError, Incarnation, PowerState, ServerInfo, TargetState,
+    ComputeDriver, Incarnation, PowerState, ServerInfo, ServerRemovedError, TargetState,
 )
 
 REMOVED = "removed"
@@ -19,8 +19,8 @@ class RecordedRemovalsRefused:
     """A ``ComputeDriver`` that acts as ``driver`` does, except on a server whose status in
     the log (``recorded_status(server_uuid)``: ``running``, ``unknown``, ``removed``, or
     None for a server the log does not have) is ``removed``: every operation on it raises
-    ``ComputeError("server <uuid> is removed")``, the error a driver gives for a server it
-    reports removed itself, and ``servers``/``server_info`` show it ``removed``. So a job
+    ``ServerRemovedError("server <uuid> is removed")``, the error a driver gives for a server
+    it reports removed itself, and ``servers``/``server_info`` show it ``removed``. So a job
     step on such a server fails as it would had the node reported it gone (api.md,
     DeleteVm v1: "a destroy job that fails"). This holds for a job only as far as its steps
     call the driver: a handler must ask the node through it (``reconfigure`` for an update
@@ -35,7 +35,7 @@ class RecordedRemovalsRefused:
 
     def _refuse_removed(self, server_uuid: str) -> None:
         if self._removed(server_uuid):
-            raise ComputeError(f"server {server_uuid} is {REMOVED}")
+            raise ServerRemovedError(f"server {server_uuid} is {REMOVED}")
 
     def _as_recorded(self, server: ServerInfo) -> ServerInfo:
         return (dataclasses.replace(server, status=REMOVED) if self._removed(server.uuid)

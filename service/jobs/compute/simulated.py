@@ -23,7 +23,8 @@ from uuid import UUID
 
 from projections.db import Database
 from service.jobs.compute.driver import (
-    ComputeError, Incarnation, PowerState, ServerInfo, TargetState, UnknownServerError,
+    ComputeError, Incarnation, PowerState, ServerInfo, ServerRemovedError, TargetState,
+    UnknownServerError,
 )
 from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
 
@@ -108,13 +109,6 @@ class SimulatedFleet:
             if server.uuid == server_uuid:
                 return server
         raise UnknownServerError(f"unknown server {server_uuid}")
-
-    def server_uuids(self) -> set[str]:
-        """The uuid of every server the fleet has, whatever its status (placement leaves out
-        a server registered in the log that the fleet does not have)."""
-        with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT uuid FROM sim_servers")
-            return {row["uuid"] for row in tx.fetchall()}
 
     def server_status(self, server_uuid: str) -> str | None:
         """``running``, ``unknown`` or ``removed``; None for a server the fleet never had."""
@@ -220,6 +214,8 @@ class SimulatedFleet:
 
     def _require_running(self, server_uuid: str) -> None:
         server = self.server_info(server_uuid)
+        if server.status == "removed":
+            raise ServerRemovedError(f"server {server_uuid} is removed")
         if server.status != "running":
             raise ComputeError(f"server {server_uuid} is {server.status}")
 
