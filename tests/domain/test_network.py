@@ -89,13 +89,18 @@ def test_the_first_nic_of_a_vm_is_primary_and_removing_it_makes_another_primary(
         vm.remove_nics(["nope"], cause=make_cause())
 
 
-def test_the_nics_to_remove_are_checked_without_recording_anything() -> None:
-    # A remove_nics is asked for first and recorded by its job once the server applied it.
+def vm_with_nics(*macs: str):
+    """A VM holding a NIC of each of ``macs``, its events collected."""
     vm = new_vm()
     nic = {"ip": "10.0.0.10", "netmask": "255.255.255.0", "gateway": None, "network_uuid": "n"}
-    vm.add_nics([{**nic, "mac": "m1", "primary": False}, {**nic, "mac": "m2", "primary": False}],
-                cause=make_cause())
+    vm.add_nics([{**nic, "mac": mac, "primary": False} for mac in macs], cause=make_cause())
     vm.collect_events()
+    return vm
+
+
+def test_the_nics_to_remove_are_checked_without_recording_anything() -> None:
+    # A remove_nics is asked for first and recorded by its job once the server applied it.
+    vm = vm_with_nics("m1", "m2")
     assert [n["mac"] for n in vm.nics_to_remove(["m2", "m1", "m2"])] == ["m2", "m1"]
     for macs in (["m1", "nope"], []):
         with pytest.raises(ValidationError) as refused:
@@ -107,11 +112,7 @@ def test_the_nics_to_remove_are_checked_without_recording_anything() -> None:
 def test_a_job_removes_only_the_nics_the_vm_still_has() -> None:
     # Another job may have removed some since it was asked for; with none left it records
     # nothing (no empty NicsRemoved).
-    vm = new_vm()
-    nic = {"ip": "10.0.0.10", "netmask": "255.255.255.0", "gateway": None, "network_uuid": "n"}
-    vm.add_nics([{**nic, "mac": "m1", "primary": False}, {**nic, "mac": "m2", "primary": False}],
-                cause=make_cause())
-    vm.collect_events()
+    vm = vm_with_nics("m1", "m2")
     removed = vm.remove_nics_it_has(["m2", "gone"], cause=make_cause())
     assert [n["mac"] for n in removed] == ["m2"] and [n["mac"] for n in vm.nic_list] == ["m1"]
     [event] = vm.collect_events()
