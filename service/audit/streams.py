@@ -20,7 +20,9 @@ from uuid import UUID
 from eventsourcing.persistence import Notification
 
 from service.audit.snapshots import verify_stream_snapshots
-from service.audit.verify import Difference, check_link, compare, scratch_directory
+from service.audit.verify import (
+    Difference, check_link, compare, moved_not_missing, scratch_directory,
+)
 from service.storage import select_stream
 
 MAX_PAGE = 200  # VMs in one fleet page: about a second of work on this machine
@@ -70,9 +72,10 @@ def verify_vms(services: Any, vm_uuids: Iterable[str]) -> list[VmAudit]:
             audit.chain.append(Difference(f"stream {vm_uuid}", 1, "missing",
                                           "the log has no VM stream of this uuid"))
             events = []
-        heads: dict[UUID, tuple[int, str]] = {}
+        heads: dict[UUID, tuple[int, str | None]] = {}
         for stored in events:
             audit.chain += check_link(app, stored, heads)
+        audit.chain = moved_not_missing(audit.chain)
         if events:  # what a load may start from, as the whole verify checks it
             audit.chain += verify_stream_snapshots(app, UUID(vm_uuid))
         audit.events = len(events)

@@ -65,7 +65,7 @@ def verify_chains(app: VmLedger, progress: Callable[[int], None] | None = None
                   ) -> list[Difference]:
     """Check every stream's versions are contiguous from 1 and every event's ``chain``."""
     differences: list[Difference] = []
-    heads: dict[UUID, tuple[int, str]] = {}
+    heads: dict[UUID, tuple[int, str | None]] = {}
     count = 0
     for count, stored in enumerate(notifications(app), start=1):
         if progress and count % BATCH == 0:
@@ -73,16 +73,26 @@ def verify_chains(app: VmLedger, progress: Callable[[int], None] | None = None
         differences += check_link(app, stored, heads)
     if progress and count % BATCH:
         progress(count % BATCH)
-    return differences
+    return moved_not_missing(differences)
 
 
-def check_link(app: VmLedger, stored: Notification, heads: dict[UUID, tuple[int, str]]
-               ) -> list[Difference]:
+def check_link(app: VmLedger, stored: Notification,
+               heads: dict[UUID, tuple[int, str | None]]) -> list[Difference]:
     """Check one stored event against its stream's head so far (``heads``: stream → (version,
-    chain hash), updated here): its version follows the head's and its ``chain`` links it."""
+    chain hash, None when it could not be read), updated here): its version follows the
+    head's and its ``chain`` links it.
+
+    An event whose version is not above the head's was moved in the log (its position
+    edited): it is named ``out of order`` and the head stays. An event after one that could
+    not be decoded, or after a gap, links to one that cannot be checked: the undecodable event
+    or the gap is the finding, and the chain is checked on from this event's own link."""
     stream = stored.originator_id
     version, previous = heads.get(stream, (0, chain.GENESIS))
     where = f"stream {stream}"
+    if stored.originator_version <= version:
+        return [Difference(where, stored.originator_version, "out of order",
+                           f"at position {stored.id}, after version {version} in the log "
+                           "(its position was changed)")]
     differences = []
     gap = stored.originator_version != version + 1
     if gap:
@@ -94,19 +104,26 @@ def check_link(app: VmLedger, stored: Notification, heads: dict[UUID, tuple[int,
     except Exception as error:  # noqa: BLE001 - any undecodable event is a finding
         differences.append(Difference(where, stored.originator_version, "undecodable",
                                       f"{type(error).__name__}: {error}"))
-        heads[stream] = (stored.originator_version, "")
+        heads[stream] = (stored.originator_version, None)
         return differences
     differences += _check_class(where, stored, fields)
     recorded = fields.get("chain")
-    expected = chain.link(previous, stream, stored.originator_version, stored.topic, fields)
-    # after a gap the event links to one that is not there: the gap is the finding, and the
-    # chain is checked on from this event's own link
-    if recorded != expected and not gap:
+    expected = chain.link(previous, stream, stored.originator_version, stored.topic,
+                          fields) if previous is not None else None
+    if recorded != expected and not gap and previous is not None:
         differences.append(Difference(
             where, stored.originator_version, "tampered",
             "the event's content or its link to the previous event was changed"))
     heads[stream] = (stored.originator_version, recorded or expected)
     return differences
+
+
+def moved_not_missing(differences: list[Difference]) -> list[Difference]:
+    """``differences`` without a ``missing`` finding for a version found later ``out of
+    order``: that event was moved, not removed."""
+    moved = {(d.where, d.version) for d in differences if d.kind == "out of order"}
+    return [d for d in differences
+            if not (d.kind == "missing" and (d.where, d.version) in moved)]
 
 
 def _check_class(where: str, stored: Notification, fields: dict[str, Any]

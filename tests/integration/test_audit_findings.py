@@ -161,3 +161,34 @@ def test_the_audit_verify_command_names_an_edited_snapshot_and_a_stuck_tail(
     assert f"snapshot: snapshot {vm_uuid} version {version}: " in failed.stdout
     assert f"fold: stream {vm_uuid} version {tail}: " in failed.stdout
     assert "note: vm_view is at log position" in failed.stdout
+
+
+# An event that cannot be decoded, and one moved in the log (tester B, session 16): the one
+# edited event is the finding, never the intact event after it nor a version that never
+# existed (service/audit/verify.py, check_link)
+
+def _findings(services) -> list[tuple[str, int | None, str]]:
+    return [(d.where, d.version, d.kind) for d in verify_chains(services.app)]
+
+
+def test_an_undecodable_event_is_the_finding_not_the_intact_one_after_it(services):
+    vm_uuid = _vm_with_history(services)
+    table, stream = _events_table(services, vm_uuid)
+    with services.db.transaction() as tx:
+        tx.execute(f"UPDATE {table} SET state = ? WHERE originator_id = ? "
+                   "AND originator_version = 3", (b"{not json", stream))
+    assert _findings(services) == [(f"stream {vm_uuid}", 3, "undecodable")]
+
+
+def test_an_event_moved_in_the_log_is_out_of_order_not_missing(services):
+    vm_uuid = _vm_with_history(services)
+    table, stream = _events_table(services, vm_uuid)
+    position = "rowid" if services.db.dialect is Dialect.SQLITE else "notification_id"
+    with services.db.transaction() as tx:
+        tx.execute(f"SELECT MAX({position}) AS head FROM {table}")
+        head = tx.fetchone()["head"]
+        tx.execute(f"UPDATE {table} SET {position} = ? WHERE originator_id = ? "
+                   "AND originator_version = 3", (head + 1000, stream))
+    [moved] = verify_chains(services.app)
+    assert (moved.where, moved.version, moved.kind) == (f"stream {vm_uuid}", 3, "out of order")
+    assert moved.detail.startswith(f"at position {head + 1000}, after version ")
