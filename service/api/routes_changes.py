@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import logging
-import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -36,23 +35,11 @@ def change_hub(connection: HTTPConnection) -> ChangeHub:
     hub = getattr(state, "change_hub", None)
     if hub is None:
         services = state.services
-        hub = state.change_hub = ChangeHub(services.app, HubLimits.from_settings(
-            services.settings), server_exiting=_uvicorn_exiting())
+        hub = state.change_hub = ChangeHub(services.app,
+                                           HubLimits.from_settings(services.settings))
         services.commands.after_save.append(hub.wake)
         wake_on_appends(services.app.recorder, hub.wake, hub.stopping)
     return hub
-
-
-def _uvicorn_exiting() -> Callable[[], bool]:
-    """Whether the uvicorn server running this app has been told to stop. uvicorn's signal
-    handler is its ``Server.handle_exit``; the server waits for every request in flight
-    before it stops, and a change stream never ends by itself, so the hub ends them when
-    ``should_exit`` is set. Never true without such a server (tests serving from a
-    thread)."""
-    server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
-    if server is None or not hasattr(server, "should_exit"):
-        return lambda: False
-    return lambda: bool(server.should_exit)
 
 
 async def end_change_streams(state: object) -> None:

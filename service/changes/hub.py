@@ -16,7 +16,7 @@ import contextlib
 import logging
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,11 +106,9 @@ class _Subscriber:
 class ChangeHub:
     """The process's change streams over one application (``app``: the ``VmLedger``)."""
 
-    def __init__(self, app: Any, limits: HubLimits,
-                 server_exiting: Callable[[], bool] = lambda: False):
+    def __init__(self, app: Any, limits: HubLimits):
         self.app = app
         self.limits = limits
-        self.server_exiting = server_exiting
         self.position = 0
         self._reader = self._new_reader()
         self._folder = ChangeFolder(app)
@@ -154,9 +152,6 @@ class ChangeHub:
     async def _tail(self) -> None:
         assert self._wake is not None
         while not self.stopping.is_set():
-            if self.server_exiting():
-                self._end_streams()  # else they would hold the server's graceful shutdown
-                return
             self._wake.clear()
             try:
                 changes, position = await asyncio.to_thread(

@@ -25,15 +25,25 @@ def live_app(services: Services, *, background: bool = True) -> Iterator[tuple[s
     """Serve the API over ``services`` on 127.0.0.1 at a free port; yields its base URL and
     the app (whose ``state.change_hub`` tests watch)."""
     app = create_app(services=services, background=background)
+    with served(app) as (url, _server):
+        yield url, app
+
+
+@contextlib.contextmanager
+def served(app: FastAPI, server_class: type[uvicorn.Server] = uvicorn.Server,
+           ) -> Iterator[tuple[str, uvicorn.Server]]:
+    """Serve ``app`` with a ``server_class`` in a thread, on 127.0.0.1 at a free port; yields
+    its base URL and the server (set its ``should_exit`` to start its shutdown). The server
+    gets no signal: it runs in a thread."""
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
                             timeout_graceful_shutdown=2, ws="websockets-sansio")
-    server = uvicorn.Server(config)
+    server = server_class(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     until(lambda: server.started, "the server to start")
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}", app
+        yield f"http://127.0.0.1:{port}", server
     finally:
         server.should_exit = True
         thread.join(30)

@@ -1,6 +1,7 @@
 """``vmledger serve`` told to stop ends its change streams (a ``cut`` event, or a WebSocket
 close 1013, naming the reason and the position to resume after) instead of waiting for them
-for ever, or leaving uvicorn to cut them with 1012 and no position."""
+for ever, or leaving uvicorn to cut them with 1012 and no position. The one way it does so is
+``serving.StreamEndingServer`` awaiting the app's hook before uvicorn's own shutdown."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from pathlib import Path
 import httpx
 from websockets.sync.client import connect
 
-from tests.changes.live import closed_with, sse_events, until
+from service.api.app import create_app
+from service.api.serving import StreamEndingServer
+from tests.changes.live import closed_with, served, sse_events, until
+from tests.changes.scenarios import OWNER_A, create_vm
 
 LISTENERS = 4
 
@@ -79,3 +83,27 @@ def test_sigterm_closes_every_changefeed_listener_with_1013_and_its_position(tmp
             assert re.fullmatch(r"the service is shutting down; resume after \d+", reason)
         assert closed_with(unregistered) == (1013, "the service is shutting down")
         assert process.wait(timeout=30) == -signal.SIGTERM
+
+
+def test_the_server_ends_the_streams_through_the_apps_hook_with_no_signal(services):
+    # the server runs in a thread, so no signal handler of its own is in play: what ends the
+    # streams is its shutdown awaiting the app's hook, and nothing else
+    create_vm(services, OWNER_A)
+    registration = {"instance": "listener", "service": "test", "after": 0,
+                    "changeKind": {"resource": "vm", "subResources": ["state"]}}
+    app = create_app(services=services, background=False)
+    with served(app, StreamEndingServer) as (url, server), \
+            httpx.Client(base_url=url, timeout=30) as client, \
+            client.stream("GET", "/changes?after=0") as response, \
+            connect(url.replace("http://", "ws://") + "/changefeeds") as listener:
+        listener.send(json.dumps(registration))
+        assert json.loads(listener.recv(timeout=10))["resource"] == "vm"  # the bootstrap
+        events = sse_events(response)
+        first = next(e for e in events if e is not None)
+        server.should_exit = True
+        end = next(e for e in events if e is not None and e.event == "cut")
+        assert end.json["reason"] == "the service is shutting down"
+        assert end.json["resume_after"] == int(end.id) >= int(first.id)
+        code, reason = closed_with(listener)
+        assert code == 1013
+        assert re.fullmatch(r"the service is shutting down; resume after \d+", reason)
