@@ -25,7 +25,8 @@ from service.commands.application import Commands
 from service.jobs.compute.driver import (
     ComputeDriver, ComputeError, Incarnation, UnknownServerError,
 )
-from service.jobs.transient import PatientDriver, retry_transient
+from service.db_retry import retry_transient
+from service.jobs.transient import PatientDriver
 
 log = logging.getLogger(f"vmledger.{__name__}")
 

@@ -105,7 +105,7 @@ def test_follow_outlives_an_outage_resuming_after_the_last_position_it_printed(
         first = create_vm(services, OWNER_A)
         until(lambda: len(printed) >= 2, "the follower to print the first VM's events")
         with database_refused(dbname):
-            until(lambda: died or _reconnecting(caplog), "the follower to meet the outage")
+            until(lambda: died or _retrying(caplog), "the follower to meet the outage")
         assert not died, died
         second = create_vm(services, OWNER_B)
         until(lambda: len(printed) >= 4 or died, "the follower to print the second VM's")
@@ -115,11 +115,39 @@ def test_follow_outlives_an_outage_resuming_after_the_last_position_it_printed(
     assert not died, died
     assert [c.position for c in printed] == log_positions(services, start)
     assert [c.uuid for c in printed] == [first, first, second, second]
-    assert len(_reconnecting(caplog)) == 1
+    assert _retrying(caplog) == [
+        f"changes: reading the log after position {printed[1].position} failed"]
 
 
-def _reconnecting(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if "reconnecting" in r.getMessage()]
+def test_a_stop_during_an_outage_ends_follow_at_its_last_position(services, monkeypatch,
+                                                                   caplog):
+    from eventsourcing.persistence import OperationalError
+
+    from service.changes import tail as tail_module
+
+    start = services.commands.head_position()
+
+    def refused(*_args, **_kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(tail_module.LogReader, "read_after", refused)
+    monkeypatch.setattr(tail_module, "FIRST_RETRY_S", 60.0)  # the stop must cut the wait
+    stop, ended = threading.Event(), []
+    follower = threading.Thread(target=lambda: ended.append(tail(
+        services, start, ChangeFilter(), follow=True, emit=print, stop=stop)), daemon=True)
+    follower.start()
+    until(lambda: _retrying(caplog), "the follower to meet the outage")
+    stop.set()  # while it waits to try again
+    follower.join(2)
+    assert ended == [start]
+    with pytest.raises(OperationalError):  # without --follow the error ends it
+        tail(services, start, ChangeFilter(), follow=False, emit=print, stop=threading.Event())
+
+
+def _retrying(caplog) -> list[str]:
+    """What each warning that the follower is retrying says before the error it names."""
+    return [r.getMessage().partition(" (")[0] for r in caplog.records
+            if r.levelname == "WARNING" and r.getMessage().endswith("; retrying")]
 
 
 

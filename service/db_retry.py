@@ -1,0 +1,62 @@
+"""Transient database errors, and trying a call again through them with back-off.
+
+A connection cut by the server (``pg_terminate_backend``, a failover), a pool that could not
+hand out a connection in time, a statement or lock timeout, SQLite's "database is locked":
+the call may succeed if made again. A job's worker retries through them while its lease
+holds (``service.jobs.transient``; docs/jobs.md, "Database errors inside a job"), and
+``vmledger changes --follow`` until it is stopped (``service.changes.tail``).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from eventsourcing.persistence import InterfaceError, OperationalError
+
+log = logging.getLogger(f"vmledger.{__name__}")
+
+R = TypeVar("R")
+
+# The library maps psycopg's and sqlite3's errors to these (eventsourcing.persistence);
+# psycopg_pool's PoolTimeout and the server's QueryCanceled/LockNotAvailable are among them.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+
+FIRST_WAIT_S = 0.05
+LONGEST_WAIT_S = 1.0
+
+
+def retry_transient(call: Callable[[], R], *, until: Callable[[], float],
+                    what: str = "a database call",
+                    sleep: Callable[[float], object] = time.sleep,
+                    first_wait_s: float = FIRST_WAIT_S, longest_wait_s: float = LONGEST_WAIT_S,
+                    level: int = logging.INFO) -> R:
+    """``call()``, again after each transient database error (``TRANSIENT_ERRORS``), waiting
+    ``first_wait_s``, twice that, ... up to ``longest_wait_s`` (each jittered down to half, so
+    callers cut at once do not all come back at once) between tries, while
+    ``time.monotonic()`` is before ``until()`` (read again each time: a renewed lease moves
+    it; ``math.inf`` for no end).
+
+    The first failure is logged at ``level`` naming ``what``; giving up, at WARNING. Raises
+    the last error once ``until()`` has passed, and anything else ``call`` raises at once, or
+    ``sleep`` (which may raise to end the retries: a stop asked for)."""
+    wait = first_wait_s
+    tries = 0
+    while True:
+        try:
+            return call()
+        except TRANSIENT_ERRORS as error:
+            tries += 1
+            pause = min(wait, longest_wait_s) * random.uniform(0.5, 1.0)
+            if time.monotonic() + pause >= until():
+                log.warning("%s failed %d times; giving up before its deadline: %s",
+                            what, tries, error)
+                raise
+            if tries == 1:
+                log.log(level, "%s failed (%s: %s); retrying", what, type(error).__name__,
+                        error)
+            sleep(pause)
+            wait *= 2

@@ -1,0 +1,69 @@
+"""``retry_transient``: a call tried again through transient database errors, with waits
+that double up to a bound, until its deadline; any other error at once."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError
+
+from service.db_retry import retry_transient
+
+
+class Flaky:
+    """Fails with ``error`` ``failures`` times, then answers ``"done"``."""
+
+    def __init__(self, failures: float, error: Exception):
+        self.failures, self.error, self.calls = failures, error, 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return "done"
+
+
+def test_transient_errors_are_retried_with_waits_doubling_up_to_the_longest():
+    waits: list[float] = []
+    flaky = Flaky(6, InterfaceError("connection cut"))
+    answer = retry_transient(flaky, until=lambda: math.inf, sleep=waits.append,
+                             first_wait_s=0.1, longest_wait_s=1.0)
+    assert (answer, flaky.calls) == ("done", 7)
+    bounds = [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    assert len(waits) == len(bounds)
+    assert all(bound / 2 <= wait <= bound for wait, bound in zip(waits, bounds, strict=True))
+
+
+def test_the_last_error_is_raised_rather_than_wait_past_the_deadline():
+    waits: list[float] = []
+    flaky = Flaky(math.inf, OperationalError("database is locked"))
+    deadline = time.monotonic() + 0.5  # the first wait, 0.5 to 1 s, would pass it
+    with pytest.raises(OperationalError, match="locked"):
+        retry_transient(flaky, until=lambda: deadline, sleep=waits.append, first_wait_s=1.0)
+    assert (flaky.calls, waits) == (1, [])
+    # read again after each failure (a renewed lease moves it): here it comes after the first
+    deadlines = iter([math.inf, time.monotonic()])
+    flaky = Flaky(math.inf, OperationalError("database is locked"))
+    with pytest.raises(OperationalError):
+        retry_transient(flaky, until=lambda: next(deadlines), sleep=waits.append)
+    assert (flaky.calls, len(waits)) == (2, 1)
+
+
+def test_other_errors_and_a_raising_sleep_end_it_at_once():
+    flaky = Flaky(1, IntegrityError("duplicate"))
+    with pytest.raises(IntegrityError):
+        retry_transient(flaky, until=lambda: math.inf, sleep=lambda _s: None)
+    assert flaky.calls == 1
+
+    class Stopped(Exception):
+        pass
+
+    def stopped(_seconds: float) -> None:
+        raise Stopped
+
+    flaky = Flaky(math.inf, OperationalError("refused"))
+    with pytest.raises(Stopped):
+        retry_transient(flaky, until=lambda: math.inf, sleep=stopped)
+    assert flaky.calls == 1
