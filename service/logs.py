@@ -15,6 +15,7 @@ import json
 import logging
 import logging.config
 import re
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -218,34 +219,37 @@ def gather_only_what_lines_show() -> None:
 class Throttled:
     """Logs a repeating error at most once every ``interval_s`` (the first at once), saying
     how many were left out since the last line: a loop that fails every few milliseconds
-    during a database outage writes one line per interval, not thousands. With
-    ``traceback``, a line that follows no left-out error (the first of an outage, or an
-    error on its own) carries the error's traceback; the repeats' lines do not. Logged at
-    ``level`` (ERROR by default). Not thread-safe: one per loop."""
+    during a database outage, or every request while a table is missing, writes one line per
+    interval, not thousands. ``error`` is an exception or a message. With ``traceback``, a
+    line that follows no left-out error (the first of an outage, or an error on its own)
+    carries the error's traceback; the repeats' lines do not. Logged at ``level`` (ERROR by
+    default). Thread-safe (the API's requests run in many threads)."""
 
     def __init__(self, logger: logging.Logger, what: str, interval_s: float = 10.0,
                  clock: Any = None, *, traceback: bool = False, level: int = logging.ERROR):
-        import time
-
         self.logger = logger
         self.level = level
         self.what = what
         self.interval_s = interval_s
         self.clock = clock or time.monotonic
         self.traceback = traceback
+        self._lock = threading.Lock()
         self._last: float | None = None
         self._left_out = 0
 
-    def __call__(self, error: BaseException) -> None:
-        now = self.clock()
-        if self._last is not None and now - self._last < self.interval_s:
-            self._left_out += 1
-            return
-        more = f" ({self._left_out} more like it in the last {now - self._last:.0f} s)" \
-            if self._last is not None and self._left_out else ""
-        shown = error if self.traceback and not self._left_out else None
-        self.logger.log(self.level, "%s: %s%s", self.what, error, more, exc_info=shown)
-        self._last, self._left_out = now, 0
+    def __call__(self, error: BaseException | str) -> None:
+        """Log ``error`` unless a line was logged less than ``interval_s`` ago."""
+        with self._lock:
+            now = self.clock()
+            if self._last is not None and now - self._last < self.interval_s:
+                self._left_out += 1
+                return
+            more = f" ({self._left_out} more like it in the last {now - self._last:.0f} s)" \
+                if self._last is not None and self._left_out else ""
+            shown = error if self.traceback and not self._left_out else None
+            self._last, self._left_out = now, 0
+        self.logger.log(self.level, "%s: %s%s", self.what, error, more,
+                        exc_info=shown if isinstance(shown, BaseException) else None)
 
 
 def database_shown(settings: Settings) -> str:

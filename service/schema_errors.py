@@ -7,11 +7,8 @@ the CLI with one line, and neither is a bug in the code (tester B, B11).
 
 from __future__ import annotations
 
-import logging
 import re
 import sqlite3
-import threading
-import time
 
 import psycopg.errors
 
@@ -47,26 +44,3 @@ def explain(missing: str) -> str:
     """The message for a client or an operator: what is wrong and what to do."""
     return (f"the database is not as this service built it ({missing}); it makes its tables "
             "only at start-up: restart it (docs/operations.md)")
-
-
-class OncePerInterval:
-    """Logs a warning at most once every ``interval_s``, saying how many were left out;
-    thread-safe (the API's requests run in many threads)."""
-
-    def __init__(self, logger: logging.Logger, interval_s: float = 30.0):
-        self.logger = logger
-        self.interval_s = interval_s
-        self._lock = threading.Lock()
-        self._last: float | None = None
-        self._left_out = 0
-
-    def __call__(self, message: str) -> None:
-        """Log ``message`` unless one was logged less than ``interval_s`` ago."""
-        now = time.monotonic()
-        with self._lock:
-            if self._last is not None and now - self._last < self.interval_s:
-                self._left_out += 1
-                return
-            more = f" ({self._left_out} more like it since)" if self._left_out else ""
-            self._last, self._left_out = now, 0
-        self.logger.warning("%s%s", message, more)

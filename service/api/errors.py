@@ -47,14 +47,22 @@ from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
 from service.commands.versioning import InvalidVersionError
-from service.schema_errors import OncePerInterval, explain, missing_schema
+from service.logs import Throttled
+from service.schema_errors import explain, missing_schema
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
 RETRY_AFTER_S = "1"
 
-# One line per interval while the database lacks what the service built, not one per request.
-_schema_missing_logged = OncePerInterval(log)
+
+
+def schema_missing_logger() -> Throttled:
+    """What logs a request met a database lacking what the service built: one line per
+    30 s, not one per request."""
+    return Throttled(log, "unavailable", interval_s=30.0, level=logging.WARNING)
+
+
+_schema_missing_logged = schema_missing_logger()
 
 
 class ApiError(Exception):
@@ -214,7 +222,7 @@ def error_response(request: Request, error: Exception) -> JSONResponse:
     missing = missing_schema(error)
     if missing is not None:
         message = explain(missing)
-        _schema_missing_logged(f"unavailable: {message}")
+        _schema_missing_logged(message)
         return JSONResponse(body("Unavailable", message), status_code=503,
                             headers={"Retry-After": RETRY_AFTER_S})
     row = row_for(type(error))

@@ -12,7 +12,6 @@ from fastapi.testclient import TestClient
 
 from service.api import errors
 from service.api.app import create_app
-from service.schema_errors import OncePerInterval
 from tests.api.helpers import vm_body
 
 
@@ -54,7 +53,7 @@ def test_a_missing_table_answers_503_json_to_reads_and_commands(http, services, 
 
 def test_a_missing_table_is_logged_once_per_interval_without_a_traceback(
         http, services, caplog, monkeypatch):
-    monkeypatch.setattr(errors, "_schema_missing_logged", OncePerInterval(errors.log))
+    monkeypatch.setattr(errors, "_schema_missing_logged", errors.schema_missing_logger())
     _drop(services, "vm_view")
     with caplog.at_level(logging.WARNING, logger="vmledger"):
         for _ in range(5):

@@ -132,6 +132,37 @@ def test_a_repeating_error_is_logged_at_most_once_per_interval_counting_those_le
     assert {r.name for r in caplog.records} == {"vmledger.test.throttled"}
 
 
+def test_a_throttled_log_shared_by_threads_logs_one_line_and_counts_every_one_left_out(
+        caplog) -> None:
+    import threading
+
+    from service.logs import Throttled
+
+    now = [0.0]
+    log = logging.getLogger("vmledger.test.throttled")
+    throttled = Throttled(log, "unavailable", interval_s=30, clock=lambda: now[0],
+                          level=logging.WARNING)
+    start = threading.Barrier(8)
+
+    def requests() -> None:
+        start.wait()
+        for _ in range(500):
+            throttled("the database is not as this service built it")
+
+    with caplog.at_level(logging.WARNING, logger="vmledger.test.throttled"):
+        threads = [threading.Thread(target=requests) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        now[0] = 30.0
+        throttled("the database is not as this service built it")
+    assert [r.getMessage() for r in caplog.records] == [
+        "unavailable: the database is not as this service built it",
+        ("unavailable: the database is not as this service built it "
+         "(3999 more like it in the last 30 s)")]
+
+
 def _text_lines(log) -> list[str]:
     """What ``TextFormatter`` writes for the records ``log(logger)`` logs."""
     return _lines(TextFormatter(), "test.text", log)
