@@ -28,6 +28,7 @@ from service.api.tokens import (
     ROLES,
     Principal,
 )
+from service.api.url_checks import url_refusal
 from service.logs import bind
 
 # An owner_uuid no VM can have (owner uuids are validated UUIDs): an owner token that asks
@@ -121,25 +122,29 @@ def roles_for(method: str, path: str, action: str | None = None) -> frozenset[st
 async def authorize(request: HTTPConnection) -> None:
     """Refuse (403 ``Forbidden``) a caller whose role the route's entry in ``ROUTE_ROLES``
     does not allow: called before every HTTP route's handler (``AuthorizedRoute``), and the
-    changefeed's WebSocket dependency. A WebSocket (which the HTTP middleware does not see) is
-    authenticated here, by its ``Authorization`` header or ``?token=``, as ``GET``, and
-    refused before the upgrade as an HTTP request is (``_websocket_refusal``).
+    changefeed's WebSocket dependency. A WebSocket (which the HTTP middleware does not see)
+    gets the envelope's URL checks here (``url_refusal``: 409 ``ValidationFailed``), then is
+    authenticated, by its ``Authorization`` header or ``?token=``, as ``GET``: each refused
+    before the upgrade as an HTTP request is (``websocket_refusal``).
 
     An allowed request's ``vm_uuid`` and ``job_uuid`` of the route's path then go into its log
     scope (service/logs.py), so its lines, the closing one included, carry them."""
     route = request.scope.get("route")
     path = getattr(route, "path", None) or request.scope["path"]
     if request.scope["type"] == "websocket":
+        refused = url_refusal(request)  # as the envelope refuses an HTTP request's URL
+        if refused is not None:
+            raise websocket_refusal(request, refused)
         header = request.headers.get("authorization")
         token = request.query_params.get("token")
         try:
             principal = request.app.state.tokens.authenticate(
                 header if header is not None or not token else f"Bearer {token}")
         except UnauthorizedError as error:
-            raise _websocket_refusal(request, error) from None
+            raise websocket_refusal(request, error) from None
         request.state.principal = principal
         if principal.role not in roles_for("GET", path):
-            raise _websocket_refusal(request, ForbiddenError(
+            raise websocket_refusal(request, ForbiddenError(
                 f"role {principal.role} may not GET {path}"))
         _bind_path_ids(request)
         return
@@ -155,15 +160,24 @@ async def authorize(request: HTTPConnection) -> None:
     _bind_path_ids(request)
 
 
-def _websocket_refusal(connection: HTTPConnection, error: ApiError) -> Exception:
+def websocket_refusal(connection: HTTPConnection, error: ApiError) -> Exception:
     """What refuses a WebSocket upgrade: ``error`` itself where the server can answer the
     handshake with an HTTP response (the ASGI ``websocket.http.response`` extension, which
     uvicorn has), so the app's error handler answers it as every route's refusal (401 with
-    ``WWW-Authenticate``, 403, the error body); else a close with code 1008 and its message,
+    ``WWW-Authenticate``, 403, 409 ``ValidationFailed`` naming the field, the error body);
+    else a close with code 1008 and its message (the first field's, if it names fields),
     which the server sends as a bare 403."""
     if "websocket.http.response" in connection.scope.get("extensions", {}):
         return error
-    return WebSocketException(1008, error.message)
+    fields = error.extra.get("errors") or []
+    reason = f"{fields[0]['field']}: {fields[0]['message']}" if fields else error.message
+    return WebSocketException(1008, close_reason(reason))
+
+
+def close_reason(text: str) -> str:
+    """``text`` cut to what a WebSocket close frame carries (RFC 6455, 5.5: 123 bytes of
+    UTF-8)."""
+    return text.encode()[:123].decode(errors="ignore")
 
 
 def _bind_path_ids(request: HTTPConnection) -> None:

@@ -30,8 +30,8 @@ from service.api import errors, routes_changes
 from service.api.connection import OWN_NAMES, connection_headers
 from service.api.deps import request_id_of
 from service.api.head import head_as_get
-from service.api.params import repeated_in_query, unstorable_in_url
 from service.api.tokens import Tokens
+from service.api.url_checks import url_refusal
 from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
 from service.db_limits import request_waits_bounded
 from service.logs import bind, log_context
@@ -133,12 +133,9 @@ class Envelope:
             return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)
         added.append((b"api-version", version.encode()))
-        problem = unstorable_in_url(request)
-        if problem is None and b"&" in request.scope.get("query_string", b""):
-            problem = repeated_in_query(request)  # two parameters or more
-        if problem:
-            return errors.api_error_response(errors.invalid_parameters(
-                request, [{"field": problem[0], "code": "Invalid", "message": problem[1]}]))
+        refused = url_refusal(request)
+        if refused is not None:
+            return errors.api_error_response(refused)
         try:
             principal = self.tokens.authenticate(routes_changes.stream_authorization(request))
         except errors.UnauthorizedError as error:

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import HTTPConnection
 
 from domain import rules
 from domain.errors import (
@@ -42,7 +43,7 @@ from domain.server import InsufficientCapacityError
 from domain.states import VmState
 from service.api import head
 from service.api.field_errors import field_errors
-from service.api.schemas import printable
+from service.storable import printable
 from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
@@ -118,13 +119,13 @@ class UnavailableError(ApiError):
         super().__init__(503, "Unavailable", message)
 
 
-def validation_status(request: Request) -> int:
+def validation_status(request: HTTPConnection) -> int:
     """Version 1 answers bad input with 409 as VMAPI does; version 2 with 422."""
     behaviour = getattr(request.state, "behaviour", None)
     return 422 if behaviour is not None and behaviour.major >= 2 else 409
 
 
-def invalid_parameters(request: Request, errors: list[dict[str, str]],
+def invalid_parameters(request: HTTPConnection, errors: list[dict[str, str]],
                        code: str = "ValidationFailed", message: str | None = None) -> ApiError:
     """The error for bad query parameters or body fields, naming each field."""
     return ApiError(

@@ -12,12 +12,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
-from starlette.requests import HTTPConnection
 
 from projections.formats import MAX_INTEGER, decimal, parse_iso_instant
 from service.api.auth import scoped_owner
 from service.api.errors import ApiError, invalid_parameters
-from service.api.schemas import printable, unstorable
 
 # Accepted everywhere: read consistency, and the VMAPI client's owner scoping.
 COMMON = frozenset({"consistency", "owner_uuid"})
@@ -82,10 +80,8 @@ class Query:
     def integer(self, name: str, *, minimum: int, maximum: int = MAX_INTEGER) -> int | None:
         """An integer from ``minimum`` to ``maximum`` (at most ``MAX_INTEGER``: every number
         that reaches the database fits its 64-bit integers, and JSON's exact range)."""
-        return integer_param(
-            self.params, name, minimum=minimum, maximum=maximum, refuse=self.invalid,
-            message=lambda number: "must be an integer" if number is None
-            else out_of_range(minimum, maximum))
+        return integer_param(self.params, name, minimum=minimum, maximum=maximum,
+                             refuse=self.invalid, message=integer_refusal(minimum, maximum))
 
     def boolean(self, name: str) -> bool:
         value = self.params.get(name)
@@ -134,6 +130,13 @@ def openapi_parameter(name: str, description: str, schema: Mapping[str, Any] | N
             "schema": dict(schema or {"type": "string"})}
 
 
+def integer_refusal(minimum: int, maximum: int) -> Callable[[int | None], str]:
+    """The refusal of a parameter that is not an integer from ``minimum`` to ``maximum``,
+    given the number read (None: not an integer), for ``integer_param``."""
+    return lambda number: "must be an integer" if number is None else out_of_range(
+        minimum, maximum)
+
+
 def out_of_range(minimum: int, maximum: int) -> str:
     """The refusal of a number outside ``minimum`` to ``maximum``, in the same words wherever
     it is given (``?version=``, ``If-Match``)."""
@@ -164,37 +167,6 @@ def header_version(request: Request, name: str, text: str) -> int:
         raise invalid_parameters(request, [{"field": name, "code": "Invalid",
                                             "message": refused[0]}])
     return version
-
-
-def unstorable_in_url(request: HTTPConnection) -> tuple[str, str] | None:
-    """The first path or query text no route could look up or store (a NUL character:
-    PostgreSQL's text refuses it), as (field, message), or None. Checked before any route
-    (service/api/envelope.py) and on the changefeed's upgrade, which the envelope does not
-    see."""
-    if "\x00" in request.scope["path"]:
-        return "path", "the path may not contain the NUL character"
-    query = request.scope.get("query_string")
-    # Decoded, a query holds NUL only from "%00" or a raw NUL (undecodable bytes become
-    # U+FFFD, never a lone surrogate): without either, none of its text is refused.
-    if not query or (b"%00" not in query and b"\x00" not in query):
-        return None
-    for name, value in request.query_params.multi_items():
-        problem = unstorable({name: value})
-        if problem:
-            return printable(name), problem
-    return None
-
-
-def repeated_in_query(request: HTTPConnection) -> tuple[str, str] | None:
-    """The first query parameter given more than once, as (field, message), or None. Every
-    parameter of ours takes one value (a list is one comma-separated value, as VMAPI's
-    ``uuids``): which of two a route should take would be a guess."""
-    seen: set[str] = set()
-    for name, _value in request.query_params.multi_items():
-        if name in seen:
-            return printable(name), "may be given only once"
-        seen.add(name)
-    return None
 
 
 def parse_timestamp(text: str) -> datetime | None:

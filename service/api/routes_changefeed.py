@@ -6,17 +6,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from typing import Annotated
 
 from fastapi import Depends, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
-from service.api.auth import OWNER, authorize, authorized_router, principal_of
-from service.api.params import Query, repeated_in_query, unstorable_in_url
+from service.api.auth import (
+    OWNER, authorize, authorized_router, close_reason, principal_of, websocket_refusal,
+)
+from service.api.errors import invalid_parameters
+from projections.formats import MAX_INTEGER
+from service.api.params import Query, integer_param, integer_refusal
 from service.api.routes_changes import TOKEN_PARAMETER, change_hub
-from service.api.schemas import printable, unstorable
 from service.changes import triton
 from service.changes.filters import ChangeFilter
 from service.changes.hub import ChangeHub, StreamEnd, TooManyStreamsError
+from service.storable import printable
 
 router = authorized_router()
 
@@ -43,16 +48,32 @@ def changefeed_stats(request: Request) -> JSONResponse:
     return JSONResponse(triton.stats(registrations))
 
 
+def upgrade_after(websocket: WebSocket) -> int | None:
+    """The position the upgrade's ``?after=`` gives (None: none given). Its URL may carry
+    only ``UPGRADE_PARAMETERS``: any other one, or an ``after`` that is not a log position,
+    refuses the upgrade before it is accepted, as every route refuses such a query (409
+    ``ValidationFailed`` naming each; ``auth.websocket_refusal``). Runs after ``authorize``
+    (a route's own dependencies come after its router's), which made the envelope's URL
+    checks."""
+    params = websocket.query_params
+    refused = [{"field": printable(name), "code": "Invalid", "message": "Invalid parameter"}
+               for name in params if name not in UPGRADE_PARAMETERS]
+    after = integer_param(
+        params, "after", minimum=0, maximum=MAX_INTEGER,
+        refuse=lambda name, message: refused.append(
+            {"field": name, "code": "Invalid", "message": message}),
+        message=integer_refusal(0, MAX_INTEGER))
+    if refused:
+        raise websocket_refusal(websocket, invalid_parameters(websocket, refused))
+    return after
+
+
 @router.websocket("/changefeeds", dependencies=[Depends(authorize)])
-async def changefeed(websocket: WebSocket) -> None:
+async def changefeed(websocket: WebSocket,
+                     after: Annotated[int | None, Depends(upgrade_after)]) -> None:
     """A Triton listener: registration, bootstrap, then its changes until it goes."""
     hub = change_hub(websocket)
     await websocket.accept()
-    refused = _upgrade_problem(websocket)
-    if refused is not None:
-        await websocket.close(POLICY_VIOLATION, _reason(refused))
-        return
-    after = websocket.query_params.get("after")
     try:
         # From the upgrade, not the registration: a connection that never registers holds a
         # slot too, so such connections cannot go past the limit.
@@ -63,15 +84,7 @@ async def changefeed(websocket: WebSocket) -> None:
             try:
                 registration = triton.parse_registration(message.get("text"), after)
             except triton.RegistrationError as error:
-                await websocket.close(POLICY_VIOLATION, _reason(str(error)))
-                return
-            # What /changefeeds/stats shows of it: a lone surrogate there made every stats
-            # read a 500
-            shown_text = unstorable({"instance": registration.instance,
-                                     "subResources": sorted(registration.sub_resources)})
-            if shown_text is not None:
-                await websocket.close(POLICY_VIOLATION,
-                                      _reason(f"bad registration: {shown_text}"))
+                await websocket.close(POLICY_VIOLATION, close_reason(str(error)))
                 return
             principal = principal_of(websocket)
             shown = ChangeFilter(
@@ -79,24 +92,6 @@ async def changefeed(websocket: WebSocket) -> None:
             await _serve(websocket, hub, registration, shown)
     except TooManyStreamsError:
         await websocket.close(TRY_AGAIN_LATER, "too many change streams; try again later")
-
-
-def _upgrade_problem(websocket: WebSocket) -> str | None:
-    """What is wrong with the upgrade's query, as a close reason naming the parameter, or
-    None: the checks every HTTP route's query gets before the route (text no route could
-    store, a parameter given twice), which the HTTP envelope does not make on a WebSocket,
-    and an unknown parameter, as every route refuses one."""
-    problem = unstorable_in_url(websocket) or repeated_in_query(websocket)
-    if problem is None:
-        unknown = next((name for name in websocket.query_params
-                        if name not in UPGRADE_PARAMETERS), None)
-        problem = None if unknown is None else (printable(unknown), "Invalid parameter")
-    return None if problem is None else f"{problem[0]}: {problem[1]}"
-
-
-def _reason(text: str) -> str:
-    """``text`` cut to what a close frame carries (RFC 6455, 5.5: 123 bytes of UTF-8)."""
-    return text.encode()[:123].decode(errors="ignore")
 
 
 async def _registration(websocket: WebSocket, hub: ChangeHub) -> dict | None:

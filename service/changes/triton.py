@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain import json_input
-from projections.formats import MAX_INTEGER, decimal
+from projections.formats import MAX_INTEGER
 from service.changes.records import VM_SUB_RESOURCES, Change
+from service.storable import unstorable
 
 VM_RESOURCE = {"resource": "vm", "subResources": sorted(VM_SUB_RESOURCES),
                "bootstrapRoute": "/vms"}
@@ -50,17 +51,17 @@ class Registration:
 AFTER_REFUSED = f'"after" should be a log position (an integer, 0 to {MAX_INTEGER})'
 
 
-def parse_registration(text: str | None, after: str | None = None) -> Registration:
+def parse_registration(text: str | None, after: int | None = None) -> Registration:
     """The registration in ``text``, the first message's text (``None``: it was a binary
-    frame); ``after`` is the upgrade URL's ``?after=`` text, if any (the registration's own
-    ``"after"``, when present, wins). Raises ``RegistrationError`` (v1 or v2 rules: a text
-    message holding an object with a string ``instance``, a ``changeKind`` or a non-empty
-    ``resources`` list, each with a string ``resource`` we serve and a ``subResources`` list;
-    a resume position in either place is an integer from 0 to ``MAX_INTEGER``, not a boolean
-    nor ``null``)."""
-    url_after = None if after is None else decimal(after)
-    if after is not None and url_after is None:
-        raise RegistrationError(AFTER_REFUSED)
+    frame); ``after`` is the position the upgrade's URL gave (``?after=``, checked before the
+    upgrade), if any: the registration's own ``"after"``, when present, wins. Raises
+    ``RegistrationError`` (v1 or v2 rules: a text message holding an object with a string
+    ``instance``, a ``changeKind`` or a non-empty ``resources`` list, each with a string
+    ``resource`` we serve and a ``subResources`` list; its own ``"after"`` an integer from 0
+    to ``MAX_INTEGER``, not a boolean nor ``null``; and, as every request body, JSON nested
+    no deeper than the parser takes, with no NUL character, lone surrogate or non-finite
+    number anywhere in it: ``/changefeeds/stats`` shows its instance and sub-resources, and
+    a lone surrogate there made every stats read a 500)."""
     if text is None:  # the Listener sends its registration as text (JSON.stringify)
         raise RegistrationError("registration should be a text message")
     try:
@@ -69,6 +70,9 @@ def parse_registration(text: str | None, after: str | None = None) -> Registrati
         raise RegistrationError("failed to parse registration payload") from None
     if not isinstance(registration, dict):
         raise RegistrationError("registration should be an object")
+    problem = unstorable(registration)
+    if problem is not None:
+        raise RegistrationError(f"bad registration: {problem}")
     if not isinstance(registration.get("instance"), str):
         raise RegistrationError('registration should contain an "instance" identifier')
     if "resources" in registration:
@@ -89,9 +93,8 @@ def parse_registration(text: str | None, after: str | None = None) -> Registrati
     # Present, the registration's "after" wins, and must be a position: a null is refused
     # as any other non-position, not taken as "from now" over the URL's ?after=.
     given = "after" in registration
-    resume = registration["after"] if given else url_after
-    if (given or resume is not None) and (
-            type(resume) is not int or not 0 <= resume <= MAX_INTEGER):
+    resume = registration["after"] if given else after
+    if given and (type(resume) is not int or not 0 <= resume <= MAX_INTEGER):
         raise RegistrationError(AFTER_REFUSED)
     return Registration(registration["instance"], frozenset(wanted),
                         bootstrap_of(len(kinds)), resume)

@@ -105,3 +105,14 @@ def closed_with(ws: Any, timeout: float = 30) -> tuple[int | None, str | None]:
         while True:
             ws.recv(timeout=timeout)
     return ws.close_code, ws.close_reason
+
+
+def refused_upgrade(ws_url: str) -> Any:
+    """The HTTP response (websockets' ``Response``: ``status_code``, ``headers``, ``body``)
+    that refused the WebSocket upgrade to ``ws_url``. Fails if the upgrade was accepted."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    with pytest.raises(InvalidStatus) as refused, connect(ws_url):
+        pass
+    return refused.value.response

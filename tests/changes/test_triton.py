@@ -10,7 +10,8 @@ import pytest
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
-from tests.changes.live import live_server, until
+from service.changes.triton import RegistrationError, parse_registration
+from tests.changes.live import live_server, refused_upgrade, until
 from tests.changes.scenarios import OWNER_A, create_vm
 
 V1 = {"instance": "6f0f3b8e-0d5e-4d0b-9c5e-6d1f7a9b2c01", "service": "test",
@@ -91,15 +92,21 @@ def test_messages_after_the_registration_are_ignored_and_the_stream_goes_on(serv
         assert _changes_of(ws, vm_uuid, 1)[0]["changedResourceId"] == vm_uuid
 
 
-@pytest.mark.parametrize("after", ["abc", "-1", "%C2%B2", "1_0", str(2**64)])
-def test_a_bad_after_on_the_upgrade_is_closed_with_the_reason(services, after):
+@pytest.mark.parametrize("after, message", [
+    ("abc", "must be an integer"), ("-1", "must be 0 to 9007199254740991"),
+    ("%C2%B2", "must be an integer"), ("1_0", "must be an integer"),
+    (str(2**64), "must be 0 to 9007199254740991")])
+def test_a_bad_after_on_the_upgrade_is_refused_before_it_naming_it(services, after, message):
     # found by a new user: ?after=abc was ignored (the stream started from now) and a digit
-    # int() does not read ("²") dropped the connection with no close frame
-    with live_server(services) as url, connect(_ws(url) + "?after=" + after) as ws:
-        ws.send(json.dumps(V1))
-        with pytest.raises(ConnectionClosedError):
-            ws.recv(timeout=10)
-        assert ws.close_code == 1008 and '"after" should be a log position' in ws.close_reason
+    # int() does not read ("²") dropped the connection with no close frame; then it was
+    # accepted and closed at once (1008), where every route refuses a bad query with HTTP
+    with live_server(services) as url:
+        response = refused_upgrade(_ws(url) + "?after=" + after)
+        assert httpx.get(url + "/changefeeds/stats").json()["listeners"] == 0
+    assert response.status_code == 409
+    assert json.loads(response.body) == {
+        "code": "ValidationFailed", "message": "Invalid parameters",
+        "errors": [{"field": "after", "code": "Invalid", "message": message}]}
 
 
 def test_a_listener_resumes_after_a_position_and_skips_unregistered_sub_resources(services):
@@ -146,25 +153,43 @@ def test_a_listener_that_hangs_up_is_gone_at_once_not_at_its_next_heartbeat(serv
             url + "/metrics").text
 
 
-@pytest.mark.parametrize("query, reason", [
-    ("?after=1000000&after=0", "after: may be given only once"),
-    ("?after=0&after=0", "after: may be given only once"),
-    ("?foo=1&after=0", "foo: Invalid parameter"),
-    ("?consistency=eventual", "consistency: Invalid parameter"),
-    ("?owner_uuid=930896af-bf8c-48d4-885c-6573a94b1853", "owner_uuid: Invalid parameter"),
-    ("?%00=1", "\\x00: \\x00 (the key): strings may not contain the NUL character"),
-    ("?after=0&token=%00", "token: strings may not contain the NUL character"),
+@pytest.mark.parametrize("query, field, message", [
+    ("?after=1000000&after=0", "after", "may be given only once"),
+    ("?after=0&after=0", "after", "may be given only once"),
+    ("?foo=1&after=0", "foo", "Invalid parameter"),
+    ("?consistency=eventual", "consistency", "Invalid parameter"),
+    ("?owner_uuid=930896af-bf8c-48d4-885c-6573a94b1853", "owner_uuid", "Invalid parameter"),
+    ("?%00=1", "\\x00", "\\x00 (the key): strings may not contain the NUL character"),
+    ("?after=0&token=%00", "token", "token: strings may not contain the NUL character"),
 ], ids=["after twice", "after twice, equal", "unknown", "consistency", "owner_uuid", "NUL",
         "NUL value"])
-def test_a_repeated_or_unknown_parameter_on_the_upgrade_is_closed_naming_it(
-        services, query, reason):
+def test_a_repeated_or_unknown_parameter_on_the_upgrade_is_refused_before_it_naming_it(
+        services, query, field, message):
     # found by a tester: the upgrade took the last of two "after"s (and streamed from it) and
-    # ignored an unknown parameter, where every other route refuses both by name
-    with live_server(services) as url, connect(_ws(url) + query) as ws:
-        with pytest.raises(ConnectionClosedError):
-            ws.recv(timeout=10)
-        assert ws.close_code == 1008 and reason in ws.close_reason, ws.close_reason
+    # ignored an unknown parameter, where every other route refuses both by name; then it
+    # was accepted and closed at once (1008), where every route answers with HTTP
+    with live_server(services) as url:
+        response = refused_upgrade(_ws(url) + query)
         assert httpx.get(url + "/changefeeds/stats").json()["listeners"] == 0
+    assert response.status_code == 409
+    assert json.loads(response.body)["errors"] == [
+        {"field": field, "code": "Invalid", "message": message}]
+
+
+@pytest.mark.parametrize("registration, refusal", [
+    ({**V1, "instance": "\ud800"}, "instance: strings must be valid Unicode"),
+    ({**V1, "service": "a\x00"}, "service: strings may not contain the NUL character"),
+    ({**V1, "changeKind": {"resource": "vm", "subResources": ["state", "\ud800"]}},
+     "changeKind.subResources[1]: strings must be valid Unicode"),
+    ({**V1, "note": float("nan")}, "note: numbers must be finite"),
+], ids=["instance", "service", "sub-resource", "NaN"])
+def test_parse_registration_refuses_text_no_answer_could_carry_naming_where(
+        registration, refusal):
+    # it was the route's check, made after parsing on what stats shows: every caller of
+    # parse_registration gets it now
+    with pytest.raises(RegistrationError) as refused:
+        parse_registration(json.dumps(registration))
+    assert str(refused.value).startswith(f"bad registration: {refusal}")
 
 
 @pytest.mark.parametrize("instance", ["\\ud800", "a\\u0000"], ids=["surrogate", "NUL"])

@@ -9,10 +9,9 @@ import json
 
 import httpx
 import pytest
-from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.changes.live import closed_with, live_server, until
+from tests.changes.live import closed_with, live_server, refused_upgrade, until
 from tests.changes.test_triton import V1, _ws
 
 
@@ -71,11 +70,29 @@ def test_a_refused_upgrade_is_answered_as_every_route_refuses(
         tokened_services, tokens, token, status, code):
     # found by a tester: a bare 403 with no body and no WWW-Authenticate
     query = "" if token is None else f"?token={tokens.get(token, token)}"
-    with live_server(tokened_services, background=False) as url, \
-            pytest.raises(InvalidStatus) as refused, connect(_ws(url) + query):
-        pass
-    response = refused.value.response
+    with live_server(tokened_services, background=False) as url:
+        response = refused_upgrade(_ws(url) + query)
     assert response.status_code == status
     assert json.loads(response.body)["code"] == code
     if status == 401:
         assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_a_server_without_http_refusals_closes_a_refused_upgrade_naming_the_field():
+    # a server lacking the ASGI "websocket.http.response" extension cannot answer the
+    # handshake with HTTP: the refusal is a close 1008 whose reason names what was refused
+    from fastapi import WebSocketException
+    from starlette.requests import HTTPConnection
+
+    from service.api.auth import websocket_refusal
+    from service.api.errors import invalid_parameters
+
+    connection = HTTPConnection({"type": "websocket", "path": "/changefeeds",
+                                 "query_string": b"after=x", "headers": [], "extensions": {}})
+    error = invalid_parameters(connection, [
+        {"field": "after", "code": "Invalid", "message": "must be an integer"}])
+    refusal = websocket_refusal(connection, error)
+    assert isinstance(refusal, WebSocketException)
+    assert (refusal.code, refusal.reason) == (1008, "after: must be an integer")
+    served = {**connection.scope, "extensions": {"websocket.http.response": {}}}
+    assert websocket_refusal(HTTPConnection(served), error) is error

@@ -1,0 +1,53 @@
+"""The checks every request's URL gets before any route: text no route could look up or
+store, a query parameter given twice. The envelope makes them on every HTTP request
+(service/api/envelope.py); ``auth.authorize`` on the changefeed's WebSocket upgrade, which
+the envelope does not see, before the upgrade is accepted.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import HTTPConnection
+
+from service.api.errors import ApiError, invalid_parameters
+from service.storable import printable, unstorable
+
+
+def url_refusal(connection: HTTPConnection) -> ApiError | None:
+    """The ``ValidationFailed`` error naming the first thing wrong with ``connection``'s URL
+    (``unstorable_in_url``, then ``repeated_in_query``), or None."""
+    problem = unstorable_in_url(connection)
+    if problem is None and b"&" in connection.scope.get("query_string", b""):
+        problem = repeated_in_query(connection)  # two parameters or more
+    if problem is None:
+        return None
+    return invalid_parameters(connection, [
+        {"field": problem[0], "code": "Invalid", "message": problem[1]}])
+
+
+def unstorable_in_url(request: HTTPConnection) -> tuple[str, str] | None:
+    """The first path or query text no route could look up or store (a NUL character:
+    PostgreSQL's text refuses it), as (field, message), or None."""
+    if "\x00" in request.scope["path"]:
+        return "path", "the path may not contain the NUL character"
+    query = request.scope.get("query_string")
+    # Decoded, a query holds NUL only from "%00" or a raw NUL (undecodable bytes become
+    # U+FFFD, never a lone surrogate): without either, none of its text is refused.
+    if not query or (b"%00" not in query and b"\x00" not in query):
+        return None
+    for name, value in request.query_params.multi_items():
+        problem = unstorable({name: value})
+        if problem:
+            return printable(name), problem
+    return None
+
+
+def repeated_in_query(request: HTTPConnection) -> tuple[str, str] | None:
+    """The first query parameter given more than once, as (field, message), or None. Every
+    parameter of ours takes one value (a list is one comma-separated value, as VMAPI's
+    ``uuids``): which of two a route should take would be a guess."""
+    seen: set[str] = set()
+    for name, _value in request.query_params.multi_items():
+        if name in seen:
+            return printable(name), "may be given only once"
+        seen.add(name)
+    return None
