@@ -42,19 +42,21 @@ class PastHead:
         self._log(name, position, None)
         return False
 
-    def found_nothing(self, names: Iterable[str], start: int) -> None:
+    def found_nothing(self, names: Iterable[str], start: int,
+                      head: Callable[[], int] | None = None) -> None:
         """A batch after ``start`` was empty for read models ``names``: compare ``start``
-        with the head, once per start (the head only grows, so an idle loop costs no extra
-        query), and refuse those past it."""
+        with the head (``head()``, the runner's pass may have read it already; by default
+        the one given at construction), once per start (the head only grows, so an idle
+        loop costs no extra query), and refuse those past it."""
         unchecked = [name for name in names if self._checked.get(name) != start]
         if not unchecked:
             return
-        head = self._head()
+        at = (head or self._head)()
         for name in unchecked:
             self._checked[name] = start
-            if start > head:
+            if start > at:
                 self.refused[name] = start
-                self._log(name, start, head)
+                self._log(name, start, at)
 
     def _log(self, name: str, position: int, head: int | None) -> None:
         now = time.monotonic()

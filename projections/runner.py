@@ -10,44 +10,22 @@ because SQLite has no subscriptions; the same loop serves PostgreSQL.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from eventsourcing.persistence import Notification
 
-from projections.db import Database, Dialect, Tx
-from projections.live import BackgroundLoop, LiveState, LogInTransaction
+from projections.batches import BatchApplier, EventDecoder, NotificationSource
+from projections.db import Database, Dialect
+from projections.live import BackgroundLoop, LiveState
 from projections.past_head import PastHead
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
-from projections.read_model import (
-    ReadModel, apply_together, batches_begin, batches_ended,
-)
+from projections.read_model import ReadModel
 from projections.rebuild import rebuild_beside
-from projections.tracking import (
-    CLAIM_FUNCTION_DDL, TRACKING_DDL, ProjectionConflictError, claim, claim_or_abort,
-    conflict_over, position_in, positions_in, refused,
-)
-from projections.writes_later import WritesLater, fold_outside_the_lock
-
-
-class NotificationSource(Protocol):
-    """What the runner needs of the event store's recorder."""
-
-    def select_notifications(
-        self, start: int | None, limit: int, stop: int | None = None,
-        topics: Sequence[str] = (), *, inclusive_of_start: bool = True,
-    ) -> Sequence[Notification]: ...
-
-    def max_notification_id(self) -> int | None: ...
-
-
-class EventDecoder(Protocol):
-    """What the runner needs of the application's mapper."""
-
-    def to_domain_event(self, stored: Any) -> Any: ...
-
+from projections.tracking import CLAIM_FUNCTION_DDL, TRACKING_DDL, position_in, positions_in
 
 class ProjectionRunner(BackgroundLoop):
     """Keeps read models up to date with the log, in batches of ``batch_size`` events; a
@@ -74,9 +52,7 @@ class ProjectionRunner(BackgroundLoop):
     ):
         self.db = db
         self.source = source
-        # asked once: a runtime-checkable protocol's isinstance costs µs on every batch
-        self._reads_in_transaction = isinstance(source, LogInTransaction)
-        self.decoder = decoder
+        self.batches = BatchApplier(db, source, decoder)
         self.read_models = {rm.name: rm for rm in read_models}
         self.batch_size = batch_size
         self.rebuild_batch_size = rebuild_batch_size
@@ -127,108 +103,12 @@ class ProjectionRunner(BackgroundLoop):
     def apply_next_batch(self, read_model: ReadModel) -> int:
         """Apply the next batch to ``read_model`` (a live one, or one built beside) in one
         transaction with its tracking row; return how many events it held."""
-        return self._apply_batch([read_model], self.position(read_model.name))[0]
-
-    def _apply_batch(self, group: Sequence[ReadModel], start: int,
-                     batch_size: int | None = None, live: LiveState | None = None
-                     ) -> tuple[int, int]:
-        """Read the batch (``batch_size`` events, the runner's by default) after position
-        ``start`` once, decode it once, and apply it to every read model of ``group`` (all at
-        ``start``) in one transaction that also moves their tracking rows; return how many
-        events the batch held and the position the group reached (``start`` when none).
-        For the background loop (``live``) the batch may have been read ahead in the last
-        one's transaction, and the next one is read ahead in this one's (``_read_ahead``).
-
-        Each read model of ``group`` is told the batch begins and whether it committed
-        (``ReadModel.batch_begins``, ``batch_ended``), so what one keeps between batches is
-        used only by a batch from the position it was kept at, and dropped when a batch does
-        not commit (``projections.kept_folds``). On SQLite the read models with blind writes
-        fold the batch before the write transaction, which only runs their statements
-        (``projections.writes_later``): the database's one write lock is held for SQL, not
-        for Python.
-
-        Sharing decoded events between read models relies on ``apply`` never changing an
-        event (the domain's fold copies what it keeps: tests/projections/test_runner.py).
-        The transaction commits without waiting for the WAL on PostgreSQL
-        (``Database.transaction(durable=False)``): a crash may lose the last batches, rows and
-        positions together, and they are applied again (docs/performance.md, P3 and P5)."""
-        batch_size = batch_size or self.batch_size
-        notifications = live.take_ahead(start) if live is not None else None
-        if notifications is None:
-            notifications = self.source.select_notifications(
-                start, batch_size, inclusive_of_start=False)
-        if not notifications:
-            return 0, start
-        events = self.decode(notifications)
-        end = notifications[-1].id
-        ahead = None
-        committed = None
-        batches_begin(group, start)
-        try:
-            later, under_lock = fold_outside_the_lock(self.db, group, start, events)
-            try:
-                with self.db.transaction(pipeline=True, durable=False) as tx:
-                    ahead = self._write_batch(tx, group, start, end, events, under_lock,
-                                              later, batch_size, live)
-            except Exception as error:
-                if refused(error):
-                    raise ProjectionConflictError(str(error).strip()) from error
-                raise
-            committed = end
-        finally:
-            batches_ended(group, committed)  # None: what they kept from before is stale
-        if ahead is not None and live is not None:
-            live.keep_ahead(end, ahead())
-        return len(notifications), end
-
-    def _write_batch(self, tx: Tx, group: Sequence[ReadModel], start: int, end: int,
-                     events: Sequence[tuple[int, Any]], under_lock: Sequence[ReadModel],
-                     later: WritesLater | None, batch_size: int, live: LiveState | None
-                     ) -> Callable[[], Sequence[Notification]] | None:
-        """Claim the batch from ``start`` to ``end`` for ``group`` in ``tx``, apply it to the
-        read models ``under_lock`` and run what ``later`` kept; return the read ahead of the
-        next batch, if any (``_read_ahead``).
-
-        Claim first, then apply: the claim runs first in the server, so the claimed rows
-        hold a rival runner until this transaction ends, and a runner that read a stale
-        position (its batch may overlap what a rival applied, or reach further) commits
-        nothing. On PostgreSQL the claim aborts the transaction itself when it is refused
-        (``claim_or_abort``), so ``COMMIT`` follows in the same flush and no answer is
-        waited for before it: one round trip a busy pass fewer (docs/performance.md, P5).
-        On SQLite each statement runs as it is sent, and the claim's answer is checked
-        after the apply."""
-        names = [read_model.name for read_model in group]
-        if tx.dialect is Dialect.POSTGRES:
-            claim_or_abort(tx, names, start, end)
-            apply_together(tx, under_lock, events)
-            return self._read_ahead(tx, end, batch_size, live)
-        claimed = claim(tx, names, start, end)
-        try:
-            apply_together(tx, under_lock, events)
-            if later is not None:
-                later.run_in(tx)
-            ahead = self._read_ahead(tx, end, batch_size, live)
-            claimed()
-        except ProjectionConflictError:
-            raise
-        except Exception as error:
-            conflict_over(claimed, error)  # a stale runner's apply may fail
-            raise
-        return ahead
-
-    def _read_ahead(self, tx: Tx, end: int, batch_size: int, live: LiveState | None
-                    ) -> Callable[[], Sequence[Notification]] | None:
-        """For the background loop, when the source can read the log in ``tx``: send the read
-        of the batch after ``end``, last before the commit, so it comes back with the
-        commit's answer (a round trip a pass fewer while appends keep coming:
-        docs/performance.md, P5); None otherwise."""
-        if live is None or not self._reads_in_transaction:
-            return None
-        return self.source.submit_notifications(tx, end, batch_size)
+        return self.batches.apply([read_model], self.position(read_model.name),
+                                  self.batch_size)[0]
 
     def decode(self, notifications: Sequence[Notification]) -> list[tuple[int, Any]]:
         """``(position, domain event)`` pairs of ``notifications``."""
-        return [(n.id, self.decoder.to_domain_event(n)) for n in notifications]
+        return self.batches.decode(notifications)
 
     def catch_up(self, names: Iterable[str] | None = None,
                  progress: Callable[[int], None] | None = None, *,
@@ -240,25 +120,30 @@ class ProjectionRunner(BackgroundLoop):
         it keeps between passes) at most once every ``lag_interval_s`` (docs/performance.md,
         P5)."""
         chosen = [self.read_models[name] for name in (names or list(self.read_models))]
-        total = self.catch_up_models(chosen, progress, live=live)
+        # The head is read at most once a pass, by the past-head check or the lag, whichever
+        # asks first (an idle pass after one that applied events asks for both).
+        head = functools.cache(self.head)
+        total = self.catch_up_models(chosen, progress, live=live, head=head)
         if total:
             self._notify()
-        self.report_lag(force=bool(total) and live is None)
+        self.report_lag(force=bool(total) and live is None, head=head)
         return total
 
     def catch_up_models(self, read_models: Sequence[ReadModel],
                         progress: Callable[[int], None] | None = None, *,
-                        batch_size: int | None = None, live: LiveState | None = None) -> int:
+                        batch_size: int | None = None, live: LiveState | None = None,
+                        head: Callable[[], int] | None = None) -> int:
         """``catch_up`` for read model instances (live ones, or ones built beside), in
         batches of ``batch_size`` events (the runner's by default).
 
         Read models at the same position (the live runner's usual case, and a rebuild's) share
-        each batch: one log read, one decoding, one transaction (``_apply_batch``). A batch
+        each batch: one log read, one decoding, one transaction (``BatchApplier.apply``). A batch
         shorter than ``batch_size`` reached the head as it was read, so no empty read follows
         it (round trips are most of a live pass: docs/performance.md, P5). ``live`` (the
         background loop's) says where the read models stand, read once when it does not
         know, and is kept up to date as batches commit; without it the positions are read
-        before each batch."""
+        before each batch. ``head`` reads the log's head for the past-head check (``head``
+        by default)."""
         batch_size = batch_size or self.batch_size
         total = 0
         pending = list(read_models)
@@ -272,9 +157,10 @@ class ProjectionRunner(BackgroundLoop):
                 break
             start = min(at[rm.name] for rm in pending)
             group = [rm for rm in pending if at[rm.name] == start]
-            applied, end = self._apply_batch(group, start, batch_size, live)
+            applied, end = self.batches.apply(group, start, batch_size, live)
             if not applied and start:
-                self.past_head.found_nothing((rm.name for rm in group), start)
+                self.past_head.found_nothing((rm.name for rm in group), start,
+                                             head or self.head)
             at.update((rm.name, end) for rm in group)
             if applied < batch_size:
                 pending = [rm for rm in pending if rm not in group]
@@ -283,18 +169,19 @@ class ProjectionRunner(BackgroundLoop):
                 progress(applied)
         return total
 
-    def report_lag(self, *, force: bool = True) -> None:
-        """Tell ``on_lag`` how far each read model is behind the head (events); unless
-        ``force``, at most once every ``lag_interval_s`` (an idle loop polls often)."""
+    def report_lag(self, *, force: bool = True, head: Callable[[], int] | None = None) -> None:
+        """Tell ``on_lag`` how far each read model is behind the head (events; ``head`` reads
+        it, ``head`` by default); unless ``force``, at most once every ``lag_interval_s`` (an
+        idle loop polls often)."""
         if self.on_lag is None:
             return
         now = time.monotonic()
         if not force and now - self._lag_reported_at < self.lag_interval_s:
             return
         self._lag_reported_at = now
-        head = self.head()
+        at = (head or self.head)()
         for name, position in self.positions().items():
-            self.on_lag(name, max(0, head - position))
+            self.on_lag(name, max(0, at - position))
 
     def reset(self, names: Iterable[str]) -> None:
         """Empty the named read models and their positions, in one transaction."""

@@ -17,7 +17,8 @@ from domain.vm import make_cause
 from projections.analytics import AnalyticsView
 from projections.db import Database
 from projections.job_view import JobQueries, JobView, StuckCandidates
-from projections.runner import ProjectionConflictError, ProjectionRunner, ReadModel
+from projections.runner import ProjectionRunner, ReadModel
+from projections.tracking import ProjectionConflictError
 from projections.server_view import ServerQueries, ServerView
 from projections.vm_queries import VmQueries
 from projections.vm_view import VmView

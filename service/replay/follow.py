@@ -86,7 +86,7 @@ def follow(settings: Settings, done: multiprocessing.synchronize.Event,
     over the read models."""
     from eventsourcing.persistence import OperationalError
 
-    from projections.runner import ProjectionConflictError
+    from projections.tracking import ProjectionConflictError
     from service.container import Services
 
     from service.logs import Throttled

@@ -13,7 +13,8 @@ from domain.states import Action
 from projections import job_view
 from projections.job_view import JobView
 from projections.live import LiveState
-from projections.runner import ProjectionConflictError, ProjectionRunner
+from projections.runner import ProjectionRunner
+from projections.tracking import ProjectionConflictError
 from projections.vm_view import VmView
 from tests.builders import a_mix_of_commands_and_jobs, act, create
 from tests.projections.test_runner import VIEWS, RacedSource, rival, snapshot

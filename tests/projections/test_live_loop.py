@@ -11,7 +11,7 @@ import pytest
 
 from domain.states import Action
 from projections.live import LiveState
-from projections.runner import ProjectionConflictError
+from projections.tracking import ProjectionConflictError
 from tests.builders import act, create, rows
 from tests.projections.test_runner import VIEWS, second_runner, snapshot
 

@@ -11,7 +11,8 @@ import pytest
 from domain.states import Action
 from projections.job_view import JobView
 from projections.rebuild import prepare
-from projections.runner import ProjectionConflictError, ProjectionRunner
+from projections.runner import ProjectionRunner
+from projections.tracking import ProjectionConflictError
 from projections.vm_view import VmView
 from tests.builders import a_mix_of_commands_and_jobs, act, cause, create, rows, settle
 
@@ -228,18 +229,37 @@ def test_two_runners_catching_up_at_once_give_the_rows_one_runner_gives(services
 
 
 class CountingSource:
-    """The log, counting the runner's batch reads."""
+    """The log, counting the runner's batch reads and its reads of the head."""
 
     def __init__(self, recorder):
         self.recorder = recorder
         self.reads = 0
+        self.heads = 0
 
     def select_notifications(self, *args, **kwargs):
         self.reads += 1
         return self.recorder.select_notifications(*args, **kwargs)
 
     def max_notification_id(self):
+        self.heads += 1
         return self.recorder.max_notification_id()
+
+
+def test_a_pass_reads_the_head_once_for_the_past_head_check_and_the_lag(services):
+    create(services)
+    source = CountingSource(services.app.recorder)
+    lags: list[tuple[str, int]] = []
+    runner = ProjectionRunner(
+        services.db, source, services.app.mapper,
+        [VmView(services.app.mapper.transcoder), JobView()],
+        on_lag=lambda name, lag: lags.append((name, lag)), lag_interval_s=0)
+    assert runner.catch_up()
+    source.heads, lags[:] = 0, []
+    # nothing new: the batch after the position the last pass reached comes back empty, so
+    # the past-head check compares that position with the head, and the lag is reported
+    assert runner.catch_up() == 0
+    assert sorted(lags) == [("job_view", 0), ("vm_view", 0)]
+    assert source.heads == 1
 
 
 def test_no_read_model_changes_the_events_it_applies_so_read_models_can_share_a_batch(

@@ -9,7 +9,8 @@ import sqlite3
 import pytest
 
 from projections.db import Dialect
-from projections.runner import ProjectionConflictError, ProjectionRunner
+from projections.runner import ProjectionRunner
+from projections.tracking import ProjectionConflictError
 from projections.vm_view import VmView
 from projections.writes_later import WritesLater
 from tests.builders import create, rows
