@@ -15,9 +15,9 @@ from fastapi.routing import APIRoute, APIWebSocketRoute
 
 from projections.collector import LongLivedFrozen, collect_young_less_often
 from service.api import (
-    errors, routes_agents, routes_changefeed, routes_changes, routes_jobs, routes_networks,
-    routes_ops, routes_servers, routes_sim, routes_stats, routes_vm_commands, routes_vms,
-    routes_volumes, serving,
+    error_handlers, routes_agents, routes_changefeed, routes_changes, routes_jobs,
+    routes_networks, routes_ops, routes_servers, routes_sim, routes_stats, routes_vm_commands,
+    routes_vms, routes_volumes, serving,
 )
 from service.api.auth import AuthorizedRoute, authorize
 from service.api.envelope import Envelope
@@ -98,7 +98,7 @@ def create_app(
     )
     app.state.tokens = tokens
     declare_schema(app)
-    errors.install(app)
+    error_handlers.install(app)
     routers = api_routers(settings)
     for router in routers:
         app.include_router(router)
@@ -122,7 +122,7 @@ def api_routers(settings: Settings) -> list[APIRouter]:
     Finding POST /vms/{uuid} took 20.6 µs with /ping's router and the reads' before it,
     7.7 µs now; GET /vms/{uuid} 16.3 µs instead of 13.0. The order decides nothing else: no
     two routes answer the same method and path (tests/api/test_route_order.py), and a 405
-    names the methods of every route of its path (errors.allowed_methods)."""
+    names the methods of every route of its path (error_handlers.allowed_methods)."""
     routers = [routes_vm_commands.router, routes_vms.router, routes_ops.router,
                routes_jobs.router, routes_servers.router, routes_agents.router,
                routes_stats.router, routes_volumes.router, routes_changes.router,

@@ -172,7 +172,7 @@ def _limited(receive: Receive, max_bytes: int) -> Receive:
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
             if received > max_bytes:
-                # raised inside the route's body read; errors.install maps it to the body
+                # raised inside the route's body read; error_handlers.install maps it to the body
                 raise HTTPException(413, f"body over {max_bytes} bytes")
         return message
 

@@ -1,27 +1,26 @@
 """Every error the API answers, mapped to its HTTP status and VMAPI-shaped body in one place
-(api.md, "Errors"). A 5xx other than 503 is a bug.
+(api.md, "Errors"): the API's own errors (``ApiError``), the table of every other one
+(``ERRORS``), and the answer to each. A 5xx other than 503 is a bug. The app's handlers that
+answer them are ``service.api.error_handlers``.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from eventsourcing.persistence import InterfaceError, OperationalError, PersistenceError
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import Request
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import HTTPConnection
 
 from domain import rules
 from domain.errors import (
-    DomainError,
     StreamGapError,
     UnreadableEventError,
     DuplicateVmError,
@@ -38,12 +37,8 @@ from domain.errors import (
     VmNotFoundError,
     VolumeNotFoundError,
 )
-from domain.json_input import unparsable_reason
 from domain.server import InsufficientCapacityError
 from domain.states import VmState
-from service.api import head
-from service.api.field_errors import field_errors
-from service.storable import printable
 from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
@@ -248,85 +243,8 @@ def api_error_response(error: ApiError) -> JSONResponse:
                         status_code=error.status, headers=headers or None)
 
 
-#: The methods a 405's ``Allow`` header can name: those of RFC 9110 (9.3) a route here might
-#: have, and PATCH (RFC 5789).
-_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
-
-
-def allowed_methods(request: Request) -> str:
-    """The ``Allow`` header of a 405: every method for which the app's router has a route
-    matching the request's path (RFC 9110, 15.5.6), in alphabetical order, and HEAD where a
-    GET route answers it (service/api/head.py)."""
-    router, scope = request.app.router, request.scope
-    return ", ".join(sorted(
-        method for method in _METHODS
-        if head.answers(router, scope, method)
-        or (method == "HEAD" and head.head_as_get(router, scope))))
-
-
 def get_or_head_only() -> JSONResponse:
     """The 405 ``BadMethod`` answer, ``Allow: GET, HEAD``, of a path served in front of the
     app's routes (the console's pages, the API docs), which answers only those methods."""
     return JSONResponse(body("BadMethod", "Method Not Allowed"), status_code=405,
                         headers={"Allow": "GET, HEAD"})
-
-
-def install(app: FastAPI) -> None:
-    """Register the error handlers on ``app``: one for every class in ``ERRORS`` (and
-    DomainError, whose subclasses all have rows), one for ``ApiError``, and FastAPI's own
-    request validation and HTTP errors."""
-
-    async def mapped(request: Request, error: Exception) -> JSONResponse:
-        if (row_for(type(error)) is None and not isinstance(error, DomainError)
-                and missing_schema(error) is None):
-            raise error  # a driver's error that is a bug (bad SQL): a 500, with its traceback
-        return error_response(request, error)
-
-    for error_class in (DomainError, *ERRORS, *DRIVER_ERRORS):
-        app.add_exception_handler(error_class, mapped)
-
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, error: ApiError) -> JSONResponse:
-        return api_error_response(error)
-
-    @app.exception_handler(RequestValidationError)
-    async def request_validation(request: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse(body("ValidationFailed", "Invalid parameters",
-                                 errors=_unread_body(request, error.errors())
-                                 or field_errors(error.errors())),
-                            status_code=validation_status(request))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if error.status_code == 400 and error.detail == "There was an error parsing the body":
-            # FastAPI's answer to a body its JSON parser gave up on for another reason than
-            # bad syntax; the parser's own error is the cause
-            return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=[
-                {"field": "body", "code": "Invalid",
-                 "message": f"not valid JSON ({unparsable_reason(error.__cause__)})"}]),
-                status_code=validation_status(request))
-        code = {404: "ResourceNotFound", 405: "BadMethod", 413: "PayloadTooLarge"}.get(
-            error.status_code, "Error")
-        headers = dict(error.headers or {})
-        if error.status_code == 405:
-            headers["Allow"] = allowed_methods(request)
-        return JSONResponse(body(code, str(error.detail)), status_code=error.status_code,
-                            headers=headers or None)
-
-
-def _unread_body(request: Request, items: Sequence[Mapping[str, Any]]
-                 ) -> list[dict[str, str]] | None:
-    """The refusal of a body FastAPI did not read as JSON because its ``Content-Type`` is not
-    JSON's (``text/plain``, a form's, ``curl -d``'s default), or None. The route got the raw
-    bytes, and pydantic's "Input should be a valid dictionary" misled a client whose body
-    was a JSON object. Still ``ValidationFailed``, not 415: VMAPI's restify leaves such a
-    body unread too and refuses the request as missing its fields (409)."""
-    if not any(tuple(item.get("loc", ())) == ("body",)
-               and isinstance(item.get("input"), bytes | bytearray) for item in items):
-        return None
-    # the media type alone, and not all of a header a client may have made long (a body with
-    # no type, or an empty one, is read as JSON: create_app, strict_content_type=False)
-    sent = request.headers.get("content-type", "").split(";")[0].strip()[:100] or "no type"
-    return [{"field": "body", "code": "Invalid", "message": (
-        f"the body must be JSON sent with Content-Type: application/json (it was sent as "
-        f"{printable(sent)})")}]

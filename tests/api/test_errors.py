@@ -23,7 +23,7 @@ from domain.errors import (
 )
 from domain.network import NetworkFullError
 from domain.server import InsufficientCapacityError
-from service.api import errors
+from service.api import error_handlers, errors
 from service.commands.networks import NetworkNotFoundError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def test_a_row_is_found_along_the_mro() -> None:
 @pytest.fixture
 def raising() -> TestClient:
     app = FastAPI()
-    errors.install(app)
+    error_handlers.install(app)
 
     @app.get("/raise/{name}")
     def raise_(name: str) -> None:
