@@ -65,7 +65,7 @@ class SavedHere:
     it is always right; an API process beside separate workers finds each VM moved by the
     worker's steps since its own command, and is nearly always wrong. A wrong guess costs
     more than the read it saves (a failed append, which on PostgreSQL sends its batch
-    again: service/storage.py), so the cache is trusted only while at least
+    again: service/group_commit.py), so the cache is trusted only while at least
     ``TRUST_ABOVE`` of recent guesses were right. The share starts at 1 (trusted) and
     moves by ``WEIGHT`` of the difference with each outcome (a mean over about the last 50):
     about six wrong guesses in a row stop the trust; after a long run of wrong ones, about a

@@ -36,7 +36,8 @@ def _names_used(path: Path) -> set[str]:
 
 # Below the loop's one save: the group committer and the recorders make the appends, and
 # report a conflict as the library's IntegrityError (they never retry, nor read a stream).
-APPEND = (ROOT / "service" / "commands" / "committer.py", ROOT / "service" / "storage.py")
+APPEND = (ROOT / "service" / "commands" / "committer.py", ROOT / "service" / "storage.py",
+          ROOT / "service" / "group_commit.py")
 
 
 def test_only_the_change_loop_reads_streams_saves_and_retries_conflicts() -> None:

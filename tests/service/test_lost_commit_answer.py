@@ -1,7 +1,7 @@
 """A group commit whose ``COMMIT`` was applied but whose answer was lost (the connection cut,
 or a wait past its bound closing it) is retried; the retry finds the batch's events where
 that commit left them and answers with their positions, appending nothing twice
-(``PostgresLedgerRecorder.insert_batch``, service/storage.py). PostgreSQL only: SQLite has no
+(``PostgresGroupCommit.insert_batch``, service/group_commit.py). PostgreSQL only: SQLite has no
 connection to lose."""
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from tests.service.test_committer import Gate, key_record, renamed
 pytestmark = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 
 
-def lose_the_answer_once(recorder: Any, monkeypatch: pytest.MonkeyPatch, method: str
+def lose_the_answer_once(group_commit: Any, monkeypatch: pytest.MonkeyPatch, method: str
                          ) -> list[str]:
-    """Make ``method`` (``_send_together`` or ``_send_appends``) commit, then cut its
-    connection and raise as psycopg does when the answer never comes; once."""
-    real, cut = getattr(recorder, method), []
+    """Make ``group_commit``'s ``method`` (``_send_together`` or ``_send_appends``) commit,
+    then cut its connection and raise as psycopg does when the answer never comes; once."""
+    real, cut = getattr(group_commit, method), []
 
     def committed_then_cut(conn: Any, *args: Any, **kwargs: Any) -> Any:
         answer = real(conn, *args, **kwargs)
@@ -34,7 +34,7 @@ def lose_the_answer_once(recorder: Any, monkeypatch: pytest.MonkeyPatch, method:
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return answer
 
-    monkeypatch.setattr(recorder, method, committed_then_cut)
+    monkeypatch.setattr(group_commit, method, committed_then_cut)
     return cut
 
 
@@ -52,7 +52,7 @@ def test_a_batch_whose_commit_answer_was_lost_is_not_appended_twice(
     versions = {vm: services.commands.load(vm).version for vm in batch_vms}
     gate = Gate(services, monkeypatch)
     held = gate.hold(services, head)
-    cut = lose_the_answer_once(services.app.recorder, monkeypatch, lost_in)
+    cut = lose_the_answer_once(services.app.recorder.group_commit, monkeypatch, lost_in)
     futures = [services.commands.committer.submit(
         stale[i] if i in stale else renamed(services, vm, f"new-{i}"),
         **key_record(services, f"k{i}", renamed(services, vm, "-")))
@@ -82,7 +82,7 @@ def test_a_batch_that_did_not_commit_before_its_connection_was_lost_is_sent_agai
         services, monkeypatch):
     vm = create(services).vm_uuid
     recorder = services.app.recorder
-    real, cut = recorder._send_together, []
+    real, cut = recorder.group_commit._send_together, []
 
     def cut_before_sending(conn: Any, *args: Any, **kwargs: Any) -> Any:
         if not cut:
@@ -91,7 +91,7 @@ def test_a_batch_that_did_not_commit_before_its_connection_was_lost_is_sent_agai
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return real(conn, *args, **kwargs)
 
-    monkeypatch.setattr(recorder, "_send_together", cut_before_sending)
+    monkeypatch.setattr(recorder.group_commit, "_send_together", cut_before_sending)
     version = services.commands.load(vm).version
     recordings = services.commands.committer.submit(renamed(services, vm, "again")).result(10)
     assert cut == [1]

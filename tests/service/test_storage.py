@@ -56,7 +56,7 @@ def test_no_listener_on_sqlite(tmp_path):
 def test_a_conflicting_append_on_postgresql_commits_nothing_and_leaves_the_connection_clean(
     postgres_url, caplog,
 ):
-    # The insert sends COMMIT in the same flush as the INSERT (service/storage.py): when the
+    # The insert sends COMMIT in the same flush as the INSERT (service/group_commit.py): when the
     # INSERT fails, the COMMIT is skipped with it; nothing may be committed, and no connection
     # may go back to the pool inside a transaction (the pool would warn and roll it back).
     from eventsourcing.persistence import IntegrityError
