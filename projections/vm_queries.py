@@ -83,9 +83,10 @@ class VmFilter:
             params.append(self.state)
         for table, pairs in (("vm_view_tags", self.tags),
                              ("vm_view_internal_metadata", self.internal_metadata)):
-            for key, value in sorted(pairs.items()):
-                clauses.append(f"uuid IN (SELECT vm_uuid FROM {table} WHERE key = ? AND value = ?)")
-                params.extend([key, value])
+            if pairs:
+                clause, pair_params = _having_every_pair(table, pairs)
+                clauses.append(clause)
+                params.extend(pair_params)
         if self.uuids is not None:
             if not self.uuids:
                 clauses.append("1 = 0")
@@ -95,6 +96,19 @@ class VmFilter:
         if self.stale_mounts:
             clauses.append(STALE_VMS)
         return (" WHERE " + " AND ".join(clauses) if clauses else "", params)
+
+
+def _having_every_pair(table: str, pairs: dict[str, str]) -> tuple[str, list[Any]]:
+    """The clause (and its parameters) of the VMs whose rows in ``table`` (one a key: its
+    primary key is ``(vm_uuid, key)``) hold every ``key = value`` pair of ``pairs``: one
+    grouped subquery, the VMs with as many matching rows as there are pairs. A clause a pair,
+    ANDed, grew the expression with each (SQLite refuses one over 1,000 deep; PostgreSQL's
+    planner slowed with each clause, until the statement timed out)."""
+    rows = ", ".join("(?, ?)" for _ in pairs)
+    params: list[Any] = [item for pair in sorted(pairs.items()) for item in pair]
+    clause = (f"uuid IN (SELECT vm_uuid FROM {table} WHERE (key, value) IN (VALUES {rows}) "
+              "GROUP BY vm_uuid HAVING COUNT(*) = ?)")
+    return clause, [*params, len(pairs)]
 
 
 MISSING = object()  # a marker that names only the uuid: the row's own sort value is used

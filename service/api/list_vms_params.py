@@ -58,6 +58,11 @@ ROLE_TAGS = "role_tags"
 UNRECORDED = ("billing_id", "package_name", "package_version")
 NOT_SUPPORTED = ("predicate", "query")  # Moray's LDAP and JSON predicates
 POLYMORPHIC = ("tag", "internal_metadata")
+# How many tag.K and internal_metadata.K filters one request may give, in all (VMAPI states
+# none). A VM may hold any number of them up to its tags' and metadata's 128 keys each, but a
+# real search names a few; past this many each filter made the query dearer for every
+# reader of the database (docs/api.md, "GET /vms").
+MAX_PROPERTY_FILTERS = 32
 KNOWN = frozenset({
     "alias", "brand", "create_timestamp", "docker", "fields", "image_uuid", "limit", "marker",
     "offset", "owner_uuid", "ram", "server_uuid", "sort", "state", "uuid", "uuids",
@@ -176,6 +181,11 @@ class ListVmsQuery:
                 self._invalid(prefix, f"Invalid {prefix} value: {json.dumps(value)}")
             else:
                 getattr(vm_filter, "tags" if prefix == "tag" else prefix)[key] = value
+        given = len(vm_filter.tags) + len(vm_filter.internal_metadata)
+        if given > MAX_PROPERTY_FILTERS:
+            self._invalid("tag" if vm_filter.tags else "internal_metadata",
+                          f"at most {MAX_PROPERTY_FILTERS} tag.K and internal_metadata.K "
+                          f"filters in all (got {given})")
 
     def _sort(self) -> None:
         sort = self.params.get("sort")
