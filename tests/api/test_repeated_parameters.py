@@ -35,6 +35,21 @@ def test_a_read_with_a_parameter_twice_is_refused_naming_it(client, url, name):
     assert error_fields(body) == {name: "Invalid"}
 
 
+@pytest.mark.parametrize("url, message", [
+    ("/vms?limit=1&limit=2", "Invalid Parameters"),  # ListVms' own, VMAPI's word for word
+    ("/vms?alias=a%00", "Invalid Parameters"),
+    ("/vms?alias=a&foo=1", "Invalid Parameters"),  # the route's own refusal, for comparison
+    ("/jobs?limit=1&limit=2", "Invalid parameters"),
+    ("/jobs?name=a%00", "Invalid parameters"),
+    ("/jobs?foo=1", "Invalid parameters"),
+])
+def test_a_refusal_before_the_route_has_the_routes_top_level_message(client, url, message):
+    """The URL's refusals (a parameter twice, a NUL) come before any route runs; their
+    message is still the route's own (docs/vmapi-compatibility.md, "VMAPI's error texts"):
+    ListVms' were "Invalid parameters", not VMAPI's "Invalid Parameters"."""
+    assert assert_error(client.get(url), 409, "ValidationFailed")["message"] == message
+
+
 def test_distinct_parameters_and_one_list_valued_parameter_still_pass(client):
     vm = create_running_vm(client)
     assert client.get(f"/vms?uuids={vm},{vm}&limit=5").status_code == 200
