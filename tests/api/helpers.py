@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi.testclient import TestClient
 from httpx import Response
@@ -16,9 +14,6 @@ OTHER_OWNER = "6c8a8f2e-1a8d-4b9e-9a51-1b6b6e3a0c11"
 V1 = {"Accept-Version": "~1"}
 V2 = {"Accept-Version": "~2"}
 TERMINAL = {"succeeded", "failed", "canceled"}
-
-T = TypeVar("T")
-
 
 def vm_body(**overrides: Any) -> dict[str, Any]:
     """A valid CreateVm body (256 MiB, owner ``OWNER``) with ``overrides``."""
@@ -103,14 +98,3 @@ def assert_error(response: Response, status: int, code: str) -> dict[str, Any]:
 def error_fields(body: dict[str, Any]) -> dict[str, str]:
     """``{field: code}`` of a validation error's ``errors`` array."""
     return {item["field"]: item["code"] for item in body["errors"]}
-
-
-def wait_until(condition: Callable[[], T], *, timeout: float = 10.0) -> T:
-    """Poll ``condition`` until it returns something truthy (or fail at ``timeout`` s)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)

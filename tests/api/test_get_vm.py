@@ -12,8 +12,9 @@ from fastapi.testclient import TestClient
 from service.api.app import create_app
 from tests.api.helpers import (
     OTHER_OWNER, OWNER, V2, act, act_and_wait, assert_error, create_running_vm, create_vm,
-    error_fields, get_vm, wait_job, wait_until,
+    error_fields, get_vm, wait_job,
 )
+from tests.waiting import wait_until
 
 VM_FIELDS = {
     "uuid", "alias", "owner_uuid", "server_uuid", "brand", "image_uuid", "ram", "cpu_cap", "nics",

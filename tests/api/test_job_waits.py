@@ -8,7 +8,8 @@ import threading
 import time
 from typing import Any
 
-from tests.api.helpers import vm_body, wait_until
+from tests.api.helpers import vm_body
+from tests.waiting import wait_until
 
 WAITERS = 50  # more than the pool's 40 threads
 WAIT_S = 3

@@ -22,8 +22,8 @@ from tests.api.helpers import (
     error_fields,
     get_vm,
     wait_job,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 NO_VMS = {"provisioning": 0, "running": 0, "stopped": 0, "failed": 0, "destroyed": 0,
           "quarantined": 0}

@@ -6,8 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,7 @@ from fastapi import FastAPI
 
 from service.api.app import create_app
 from service.container import Services
+from tests.waiting import wait_until
 
 
 @contextlib.contextmanager
@@ -40,7 +40,7 @@ def served(app: FastAPI, server_class: type[uvicorn.Server] = uvicorn.Server,
     server = server_class(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    until(lambda: server.started, "the server to start")
+    wait_until(lambda: server.started, "the server to start")
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield f"http://127.0.0.1:{port}", server
@@ -55,15 +55,6 @@ def live_server(services: Services, *, background: bool = True) -> Iterator[str]
     """``live_app``'s base URL only."""
     with live_app(services, background=background) as (url, _app):
         yield url
-
-
-def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    """Wait for ``condition`` (polling), or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from service.changes.filters import ChangeFilter
 from service.changes.tail import tail
 from service.cli.app import cli
-from tests.changes.live import until
+from tests.waiting import wait_until
 from tests.integration.outages import database_refused
 from tests.changes.scenarios import OWNER_A, OWNER_B, create_vm, log_positions
 
@@ -39,7 +39,7 @@ def test_follow_prints_changes_appended_after_it_started(services):
     follower.start()
     try:
         vm_uuid = create_vm(services, OWNER_A)
-        until(lambda: len(printed) >= 2, "the follower to print the new VM's events")
+        wait_until(lambda: len(printed) >= 2, "the follower to print the new VM's events")
     finally:
         stop.set()
         follower.join(10)
@@ -103,12 +103,12 @@ def test_follow_outlives_an_outage_resuming_after_the_last_position_it_printed(
     follower.start()
     try:
         first = create_vm(services, OWNER_A)
-        until(lambda: len(printed) >= 2, "the follower to print the first VM's events")
+        wait_until(lambda: len(printed) >= 2, "the follower to print the first VM's events")
         with database_refused(dbname):
-            until(lambda: died or _retrying(caplog), "the follower to meet the outage")
+            wait_until(lambda: died or _retrying(caplog), "the follower to meet the outage")
         assert not died, died
         second = create_vm(services, OWNER_B)
-        until(lambda: len(printed) >= 4 or died, "the follower to print the second VM's")
+        wait_until(lambda: len(printed) >= 4 or died, "the follower to print the second VM's")
     finally:
         stop.set()
         follower.join(10)
@@ -136,7 +136,7 @@ def test_a_stop_during_an_outage_ends_follow_at_its_last_position(services, monk
     follower = threading.Thread(target=lambda: ended.append(tail(
         services, start, ChangeFilter(), follow=True, emit=print, stop=stop)), daemon=True)
     follower.start()
-    until(lambda: _retrying(caplog), "the follower to meet the outage")
+    wait_until(lambda: _retrying(caplog), "the follower to meet the outage")
     stop.set()  # while it waits to try again
     follower.join(2)
     assert ended == [start]

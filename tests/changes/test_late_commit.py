@@ -13,8 +13,9 @@ import httpx
 import psycopg
 from psycopg.sql import SQL, Identifier
 
-from tests.changes.live import live_app, sse_events, until
+from tests.changes.live import live_app, sse_events
 from tests.changes.scenarios import OWNER_A, create_vm, stored_created
+from tests.waiting import wait_until
 
 
 class Collector(threading.Thread):
@@ -39,8 +40,8 @@ def test_an_append_committed_after_a_later_one_is_delivered_once_in_order(servic
     with live_app(services, background=False) as (url, app):
         collector = Collector(url)
         collector.start()
-        until(lambda: getattr(app.state, "change_hub", None) is not None
-              and app.state.change_hub._subscribers, "the stream to subscribe")
+        wait_until(lambda: getattr(app.state, "change_hub", None) is not None
+                   and app.state.change_hub._subscribers, "the stream to subscribe")
         hub = app.state.change_hub
         held_vm, held = stored_created(services)
         if settings.backend == "postgres":
@@ -54,7 +55,7 @@ def test_an_append_committed_after_a_later_one_is_delivered_once_in_order(servic
                 other.execute(insert, (later.originator_id, 1, later.topic, later.state))
             hub.wake()
             # The hub read the later append and stopped before the held one's position.
-            until(lambda: hub._reader.waiting_on_gap, "the hub to meet the gap")
+            wait_until(lambda: hub._reader.waiting_on_gap, "the hub to meet the gap")
             assert recorder.max_notification_id() == hub.position + 2
         else:
             holder = sqlite3.connect(settings.database_url.removeprefix("sqlite:///"),
@@ -65,14 +66,14 @@ def test_an_append_committed_after_a_later_one_is_delivered_once_in_order(servic
                 "(originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
                 (held.originator_id.hex, 1, held.topic, held.state))
             hub.wake()
-            until(lambda: hub._reader.head() == hub.position, "the hub to read the log")
+            wait_until(lambda: hub._reader.head() == hub.position, "the hub to read the log")
         assert collector.events == []
         holder.commit()
         holder.close()
         if settings.backend == "sqlite":
             later_vm = create_vm(services, OWNER_A)
         hub.wake()
-        until(lambda: len(collector.events) >= 2, "both appends to be delivered")
+        wait_until(lambda: len(collector.events) >= 2, "both appends to be delivered")
     ids = [int(e.id) for e in collector.events]
     assert [e.json["vm_uuid"] for e in collector.events][:2] == [held_vm, later_vm]
     assert [e.event for e in collector.events][:2] == ["Created", "Created"]

@@ -12,7 +12,8 @@ import httpx
 from service.changes.filters import ChangeFilter
 from service.changes.hub import ChangeHub, HubLimits, StreamEnd
 from service.changes.records import Change
-from tests.changes.live import live_app, sse_events, until
+from tests.changes.live import live_app, sse_events
+from tests.waiting import wait_until
 from tests.changes.scenarios import OWNER_A, create_vm, log_positions
 
 
@@ -84,7 +85,7 @@ def test_streams_over_the_limit_are_refused_and_counted(services):
             assert 'vmledger_change_streams{protocol="sse"} 1.0' in metrics
             assert 'vmledger_change_streams_dropped_total{reason="limit"}' in metrics
         create_vm(services, OWNER_A)
-        until(lambda: not app.state.change_hub._open, "the first stream to close")
+        wait_until(lambda: not app.state.change_hub._open, "the first stream to close")
         with client.stream("GET", "/changes?after=0") as again:
             assert again.status_code == 200
             again_events = sse_events(again)

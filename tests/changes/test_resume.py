@@ -13,7 +13,8 @@ import httpx
 
 from domain.errors import InvalidTransitionError
 from domain.vm import make_cause
-from tests.changes.live import live_server, sse_events, until
+from tests.changes.live import live_server, sse_events
+from tests.waiting import wait_until
 from tests.changes.scenarios import OWNER_A, OWNER_B, create_vm, log_positions
 
 WRITERS = 8
@@ -92,7 +93,8 @@ def test_a_client_resuming_from_its_last_id_gets_every_change_once_in_order(serv
             thread.start()
         for thread in writers:
             thread.join(120)
-        until(lambda: _settled(services, created), "every provision job to finish", 120)
+        wait_until(lambda: _settled(services, created), "every provision job to finish",
+                   timeout=120)
         reader.target = services.commands.head_position()
         reader.join(120)
         assert not reader.is_alive(), "the reader never reached the head"

@@ -21,8 +21,9 @@ from websockets.sync.client import connect
 
 from service.api.app import create_app
 from service.api.serving import StreamEndingServer
-from tests.changes.live import closed_with, served, sse_events, until
+from tests.changes.live import closed_with, served, sse_events
 from tests.changes.scenarios import OWNER_A, create_vm
+from tests.waiting import wait_until
 
 LISTENERS = 4
 
@@ -38,8 +39,8 @@ def _serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, str]]:
             [sys.executable, "-m", "service", "serve", "--port", "0"], env=env, stdout=log,
             stderr=subprocess.STDOUT)
     try:
-        until(lambda: re.search(r"http://127\.0\.0\.1:\d+", log_path.read_text()),
-              "serve to listen")
+        wait_until(lambda: re.search(r"http://127\.0\.0\.1:\d+", log_path.read_text()),
+                   "serve to listen")
         yield process, re.search(r"http://127\.0\.0\.1:\d+", log_path.read_text()).group(0)
     finally:
         if process.poll() is None:
@@ -74,8 +75,8 @@ def test_sigterm_closes_every_changefeed_listener_with_1013_and_its_position(tmp
             ws.send(json.dumps({**registration, "instance": f"listener-{n}"}))
             assert json.loads(ws.recv(timeout=10))["resource"] == "vm"  # the bootstrap
         unregistered = stack.enter_context(connect(base))
-        until(lambda: httpx.get(url + "/changefeeds/stats").json()["listeners"] == LISTENERS,
-              "every listener to be registered")
+        wait_until(lambda: httpx.get(url + "/changefeeds/stats").json()["listeners"] == LISTENERS,
+                   "every listener to be registered")
         process.send_signal(signal.SIGTERM)
         ends = [closed_with(ws) for ws in listeners]
         for code, reason in ends:

@@ -11,7 +11,8 @@ from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
 from service.changes.triton import RegistrationError, parse_registration
-from tests.changes.live import live_server, refused_upgrade, until
+from tests.changes.live import live_server, refused_upgrade
+from tests.waiting import wait_until
 from tests.changes.scenarios import OWNER_A, create_vm
 
 V1 = {"instance": "6f0f3b8e-0d5e-4d0b-9c5e-6d1f7a9b2c01", "service": "test",
@@ -147,8 +148,8 @@ def test_a_listener_that_hangs_up_is_gone_at_once_not_at_its_next_heartbeat(serv
         with connect(_ws(url)) as ws:
             ws.send(json.dumps(V1))
             json.loads(ws.recv(timeout=10))  # registered, bootstrapped: its stream is open
-        until(lambda: httpx.get(url + "/changefeeds/stats").json()["listeners"] == 0,
-              "the listener's registration to end", timeout=5)
+        wait_until(lambda: httpx.get(url + "/changefeeds/stats").json()["listeners"] == 0,
+                   "the listener's registration to end", timeout=5)
         assert "vmledger_change_streams{protocol=\"changefeed\"} 0.0" in httpx.get(
             url + "/metrics").text
 

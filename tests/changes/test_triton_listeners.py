@@ -11,7 +11,8 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from tests.changes.live import closed_with, live_server, refused_upgrade, until
+from tests.changes.live import closed_with, live_server, refused_upgrade
+from tests.waiting import wait_until
 from tests.changes.test_triton import V1, _ws
 
 
@@ -32,7 +33,7 @@ def test_two_listeners_of_one_instance_are_two_and_each_leaves_on_its_own(servic
         with connect(_ws(url)) as second:
             _registered(second)
             assert _stats(url)["listeners"] == 2
-        until(lambda: _stats(url)["listeners"] == 1, "the second listener to leave")
+        wait_until(lambda: _stats(url)["listeners"] == 1, "the second listener to leave")
         assert list(_stats(url)["registrations"]["vm"]) == [V1["instance"]]
 
 
@@ -59,8 +60,8 @@ def test_a_connection_that_does_not_register_in_time_is_closed(services):
     services.settings.changes_registration_timeout_s = 0.2
     with live_server(services) as url, connect(_ws(url)) as ws:
         assert closed_with(ws) == (1008, "no registration within 0.2 s")
-        until(lambda: 'protocol="changefeed"} 0.0' in httpx.get(
-            url + "/metrics").text, "its stream slot to be given back")
+        wait_until(lambda: 'protocol="changefeed"} 0.0' in httpx.get(
+                 url + "/metrics").text, "its stream slot to be given back")
 
 
 @pytest.mark.parametrize("token, status, code", [

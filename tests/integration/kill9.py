@@ -21,7 +21,8 @@ import httpx
 from service.container import Services
 from service.settings import Settings
 from tests.api.helpers import vm_body
-from tests.integration.processes import free_port, vmledger_process, wait_until
+from tests.integration.processes import free_port, vmledger_process
+from tests.waiting import wait_until
 
 LEASE_S = 2.0
 POLL_S = 0.05
@@ -105,7 +106,7 @@ def deployment(database_url: str, tmp_dir: str, *, workers: int = 1,
             system.add_worker()
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
             system.http = http
-            wait_until(lambda: _answers(http), what="the API", log_path=log_path)
+            wait_until(lambda: _answers(http), "the API", log_path=log_path, timeout=60)
             yield system
     finally:
         for process in [*system.workers.values(), *system.others]:

@@ -18,7 +18,8 @@ import psycopg
 
 from tests.api.helpers import vm_body
 from tests.conftest import ADMIN_URL
-from tests.integration.processes import free_port, vmledger_process, wait_until
+from tests.integration.processes import free_port, vmledger_process
+from tests.waiting import wait_until
 from tests.integration.tcp_proxy import TcpProxy
 
 OUTAGE_S = 5.0
@@ -60,7 +61,8 @@ def served_through_a_proxy(database_url: str, log_path: str) -> Iterator[tuple[s
     server = vmledger_process("serve", "--port", str(port), env=env, log_path=log_path)
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _status(base, "/ping") == 200, what="the API", log_path=log_path)
+        wait_until(lambda: _status(base, "/ping") == 200, "the API", log_path=log_path,
+                   timeout=60)
         yield base, proxy
     finally:
         server.terminate()

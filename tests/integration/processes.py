@@ -8,11 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+from tests.waiting import wait_until
 
 
 def free_port() -> int:
@@ -52,11 +52,13 @@ def deployment(database_url: str, tmp_dir: str, *, api_workers: int = 2, job_wor
     processes = [vmledger_process("project", env=env, log_path=log_path)]
     base_url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _has_tables(database_url), what="schema", log_path=log_path)
+        wait_until(lambda: _has_tables(database_url), "the schema", log_path=log_path,
+                   timeout=60, interval=0.1)
         processes.append(vmledger_process("serve", "--port", str(port), "--workers", str(api_workers),
                                    env=env, log_path=log_path))
         processes += [vmledger_process("work", env=env, log_path=log_path) for _ in range(job_workers)]
-        wait_until(lambda: _answers(base_url), what="the API", log_path=log_path)
+        wait_until(lambda: _answers(base_url), "the API", log_path=log_path, timeout=60,
+                   interval=0.1)
         yield base_url
     finally:
         for process in processes:
@@ -83,13 +85,3 @@ def _has_tables(database_url: str) -> bool:
     with psycopg.connect(database_url) as conn:
         row = conn.execute("SELECT to_regclass('public.projection_tracking')").fetchone()
     return row is not None and row[0] is not None
-
-
-def wait_until(condition, *, what: str, log_path: str, timeout: float = 60.0) -> None:
-    """Poll ``condition`` every 0.1 s; fail with the log's tail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            with open(log_path) as log:
-                raise AssertionError(f"{what} did not come up in {timeout} s:\n{log.read()[-4000:]}")
-        time.sleep(0.1)

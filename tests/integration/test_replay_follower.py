@@ -10,7 +10,7 @@ from eventsourcing.persistence import OperationalError
 
 from projections.runner import ProjectionRunner
 from service.replay.follow import Follower, follow
-from tests.api.helpers import wait_until
+from tests.waiting import wait_until
 from tests.builders import create, read_model_tables, rows
 
 

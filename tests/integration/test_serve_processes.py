@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ from typer.testing import CliRunner
 
 from service.cli.app import cli
 from tests.integration.processes import free_port
+from tests.waiting import wait_until
 
 WORKERS = 2
 
@@ -56,15 +56,6 @@ def sockets_on(port: int, pids: set[int], state: str) -> dict[int, int]:
     return counts
 
 
-def wait_for(condition, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-    return result
-
-
 def answers(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
@@ -84,8 +75,8 @@ def serving(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
         [sys.executable, "-m", "service", "serve", "--port", str(port), "--workers",
          str(WORKERS)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_for(lambda: sum(1 for n in sockets_on(port, children_of(parent.pid), "0A").values()
-                             if n) == WORKERS and answers(port), "every process listening")
+        wait_until(lambda: sum(1 for n in sockets_on(port, children_of(parent.pid), "0A").values()
+                               if n) == WORKERS and answers(port), "every process listening")
         yield parent, port
     finally:
         if parent.poll() is None:
@@ -116,8 +107,8 @@ def test_a_sigterm_stops_every_process_and_the_parent_exits_0(tmp_path):
         children = children_of(parent.pid)
         parent.send_signal(signal.SIGTERM)
         assert parent.wait(timeout=30) == 0
-        wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children),
-                 "the processes to end")
+        wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children),
+                   "the processes to end")
         assert not answers(port)
 
 
@@ -126,8 +117,8 @@ def test_no_process_outlives_a_parent_killed_outright(tmp_path):
         children = children_of(parent.pid)
         parent.kill()
         parent.wait()
-        wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children),
-                 "the processes to end")
+        wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children),
+                   "the processes to end")
 
 
 @pytest.mark.parametrize("port", ["0"])

@@ -12,11 +12,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -27,11 +26,11 @@ from service.jobs.worker import Worker, utcnow
 from tests.builders import create, settle, stream
 from tests.conftest import _empty_schema
 from tests.integration.processes import free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.postgres
 
 LEASE_S = 3.0
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -65,17 +64,6 @@ def start(services: Services, log_path: Path, *args: str, **env: str) -> subproc
                                 stdout=log, stderr=subprocess.STDOUT)
 
 
-def until(condition: Callable[[], T], what: str, log_path: Path, timeout: float = 30) -> T:
-    """Poll ``condition`` until it is truthy (returned), failing after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}; log:\n"
-                                 f"{log_path.read_text()[-3000:]}")
-        time.sleep(0.02)
-    return found
-
-
 def json_lines(log_path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
 
@@ -99,17 +87,19 @@ def test_a_stopped_worker_process_leaves_its_job_to_its_lease_and_claims_no_othe
     log_path = tmp_path / "work.log"
     process = start(services, log_path, "work")
     try:
-        head = until(lambda: (h := services.commands.load(held.vm_uuid).head_job)
-                     and h["execution"] == "running" and h, "the provision's claim", log_path)
+        head = wait_until(lambda: (h := services.commands.load(held.vm_uuid).head_job)
+                          and h["execution"] == "running" and h, "the provision's claim",
+                          log_path=log_path)
         worker_id = head["worker"]
 
         process.send_signal(signal.SIGTERM)
-        until(lambda: logged(log_path, "SIGTERM: taking no new jobs"), "the first signal",
-              log_path)
+        wait_until(lambda: logged(log_path, "SIGTERM: taking no new jobs"), "the first signal",
+                   log_path=log_path)
         # Stopping does not give the job up: its lease is still renewed while it runs.
         renewed = event_names(services, held.vm_uuid).count("JobLeaseRenewed")
-        until(lambda: event_names(services, held.vm_uuid).count("JobLeaseRenewed") > renewed,
-              "a lease renewal after the stop", log_path)
+        wait_until(
+            lambda: event_names(services, held.vm_uuid).count("JobLeaseRenewed") > renewed,
+            "a lease renewal after the stop", log_path=log_path)
 
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 1
@@ -139,7 +129,8 @@ def test_a_stopped_worker_process_leaves_its_job_to_its_lease_and_claims_no_othe
                        worker_id="successor")
     refused = successor.run_vm(held.vm_uuid)
     assert utcnow() < expires and not refused, "taken over while its lease held"
-    until(lambda: successor.run_vm(held.vm_uuid), "the takeover", log_path, timeout=LEASE_S + 30)
+    wait_until(lambda: successor.run_vm(held.vm_uuid), "the takeover", log_path=log_path,
+               timeout=LEASE_S + 30)
     [takeover] = [e for e in stream(services, held.vm_uuid)
                   if type(e).__name__ == "JobStarted" and e.worker == "successor"]
     # Its claim's clock (the lease it took runs LEASE_S from it) was past the old expiry.
@@ -163,7 +154,8 @@ def test_serve_answers_a_request_in_flight_before_it_exits(
                     VMLEDGER_EMBEDDED_RUNNERS="true")
     answered: list[httpx.Response | BaseException] = []
     try:
-        until(lambda: logged(log_path, "Application startup complete"), "serve", log_path)
+        wait_until(lambda: logged(log_path, "Application startup complete"), "serve",
+                   log_path=log_path)
 
         def stop_and_wait() -> None:
             try:
@@ -176,11 +168,11 @@ def test_serve_answers_a_request_in_flight_before_it_exits(
         client = threading.Thread(target=stop_and_wait)
         client.start()
         # The request is in the server once its job is queued; it waits for the job to end.
-        until(lambda: services.commands.load(vm_uuid).head_job, "the stop to be queued",
-              log_path)
+        wait_until(lambda: services.commands.load(vm_uuid).head_job, "the stop to be queued",
+                   log_path=log_path)
         process.send_signal(signal.SIGTERM)
-        until(lambda: logged(log_path, "Shutting down"), "uvicorn to begin its shutdown",
-              log_path)
+        wait_until(lambda: logged(log_path, "Shutting down"), "uvicorn to begin its shutdown",
+                   log_path=log_path)
         assert not answered, "answered before its job ran"
         services.fleet.faults.pause_workers(False)
         client.join(60)

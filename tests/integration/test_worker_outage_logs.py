@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.changes.live import until
+from tests.waiting import wait_until
 from tests.integration.outages import database_refused
 
 
@@ -39,7 +39,7 @@ def test_a_worker_logs_the_first_failed_pass_of_an_outage_with_its_traceback_the
         running.start()
         try:
             with database_refused(urlsplit(database_url).path[1:]):
-                until(lambda: len(failed) >= 3, "three failed passes")
+                wait_until(lambda: len(failed) >= 3, "three failed passes")
         finally:
             stop.set()
             running.join(10)

@@ -18,7 +18,7 @@ from domain.vm import Vm, make_cause
 from service.audit.verify import verify_chains
 from service.commands.tasks import TaskWithdrawn
 from service.container import Services
-from tests.api.helpers import wait_until
+from tests.waiting import wait_until
 from tests.builders import act, create
 from tests.service.test_committer import Gate
 
