@@ -26,7 +26,7 @@ from tests.api.helpers import (
 )
 from tests.api.test_authorization import bearer, write_tokens_file
 from tests.api.test_volumes import NET_A, NET_B, create_volume, mounting, volume_action
-from tests.integration.test_audit import _edit_stored_bytes
+from tests.tampering import edit_event_bytes, edit_snapshot
 
 PAGES = ("/console", "/console/servers", "/console/audit",
          "/console/vms/930896af-bf8c-48d4-885c-6573a94b1853")
@@ -242,7 +242,7 @@ def test_audit_from_the_page_names_an_edited_event_by_stream_and_version(
     act_and_wait(client, vm_uuid, "update", json={"alias": "database"})
     version = next(e["version"] for e in client.get(f"/vms/{vm_uuid}/history").json()
                    if e["type"] == "MetadataUpdated")
-    _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
+    edit_event_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
     html = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
     assert f"tampered: stream {vm_uuid} version {version}: the event&#39;s content" in html
 
@@ -301,14 +301,12 @@ def test_audit_from_the_page_checks_the_vms_snapshots_too(services: Services,
     # found in review: the page's audit of a VM left out its snapshots, which loads trust
     from uuid import UUID
 
-    from tests.integration.test_audit_findings import _edit_snapshot
-
     vm_uuid = create_running_vm(client)
     act_and_wait(client, vm_uuid, "update", json={"alias": "sealed"})
     version = services.commands.load(vm_uuid).version
     services.app.take_snapshot(UUID(vm_uuid), version=version)
     clean = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
     assert "snapshot:" not in clean
-    _edit_snapshot(services, vm_uuid, b'"sealed"', b'"5ealed"')
+    edit_snapshot(services, vm_uuid, b'"sealed"', b'"5ealed"')
     html = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
     assert f"snapshot: snapshot {vm_uuid} version {version}: differs from a fresh fold" in html

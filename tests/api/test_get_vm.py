@@ -14,6 +14,7 @@ from tests.api.helpers import (
     OTHER_OWNER, OWNER, V2, act, act_and_wait, assert_error, create_running_vm, create_vm,
     error_fields, get_vm, wait_job,
 )
+from tests.tampering import delete_event
 from tests.waiting import wait_until
 
 VM_FIELDS = {
@@ -235,11 +236,7 @@ def test_a_version_out_of_range_is_refused_with_the_range_however_many_digits(
 def test_a_past_version_beyond_a_deleted_event_is_503_naming_the_gap(client, services) -> None:
     # found by a tester: an event deleted behind the service's back made this a 500
     vm_uuid = create_running_vm(client)
-    with services.db.transaction() as tx:
-        table, stream = (("stored_events", uuid.UUID(vm_uuid).hex)
-                         if services.db.dialect.value == "sqlite" else ("vmledger_events", vm_uuid))
-        tx.execute(f"DELETE FROM {table} WHERE originator_id = ? AND originator_version = 3",
-                   (stream,))
+    delete_event(services, vm_uuid, 3)
     body = assert_error(client.get(f"/vms/{vm_uuid}", params={"version": 5}), 503, "Unavailable")
     assert f"stream {vm_uuid} has a gap: its event of version 4 follows version 2" in body["message"]
     assert client.get(f"/vms/{vm_uuid}", params={"version": 2}).status_code == 200

@@ -4,27 +4,20 @@ and that the log needs repair, not 500 with a traceback (tester D, bug 6)."""
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 
 from tests.api.helpers import assert_error, create_running_vm
+from tests.cli import vmledger
+from tests.tampering import set_event_column
 
 EDITS = {"topic": ("topic", "vm.bogus"), "state": ("state", b"\xff not json")}
-
-
-def _edit(services, vm_uuid: str, version: int, column: str, value) -> None:
-    table, stream = (("stored_events", uuid.UUID(vm_uuid).hex)
-                     if services.db.dialect.value == "sqlite" else ("vmledger_events", vm_uuid))
-    with services.db.transaction() as tx:
-        tx.execute(f"UPDATE {table} SET {column} = ? WHERE originator_id = ? "
-                   "AND originator_version = ?", (value, stream, version))
 
 
 @pytest.mark.parametrize("edit", EDITS.values(), ids=EDITS.keys())
 def test_an_unreadable_event_is_503_naming_stream_and_version(client, services, edit) -> None:
     vm_uuid = create_running_vm(client)
-    _edit(services, vm_uuid, 3, *edit)
+    set_event_column(services, vm_uuid, 3, *edit)
     for path, params in ((f"/vms/{vm_uuid}", {"version": 4}),
                          (f"/vms/{vm_uuid}/history", {})):
         body = assert_error(client.get(path, params=params), 503, "Unavailable")
@@ -34,17 +27,10 @@ def test_an_unreadable_event_is_503_naming_stream_and_version(client, services, 
 
 
 def test_vmledger_history_of_an_unreadable_event_is_one_line(client, services) -> None:
-    import os
-    import subprocess
-    import sys
-
     vm_uuid = create_running_vm(client)
-    _edit(services, vm_uuid, 3, *EDITS["topic"])
-    done = subprocess.run(
-        [sys.executable, "-m", "service", "history", vm_uuid], check=False,
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "VMLEDGER_DATABASE_URL": services.settings.database_url,
-             "VMLEDGER_LOG_FORMAT": "text"})
+    set_event_column(services, vm_uuid, 3, *EDITS["topic"])
+    done = vmledger("history", vm_uuid, database_url=services.settings.database_url,
+                    env={"VMLEDGER_LOG_FORMAT": "text"})
     assert done.returncode == 1, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"vmledger history: stream {vm_uuid} has an unreadable event at "

@@ -6,11 +6,9 @@ for ever, or leaving uvicorn to cut them with 1012 and no position. The one way 
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -23,6 +21,7 @@ from service.api.app import create_app
 from service.api.serving import StreamEndingServer
 from tests.changes.live import closed_with, served, sse_events
 from tests.changes.scenarios import OWNER_A, create_vm
+from tests.cli import vmledger_process
 from tests.waiting import wait_until
 
 LISTENERS = 4
@@ -32,12 +31,9 @@ LISTENERS = 4
 def _serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen, str]]:
     """A ``vmledger serve`` process on SQLite at a free port, and its base URL."""
     log_path = tmp_path / "serve.log"
-    env = {**os.environ, "VMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'v.db'}",
-           "VMLEDGER_LOG_FORMAT": "text", "VMLEDGER_SIM_SERVERS": "1"}
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "service", "serve", "--port", "0"], env=env, stdout=log,
-            stderr=subprocess.STDOUT)
+    process = vmledger_process("serve", "--port", "0", log_path=log_path,
+                               database_url=f"sqlite:///{tmp_path / 'v.db'}",
+                               env={"VMLEDGER_LOG_FORMAT": "text", "VMLEDGER_SIM_SERVERS": "1"})
     try:
         wait_until(lambda: re.search(r"http://127\.0\.0\.1:\d+", log_path.read_text()),
                    "serve to listen")

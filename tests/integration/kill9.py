@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,7 +20,8 @@ import httpx
 from service.container import Services
 from service.settings import Settings
 from tests.api.helpers import vm_body
-from tests.integration.processes import free_port, vmledger_process
+from tests.cli import stop_processes, vmledger_process
+from tests.integration.processes import free_port
 from tests.waiting import wait_until
 
 LEASE_S = 2.0
@@ -109,16 +109,7 @@ def deployment(database_url: str, tmp_dir: str, *, workers: int = 1,
             wait_until(lambda: _answers(http), "the API", log_path=log_path, timeout=60)
             yield system
     finally:
-        for process in [*system.workers.values(), *system.others]:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for process in [*system.workers.values(), *system.others]:
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_processes([*system.workers.values(), *system.others])
         services.close()
 
 

@@ -18,7 +18,8 @@ import psycopg
 
 from tests.api.helpers import vm_body
 from tests.conftest import ADMIN_URL
-from tests.integration.processes import free_port, vmledger_process
+from tests.cli import vmledger_process
+from tests.integration.processes import free_port
 from tests.waiting import wait_until
 from tests.integration.tcp_proxy import TcpProxy
 

@@ -4,14 +4,12 @@ tests that need real processes racing each other."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+from tests.cli import stop_processes, vmledger_process
 from tests.waiting import wait_until
 
 
@@ -20,16 +18,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def vmledger_process(*args: str, env: dict[str, str], log_path: str) -> subprocess.Popen[bytes]:
-    """``python -m service ARGS`` in a session of its own, its output appended to
-    ``log_path``."""
-    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process by the OS
-    return subprocess.Popen(
-        [sys.executable, "-m", "service", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
 
 
 @contextmanager
@@ -61,15 +49,7 @@ def deployment(database_url: str, tmp_dir: str, *, api_workers: int = 2, job_wor
                    interval=0.1)
         yield base_url
     finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_processes(processes)
 
 
 def _answers(base_url: str) -> bool:

@@ -3,10 +3,7 @@ passes on an untouched store and names exactly the stream and version that was e
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from uuid import UUID
 
 import pytest
@@ -15,11 +12,12 @@ from eventsourcing.persistence import StoredEvent
 from domain import chain
 from domain.states import Action
 from domain.vm import Vm, make_cause
-from projections.db import Dialect
 from service.commands.application import VmSpec
 from service.audit.read_models import verify_read_models
 from service.audit.verify import verify_chains
 from service.commands.versioning import NEWEST
+from tests.cli import vmledger
+from tests.tampering import delete_event, edit_event_bytes
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
 
@@ -44,32 +42,6 @@ def _version_of(services, vm_uuid: str, event_class: type) -> int:
     return next(e.originator_version for e in events if isinstance(e, event_class))
 
 
-def _events_table(services, vm_uuid: str) -> tuple[str, str]:
-    """The event store's table and the stream's key in it, as each backend stores them."""
-    if services.db.dialect is Dialect.SQLITE:
-        return "stored_events", UUID(vm_uuid).hex
-    return "vmledger_events", vm_uuid
-
-
-def _edit_stored_bytes(services, vm_uuid: str, version: int, old: bytes, new: bytes) -> None:
-    """Change an event's stored bytes behind the service's back, as an intruder would."""
-    table, stream = _events_table(services, vm_uuid)
-    with services.db.transaction() as tx:
-        tx.execute(f"SELECT state FROM {table} WHERE originator_id = ? AND originator_version = ?",
-                   (stream, version))
-        state = bytes(tx.fetchone()["state"])
-        assert old in state
-        tx.execute(f"UPDATE {table} SET state = ? WHERE originator_id = ? "
-                   "AND originator_version = ?", (state.replace(old, new), stream, version))
-
-
-def _vmledger(settings, *args: str) -> subprocess.CompletedProcess[str]:
-    """``vmledger ARGS`` on the test's database, as an operator runs it."""
-    env = {**os.environ, "VMLEDGER_DATABASE_URL": settings.database_url}
-    return subprocess.run([sys.executable, "-m", "service", *args], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-
-
 def test_an_untouched_store_verifies(services):
     _vm_with_history(services)
     assert verify_chains(services.app) == []
@@ -80,7 +52,7 @@ def test_an_edited_event_is_named_by_its_stream_and_version(services):
     vm_uuid = _vm_with_history(services)
     other = _vm_with_history(services)
     version = _version_of(services, vm_uuid, Vm.MetadataUpdated)
-    _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
+    edit_event_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
     differences = verify_chains(services.app)
     assert [(d.where, d.version, d.kind) for d in differences] == [
         (f"stream {vm_uuid}", version, "tampered")]
@@ -122,11 +94,11 @@ def test_an_upcast_old_event_still_verifies_and_reads_with_its_new_field(service
 def test_the_audit_verify_command_exits_0_when_all_held_and_1_naming_the_tampered_event(
         services, settings):
     vm_uuid = _vm_with_history(services)
-    passed = _vmledger(settings, "audit", "verify")
+    passed = vmledger("audit", "verify", database_url=settings.database_url)
     assert passed.returncode == 0, passed.stdout + passed.stderr
     version = _version_of(services, vm_uuid, Vm.MetadataUpdated)
-    _edit_stored_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
-    failed = _vmledger(settings, "audit", "verify")
+    edit_event_bytes(services, vm_uuid, version, b'"database"', b'"datab4se"')
+    failed = vmledger("audit", "verify", database_url=settings.database_url)
     assert failed.returncode == 1
     assert f"tampered: stream {vm_uuid} version {version}" in failed.stdout
     count = failed.stdout.strip().splitlines()[-1]  # a new user read "1 differences"
@@ -165,19 +137,11 @@ def test_read_models_verify_while_commands_and_the_runner_keep_writing(services)
     assert not errors
 
 
-def _delete_stored_event(services, vm_uuid: str, version: int) -> None:
-    """Remove an event from its stream behind the service's back, as an intruder would."""
-    table, stream = _events_table(services, vm_uuid)
-    with services.db.transaction() as tx:
-        tx.execute(f"DELETE FROM {table} WHERE originator_id = ? AND originator_version = ?",
-                   (stream, version))
-
-
 def test_a_deleted_event_is_named_and_the_read_models_still_compared(services):
     # found by a tester: the fresh fold of the gapped stream raised, the command ended in a
     # traceback, and the chain's finding was never printed
     vm_uuid = _vm_with_history(services)
-    _delete_stored_event(services, vm_uuid, 3)
+    delete_event(services, vm_uuid, 3)
     assert [(d.where, d.version, d.kind) for d in verify_chains(services.app)] == [
         (f"stream {vm_uuid}", 3, "missing")]
     differences = verify_read_models(services)
@@ -200,8 +164,8 @@ def test_a_deleted_event_is_named_and_the_read_models_still_compared(services):
 def test_a_command_meeting_a_deleted_event_names_it_and_exits_1(
         services, settings, command, output, said):
     vm_uuid = _vm_with_history(services)
-    _delete_stored_event(services, vm_uuid, 3)
-    failed = _vmledger(settings, *command)
+    delete_event(services, vm_uuid, 3)
+    failed = vmledger(*command, database_url=settings.database_url)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "Traceback" not in failed.stderr
     assert said.format(vm=vm_uuid) in getattr(failed, output)

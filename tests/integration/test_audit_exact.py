@@ -15,15 +15,17 @@ from service.audit.read_models import verify_read_models
 from service.audit.snapshots import verify_snapshots
 from service.commands.snapshot_seal import SEAL, seal
 from service.commands.versioning import NEWEST
-from tests.integration.test_audit import _version_of, _vm_with_history, _vmledger
-from tests.integration.test_audit_findings import _append_unfoldable_event, _edit_snapshot
+from tests.cli import vmledger
+from tests.integration.test_audit import _version_of, _vm_with_history
+from tests.integration.test_audit_findings import _append_unfoldable_event
+from tests.tampering import edit_snapshot
 
 
 def _reseal(services, vm_uuid: str) -> None:
     """Recompute the stored snapshot's seal, as someone who knows the format would."""
     [snapshot] = services.app.snapshots.get(UUID(vm_uuid))
     old = snapshot.state[SEAL]
-    _edit_snapshot(services, vm_uuid, old.encode(),
+    edit_snapshot(services, vm_uuid, old.encode(),
                    seal(services.app.mapper.transcoder, snapshot).encode())
 
 
@@ -33,7 +35,7 @@ def test_a_resealed_snapshot_whose_value_changed_only_its_type_is_named(services
     vm_uuid = _vm_with_history(services)
     version = _version_of(services, vm_uuid, Vm.MetadataUpdated)
     services.app.take_snapshot(UUID(vm_uuid), version=version)
-    _edit_snapshot(services, vm_uuid, old, new)
+    edit_snapshot(services, vm_uuid, old, new)
     _reseal(services, vm_uuid)
     found = verify_snapshots(services.app)
     assert [(d.where, d.version, d.kind) for d in found] == [
@@ -52,10 +54,10 @@ def test_a_resealed_snapshot_with_true_for_1_is_named(services):
     assert ones or nested, snapshot.state
     key = (ones or nested)[0]
     if ones:
-        _edit_snapshot(services, vm_uuid, f'"{key}":1'.encode(), f'"{key}":true'.encode())
+        edit_snapshot(services, vm_uuid, f'"{key}":1'.encode(), f'"{key}":true'.encode())
     else:
         inner = next(k for k, x in snapshot.state[key].items() if x == 1 and type(x) is int)
-        _edit_snapshot(services, vm_uuid, f'"{inner}":1'.encode(), f'"{inner}":true'.encode())
+        edit_snapshot(services, vm_uuid, f'"{inner}":1'.encode(), f'"{inner}":true'.encode())
     _reseal(services, vm_uuid)
     found = verify_snapshots(services.app)
     assert [(d.version, d.kind) for d in found] == [(version, "snapshot")]
@@ -117,7 +119,7 @@ def test_rebuild_names_an_event_it_cannot_fold_in_one_line(services, settings):
     """Tester B (doc mismatch 7): an event the fold refuses ended the rebuild in a traceback."""
     vm_uuid = _vm_with_history(services)
     version = _append_unfoldable_event(services, vm_uuid)
-    failed = _vmledger(settings, "rebuild", "vm_view")
+    failed = vmledger("rebuild", "vm_view", database_url=settings.database_url)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "Traceback" not in failed.stderr, failed.stderr
     [line] = [x for x in failed.stderr.splitlines() if x.startswith("vmledger rebuild:")]

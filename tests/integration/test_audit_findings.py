@@ -13,41 +13,13 @@ from eventsourcing.persistence import StoredEvent
 
 from domain import chain
 from domain.vm import Vm, make_cause
-from projections.db import Dialect
 from service.commands.application import VmSpec
 from service.audit.snapshots import verify_snapshots
 from service.audit.read_models import verify_read_models
 from service.audit.verify import stored_fields, verify_chains
-from tests.integration.test_audit import (
-    OWNER,
-    _delete_stored_event,
-    _events_table,
-    _version_of,
-    _vmledger,
-    _vm_with_history,
-)
-
-
-def _snapshots_table(services, vm_uuid: str) -> tuple[str, str]:
-    if services.db.dialect is Dialect.SQLITE:
-        return "stored_snapshots", UUID(vm_uuid).hex
-    return "vmledger_snapshots", vm_uuid
-
-
-def _edit_snapshot(services, vm_uuid: str, old: bytes, new: bytes,
-                   version: int | None = None) -> None:
-    """Replace ``old`` by ``new`` in the stored bytes of the VM's snapshot (the one at
-    ``version``, when the stream has several)."""
-    table, stream = _snapshots_table(services, vm_uuid)
-    where, key = "originator_id = ?", (stream,)
-    if version is not None:
-        where, key = where + " AND originator_version = ?", (stream, version)
-    with services.db.transaction() as tx:
-        tx.execute(f"SELECT state FROM {table} WHERE {where}", key)
-        [row] = tx.fetchall()
-        state = bytes(row["state"])
-        assert old in state
-        tx.execute(f"UPDATE {table} SET state = ? WHERE {where}", (state.replace(old, new), *key))
+from tests.cli import vmledger
+from tests.integration.test_audit import OWNER, _version_of, _vm_with_history
+from tests.tampering import delete_event, edit_snapshot, events_table, set_event_column
 
 
 def test_an_untouched_snapshot_verifies_and_an_edited_one_is_named(services):
@@ -57,7 +29,7 @@ def test_an_untouched_snapshot_verifies_and_an_edited_one_is_named(services):
     for uuid in (vm_uuid, other):
         services.app.take_snapshot(UUID(uuid), version=version)
     assert verify_snapshots(services.app) == []
-    _edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999')
+    edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999')
     found = verify_snapshots(services.app)
     assert [(d.where, d.version, d.kind) for d in found] == [
         (f"snapshot {vm_uuid}", version, "snapshot")]
@@ -121,7 +93,7 @@ def test_one_real_difference_names_only_its_vm(services):
 def test_one_stream_that_cannot_be_folded_is_the_one_finding(services):
     vm_uuid = _vm_with_history(services)
     others = [_vm_with_history(services) for _ in range(2)]
-    _delete_stored_event(services, vm_uuid, 3)
+    delete_event(services, vm_uuid, 3)
     found = verify_read_models(services)
     assert found
     for other in others:
@@ -132,11 +104,10 @@ def test_one_stream_that_cannot_be_folded_is_the_one_finding(services):
 
 def test_an_unknown_topic_or_a_future_class_version_is_a_finding(services):
     vm_uuid = _vm_with_history(services)
-    table, stream = _events_table(services, vm_uuid)
     version = _version_of(services, vm_uuid, Vm.MetadataUpdated)
+    set_event_column(services, vm_uuid, version, "topic", "vm.no_such_event")
+    table, stream = events_table(services, vm_uuid)
     with services.db.transaction() as tx:
-        tx.execute(f"UPDATE {table} SET topic = ? WHERE originator_id = ? "
-                   "AND originator_version = ?", ("vm.no_such_event", stream, version))
         tx.execute(f"SELECT state FROM {table} WHERE originator_id = ? "
                    "AND originator_version = 1", (stream,))
         state = json.loads(bytes(tx.fetchone()["state"]))
@@ -154,9 +125,9 @@ def test_the_audit_verify_command_names_an_edited_snapshot_and_a_stuck_tail(
     vm_uuid = _vm_with_history(services)
     version = _version_of(services, vm_uuid, Vm.MetadataUpdated)
     services.app.take_snapshot(UUID(vm_uuid), version=version)
-    _edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999')
+    edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999')
     tail = _append_unfoldable_event(services, vm_uuid)
-    failed = _vmledger(settings, "audit", "verify")
+    failed = vmledger("audit", "verify", database_url=settings.database_url)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"snapshot: snapshot {vm_uuid} version {version}: " in failed.stdout
     assert f"fold: stream {vm_uuid} version {tail}: " in failed.stdout

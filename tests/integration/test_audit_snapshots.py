@@ -7,8 +7,8 @@ from __future__ import annotations
 from uuid import UUID
 
 from service.audit.snapshots import verify_snapshots, verify_stream_snapshots
-from tests.integration.test_audit import _delete_stored_event, _vm_with_history
-from tests.integration.test_audit_findings import _edit_snapshot
+from tests.integration.test_audit import _vm_with_history
+from tests.tampering import delete_event, edit_snapshot
 
 
 def _snapshots_at(services, vm_uuid: str, versions: list[int]) -> None:
@@ -39,7 +39,7 @@ def test_one_edited_snapshot_among_good_ones_is_the_one_finding(services):
     _snapshots_at(services, vm_uuid, versions)
     _snapshots_at(services, other, versions)
     assert verify_snapshots(services.app) == []
-    _edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999', version=3)
+    edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999', version=3)
     found = verify_snapshots(services.app)
     assert [(d.where, d.version, d.kind) for d in found] == [
         (f"snapshot {vm_uuid}", 3, "snapshot")]
@@ -59,7 +59,7 @@ def test_each_stream_is_read_once_however_many_snapshots_it_has(services, monkey
 def test_a_gap_between_snapshots_is_a_finding_for_those_after_it_only(services):
     vm_uuid = _vm_with_history(services)
     _snapshots_at(services, vm_uuid, [2, 3, 5, 6])
-    _delete_stored_event(services, vm_uuid, 4)
+    delete_event(services, vm_uuid, 4)
     found = verify_snapshots(services.app)
     assert [(d.version, d.kind) for d in found] == [(5, "snapshot"), (6, "snapshot")]
     # the one event the fold cannot apply, named for each snapshot after the gap
@@ -71,7 +71,7 @@ def test_a_snapshot_past_the_streams_end_names_where_the_stream_ends(services):
     vm_uuid = _vm_with_history(services)
     head = services.commands.load(vm_uuid).version
     _snapshots_at(services, vm_uuid, [2, head])
-    _delete_stored_event(services, vm_uuid, head)
+    delete_event(services, vm_uuid, head)
     found = verify_snapshots(services.app)
     assert [(d.version, d.detail) for d in found] == [
         (head, f"its stream ends at version {head - 1}, before the snapshot's")]

@@ -26,7 +26,10 @@ from domain.vm import Vm
 from service.replay.commands import ReplayAppendFailedError, ReplayCommands
 from service.replay.trace import server_uuid, vm_uuid
 from tests.builders import create, event_names, new_vm, read_model_tables
-from tests.trace import TRACE, needs_trace
+from tests.trace import (
+    EVICT, FAIL, FINISH, KILL, LOST, SCHEDULE, SUBMIT, TRACE, UPDATE_PENDING, needs_trace, row,
+    write_trace,
+)
 
 # Jobs 3,834..3,850 in order of first appearance: 2,089 rows holding every event type the shard
 # has (874 SUBMIT, 874 SCHEDULE, 6 EVICT, 9 FAIL, 277 FINISH, 49 KILL), with tasks submitted
@@ -59,8 +62,8 @@ def expected_final_states(rows: list[list[str]]) -> tuple[Counter[str], int]:
                     "4": {"running"}, "5": alive, "6": alive}
     vms: dict[tuple[str, str], list[str]] = {}
     misfits = 0
-    for row in rows:
-        task, event = (row[2], row[3]), row[5]
+    for fields in rows:
+        task, event = (fields[2], fields[3]), fields[5]
         states = vms.setdefault(task, [])
         if event == "0" and (not states or states[-1] == "destroyed"):
             states.append("provisioning")
@@ -114,16 +117,6 @@ def test_replay_of_a_slice_matches_the_trace_and_rebuilds_identically(services: 
 
 
 # -- the mapping's odd rows -----------------------------------------------------------------
-
-
-def row(event: int, *, job: str = "7", index: str = "0", machine: str = "",
-        cpu: str = "0.125", mem: str = "0.0625") -> list[str]:
-    """A task_events row (timestamp, missing, job, index, machine, event, user, class,
-    priority, cpu, memory, disk, different-machines)."""
-    return ["1000", "", job, index, machine, str(event), "user-a", "1", "4", cpu, mem, "0", "0"]
-
-
-SUBMIT, SCHEDULE, EVICT, FAIL, FINISH, KILL, LOST, UPDATE_PENDING = range(8)
 
 
 def feed(services: Services, *rows: list[str]) -> Replayer:
@@ -239,8 +232,7 @@ def test_rows_that_do_not_fit_are_counted_never_raised(services):
 
 
 def test_replay_refuses_a_database_that_already_has_events(services, tmp_path):
-    trace = tmp_path / "t.csv"
-    trace.write_text("\n".join(",".join(r) for r in (row(SUBMIT), row(SCHEDULE, machine="1"))))
+    trace = write_trace(tmp_path / "t.csv", [row(SUBMIT), row(SCHEDULE, machine="1")])
     replay(services, trace)
     with pytest.raises(ValueError, match="already has VMs"):
         replay(services, trace)
@@ -249,8 +241,7 @@ def test_replay_refuses_a_database_that_already_has_events(services, tmp_path):
 def test_a_refused_replay_starts_no_follower(services, tmp_path, monkeypatch):
     # found in review: the follower was started before the check, and began catching up
     # the read models of a database the replay then refused
-    trace = tmp_path / "t.csv"
-    trace.write_text(",".join(row(SUBMIT)))
+    trace = write_trace(tmp_path / "t.csv", [row(SUBMIT)])
     replay(services, trace)
     started = []
     monkeypatch.setattr(Follower, "start", lambda self: started.append(self))

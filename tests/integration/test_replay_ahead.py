@@ -10,15 +10,15 @@ import pytest
 
 from service.replay.ahead import CHUNK_ROWS, TICK_LINES, RowsAhead
 from service.replay.trace import read_rows
+from tests.trace import write_trace
 
 
-def write_trace(path: Path, lines: int) -> Path:
+def jobs_trace(path: Path, lines: int) -> Path:
     """A gzip trace of ``lines`` rows over jobs 0..9 (job n's rows at every tenth line,
-    job 0 also first), with a quoted field, which only a CSV reader takes as one."""
-    with gzip.open(path, "wt", newline="") as stream:
-        for n in range(lines):
-            stream.write(f'{n},,{n % 10},{n},m{n},0,"user, {n}",0,1,0.1,0.1,0.1,0\r\n')
-    return path
+    job 0 also first), with a quoted field (a user holding a comma), which only a CSV reader
+    takes as one."""
+    return write_trace(path, ([str(n), "", str(n % 10), str(n), f"m{n}", "0", f"user, {n}", "0",
+                               "1", "0.1", "0.1", "0.1", "0"] for n in range(lines)))
 
 
 def ahead(path: Path, **selection: int | None) -> list[tuple[int, list[str]]]:
@@ -35,7 +35,7 @@ def ahead(path: Path, **selection: int | None) -> list[tuple[int, list[str]]]:
 ], ids=["all", "one job", "a slice", "max rows", "none"])
 def test_rows_ahead_are_the_rows_read_rows_reads_in_its_order(tmp_path, selection):
     # more lines than a chunk holds and than a tick spans, so both hand-overs happen
-    trace = write_trace(tmp_path / "t.csv.gz", 3 * TICK_LINES + 11)
+    trace = jobs_trace(tmp_path / "t.csv.gz", 3 * TICK_LINES + 11)
     expected = list(read_rows(trace, **selection))
     assert ahead(trace, **selection) == expected
     assert expected or selection == {"skip_jobs": 10}
@@ -54,7 +54,7 @@ def test_a_file_the_reader_cannot_read_raises_its_error_in_the_replays_process(
 
 
 def test_closing_before_the_end_ends_the_reader(tmp_path):
-    trace = write_trace(tmp_path / "t.csv.gz", 4 * CHUNK_ROWS)
+    trace = jobs_trace(tmp_path / "t.csv.gz", 4 * CHUNK_ROWS)
     rows = RowsAhead(trace)
     first = next(iter(rows))
     rows.close()

@@ -12,17 +12,15 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli.app import cli
-from tests.integration.test_replay import KILL, SCHEDULE, SUBMIT, row
+from tests.trace import KILL, SCHEDULE, SUBMIT, row, write_trace
 
 
 def test_cli_replays_into_the_configured_database_and_prints_json(
     settings, tmp_path, monkeypatch
 ):
-    trace = tmp_path / "t.csv.gz"
-    with gzip.open(trace, "wt") as stream:
-        stream.write("\n".join(",".join(r) for r in (
-            row(SUBMIT), row(SCHEDULE, machine="1"), row(SUBMIT, index="1"), row(KILL, index="1"),
-            row(SUBMIT, job="8"), row(SCHEDULE, job="8", machine="2"))) + "\n")
+    trace = write_trace(tmp_path / "t.csv.gz", [
+        row(SUBMIT), row(SCHEDULE, machine="1"), row(SUBMIT, index="1"), row(KILL, index="1"),
+        row(SUBMIT, job="8"), row(SCHEDULE, job="8", machine="2")])
     monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
     # --no-follow: replay, then catch up (the follower is in the slice's test)
     result = CliRunner().invoke(cli, ["replay", str(trace), "--max-jobs", "1", "--json",
@@ -96,8 +94,7 @@ def test_cli_says_what_is_wrong_with_a_trace_path(settings, tmp_path, monkeypatc
 
 @pytest.mark.parametrize("option", ["--max-jobs", "--skip-jobs", "--max-rows"])
 def test_cli_refuses_a_negative_count(settings, tmp_path, monkeypatch, option):
-    trace = tmp_path / "t.csv"
-    trace.write_text(",".join(row(SUBMIT)) + "\n")
+    trace = write_trace(tmp_path / "t.csv", [row(SUBMIT)])
     monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
     result = CliRunner().invoke(cli, ["replay", str(trace), option, "-1"])
     assert result.exit_code == 2 and option in result.output, result.output

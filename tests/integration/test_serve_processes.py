@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli.app import cli
+from tests.cli import vmledger_process
 from tests.integration.processes import free_port
 from tests.waiting import wait_until
 
@@ -68,12 +68,10 @@ def answers(port: int) -> bool:
 @contextmanager
 def serving(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     port = free_port()
-    env = {**os.environ, "VMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'vmledger.db'}",
-           "VMLEDGER_EMBEDDED_RUNNERS": "false"}
-    log = open(tmp_path / "serve.log", "ab")  # noqa: SIM115 - closed with the process
-    parent = subprocess.Popen(
-        [sys.executable, "-m", "service", "serve", "--port", str(port), "--workers",
-         str(WORKERS)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    parent = vmledger_process("serve", "--port", str(port), "--workers", str(WORKERS),
+                              log_path=tmp_path / "serve.log",
+                              database_url=f"sqlite:///{tmp_path / 'vmledger.db'}",
+                              env={"VMLEDGER_EMBEDDED_RUNNERS": "false"})
     try:
         wait_until(lambda: sum(1 for n in sockets_on(port, children_of(parent.pid), "0A").values()
                                if n) == WORKERS and answers(port), "every process listening")

@@ -7,10 +7,8 @@ over only once it has expired. ``vmledger serve`` answers a request in flight be
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -25,6 +23,7 @@ from service.settings import Settings
 from service.jobs.worker import Worker, utcnow
 from tests.builders import create, settle, stream
 from tests.conftest import _empty_schema
+from tests.cli import vmledger_process
 from tests.integration.processes import free_port
 from tests.waiting import wait_until
 
@@ -46,22 +45,14 @@ def services(postgres_url: str) -> Iterator[Services]:
 
 
 def start(services: Services, log_path: Path, *args: str, **env: str) -> subprocess.Popen:
-    """``python -m service ARGS`` on the test's database, JSON logs to ``log_path``."""
-    environment = {
-        **os.environ,
-        "VMLEDGER_DATABASE_URL": services.settings.database_url,
-        "VMLEDGER_SIM_SERVERS": "2",
-        "VMLEDGER_JOB_LEASE_S": str(LEASE_S),
-        "VMLEDGER_WORKER_POLL_S": "0.02",
-        "VMLEDGER_PROJECTION_POLL_S": "0.01",
-        "VMLEDGER_LOG_FORMAT": "json",
-        **env,
-    }
-    for name in ("VMLEDGER_TOKENS", "VMLEDGER_TOKENS_FILE"):
-        environment.pop(name, None)
-    with open(log_path, "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "service", *args], env=environment,
-                                stdout=log, stderr=subprocess.STDOUT)
+    """``vmledger ARGS`` on the test's database, open (no tokens), JSON logs to
+    ``log_path``."""
+    return vmledger_process(*args, log_path=log_path, database_url=services.settings.database_url,
+                            env={"VMLEDGER_SIM_SERVERS": "2", "VMLEDGER_JOB_LEASE_S": str(LEASE_S),
+                                 "VMLEDGER_WORKER_POLL_S": "0.02",
+                                 "VMLEDGER_PROJECTION_POLL_S": "0.01",
+                                 "VMLEDGER_LOG_FORMAT": "json",
+                                 "VMLEDGER_TOKENS": None, "VMLEDGER_TOKENS_FILE": None, **env})
 
 
 def json_lines(log_path: Path) -> list[dict[str, Any]]:

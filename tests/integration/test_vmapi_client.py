@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.cli import stop_processes, vmledger_process
+from tests.waiting import wait_until
 from tests.integration.processes import free_port
 
 CLIENT = "sdc-clients@13.0.6"
@@ -59,32 +58,18 @@ def vmledger(tmp_path: Path) -> Iterator[tuple[int, Path]]:
     on a free loopback port; yields the port and the server's log file."""
     port = free_port()
     log_path = tmp_path / "serve.log"
-    env = {
-        **os.environ,
-        "VMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'vmledger.db'}",
-        "VMLEDGER_PROJECTION_POLL_S": "0.01",
-        "VMLEDGER_WORKER_POLL_S": "0.02",
-    }
-    with open(log_path, "ab") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "service", "serve", "--port", str(port)],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+    server = vmledger_process(
+        "serve", "--port", str(port), log_path=log_path,
+        database_url=f"sqlite:///{tmp_path / 'vmledger.db'}",
+        env={"VMLEDGER_PROJECTION_POLL_S": "0.01", "VMLEDGER_WORKER_POLL_S": "0.02"})
     try:
-        deadline = time.monotonic() + 60
-        while not _answers(port):
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"vmledger serve did not come up:\n{_tail(log_path)}")
-            time.sleep(0.1)
+        wait_until(lambda: _answers(port) or server.poll() is not None, "vmledger serve",
+                   log_path=log_path, timeout=60, interval=0.1)
+        if server.poll() is not None:
+            pytest.fail(f"vmledger serve ended:\n{_tail(log_path)}")
         yield port, log_path
     finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+        stop_processes([server])
 
 
 def test_tritons_vmapi_client_works_unchanged_against_vmledger(

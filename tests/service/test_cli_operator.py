@@ -3,14 +3,11 @@ real ``vmledger`` entry point in a subprocess, checking its output and exit stat
 
 from __future__ import annotations
 
-import csv
-import gzip
 import os
 import queue
 import re
 import signal
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -20,16 +17,9 @@ import psycopg
 import pytest
 
 from service.container import READ_MODEL_NAMES
+from tests.cli import VMLEDGER, vmledger
 from tests.conftest import ADMIN_URL, REQUIRE_POSTGRES, _with_dbname
-
-VMLEDGER = str(Path(sys.executable).with_name("vmledger"))
-
-
-def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([VMLEDGER, *args], check=False, env={**os.environ, **(env or {})},
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
+from tests.trace import SCHEDULE, SUBMIT, row, write_trace
 
 @pytest.fixture
 def sqlite_env(tmp_path: Path) -> dict[str, str]:
@@ -40,23 +30,23 @@ def sqlite_env(tmp_path: Path) -> dict[str, str]:
 def test_version_prints_the_installed_version() -> None:
     from importlib.metadata import version
 
-    done = run("--version")
+    done = vmledger("--version")
     assert (done.returncode, done.stdout.strip()) == (0, f"vmledger {version('vmledger')}")
 
 
 def test_rebuild_help_and_its_unknown_name_error_list_the_read_models(
         sqlite_env: dict[str, str]) -> None:
-    helped = run("rebuild", "--help", env={"COLUMNS": "200"})
+    helped = vmledger("rebuild", "--help", env={"COLUMNS": "200"})
     assert helped.returncode == 0
     assert all(name in helped.stdout for name in READ_MODEL_NAMES)
-    refused = run("rebuild", "vm_veiw", env={**sqlite_env, "COLUMNS": "200"})
+    refused = vmledger("rebuild", "vm_veiw", env={**sqlite_env, "COLUMNS": "200"})
     assert refused.returncode == 2
     assert "unknown read models: vm_veiw" in refused.stderr
     assert all(name in refused.stderr for name in READ_MODEL_NAMES)
 
 
 def test_help_texts_are_not_hard_wrapped() -> None:
-    done = run("--help", env={"COLUMNS": "400"})
+    done = vmledger("--help", env={"COLUMNS": "400"})
     assert done.returncode == 0
     work = next(line for line in done.stdout.splitlines() if re.search(r"\bwork\b", line))
     assert "The first SIGINT or SIGTERM" in work and '"Stopping processes")' in work
@@ -65,9 +55,9 @@ def test_help_texts_are_not_hard_wrapped() -> None:
 
 
 def test_an_empty_metrics_address_means_unset(sqlite_env: dict[str, str]) -> None:
-    done = run("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": ""})
+    done = vmledger("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": ""})
     assert done.returncode == 0, done.stderr
-    bad = run("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": "nope"})
+    bad = vmledger("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": "nope"})
     assert bad.returncode == 2 and "VMLEDGER_METRICS_ADDRESS" in bad.stderr
 
 
@@ -80,7 +70,7 @@ def test_a_metrics_address_already_taken_is_one_line_naming_it_not_a_traceback(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         address = f"127.0.0.1:{taken.getsockname()[1]}"
-        done = run("work", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": address}, timeout=60)
+        done = vmledger("work", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": address}, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "VMLEDGER_METRICS_ADDRESS" in done.stderr and address in done.stderr
     assert "Traceback" not in done.stderr
@@ -128,7 +118,7 @@ def test_every_command_is_in_the_preflight_tests() -> None:
 def test_a_missing_database_is_one_line_saying_how_to_create_it(
         missing_database_url: str, command: list[str]) -> None:
     dbname = missing_database_url.rsplit("/", 1)[1]
-    done = run(*command, env={"VMLEDGER_DATABASE_URL": missing_database_url}, timeout=60)
+    done = vmledger(*command, env={"VMLEDGER_DATABASE_URL": missing_database_url}, timeout=60)
     assert done.returncode == 1, done.stderr
     assert done.stderr.strip().splitlines() == [(
         f'vmledger: database "{dbname}" does not exist on 127.0.0.1:5432; create it with: '
@@ -142,7 +132,7 @@ def test_a_missing_database_is_one_line_saying_how_to_create_it(
 def test_a_server_it_cannot_reach_or_log_in_to_is_one_line(
         missing_database_url: str, url: str, command: list[str]) -> None:
     # found by a tester: vmledger changes printed 71 lines of traceback, then exit 1
-    done = run(*command, env={"VMLEDGER_DATABASE_URL": url}, timeout=60)
+    done = vmledger(*command, env={"VMLEDGER_DATABASE_URL": url}, timeout=60)
     assert done.returncode == 1, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("vmledger: cannot connect to PostgreSQL at 127.0.0.1:")
@@ -247,13 +237,10 @@ def _events_in(env: dict[str, str]) -> int:
 
 
 def _trace(path: Path, tasks: int) -> Path:
-    with gzip.open(path, "wt", newline="") as stream:
-        writer = csv.writer(stream)
-        for index in range(tasks):
-            for event in (0, 1):  # SUBMIT, SCHEDULE
-                writer.writerow(["1000", "", "7", str(index), "42" if event else "",
-                                 str(event), "user-a", "1", "4", "0.01", "0.01", "0", "0"])
-    return path
+    """``tasks`` tasks of one job, each submitted and scheduled."""
+    return write_trace(path, [row(event, index=str(index), machine="42" if event else "",
+                                  cpu="0.01", mem="0.01")
+                              for index in range(tasks) for event in (SUBMIT, SCHEDULE)])
 
 
 def _final_counts(stderr: str, label: str) -> tuple[int, int]:
@@ -267,7 +254,7 @@ def _final_counts(stderr: str, label: str) -> tuple[int, int]:
 def test_replay_rebuild_and_audit_bars_go_to_stderr_and_end_full(
         sqlite_env: dict[str, str], tmp_path: Path) -> None:
     env = {**sqlite_env, "COLUMNS": "200"}
-    replayed = run("replay", str(_trace(tmp_path / "t.csv.gz", 30)), "--json", env=env)
+    replayed = vmledger("replay", str(_trace(tmp_path / "t.csv.gz", 30)), "--json", env=env)
     assert replayed.returncode == 0, replayed.stderr
     import json
 
@@ -276,12 +263,12 @@ def test_replay_rebuild_and_audit_bars_go_to_stderr_and_end_full(
     assert f"replaying: {summary['vms_created']} VMs" in replayed.stderr
     done, total = _final_counts(replayed.stderr, "read models")
     assert done == total > 0
-    rebuilt = run("rebuild", env=env)
+    rebuilt = vmledger("rebuild", env=env)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert rebuilt.stdout.startswith("rebuilt ")
     done, total = _final_counts(rebuilt.stderr, "rebuilt")
     assert done == total > 0
-    verified = run("audit", "verify", env=env)
+    verified = vmledger("audit", "verify", env=env)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert verified.stdout.strip().splitlines() == [
         (f"audit verify: every stream's chain, every snapshot and every read model held "
@@ -336,7 +323,7 @@ def test_a_port_out_of_range_is_a_usage_error_naming_the_option(
 def test_a_metrics_port_out_of_range_is_refused_naming_the_variable(
         sqlite_env: dict[str, str], address: str) -> None:
     # the same kind: vmledger work died with bind()'s OverflowError and its traceback
-    done = run("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": address})
+    done = vmledger("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": address})
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("VMLEDGER_METRICS_ADDRESS:") and "65535" in done.stderr
 
@@ -348,7 +335,7 @@ def test_commands_that_read_or_rebuild_append_nothing_to_the_log(
     servers. Only ``serve`` and ``work`` register them; the others leave the log as it is."""
     for args in (["audit", "verify"], ["rebuild"], ["history", str(uuid.uuid4())],
                  ["changes"]):
-        done = run(*args, env=sqlite_env)
+        done = vmledger(*args, env=sqlite_env)
         assert "Traceback" not in done.stderr, done.stderr
         # it ran (history of an unknown VM says so and exits 1) and appended nothing
         assert done.returncode == (1 if args[0] == "history" else 0), done.stderr
@@ -363,7 +350,7 @@ def test_a_sqlite_url_sqlite_cannot_open_is_one_line_naming_the_variable(
     # tester D, bug 9: a directory, or a file SQLite cannot create, ended in a traceback
     # ("unable to open database file"; serve: "Application startup failed", status 3)
     path = tmp_path if where == "directory" else Path("/proc/vmledger-no.db")
-    done = run(*command, env={"VMLEDGER_DATABASE_URL": f"sqlite:///{path}",
+    done = vmledger(*command, env={"VMLEDGER_DATABASE_URL": f"sqlite:///{path}",
                               "VMLEDGER_LOG_FORMAT": "text"}, timeout=60)
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.strip().splitlines()

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+
+from tests.cli import vmledger
 
 
 def test_bad_settings_end_any_command_with_one_line_naming_the_variable_and_no_values(
     tmp_path,
 ) -> None:
-    env = {**os.environ, "VMLEDGER_DATABASE_URL": "mysql://admin:hunter2@db/vm"}
-    done = subprocess.run([sys.executable, "-m", "service", "project"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = vmledger("project", database_url="mysql://admin:hunter2@db/vm", cwd=tmp_path,
+                    timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "VMLEDGER_DATABASE_URL: Value error, must start with sqlite:/// or postgresql://"]
@@ -34,9 +31,7 @@ def test_bad_settings_end_any_command_with_one_line_naming_the_variable_and_no_v
 ])
 def test_a_setting_past_what_it_can_mean_ends_the_command_in_one_line(
         tmp_path, name: str, value: str, message: str) -> None:
-    env = {**os.environ, name: value}
-    done = subprocess.run([sys.executable, "-m", "service", "audit", "verify"], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    done = vmledger("audit", "verify", env={name: value}, cwd=tmp_path, timeout=60)
     assert done.returncode == 2
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"{name}: ") and message in line

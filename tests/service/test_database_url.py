@@ -4,15 +4,13 @@ to libpq."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
 from pydantic import ValidationError
 
 from service.container import Services
 from service.settings import Settings
+from tests.cli import vmledger
 
 
 @pytest.mark.parametrize("url, problem", [
@@ -70,10 +68,8 @@ def test_a_good_url_gives_the_event_store_what_libpq_would_read(url: str, expect
     "postgresql://postgres@127.0.0.1:notaport/x", "postgresql://postgres@127.0.0.1:99999/x",
 ])
 def test_every_command_refuses_it_in_one_line_naming_the_setting(tmp_path, url: str) -> None:
-    env = {**os.environ, "VMLEDGER_DATABASE_URL": url}
     for command in (["work"], ["changes"], ["rebuild", "vm_view"]):
-        done = subprocess.run([sys.executable, "-m", "service", *command], check=False, env=env,
-                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        done = vmledger(*command, database_url=url, cwd=tmp_path, timeout=60)
         assert done.returncode == 2, done.stderr
         [line] = done.stderr.strip().splitlines()
         assert line.startswith("VMLEDGER_DATABASE_URL: Value error, ")

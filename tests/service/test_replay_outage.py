@@ -4,9 +4,6 @@ B12). The replay's own bugs keep their traceback."""
 
 from __future__ import annotations
 
-import csv
-import gzip
-from pathlib import Path
 
 import pytest
 from eventsourcing.persistence import OperationalError
@@ -16,13 +13,7 @@ from typer.testing import CliRunner
 import service.replay.run
 from service.cli.app import cli
 from service.replay.commands import ReplayAppendFailedError
-
-
-def _trace(path: Path) -> Path:
-    with gzip.open(path, "wt", newline="") as stream:
-        csv.writer(stream).writerow(["1000", "", "7", "0", "", "0", "user-a", "1", "4",
-                                     "0.01", "0.01", "0", "0"])
-    return path
+from tests.trace import SUBMIT, row, write_trace
 
 
 def _outage(*_args, **_kwargs):
@@ -40,7 +31,7 @@ def _outage(*_args, **_kwargs):
 def replay(tmp_path, monkeypatch):
     monkeypatch.setenv("VMLEDGER_DATABASE_URL", f"sqlite:///{tmp_path / 'r.db'}")
     monkeypatch.setenv("VMLEDGER_SIM_SERVERS", "1")
-    trace = _trace(tmp_path / "t.csv.gz")
+    trace = write_trace(tmp_path / "t.csv.gz", [row(SUBMIT, cpu="0.01", mem="0.01")])
 
     def invoke(*options: str):
         return CliRunner().invoke(cli, ["replay", str(trace), *options])

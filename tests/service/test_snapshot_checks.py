@@ -14,9 +14,9 @@ from eventsourcing.application import AggregateNotFoundError
 from domain.vm import make_cause
 from service.commands.snapshot_seal import SEAL, SealCheckingRepository, seal
 from service.container import Services
-from tests.integration.test_audit import _events_table, _vm_with_history
-from tests.integration.test_audit_findings import _edit_snapshot
+from tests.integration.test_audit import _vm_with_history
 from tests.service.test_snapshots import folded, state
+from tests.tampering import delete_event, edit_snapshot, events_table
 
 
 def _snapshot_then_more(services) -> tuple[str, int]:
@@ -42,7 +42,7 @@ def test_an_untouched_snapshot_is_sealed_and_loads_as_the_fold(services, caplog)
 
 def test_an_edited_snapshot_is_refused_logged_and_the_events_folded(services, caplog):
     vm_uuid, version = _snapshot_then_more(services)
-    _edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999')
+    edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999')
     with caplog.at_level(logging.WARNING):
         for at in (version, version + 1):
             loaded = services.app.repository.get(UUID(vm_uuid), version=at)
@@ -55,7 +55,7 @@ def test_a_snapshot_whose_stream_was_removed_loads_nothing(services):
     """The snapshot alone is not the VM: with its events gone it is refused, and the VM is
     not found (it was loaded from the snapshot)."""
     vm_uuid, version = _snapshot_then_more(services)
-    table, stream = _events_table(services, vm_uuid)
+    table, stream = events_table(services, vm_uuid)
     with services.db.transaction() as tx:
         tx.execute(f"DELETE FROM {table} WHERE originator_id = ?", (stream,))
     with pytest.raises(AggregateNotFoundError):
@@ -65,7 +65,7 @@ def test_a_snapshot_whose_stream_was_removed_loads_nothing(services):
 def test_a_snapshot_without_a_seal_is_not_used_and_not_warned_of(services, caplog):
     """Snapshots from before seals: loads fold the events, as if there were none."""
     vm_uuid, version = _snapshot_then_more(services)
-    _edit_snapshot(services, vm_uuid, b',"snapshot_seal":"', b',"old_field":"')
+    edit_snapshot(services, vm_uuid, b',"snapshot_seal":"', b',"old_field":"')
     with caplog.at_level(logging.WARNING):
         loaded = services.app.repository.get(UUID(vm_uuid), version=version + 1)
     assert state(loaded) == state(folded(services, vm_uuid, version + 1))
@@ -80,10 +80,9 @@ def test_a_gap_before_a_snapshot_is_found_by_a_fold_across_it_not_by_a_load_from
     from service.audit.snapshots import verify_snapshots
     from service.audit.verify import verify_chains
     from service.commands.change import fold_stream
-    from tests.integration.test_audit import _delete_stored_event
 
     vm_uuid, version = _snapshot_then_more(services)
-    _delete_stored_event(services, vm_uuid, 3)
+    delete_event(services, vm_uuid, 3)
     with pytest.raises(StreamGapError):
         fold_stream(services.app, UUID(vm_uuid), version=version - 1)
     assert services.app.repository.get(UUID(vm_uuid), version=version + 1).version == version + 1
