@@ -21,6 +21,7 @@ from tests.api.helpers import vm_body
 from tests.builders import create
 from tests.service.test_command_tasks import TurnHeld
 from tests.service.test_committer import Gate
+from tests.waiting import wait_until
 
 BOUND_S = 0.5
 
@@ -42,14 +43,6 @@ def streams(services: Services) -> set[str]:
     return {str(n.originator_id) for n in services.app.recorder.select_notifications(1, 10_000)}
 
 
-def committed(committer, *, batches: int, timeout: float = 10) -> bool:
-    """Wait until the committer has written ``batches`` transactions."""
-    deadline = time.monotonic() + timeout
-    while committer.batches < batches:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def held(services: Services, gate: Gate) -> threading.Thread:
@@ -93,7 +86,8 @@ def test_a_command_whose_batch_is_held_is_answered_503_and_a_retry_with_its_key_
     [response] = answers
     assert response.status_code == 503, response.text
     gate.open()  # the batch goes on and commits: the 503 said the outcome is unknown
-    assert committed(services.commands.committer, batches=1)
+    wait_until(lambda: services.commands.committer.batches >= 1, "the committer's transaction",
+               timeout=10)
     retry = http.post("/vms", json=vm_body(uuid=vm_uuid), headers=key)
     assert retry.status_code == 202, retry.text
     assert retry.json()["vm_uuid"] == vm_uuid

@@ -12,13 +12,13 @@ import json
 import re
 import socket
 import threading
-import time
 
 import pytest
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from service.api.http_protocol import NoDelayHttpToolsProtocol, ResponseHeadCasing
+from tests.waiting import wait_until
 
 # A body that holds what the head's names look like: it must pass unchanged.
 BODY = b"ok\r\nconnection: close\r\nkeep-alive: x\r\n"
@@ -59,9 +59,8 @@ def served(protocol: type, request: bytes, loop: str = "auto") -> tuple[int, byt
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 10
-        while not server.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.01)  # polling for the server's own "started" flag, with a deadline
+        wait_until(lambda: server.started or not thread.is_alive(), "the server to start",
+                   timeout=10)
         assert server.started
         port = listener.getsockname()[1]
         with socket.create_connection(("127.0.0.1", port), timeout=10) as client:

@@ -29,6 +29,7 @@ from service.container import Services
 from service.replay.run import catch_up, replay
 from service.settings import Settings
 from tests.trace import MISSING, TRACE
+from tests.waiting import wait_until
 
 CHROMIUM = Path(os.environ.get("VMLEDGER_CHROMIUM", "/usr/bin/chromium"))
 REQUIRE_BROWSER = os.environ.get("VMLEDGER_REQUIRE_BROWSER") == "1"
@@ -123,10 +124,8 @@ class _Server:
 
     def __enter__(self) -> str:
         self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
+        wait_until(lambda: self.server.started or not self.thread.is_alive(), "uvicorn to start")
+        assert self.server.started, "uvicorn ended before it started"
         return f"http://127.0.0.1:{self.port}"
 
     def __exit__(self, *exc: object) -> None:

@@ -5,7 +5,6 @@ first request after the cut is answered as if nothing happened (docs/jobs.md, "O
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -14,6 +13,7 @@ import pytest
 
 from tests.api.helpers import vm_body
 from tests.conftest import ADMIN_URL
+from tests.waiting import wait_until
 
 READS = ["/vms/{vm}/history", "/vms/{vm}", "/vms", "/ping", "/jobs", "/servers",
          "/stats/states"]
@@ -28,11 +28,9 @@ def cut_connections(dbname: str) -> None:
             (dbname,)).fetchall()]
         assert pids, "no connection to cut"
         conn.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
-        deadline = time.monotonic() + 10
-        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
-                           (pids,)).fetchone()[0]:
-            assert time.monotonic() < deadline, "terminated backends did not exit"
-            time.sleep(0.01)
+        wait_until(lambda: not conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,)).fetchone()[0],
+            "the terminated backends to exit", timeout=10)
 
 
 @pytest.mark.postgres

@@ -5,7 +5,6 @@ applied from, so that no event is skipped or applied twice."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -14,6 +13,7 @@ from projections.live import LiveState
 from projections.tracking import ProjectionConflictError
 from tests.builders import act, create, rows
 from tests.projections.test_runner import VIEWS, second_runner, snapshot
+from tests.waiting import wait_until
 
 
 def rebuilt_from_scratch(services) -> dict[str, object]:
@@ -166,14 +166,10 @@ class AppendsRightAfterReadingAhead:
         return then_append
 
 
-def reached(services, position: int, timeout: float = 10) -> bool:
-    """Whether vm_view reached ``position`` within ``timeout``, read without waking anyone."""
-    deadline = time.monotonic() + timeout
-    while services.projections.positions()["vm_view"] < position:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+def wait_reached(services, position: int) -> None:
+    """Wait until vm_view reaches ``position``, read without waking anyone."""
+    wait_until(lambda: services.projections.positions()["vm_view"] >= position,
+               f"vm_view to reach position {position}", timeout=10)
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)  # reads ahead there
@@ -187,11 +183,8 @@ def test_a_wake_up_sent_during_a_pass_is_kept_so_its_append_is_applied_without_t
     thread = threading.Thread(target=loop.run_forever, args=(stop, 3600))
     thread.start()
     try:  # each append is made and seen only if its wake-up, sent after the read ahead, is kept
-        deadline = time.monotonic() + 10
-        while source.vms and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not source.vms
-        assert reached(services, services.commands.head_position())
+        wait_until(lambda: not source.vms, "every append to be made", timeout=10)
+        wait_reached(services, services.commands.head_position())
     finally:
         stop.set()
         loop.wake()
