@@ -125,6 +125,14 @@ def event_names(services: Services, vm_uuid: str) -> list[str]:
     return [type(event).__name__ for event in stream(services, vm_uuid)]
 
 
+def job(services: Services, job_uuid: str) -> dict[str, Any]:
+    """The job object from ``job_view`` (the projection is caught up first)."""
+    services.projections.catch_up()
+    found = services.jobs.get(job_uuid)
+    assert found is not None, job_uuid
+    return found
+
+
 def rows(services: Services, table: str, order_by: str = "uuid") -> list[dict[str, Any]]:
     """The whole content of a read-model table, in a stable order (bytes kept as bytes)."""
     with services.db.transaction(commit=False) as tx:

@@ -20,9 +20,9 @@ import pytest
 from domain.states import Action
 from service.container import Services
 from service.settings import Settings
-from tests.builders import act, create, settle
+from tests.builders import act, create, job, settle
 from tests.conftest import ADMIN_URL
-from tests.integration.test_job_faults import copies, first_calls, job, state_events
+from tests.integration.test_job_faults import copies, first_calls, state_events
 
 
 def terminate_backends(dbname: str) -> int:

@@ -21,7 +21,7 @@ from domain.states import Action
 from domain.vm import Vm
 from service.jobs.run import JobRun
 from service.jobs.worker import Worker, utcnow
-from tests.builders import act, create, stream
+from tests.builders import act, create, job, stream
 
 
 class WorkerDied(Exception):
@@ -77,14 +77,6 @@ def run_until_quiet(services, worker: Worker, rounds: int = 20) -> None:
             services.projections.catch_up()
             return
     raise AssertionError(f"jobs still running after {rounds} rounds")
-
-
-def job(services, job_uuid: str) -> dict[str, Any]:
-    """The job object (``job_view``, caught up first)."""
-    services.projections.catch_up()
-    found = services.jobs.get(job_uuid)
-    assert found is not None, job_uuid
-    return found
 
 
 def copies(services, vm_uuid: str) -> list[tuple[str, str]]:

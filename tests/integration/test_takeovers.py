@@ -14,9 +14,9 @@ import pytest
 
 from domain.states import Action
 from service.jobs.run import JobRun
-from tests.builders import act, create, settle
+from tests.builders import act, create, job, settle
 from tests.integration.test_job_faults import (
-    WorkerDied, copies, dies_once, job, rescuer, state_events, steps_by,
+    WorkerDied, copies, dies_once, rescuer, state_events, steps_by,
 )
 
 

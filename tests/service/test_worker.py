@@ -13,15 +13,7 @@ from domain.states import Action
 from domain.vm import Vm
 from service.jobs.compute.simulated import place
 from service.jobs.worker import Worker, utcnow
-from tests.builders import act, cause, create, settle, stream
-
-
-def job(services, job_uuid: str) -> dict[str, Any]:
-    """The job object from ``job_view`` (the projection is caught up first)."""
-    services.projections.catch_up()
-    found = services.jobs.get(job_uuid)
-    assert found is not None, job_uuid
-    return found
+from tests.builders import act, cause, create, job, settle, stream
 
 
 def copies(services, vm_uuid: str) -> list[dict[str, Any]]:
