@@ -15,8 +15,8 @@ from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
 from service.commands.versioning import NEWEST
 from service.jobs.compute.simulated import reconfigured
-from tests.builders import act, create, settle
-from tests.integration.test_job_faults import WorkerDied, dies_once, job, rescuer, steps_by
+from tests.builders import act, create, job, settle
+from tests.integration.test_job_faults import WorkerDied, dies_once, rescuer, steps_by
 
 NIC_A = {"mac": "02:00:00:00:00:0a", "ip": "10.5.0.2"}
 NIC_B = {"mac": "02:00:00:00:00:0b", "ip": "10.5.0.3"}
