@@ -13,6 +13,7 @@ from eventsourcing.persistence import StoredEvent
 
 from domain import chain
 from domain.vm import Vm, make_cause
+from projections.db import Dialect
 from service.commands.application import VmSpec
 from service.audit.snapshots import verify_snapshots
 from service.audit.read_models import verify_read_models
@@ -144,16 +145,13 @@ def _findings(services) -> list[tuple[str, int | None, str]]:
 
 def test_an_undecodable_event_is_the_finding_not_the_intact_one_after_it(services):
     vm_uuid = _vm_with_history(services)
-    table, stream = _events_table(services, vm_uuid)
-    with services.db.transaction() as tx:
-        tx.execute(f"UPDATE {table} SET state = ? WHERE originator_id = ? "
-                   "AND originator_version = 3", (b"{not json", stream))
+    set_event_column(services, vm_uuid, 3, "state", b"{not json")
     assert _findings(services) == [(f"stream {vm_uuid}", 3, "undecodable")]
 
 
 def test_an_event_moved_in_the_log_is_out_of_order_not_missing(services):
     vm_uuid = _vm_with_history(services)
-    table, stream = _events_table(services, vm_uuid)
+    table, stream = events_table(services, vm_uuid)
     position = "rowid" if services.db.dialect is Dialect.SQLITE else "notification_id"
     with services.db.transaction() as tx:
         tx.execute(f"SELECT MAX({position}) AS head FROM {table}")
