@@ -31,8 +31,22 @@ def decimal(text: str) -> int | None:
 _RECENT = 8192
 
 
+# The instants UTC can write: an aware datetime of year 1 to 9999 in its own zone may still
+# fall outside them (9999-12-31T23:59:59-01:00 is in year 10000 in UTC).
+_FIRST_UTC = datetime.min.replace(tzinfo=UTC)
+_LAST_UTC = datetime.max.replace(tzinfo=UTC)
+
+
+def in_utc_range(moment: datetime) -> bool:
+    """Whether ``moment`` (timezone-aware) can be written in UTC: years 1 to 9999 there. Every
+    instant a client gives is checked with it where it comes in (docs/api.md, "Errors")."""
+    return _FIRST_UTC <= moment <= _LAST_UTC  # aware comparisons do not overflow
+
+
 def rfc3339(moment: datetime | str | None) -> str | None:
-    """``2026-11-30T00:31:11.123Z`` for a timezone-aware datetime (or an ISO string)."""
+    """``2026-11-30T00:31:11.123Z`` for a timezone-aware datetime (or an ISO string). One UTC
+    cannot carry (``in_utc_range``; only an event stored before input was checked holds one)
+    is written as the nearest instant it can, so that no reader of the log fails on it."""
     return None if moment is None else _rfc3339(moment)
 
 
@@ -40,6 +54,7 @@ def rfc3339(moment: datetime | str | None) -> str | None:
 def _rfc3339(moment: datetime | str) -> str:
     if isinstance(moment, str):
         moment = datetime.fromisoformat(moment)
+    moment = min(max(moment, _FIRST_UTC), _LAST_UTC)
     # isoformat ends in "+00:00" for UTC; it costs half of strftime (docs/performance.md, P3)
     return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
@@ -55,17 +70,13 @@ def parse_iso_instant(text: str) -> datetime | None:
     RFC 3339's lower-case ``t`` and ``z`` (5.6) and ``Z`` for UTC; None when it is not one.
     Naive when ``text`` has no offset: the caller decides what that means.
 
-    None too for an instant that is not one in UTC's calendar: year 1 at ``+01:00`` is year
-    0 in UTC, year 9999 at ``-01:00`` year 10000, and converting either to UTC (``rfc3339``,
-    a comparison with a stored instant) raised ``OverflowError``. Every instant a client
-    sends (a query parameter, a marker) is read by this function, so none gets that far."""
+    None too for an instant that is not one in UTC's calendar (``in_utc_range``): year 1 at
+    ``+01:00`` is year 0 in UTC, year 9999 at ``-01:00`` year 10000, and converting either to
+    UTC (``rfc3339``, a comparison with a stored instant) raised ``OverflowError``. Every
+    instant a client sends (a query parameter, a marker) is read by this function, so none
+    gets that far."""
     try:
         moment = datetime.fromisoformat(text.upper())  # 3.11 reads "Z" as UTC
     except ValueError:
         return None
-    try:
-        if moment.tzinfo is not None:
-            moment.astimezone(UTC)
-    except OverflowError:
-        return None
-    return moment
+    return moment if moment.tzinfo is None or in_utc_range(moment) else None

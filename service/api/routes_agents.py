@@ -4,11 +4,12 @@ they observe, with a monotonically increasing ``generation``."""
 from __future__ import annotations
 
 import uuid as uuidlib
-from typing import Any, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
 
 from fastapi import Body, Request
 from fastapi.responses import JSONResponse
-from pydantic import AwareDatetime, ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 from domain.errors import VmNotFoundError
 from domain.vm import Vm
@@ -16,7 +17,7 @@ from service.api.auth import AGENT, authorized_router, principal_of, require_ser
 from service.api.deps import cause_of, parse_body, read_one, services_of
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, Query
-from service.api.schemas import Alias, Brand, CpuCap, Metadata, Ram, StrictModel
+from service.api.schemas import Alias, Brand, CpuCap, Instant, Metadata, Ram, StrictModel
 from service.commands.agents import Admit
 from service.commands.vm_agent import AgentVm, AgentVmReports
 
@@ -29,6 +30,21 @@ Observed = Literal["running", "stopped", "failed"]
 AgentState = Literal[
     "running", "stopped", "failed", "provisioning", "destroyed", "configured", "down",
     "incomplete", "installed", "ready", "receiving", "shutting_down", "stopping"]
+
+
+#: How far ahead of the service's clock a vm-agent report's ``last_modified`` may be: servers'
+#: clocks differ a little, but a report dated a day ahead would make every real report until
+#: then "not newer" and so ignored (api.md, "Compute agents").
+MAX_REPORT_AHEAD = timedelta(hours=1)
+
+
+def _not_far_ahead(value: datetime) -> datetime:
+    if value > datetime.now(UTC) + MAX_REPORT_AHEAD:
+        raise ValueError("more than an hour ahead of the service's clock")
+    return value
+
+
+ReportedAt = Annotated[Instant, AfterValidator(_not_far_ahead)]
 
 
 class VmReport(StrictModel):
@@ -67,7 +83,7 @@ class AgentVmBody(StrictModel):
     uuid: uuidlib.UUID | None = None
     state: AgentState
     server_uuid: uuidlib.UUID | None = None
-    last_modified: AwareDatetime | None = None
+    last_modified: ReportedAt | None = None
     owner_uuid: uuidlib.UUID | None = None
     alias: Alias | None = None
     brand: Brand | None = None

@@ -4,13 +4,16 @@ bounded (api.md, "Errors"; issue "Security": bad input changes nothing)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import (
-    AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator,
+    AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator,
+    model_validator,
 )
 
+from projections.formats import in_utc_range
 from service.storable import unstorable
 
 MAX_METADATA_KEYS = 128
@@ -33,6 +36,17 @@ def _vmapi_brand(value: str) -> str:
 CreatableBrand = Annotated[str, AfterValidator(_vmapi_brand),
                            Field(json_schema_extra={"enum": list(VMAPI_BRANDS)})]
 Scalar = str | int | float | bool
+
+
+def _writable_in_utc(value: datetime) -> datetime:
+    if not in_utc_range(value):
+        raise ValueError("must be an instant of years 1 to 9999 in UTC")
+    return value
+
+
+#: An instant a body gives: with a time zone, and one UTC can write (``9999-12-31T23:59:59-01:00``
+#: is in year 10000 there: stored, it made every reader of the VM's events fail).
+Instant = Annotated[AwareDatetime, AfterValidator(_writable_in_utc)]
 
 
 def _bounded(value: dict[str, Any]) -> dict[str, Any]:

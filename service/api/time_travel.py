@@ -16,7 +16,8 @@ from service.audit.history import vm_history
 
 def instant(query: Query, name: str) -> datetime | None:
     """The RFC 3339 instant of query parameter ``name`` (with a time zone), or None when it
-    is absent; a malformed one is noted on ``query`` as invalid (refused by its ``check``)."""
+    is absent; a malformed one, or one UTC cannot write, is noted on ``query`` as invalid
+    (refused by its ``check``)."""
     value = query.params.get(name)
     if value is None:
         return None

@@ -16,3 +16,13 @@ def test_whole_seconds_keep_three_digits_and_strings_and_none_pass_through():
     assert rfc3339(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05.000Z"
     assert rfc3339("2026-01-02T03:04:05.5+00:00") == "2026-01-02T03:04:05.500Z"
     assert rfc3339(None) is None
+
+
+def test_an_instant_utc_cannot_write_is_no_instant_on_input_and_the_nearest_on_output():
+    from projections.formats import parse_iso_instant
+
+    for text, nearest in (("9999-12-31T23:59:59-01:00", "9999-12-31T23:59:59.999Z"),
+                          ("0001-01-01T00:00:00+00:01", "0001-01-01T00:00:00.000Z")):
+        assert parse_iso_instant(text) is None
+        assert rfc3339(datetime.fromisoformat(text)) == nearest
+    assert parse_iso_instant("9999-12-31T23:59:59+01:00") is not None
