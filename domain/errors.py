@@ -89,6 +89,17 @@ class ValidationError(DomainError):
         self.errors = [{"field": field, "code": code, "message": message}]
 
 
+class UuidTakenError(ValidationError):
+    """A create named a uuid some resource already has: one of another kind, another owner's
+    VM, or a network or volume given again (VMAPI ``ValidationFailed``, ``Duplicate``). It
+    says the uuid is taken, not what has it or whose: an owner learns nothing else of
+    another owner's VM (api.md, "Errors")."""
+
+    def __init__(self, uuid: UUID | str):
+        super().__init__("uuid", "Duplicate", "already exists")
+        self.summary = f"uuid {uuid} is already taken"
+
+
 class NothingToUpdateError(ValidationError):
     """An update that names no field to change (VMAPI UpdateVm: "No VM parameters
     provided", with no field errors)."""

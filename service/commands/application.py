@@ -17,7 +17,9 @@ from uuid import UUID
 from eventsourcing.application import Application, Repository, project_aggregate
 from eventsourcing.persistence import Mapper, Transcoder
 
-from domain.errors import DuplicateVmError, NothingToUpdateError, VmNotFoundError
+from domain.errors import (
+    DuplicateVmError, NothingToUpdateError, UuidTakenError, VmNotFoundError,
+)
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.change import Accepted, Changed, Changes
@@ -136,7 +138,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
 
         A client-chosen ``vm_uuid`` is idempotent the VMAPI way: a second create with the same
         uuid and the same spec returns the first result; another spec raises
-        ``DuplicateVmError``. Raises ``IdempotencyKeyReusedError``, and ``ValidationError``
+        ``DuplicateVmError``; a uuid another resource has (another owner's VM, or another
+        kind's) is ``UuidTakenError``. Raises ``IdempotencyKeyReusedError``, and ``ValidationError``
         naming ``volumes`` when a volume to mount does not exist. With ``spec.networks``, each
         NIC's address is claimed on its network in the same transaction
         (service/commands/networks.py; ``NetworkNotFoundError``, ``NetworkFullError``).
@@ -188,13 +191,17 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         )
 
     def _same_create(self, vm_uuid: str, spec: VmSpec) -> Accepted:
-        """The first create's result if ``spec`` repeats it; else ``DuplicateVmError``."""
+        """The first create's result if ``spec`` repeats it; else ``DuplicateVmError``, or
+        ``UuidTakenError`` when the VM is another owner's (whose is not said)."""
         first = self.load(vm_uuid, version=2)  # Created, then the provision's JobQueued
+        owner = (first.quarantine["previous_owner_uuid"] if first.quarantine
+                 else first.owner_uuid)
+        if owner != spec.owner_uuid:
+            raise UuidTakenError(vm_uuid)
         provision = first.active_jobs[0]
         pinned = provision["params"].get("args", {}).get("server_uuid")
         asked = VmSpec(
-            owner_uuid=first.quarantine["previous_owner_uuid"] if first.quarantine
-            else first.owner_uuid,
+            owner_uuid=owner,
             brand=first.brand, ram=first.ram, alias=first.alias, image_uuid=first.image_uuid,
             cpu_cap=first.cpu_cap, persistence=first.persistence,
             customer_metadata=first.customer_metadata, internal_metadata=first.internal_metadata,

@@ -31,7 +31,7 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
 from domain.errors import (
-    DomainError, ServerNotFoundError, VersionMismatchError, VmNotFoundError,
+    DomainError, ServerNotFoundError, UuidTakenError, VersionMismatchError, VmNotFoundError,
     VolumeNotFoundError,
 )
 from domain.network import Network
@@ -107,14 +107,18 @@ class Changes:
         """The ``kind`` aggregate folded from its stream (at ``version`` if given). Raises
         ``VmNotFoundError``, ``ServerNotFoundError`` or ``VolumeNotFoundError`` (by kind) when
         there is no such stream, or it is another kind's."""
-        try:
-            aggregate_id = uuid if isinstance(uuid, UUID) else UUID(str(uuid))
-            aggregate = fold_stream(self.app, aggregate_id, version)
-        except (AggregateNotFoundError, ValueError):
-            raise NOT_FOUND[kind](uuid) from None
+        aggregate = self._fold_any(uuid, version)
         if not isinstance(aggregate, kind):
             raise NOT_FOUND[kind](uuid)
         return aggregate
+
+    def _fold_any(self, uuid: str | UUID, version: int | None = None) -> Any | None:
+        """The aggregate of whatever kind stream ``uuid`` holds; None when there is none."""
+        try:
+            aggregate_id = uuid if isinstance(uuid, UUID) else UUID(str(uuid))
+            return fold_stream(self.app, aggregate_id, version)
+        except (AggregateNotFoundError, ValueError):
+            return None
 
     def change(
         self,
@@ -137,7 +141,8 @@ class Changes:
           ``Changed(replayed=its first outcome)``.
         - ``new`` makes the aggregate when its stream does not exist (the first attempt makes
           it without reading); ``decide`` is then given it with its creation pending, and can
-          tell it from an existing one by ``pending_events``.
+          tell it from an existing one by ``pending_events``. A stream of another kind is
+          ``UuidTakenError``: it is no concurrent writer, and no retry would get past it.
         - ``also`` names other aggregates ``decide`` changed, saved in the same transaction.
 
         A decision made on this process's cached save (no read: ``_load_or_new``) stands only
@@ -145,7 +150,8 @@ class Changes:
         log's state, uncounted (docs/architecture.md, "Deciding on the cache").
 
         Raises ``VersionMismatchError`` when ``if_match`` is not the current version, the
-        not-found refusal of ``kind``, whatever ``decide`` raises,
+        not-found refusal of ``kind`` (``UuidTakenError`` with ``new``), whatever ``decide``
+        raises,
         ``IdempotencyKeyReusedError`` and ``ConflictRetriesExhaustedError``.
         """
         attempt, trust_cache = 0, True
@@ -232,12 +238,14 @@ class Changes:
         own = self._cached_save(uuid) if trust_cache else None
         if isinstance(own, kind) and saved_here.trusted:
             return copy_of_fold(own), True
-        try:
+        if new is None:
             aggregate = self.load_aggregate(kind, uuid)
-        except DomainError:
-            if new is None:
-                raise
-            return new(), False
+        else:
+            aggregate = self._fold_any(uuid)
+            if aggregate is None:
+                return new(), False
+            if not isinstance(aggregate, kind):
+                raise UuidTakenError(uuid)
         if isinstance(own, kind):
             saved_here.note(aggregate.version == own.version)
         return aggregate, False

@@ -9,7 +9,7 @@ import uuid as uuidlib
 from typing import Any
 from uuid import UUID
 
-from domain.errors import ValidationError, VolumeNotFoundError
+from domain.errors import UuidTakenError, ValidationError, VolumeNotFoundError
 from domain.server import Server
 from domain.vm import Cause
 from domain.volume import Volume
@@ -67,13 +67,13 @@ class VolumeCommands(_UsesCommands):
     def create_volume(self, *, name: str, cause: Cause, volume_uuid: str | None = None,
                       networks: dict[str, str] | None = None) -> tuple[Volume, int]:
         """Record a new volume reachable on ``networks`` (``{network_uuid: address}``); returns
-        it and the log position. Raises ``ValidationError`` (a bad address; ``uuid``
-        Duplicate when that uuid is taken)."""
+        it and the log position. Raises ``ValidationError`` (a bad address) and
+        ``UuidTakenError`` (that uuid is taken, by any resource)."""
         volume_id = UUID(volume_uuid) if volume_uuid else uuidlib.uuid4()
 
         def decide(volume: Volume) -> None:
             if not volume.pending_events:  # the uuid was taken
-                raise ValidationError("uuid", "Duplicate", "already exists")
+                raise UuidTakenError(volume_id)
 
         _, volume, position, _ = self.change(
             Volume, volume_id, decide,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from domain.errors import ValidationError
+from domain.errors import UuidTakenError, ValidationError
 from domain.network import Network
 from domain.vm import Cause, Vm
 
@@ -61,12 +61,12 @@ class NetworkCommands:
                        provision_end_ip: str, gateway: str | None, cause: Cause,
                        network_uuid: str | None = None) -> tuple[Network, int]:
         """Record a new network; returns it and the log position. Raises ``ValidationError``
-        (a bad subnet or range; ``uuid`` Duplicate when that uuid is taken)."""
+        (a bad subnet or range) and ``UuidTakenError`` (that uuid is taken, by any resource)."""
         network_id = UUID(network_uuid) if network_uuid else uuidlib.uuid4()
 
         def decide(network: Network) -> None:
             if not network.pending_events:  # the uuid was taken
-                raise ValidationError("uuid", "Duplicate", "already exists")
+                raise UuidTakenError(network_id)
 
         changed = self.change(Network, network_id, decide, new=lambda: Network.create(
             network_uuid=network_id, name=name, subnet=subnet,

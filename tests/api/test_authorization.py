@@ -219,6 +219,19 @@ def test_an_owners_actions_and_delete_on_another_owners_vm_are_404_and_append_no
     assert response.status_code == 202, response.text
 
 
+def test_a_create_naming_another_owners_vm_is_a_duplicate_saying_not_whose(
+        authed: Authed) -> None:
+    """The uuid cannot be given again, so its being taken is said; but not that a VM has it,
+    or whose (everywhere else another owner's VM is 404 to an owner)."""
+    _mine, theirs = _two_owners_vms(authed)
+    before = authed.head()
+    response = authed.as_("owner", "POST", "/vms", json=vm_body(uuid=theirs["vm_uuid"]))
+    body = assert_error(response, 409, "ValidationFailed")
+    assert body["errors"] == [{"field": "uuid", "code": "Duplicate", "message": "already exists"}]
+    assert body["message"] == "Invalid VM parameters", body  # as any bad input to CreateVm
+    assert authed.head() == before
+
+
 def test_a_quarantined_vm_is_404_to_its_previous_owner(authed: Authed) -> None:
     mine, _theirs = _two_owners_vms(authed)
     vm = mine["vm_uuid"]
