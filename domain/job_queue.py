@@ -58,15 +58,21 @@ class JobQueue:
         """The queued or running job with this uuid, or None."""
         return next((j for j in self.active_jobs if j["uuid"] == job_uuid), None)
 
-    def matching_active_job(self, name: str, args: dict[str, Any]) -> ActiveJob | None:
+    def matching_active_job(self, name: str, args: dict[str, Any],
+                            if_already: str) -> ActiveJob | None:
         """The job a repeat of ``name`` with ``args`` merges into, or None (queue a new one).
 
-        Only the last job of the queue (queued, or running with nothing queued after it) can
-        take a repeat: a repeat merged into an earlier job would run before the jobs queued
-        after it, so ``stop``, ``start``, ``stop`` would end running although the last
-        command acknowledged was a stop (the last acknowledged intent wins; api.md)."""
+        Only a job that does what the repeat's would can take it: the same ``args`` and the
+        same ``if_already`` (a v1 stop that fails on a stopped VM cannot answer a v2 or
+        idempotent stop, which succeeds doing nothing). And only the last job of the queue
+        (queued, or running with nothing queued after it): a repeat merged into an earlier
+        job would run before the jobs queued after it, so ``stop``, ``start``, ``stop`` would
+        end running although the last command acknowledged was a stop (the last
+        acknowledged intent wins; api.md)."""
         last = self.active_jobs[-1] if self.active_jobs else None
-        if last is not None and last["name"] == name and last["params"].get("args", {}) == args:
+        if (last is not None and last["name"] == name
+                and last["params"].get("args", {}) == args
+                and last["params"].get("if_already") == if_already):
             return last
         return None
 

@@ -49,10 +49,10 @@ def run_head_job(vm: Vm, record: Any = None, *, worker: str = "w1", now: datetim
 
 
 def queue(vm: Vm, action: Action, **args: Any) -> str:
-    """Queue the job for ``action`` (with ``args``); return its uuid."""
+    """Queue the job for ``action`` (with ``args``) as version 1 does; return its uuid."""
     job_uuid = new_job_uuid()
     vm.queue_job(action=action, job_uuid=job_uuid, name=JOB_FOR_ACTION[action].value,
-                 params={"args": args}, cause=cause())
+                 params={"args": args, "if_already": "fail"}, cause=cause())
     return job_uuid
 
 

@@ -243,7 +243,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         def decide(vm: Vm) -> str | None:
             if owner_uuid is not None and vm.owner_uuid != owner_uuid:
                 raise VmNotFoundError(vm_uuid)
-            existing = vm.matching_active_job(name.value, args)
+            existing = vm.matching_active_job(
+                name.value, args, behaviour.if_already(action, idempotent=idempotent).value)
             if existing is not None:
                 return existing["uuid"]
             if action is Action.DESTROY:

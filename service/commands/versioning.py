@@ -217,11 +217,17 @@ class Behaviour:
             )
         if verdict is Verdict.ALREADY and action is Action.DESTROY and self.major >= 2:
             raise VmAlreadyDestroyedError(vm_uuid)
+        return JobPlan(if_already=self.if_already(action, idempotent=idempotent))
+
+    def if_already(self, action: Action, *, idempotent: bool) -> IfAlready:
+        """What a job for ``action`` admitted in this version does when its target state
+        already holds: what tells two requests of one action apart (a repeat merges only
+        into an active job that behaves as it would; ``Vm.matching_active_job``)."""
         # A delete finding its VM already destroyed succeeds doing nothing in version 1 too,
         # whether the VM was destroyed before the request or while the job waited its ticket.
         if self.major >= 2 or idempotent or action is Action.DESTROY:
-            return JobPlan(if_already=IfAlready.SUCCEED)
-        return JobPlan(if_already=IfAlready.FAIL)
+            return IfAlready.SUCCEED
+        return IfAlready.FAIL
 
 
 def behaviour_for(version: str) -> Behaviour:

@@ -139,6 +139,31 @@ def test_repeating_a_queued_action_returns_the_same_job_and_appends_nothing(
     assert start.json()["job_uuid"] != first.json()["job_uuid"]
 
 
+@pytest.mark.parametrize("repeat", [{"headers": V2}, {"params": {"idempotent": "true"}}],
+                         ids=["version 2", "idempotent"])
+def test_a_repeat_that_would_behave_otherwise_is_not_merged_into_the_active_job(
+        paused, repeat) -> None:
+    """Found by a tester: a v1 stop of a stopped VM (which fails) took in a v2 or idempotent
+    stop, answered its job, and so failed it too; a repeat merges only into a job that does
+    what it would (api.md, "Concurrency and idempotency")."""
+    http = paused.http
+    created = create_vm(http)
+    paused.run_jobs()
+    vm_uuid = created["vm_uuid"]
+    assert act(http, vm_uuid, "stop").status_code == 202
+    paused.run_jobs()
+    assert get_vm(http, vm_uuid)["state"] == "stopped"
+    v1 = act(http, vm_uuid, "stop").json()["job_uuid"]
+    extra = repeat.get("params", {})
+    again = http.post(f"/vms/{vm_uuid}", params={"action": "stop", **extra},
+                      headers=repeat.get("headers", {}))
+    assert again.status_code == 202, again.text
+    assert again.json()["job_uuid"] != v1
+    paused.run_jobs()
+    assert wait_job(http, v1)["execution"] == "failed"
+    assert wait_job(http, again.json()["job_uuid"])["execution"] == "succeeded"
+
+
 def test_a_repeat_with_an_opposite_job_queued_between_is_a_new_job_so_the_last_intent_wins(
         paused, services) -> None:
     """stop, start, stop: the second stop is not merged into the first (which runs before the

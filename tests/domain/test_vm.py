@@ -50,19 +50,28 @@ def test_a_repeat_merges_only_into_the_last_job_of_the_queue():
     repeated right after a stop is one."""
     vm = vm_in(VmState.RUNNING)
     first_stop = queue(vm, Action.STOP)
-    assert vm.matching_active_job("stop", {})["uuid"] == first_stop
+    assert vm.matching_active_job("stop", {}, "fail")["uuid"] == first_stop
     queue(vm, Action.START)
-    assert vm.matching_active_job("stop", {}) is None
-    assert vm.matching_active_job("start", {})["uuid"] == vm.active_jobs[-1]["uuid"]
+    assert vm.matching_active_job("stop", {}, "fail") is None
+    assert vm.matching_active_job("start", {}, "fail")["uuid"] == vm.active_jobs[-1]["uuid"]
+
+
+def test_a_repeat_merges_only_into_a_job_that_does_what_its_own_would():
+    """A v1 stop fails on a stopped VM; a v2 or idempotent one succeeds doing nothing: the
+    one cannot answer the other."""
+    vm = vm_in(VmState.RUNNING)
+    stop = queue(vm, Action.STOP)
+    assert vm.matching_active_job("stop", {}, "succeed") is None
+    assert vm.matching_active_job("stop", {}, "fail")["uuid"] == stop
 
 
 def test_a_repeat_merges_into_a_running_job_only_with_nothing_queued_after_it():
     vm = vm_in(VmState.RUNNING)
     stop = queue(vm, Action.STOP)
     claim(vm)
-    assert vm.matching_active_job("stop", {})["uuid"] == stop
+    assert vm.matching_active_job("stop", {}, "fail")["uuid"] == stop
     queue(vm, Action.REBOOT)
-    assert vm.matching_active_job("stop", {}) is None
+    assert vm.matching_active_job("stop", {}, "fail") is None
 
 
 # -- the ticket and the lease -------------------------------------------------------------
