@@ -31,8 +31,10 @@ class JobNotFoundError(DomainError):
 class InvalidTransitionError(DomainError):
     """The action is impossible in the VM's state (start on a destroyed VM)."""
 
-    def __init__(self, state: str, action: str, allowed_actions: list[str]):
-        super().__init__(f"Cannot {action} a VM in state '{state}'")
+    def __init__(self, state: str, action: str, allowed_actions: list[str], *,
+                 on_no_server: bool = False):
+        where = " with no server_uuid" if on_no_server else ""
+        super().__init__(f"Cannot {action} a VM in state '{state}'{where}")
         self.state = str(state)
         self.action = str(action)
         self.allowed_actions = allowed_actions

@@ -83,7 +83,7 @@ class JobQueue:
 
         Raises ``InvalidTransitionError`` when the rules table refuses the action in this state.
         """
-        rules.require(VmState(self.state), action)
+        rules.require(VmState(self.state), action, has_server=self.server_uuid is not None)
         self.trigger_event(self.JobQueued, cause=cause, job_uuid=job_uuid, name=name, params=params)
 
     def queue_provision(self, *, job_uuid: str, params: dict[str, Any], cause: Cause) -> bool:

@@ -9,8 +9,13 @@ A verdict says what asking for ``action`` of a VM in ``state`` does:
   fails unless ``idempotent=true``; version 2 queues a job that succeeds doing nothing.
   For destroy on a destroyed VM, version 2 refuses (``VmAlreadyDestroyed``).
 - ``REFUSED``: impossible in this state (``InvalidTransition``, with the allowed actions).
+- ``UNALLOCATED``: allowed by the table, but the action acts on the VM's compute node and
+  the VM is on none (a provision that failed before placing it, a VM its agent reported on
+  no server). Version 1 refuses it as VMAPI does (``UnallocatedVM``), version 2 as an
+  impossible action; it is not among the allowed actions either.
 
-How each version answers a verdict is decided in one place, ``service.api.versioning``.
+How each version answers a verdict is decided in one place, ``service.commands.versioning``;
+the job handlers ask the same ``verdict`` at the ticket.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class Verdict(StrEnum):
     QUEUED = "queued"
     ALREADY = "already"
     REFUSED = "refused"
+    UNALLOCATED = "unallocated"
 
 
 A, Qd, Al, X = Verdict.ALLOWED, Verdict.QUEUED, Verdict.ALREADY, Verdict.REFUSED
@@ -59,21 +65,35 @@ RULES: Mapping[tuple[VmState, Action], Verdict] = {
 }
 
 
-def verdict(state: VmState, action: Action) -> Verdict:
-    """Return the verdict of the rules table for ``action`` on a VM in ``state``."""
-    return RULES[(state, action)]
+#: The actions carried out on the VM's compute node: a VM on none has nothing to act on.
+ON_ITS_SERVER = frozenset({Action.START, Action.STOP, Action.KILL, Action.REBOOT})
 
 
-def require(state: VmState, action: Action) -> Verdict:
-    """The verdict for ``action`` on a VM in ``state``, unless the table refuses it: then
-    raises ``InvalidTransitionError`` naming the actions that are allowed. The one place a
-    refusal of the table is raised (queueing a job, admitting a request, the quarantine)."""
-    found = verdict(state, action)
-    if found is Verdict.REFUSED:
-        raise InvalidTransitionError(state, action.value, allowed_actions(state))
+def verdict(state: VmState, action: Action, *, has_server: bool = True) -> Verdict:
+    """The verdict of the rules table for ``action`` on a VM in ``state``; ``UNALLOCATED``
+    for one it allows that acts on the VM's server when the VM has none (``has_server``)."""
+    found = RULES[(state, action)]
+    if found is Verdict.ALLOWED and not has_server and action in ON_ITS_SERVER:
+        return Verdict.UNALLOCATED
     return found
 
 
-def allowed_actions(state: VmState) -> list[str]:
-    """The actions not refused in ``state``, in table order (for error bodies)."""
-    return [a.value for a in _COLUMNS if RULES[(state, a)] is not Verdict.REFUSED]
+def require(state: VmState, action: Action, *, has_server: bool = True) -> Verdict:
+    """The verdict for ``action`` on a VM in ``state`` (on a server or not: ``has_server``),
+    unless it is ``REFUSED`` or ``UNALLOCATED``: then raises ``InvalidTransitionError``
+    naming the actions that are allowed. The one place a refusal of the table is raised
+    (queueing a job, admitting a request, the quarantine)."""
+    found = verdict(state, action, has_server=has_server)
+    if found in (Verdict.REFUSED, Verdict.UNALLOCATED):
+        raise InvalidTransitionError(state, action.value,
+                                     allowed_actions(state, has_server=has_server),
+                                     on_no_server=found is Verdict.UNALLOCATED)
+    return found
+
+
+def allowed_actions(state: VmState, *, has_server: bool = True) -> list[str]:
+    """The actions neither refused nor unallocated for a VM in ``state`` (on a server or not:
+    ``has_server``), in table order (for error bodies)."""
+    return [a.value for a in _COLUMNS
+            if verdict(state, a, has_server=has_server)
+            not in (Verdict.REFUSED, Verdict.UNALLOCATED)]

@@ -10,6 +10,7 @@ awaits the job with short checks there (``deps.wait_for_job``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import Body, Request, Response
@@ -42,6 +43,7 @@ from service.api.schemas import (
     unstorable,
 )
 from service.commands.application import VmSpec
+from service.commands.change import Accepted
 from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
 from service.commands.idempotency import IdempotencyKey
@@ -98,9 +100,7 @@ async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, An
     idempotency, context = idempotency_of(request, data), _x_context(request)
     result = await command(request, lambda: services.commands.create_vm(
         spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))
-    if request.query_params.get("sync") == "true":
-        await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
-    return accepted(request, result)
+    return await _answer(request, result, sync=request.query_params.get("sync") == "true")
 
 
 @router.post("/vms/{vm_uuid}")
@@ -185,9 +185,7 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
     result = await command(request, lambda: change_nics(
         services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
         remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency))
-    if sync or parsed.sync:
-        await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
-    return accepted(request, result)
+    return await _answer(request, result, sync=sync or bool(parsed.sync))
 
 
 def _client_extras(query: Query) -> None:
@@ -219,8 +217,19 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
         if result.position is not None:
             headers["x-log-position"] = str(result.position)
         return Response(status_code=204, headers=headers)
+    return await _answer(request, result, sync=sync)
+
+
+async def _answer(request: Request, result: Accepted, *, sync: bool) -> JSONResponse:
+    """The answer to an accepted command (``deps.accepted``). With ``sync``, given once the
+    job ended (at most ``SYNC_TIMEOUT_S``; then as it is) with the VM's version at that time
+    as ``ETag``, read-your-writes consistent as any answer given later (api.md): the version
+    at acceptance would already be stale, and an ``If-Match`` taken from it refused."""
     if sync:
+        services = services_of(request)
         await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+        now = await run_in_threadpool(services.commands.load, result.vm_uuid)
+        result = replace(result, version=now.version)
     return accepted(request, result)
 
 

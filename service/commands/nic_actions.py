@@ -48,7 +48,8 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
         if state is VmState.PROVISIONING and behaviour.major < 2:
             raise UnallocatedVmError(state, name.value)
         if state not in NIC_STATES:
-            raise InvalidTransitionError(state, name.value, allowed_actions(state))
+            raise InvalidTransitionError(state, name.value, allowed_actions(
+                state, has_server=vm.server_uuid is not None))
         if add is not None:
             claimed.extend(commands.allocate(vm, add, cause=job_cause))
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}

@@ -197,11 +197,17 @@ class Behaviour:
         such a VM at once (204, no job), version 1 queues a destroy job that fails there.
         ``has_server``: whether the VM is on a server; version 1 refuses to delete a running
         or stopped VM on none (VMAPI: "Cannot delete a VM with no server_uuid": one an agent
-        reported with ``server_uuid: null``). A failed VM is deleted as the table says.
+        reported with ``server_uuid: null``). A failed VM is deleted as the table says. An
+        action carried out on the VM's server (start, stop, kill, reboot) of a VM on none is
+        ``UnallocatedVmError`` in version 1 and ``InvalidTransitionError`` in version 2
+        (``Verdict.UNALLOCATED``).
         Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
         server) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
         """
-        verdict = rules.require(state, action)
+        if (self.major < 2 and rules.verdict(state, action, has_server=has_server)
+                is Verdict.UNALLOCATED):
+            raise UnallocatedVmError(state, action.value)
+        verdict = rules.require(state, action, has_server=has_server)
         if (action is Action.DESTROY and not has_server and self.major < 2
                 and state in (VmState.RUNNING, VmState.STOPPED)):
             raise UnallocatedVmError(state, action.value)

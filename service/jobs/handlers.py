@@ -49,6 +49,12 @@ def _already(job: JobRun, verb: str) -> None:
         job.succeed(note=f"already {state}: nothing to do")
 
 
+def _at_the_ticket(vm: Vm, action: Action) -> Verdict:
+    """The rules table's verdict on ``action`` now, as it was asked when the job was admitted
+    (``Verdict.UNALLOCATED``, refused, for a VM on no server); ``ALLOWED`` implies a server."""
+    return verdict(VmState(vm.state), action, has_server=vm.server_uuid is not None)
+
+
 def _refuse(job: JobRun, verb: str) -> None:
     job.fail(f"Cannot {verb} a VM in state '{job.vm.state}'")
 
@@ -84,10 +90,10 @@ def start(job: JobRun) -> None:
     """Boot a stopped or failed VM: where it is, or placed anew when its server no longer has
     it (an eviction, a host reboot). A failed VM gave its capacity back, so it claims again."""
     vm = job.vm
-    rule = verdict(VmState(vm.state), Action.START)  # the rules table, at the ticket
+    rule = _at_the_ticket(vm, Action.START)
     if rule is Verdict.ALREADY:
         _already(job, "start")
-    elif rule is Verdict.ALLOWED and vm.server_uuid:
+    elif rule is Verdict.ALLOWED:
         if _left_its_server(job, vm):
             _start_elsewhere(job, vm)
             return
@@ -128,10 +134,10 @@ def stop(job: JobRun) -> None:
     for is what is true, and its capacity is given back (Omicron #6809). With the same boot
     id and the VM unknown, its agent forgot it and it may still run: the stop fails."""
     vm = job.vm
-    rule = verdict(VmState(vm.state), Action.STOP)
+    rule = _at_the_ticket(vm, Action.STOP)
     if rule is Verdict.ALREADY:
         _already(job, "stop")
-    elif rule is Verdict.ALLOWED and vm.server_uuid:
+    elif rule is Verdict.ALLOWED:
         server_uuid = vm.server_uuid
         run = job.step("ensure_state", lambda: job.driver.ensure_state(
             server_uuid, str(vm.id), "stopped"))
@@ -149,7 +155,7 @@ def reboot(job: JobRun) -> None:
     whose run already ended on its host (its guest shut it down) is not rebooted: the job
     fails and records what the host reports, as the agent's report would."""
     vm = job.vm
-    if verdict(VmState(vm.state), Action.REBOOT) is Verdict.ALLOWED and vm.server_uuid:
+    if _at_the_ticket(vm, Action.REBOOT) is Verdict.ALLOWED:
         server_uuid = vm.server_uuid
         run = effects.boot(job, server_uuid, "rebooted")
         if run.begun_by != job.job_uuid:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.api.helpers import (
     OTHER_OWNER, V2, act, act_and_wait, assert_error, create_running_vm, create_vm,
-    error_fields, get_vm, wait_job,
+    error_fields, get_vm, vm_body, wait_job,
 )
 
 
@@ -103,6 +103,29 @@ def test_v1_action_on_a_provisioning_vm_is_409_unallocated_vm_and_appends_nothin
     for action in ("start", "stop", "reboot", "kill"):
         body = assert_error(act(paused.http, created["vm_uuid"], action), 409, "UnallocatedVM")
         assert body["state"] == "provisioning"
+    assert services.commands.head_position() == head
+
+
+@pytest.mark.parametrize("action", ["start", "stop", "kill"])
+def test_an_action_on_a_vm_on_no_server_is_refused_up_front_and_appends_nothing(
+        client, services, action) -> None:
+    """Found by a tester: a VM whose provision failed before placing it (failed, no
+    server_uuid) took start, stop and kill with 202 and a job that always failed; the rules
+    table said allowed, the job's handler said no server. Version 1 answers as VMAPI does for
+    a VM with no server_uuid, version 2 as for any impossible action; neither lists an action
+    it would refuse as allowed."""
+    created = create_vm(client, internal_metadata={"force_provision_failure": True})
+    assert wait_job(client, created["job_uuid"])["execution"] == "failed"
+    vm_uuid = created["vm_uuid"]
+    assert (get_vm(client, vm_uuid)["state"], get_vm(client, vm_uuid)["server_uuid"]) == (
+        "failed", None)
+    head = services.commands.head_position()
+    v1 = assert_error(act(client, vm_uuid, action), 409, "UnallocatedVM")
+    assert v1["message"] == f"Cannot {action} a VM with no server_uuid (state 'failed')", v1
+    v2 = assert_error(act(client, vm_uuid, action, headers=V2), 409, "InvalidTransition")
+    assert v2["allowed_actions"] == ["update", "destroy", "quarantine"], v2
+    reboot = assert_error(act(client, vm_uuid, "reboot"), 409, "InvalidTransition")
+    assert reboot["allowed_actions"] == v2["allowed_actions"], reboot
     assert services.commands.head_position() == head
 
 
@@ -297,6 +320,27 @@ def test_sync_true_answers_only_once_the_job_has_ended(client, services) -> None
                      client.delete(f"/vms/{vm_uuid}", params={"sync": "true"})):
         assert response.status_code == 202, response.text
         assert services.jobs.get(response.json()["job_uuid"])["execution"] == "succeeded"
+
+
+def test_a_sync_answer_carries_the_vm_version_once_its_job_ended(client, services) -> None:
+    """Found by a tester: ``sync=true`` answered the version at acceptance (ETag "10" where
+    GET showed "14"), so an ``If-Match`` taken from it was 412. An answer given after the
+    job ended is read-your-writes consistent: its ETag is the VM's version then."""
+    def answered_as_it_now_is(response) -> str:
+        assert response.status_code == 202, response.text
+        assert services.jobs.get(response.json()["job_uuid"])["execution"] == "succeeded"
+        now = client.get(f"/vms/{response.json()['vm_uuid']}")
+        assert response.headers["ETag"] == now.headers["ETag"], response.json()
+        return response.json()["vm_uuid"]
+
+    vm_uuid = answered_as_it_now_is(client.post("/vms", json=vm_body(),
+                                                params={"sync": "true"}))
+    answered_as_it_now_is(act(client, vm_uuid, "stop", sync="true"))
+    started = act(client, vm_uuid, "start", json={"sync": True})
+    answered_as_it_now_is(started)
+    update = act(client, vm_uuid, "update", json={"alias": "next"},
+                 headers={"If-Match": started.headers["ETag"]})
+    assert update.status_code == 202, update.text
 
 
 def test_an_action_on_another_owners_or_an_unknown_vm_is_404(client, services) -> None:

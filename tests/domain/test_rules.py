@@ -101,3 +101,20 @@ def test_require_returns_the_verdict_or_raises_the_refusal_naming_the_allowed_ac
         assert refused.value.allowed_actions == allowed_actions(state)
     else:
         assert rules.require(state, action) is RULES[pair]
+
+
+@pytest.mark.parametrize("pair", sorted(RULES), ids=lambda p: f"{p[0]}-{p[1]}")
+def test_on_no_server_an_action_carried_out_on_the_server_is_unallocated_and_not_allowed(pair):
+    """A VM whose provision failed before placing it has no node to start, stop or kill on:
+    the table says so itself (the job's handler asks the same verdict), and its error
+    bodies do not list what would be refused."""
+    state, action = pair
+    found = verdict(state, action, has_server=False)
+    if RULES[pair] is ok and action in rules.ON_ITS_SERVER:
+        assert found is Verdict.UNALLOCATED
+        with pytest.raises(InvalidTransitionError) as refused:
+            rules.require(state, action, has_server=False)
+        assert "with no server_uuid" in str(refused.value)
+        assert action.value not in allowed_actions(state, has_server=False)
+    else:
+        assert found is RULES[pair]
