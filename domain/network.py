@@ -31,7 +31,8 @@ class NetworkFullError(ValidationError):
 
 class Network(chain.Chained, Aggregate):
     """A network: ``subnet`` (CIDR), the provisioning range ``provision_start_ip`` to
-    ``provision_end_ip`` (inclusive), ``gateway``, and ``claims`` (``{ip: vm_uuid}``)."""
+    ``provision_end_ip`` (inclusive), ``gateway``, and ``claims`` (``{ip: the uuid of the VM
+    or volume holding it}``)."""
 
     TOPIC = "network"
 
@@ -75,6 +76,26 @@ class Network(chain.Chained, Aggregate):
         TOPIC = "network.address_released"
         ip: str
         vm_uuid: str
+
+        def apply(self, network: Network) -> None:
+            network.claims.pop(self.ip, None)
+
+    class VolumeAddressClaimed(Event):
+        """``ip`` is a volume's (``volume_uuid``) address on this network."""
+
+        TOPIC = "network.volume_address_claimed"
+        ip: str
+        volume_uuid: str
+
+        def apply(self, network: Network) -> None:
+            network.claims[self.ip] = self.volume_uuid
+
+    class VolumeAddressReleased(Event):
+        """``ip`` is free again: the volume left the network."""
+
+        TOPIC = "network.volume_address_released"
+        ip: str
+        volume_uuid: str
 
         def apply(self, network: Network) -> None:
             network.claims.pop(self.ip, None)
@@ -141,8 +162,9 @@ class Network(chain.Chained, Aggregate):
         raise NetworkFullError(str(self.id))
 
     def check_claimable(self, ip: str) -> str:
-        """``ip`` normalised, if a VM may ask for it. Raises ``ValidationError`` (field
-        ``networks``) for an address outside the subnet, the gateway or one held."""
+        """``ip`` normalised, if a VM's NIC or a volume may ask for it. Raises
+        ``ValidationError`` (field ``networks``) for an address outside the subnet, the
+        gateway or one held (by a NIC or a volume)."""
         net = ipaddress.IPv4Network(self.subnet)
         try:
             address = ipaddress.IPv4Address(ip)
@@ -162,6 +184,22 @@ class Network(chain.Chained, Aggregate):
         when the address is held (``check_claimable``)."""
         ip = self.check_claimable(ip)
         self.trigger_event(self.AddressClaimed, cause=cause, ip=ip, vm_uuid=vm_uuid, mac=mac)
+
+    def claim_for_volume(self, ip: str, *, volume_uuid: str, cause: Cause) -> None:
+        """Record that volume ``volume_uuid`` is reachable at ``ip`` here; nothing if it
+        already holds it. Raises ``ValidationError`` when the address is not claimable
+        (``check_claimable``)."""
+        if self.claims.get(ip) == volume_uuid:
+            return
+        ip = self.check_claimable(ip)
+        self.trigger_event(self.VolumeAddressClaimed, cause=cause, ip=ip,
+                           volume_uuid=volume_uuid)
+
+    def release_for_volume(self, ip: str, *, volume_uuid: str, cause: Cause) -> None:
+        """Free ``ip`` if volume ``volume_uuid`` holds it (nothing recorded otherwise)."""
+        if self.claims.get(ip) == volume_uuid:
+            self.trigger_event(self.VolumeAddressReleased, cause=cause, ip=ip,
+                               volume_uuid=volume_uuid)
 
     def release(self, ip: str, *, vm_uuid: str, cause: Cause) -> bool:
         """Free ``ip`` if VM ``vm_uuid`` holds it; False (nothing recorded) otherwise."""

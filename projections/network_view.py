@@ -1,7 +1,8 @@
 """``network_view``: the networks vmledger hands NIC addresses out of (``GET /networks``), with
 the analytics of each: how many addresses are in use and free.
 
-Each row keeps the network's claims (``{ip: vm_uuid}``), so the counts are folded from the
+Each row keeps the network's claims (``{ip: vm_uuid}``, or a volume's uuid for a volume's
+address), so the counts are folded from the
 same events as the aggregate's (``domain/network.py``) and a fresh fold can be compared.
 ``used`` counts the claims inside the provisioning range and the body's
 ``addresses_outside_range`` those outside it, by the aggregate's own rule
@@ -68,10 +69,11 @@ class _NetworkRow:
         """Move the claims, and the counts by the one address (a recount of every claim on
         each event would make a big network's rebuild quadratic)."""
         step = 0
-        if isinstance(event, Network.AddressClaimed):
+        if isinstance(event, Network.AddressClaimed | Network.VolumeAddressClaimed):
             step = 0 if event.ip in self.claims else 1
-            self.claims[event.ip] = event.vm_uuid
-        elif isinstance(event, Network.AddressReleased):
+            self.claims[event.ip] = (event.vm_uuid if isinstance(event, Network.AddressClaimed)
+                                     else event.volume_uuid)
+        elif isinstance(event, Network.AddressReleased | Network.VolumeAddressReleased):
             step = -1 if self.claims.pop(event.ip, None) is not None else 0
         if in_provisioning_range(self.body["provision_start_ip"],
                                  self.body["provision_end_ip"], event.ip):
