@@ -161,11 +161,24 @@ class JobQueue:
         self.trigger_event(self.JobFailed, cause=cause, job_uuid=job_uuid, error=error)
 
     def cancel_job(self, job_uuid: str, reason: str, *, cause: Cause) -> None:
-        """Cancel a job that has not started. Raises ``JobNotRunnableError`` otherwise."""
+        """Cancel a job that has not started. Raises ``JobNotRunnableError`` otherwise (a
+        running job is canceled only by the quarantine: ``cancel_running``)."""
         job = self.active_job(job_uuid)
         if job is None or job["execution"] != Execution.QUEUED.value:
             raise JobNotRunnableError(job_uuid, "only a queued job can be canceled")
         self.trigger_event(self.JobCanceled, cause=cause, job_uuid=job_uuid, reason=reason)
+
+    def cancel_running(self, reason: str, *, cause: Cause) -> str | None:
+        """Cancel the job running now (the head, if a worker claimed it), wherever its worker
+        is; returns its uuid, or None when no job runs. Its worker can record nothing more
+        for it: each of its saves checks the ticket first (``JobNotRunnableError``). Only the
+        quarantine does this (``Lifecycle.record_quarantined``): a job that no longer holds
+        the ticket must not change a VM taken from its owner."""
+        head = self.head_job
+        if head is None or head["execution"] != Execution.RUNNING.value:
+            return None
+        self.trigger_event(self.JobCanceled, cause=cause, job_uuid=head["uuid"], reason=reason)
+        return head["uuid"]
 
     def cancel_queued(self, reason: str, *, cause: Cause, name: JobName | None = None
                       ) -> list[str]:

@@ -14,6 +14,12 @@ from domain.events import Cause
 from domain.states import VmState
 
 
+# Why the quarantine ended a job (``JobCanceled.reason``, the job's ``error``).
+CANCELED_BY_QUARANTINE = "canceled: the VM was quarantined"
+CANCELED_WHILE_RUNNING = ("canceled: the VM was quarantined while the job ran; whatever the "
+                          "job did after that is not recorded")
+
+
 class Lifecycle:
     """Commands that record what happened to the VM."""
 
@@ -35,6 +41,8 @@ class Lifecycle:
     CapacityClaimed: Any
     CapacityReleased: Any
     trigger_event: Any
+    cancel_queued: Any
+    cancel_running: Any
     claim: dict[str, Any] | None
     ram: int
     cpu_cap: int | None
@@ -111,8 +119,16 @@ class Lifecycle:
         self.trigger_event(self.Destroyed, cause=cause)
 
     def record_quarantined(self, reason: str, *, cause: Cause) -> None:
-        """Take the VM into the operator quarantine. Raises ``IllegalTransitionError``."""
+        """Take the VM into the operator quarantine, ending its active jobs first (one
+        ``JobCanceled`` each, in the same save): the queued ones, and the running one, whose
+        worker then records nothing more, so no job changes the VM after its ``Quarantined``
+        (a stuck job must not block the operator, nor act on a VM taken for troubleshooting;
+        docs/api.md). Every writer that quarantines comes here: the operator's action, the
+        stuck check, a DELETE of a stuck VM, an agent that forgot the VM. Raises
+        ``IllegalTransitionError``."""
         self._check("Quarantined")
+        self.cancel_queued(CANCELED_BY_QUARANTINE, cause=cause)
+        self.cancel_running(CANCELED_WHILE_RUNNING, cause=cause)
         self.trigger_event(self.Quarantined, cause=cause, reason=reason)
 
     def record_released(self, *, cause: Cause) -> None:
@@ -123,9 +139,10 @@ class Lifecycle:
 
     def update_metadata(self, changes: dict[str, Any], *, cause: Cause) -> bool:
         """Apply ``changes`` to alias, metadata or tags; return False (and record nothing)
-        when nothing would change. Raises ``IllegalTransitionError`` on a destroyed VM and
-        ``ValidationError`` for a field that cannot be updated."""
-        if VmState(self.state) is VmState.DESTROYED:
+        when nothing would change. Raises ``IllegalTransitionError`` on a destroyed or a
+        quarantined VM (the rules table refuses ``update`` in both) and ``ValidationError``
+        for a field that cannot be updated."""
+        if VmState(self.state) in (VmState.DESTROYED, VmState.QUARANTINED):
             raise IllegalTransitionError(self.state, "MetadataUpdated")
         unknown = sorted(set(changes) - self.UPDATABLE_FIELDS)
         if unknown:

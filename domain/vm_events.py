@@ -116,7 +116,8 @@ class JobFailed(VmEvent):
 
 
 class JobCanceled(VmEvent):
-    """A job that had not started was canceled; it leaves the queue."""
+    """A job was canceled before it started, or, by a quarantine, while it ran; it leaves
+    the queue."""
 
     TOPIC = "vm.job_canceled"
     job_uuid: str

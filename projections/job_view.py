@@ -132,8 +132,8 @@ def _apply(job: dict[str, Any], event: Any) -> None:
     elif isinstance(event, Vm.JobStepRecorded):
         job["chain_results"].append(event.step)
     elif isinstance(event, Vm.JobCanceled):
-        # A canceled job ran no step; VMAPI clients judge a job by its last chain result,
-        # so the cancellation itself is recorded as one.
+        # VMAPI clients judge a job by its last chain result, so the cancellation itself is
+        # recorded as one (after the steps of a running job a quarantine canceled).
         job["chain_results"].append({"name": "cancel", "result": None, "error": event.reason,
                                      "started_at": when, "finished_at": when})
         _finish(job, Execution.CANCELED, when, event.reason)

@@ -39,14 +39,15 @@ class Quarantine:
     def quarantine(self, vm_uuid: str, reason: str, *, cause: Cause,
                    if_match: int | None = None) -> Accepted:
         """Take the VM into the operator quarantine now (no job: a stuck job must not stand
-        in the way); its queued jobs are canceled. Quarantining a quarantined VM changes
+        in the way); its queued jobs are canceled, and so is a job running on it
+        (``Vm.record_quarantined``). Quarantining a quarantined VM changes
         nothing. Raises ``InvalidTransitionError`` (a destroyed VM), ``VmNotFoundError``,
         ``VersionMismatchError``."""
 
         def decide(vm: Vm) -> None:
             if rules.require(VmState(vm.state), Action.QUARANTINE) is Verdict.ALREADY:
                 return
-            self._quarantine(vm, reason, cause)
+            vm.record_quarantined(reason, cause=cause)
 
         _, vm, position, _ = self.commands.change(Vm, vm_uuid, decide, if_match=if_match)
         return Accepted(str(vm.id), None, vm.version, position)
@@ -75,13 +76,9 @@ class Quarantine:
             reason = self.stuck(vm)
             if reason is None or VmState(vm.state) in (VmState.QUARANTINED, VmState.DESTROYED):
                 return False
-            self._quarantine(vm, reason, make_cause("stuck-check"))
+            vm.record_quarantined(reason, cause=make_cause("stuck-check"))
             return True
 
         quarantined, _, _, _ = self.commands.change(Vm, vm_uuid, decide)
         return quarantined
 
-    @staticmethod
-    def _quarantine(vm: Vm, reason: str, cause: Cause) -> None:
-        vm.cancel_queued("canceled: the VM was quarantined", cause=cause)
-        vm.record_quarantined(reason, cause=cause)

@@ -139,8 +139,16 @@ class JobRun:
     def _change(self, mutate: Callable[[Vm], None]) -> Vm:
         if self._lost is not None:
             raise self._lost
+
+        def held_then_mutate(vm: Vm) -> None:
+            # The ticket first: a job the quarantine canceled (or a takeover took) records
+            # nothing, and is told so, rather than being refused by a VM it no longer owns.
+            self._held(vm)
+            mutate(vm)
+
         _, vm, _, _ = self.patiently(
-            lambda: self.context.commands.change(Vm, self.vm.id, mutate), "recording the job")
+            lambda: self.context.commands.change(Vm, self.vm.id, held_then_mutate),
+            "recording the job")
         self.vm = vm
         return vm
 
@@ -181,11 +189,7 @@ class JobRun:
     def claim(self, server_uuid: str) -> None:
         """Claim the VM's capacity on ``server_uuid`` (both streams, one transaction). Raises
         ``InsufficientCapacityError``, ``ServerNotFoundError`` or ``JobNotRunnableError``."""
-        def claim(vm: Vm) -> None:
-            self._held(vm)
-            vm.claim_capacity(server_uuid, cause=self.cause)
-
-        self._change(claim)
+        self._change(lambda vm: vm.claim_capacity(server_uuid, cause=self.cause))
 
     def release_claim(self, step: str) -> None:
         """Give back the capacity the VM holds (the claim a failed placement made), recorded
@@ -194,7 +198,6 @@ class JobRun:
         entry = _entry(step, server_uuid, None, utcnow())
 
         def release(vm: Vm) -> None:
-            self._held(vm)
             vm.record_step(self.job_uuid, entry, cause=self.cause, worker=self.context.worker_id)
             vm.release_capacity(cause=self.cause)
 
@@ -204,9 +207,11 @@ class JobRun:
 
     def _held(self, vm: Vm) -> None:
         head = vm.head_job
-        if (head is None or head["uuid"] != self.job_uuid
-                or head["worker"] != self.context.worker_id):
-            raise JobNotRunnableError(self.job_uuid, "no longer held by this worker")
+        if head is None or head["uuid"] != self.job_uuid:
+            raise JobNotRunnableError(self.job_uuid, "it has ended without this worker "
+                                      "(canceled by a quarantine, or taken over and ended)")
+        if head["worker"] != self.context.worker_id:
+            raise JobNotRunnableError(self.job_uuid, f"taken over by {head['worker']}")
 
     def record_step(self, name: str, *, result: Any, error: str | None = None,
                     started: datetime | None = None) -> None:

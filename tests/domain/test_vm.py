@@ -269,8 +269,39 @@ def test_quarantine_and_release_give_the_vm_back_to_its_owner_in_its_state(state
     assert vm.quarantine["previous_owner_uuid"] == OWNER
     assert vm.quarantine["reason"] == "stuck for 2h"
     vm.record_released(cause=cause("operator"))
-    assert recorded(vm) == ["Quarantined", "Released"]
+    canceled = ["JobCanceled"] if state is VmState.PROVISIONING else []  # its provision
+    assert recorded(vm) == [*canceled, "Quarantined", "Released"]
     assert vm.state == state and vm.owner_uuid == OWNER and vm.quarantine is None
+
+
+def test_quarantine_ends_every_active_job_first_the_running_one_too():
+    vm = vm_in(VmState.RUNNING)
+    running = queue(vm, Action.STOP)
+    waiting = queue(vm, Action.START)
+    claim(vm)
+    recorded(vm)
+    vm.record_quarantined("disk errors", cause=cause("operator"))
+    events = vm.collect_events()
+    assert [type(e).__name__ for e in events] == ["JobCanceled", "JobCanceled", "Quarantined"]
+    reasons = {e.job_uuid: e.reason for e in events[:2]}
+    assert reasons[waiting] == "canceled: the VM was quarantined"
+    assert reasons[running].startswith("canceled: the VM was quarantined while the job ran")
+    assert vm.active_jobs == []
+    # its worker can record nothing more: not a step, not an outcome
+    with pytest.raises(JobNotRunnableError):
+        vm.record_step(running, {"name": "ensure_state"}, cause=cause(), worker="w1")
+    with pytest.raises(JobNotRunnableError):
+        vm.succeed_job(running, cause=cause(), worker="w1")
+
+
+def test_a_quarantined_vm_refuses_a_metadata_update_as_the_rules_table_refuses_update():
+    vm = vm_in(VmState.RUNNING)
+    vm.record_quarantined("disk errors", cause=cause("operator"))
+    recorded(vm)
+    with pytest.raises(IllegalTransitionError):
+        vm.update_metadata({"alias": "renamed"}, cause=cause())
+    assert recorded(vm) == []
+    assert verdict(VmState.QUARANTINED, Action.UPDATE) is Verdict.REFUSED
 
 
 def test_release_of_a_vm_not_in_quarantine_is_refused():

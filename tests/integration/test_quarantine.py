@@ -4,7 +4,9 @@ DELETE, and nothing else is."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,7 @@ from domain.vm import QUARANTINE_OWNER_UUID, Vm, make_cause
 from service.commands.application import VmSpec
 from service.commands.versioning import NEWEST, OLDEST
 from service.jobs.worker import utcnow
-from tests.builders import settle
+from tests.builders import event_names, settle
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
 
@@ -96,6 +98,10 @@ def test_a_job_running_past_its_deadline_gets_its_vm_quarantined(services):
     services.worker.periodic()
     vm = services.commands.load(vm_uuid)
     assert vm.state == "quarantined" and "running since" in vm.quarantine["reason"]
+    assert vm.active_jobs == []  # the hung job no longer holds the ticket
+    services.projections.catch_up()
+    hung = services.jobs.get(head["uuid"])
+    assert hung["execution"] == "canceled" and "while the job ran" in hung["error"]
 
 
 @pytest.mark.parametrize("behaviour", [OLDEST, NEWEST], ids=["v1", "v2"])
@@ -138,3 +144,60 @@ def test_a_vm_released_still_provisioning_gets_its_provision_queued_again(servic
     services.fleet.faults.pause_workers(False)
     settle(services)
     assert services.commands.load(vm_uuid).state == "running"
+
+
+class QuarantineDuring:
+    """The simulated fleet, except that an operator quarantines the VM while the job's first
+    compute call named ``call`` is in progress: the node has done the work, the worker has
+    not recorded it yet (a deterministic stand-in for an operator racing a running job)."""
+
+    def __init__(self, services, vm_uuid: str, call: str):
+        self._services = services
+        self._fleet = services.worker.driver
+        self._vm_uuid = vm_uuid
+        self._call = call
+        self.landed = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._fleet, name)
+        if name != self._call:
+            return attribute
+
+        def call_then_quarantine(*args: Any, **kwargs: Any) -> Any:
+            answer = attribute(*args, **kwargs)
+            if not self.landed:
+                self.landed = True
+                self._services.quarantine.quarantine(self._vm_uuid, "disk errors",
+                                                     cause=make_cause("operator"))
+            return answer
+        return call_then_quarantine
+
+
+@pytest.mark.parametrize(("action", "args", "call"), [
+    (Action.UPDATE, {"alias": "renamed"}, "reconfigure"),
+    (Action.STOP, {}, "ensure_state"),
+    (Action.REBOOT, {}, "ensure_state"),
+], ids=["update", "stop", "reboot"])
+def test_a_job_running_when_its_vm_is_quarantined_is_canceled_and_records_nothing_after(
+        services, monkeypatch, caplog, action, args, call):
+    vm_uuid = create(services)
+    job_uuid = services.commands.request_action(vm_uuid, action, behaviour=NEWEST, args=args,
+                                                cause=make_cause("owner")).job_uuid
+    racing = QuarantineDuring(services, vm_uuid, call)
+    monkeypatch.setattr(services.worker, "driver", racing)
+    with caplog.at_level(logging.INFO, logger="vmledger"):
+        assert services.worker.run_vm(vm_uuid)
+    assert racing.landed
+    names = event_names(services, vm_uuid)
+    # the quarantine ends the running job in its own save; the worker records nothing after
+    assert names[-2:] == ["JobCanceled", "Quarantined"], names
+    vm = services.commands.load(vm_uuid)
+    assert vm.state == "quarantined" and vm.active_jobs == []
+    services.projections.catch_up()
+    job = services.jobs.get(job_uuid)
+    assert job["execution"] == "canceled", job
+    assert "quarantined while the job ran" in job["error"]
+    assert job["chain_results"][-1]["name"] == "cancel"
+    # the worker sees its job taken away: no domain refusal, no traceback
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert not any(r.exc_info for r in caplog.records)
