@@ -11,6 +11,7 @@ loop reads both afresh.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -67,11 +68,13 @@ class LiveState:
 
 class BackgroundLoop:
     """The runner's loop (``projections.runner.ProjectionRunner`` is one): it needs the
-    runner's ``catch_up``, ``positions``, ``wake`` and its wake-up flag ``_wake``."""
+    runner's ``catch_up``, ``positions``, ``report_lag``, ``wake`` and its wake-up flag
+    ``_wake``."""
 
     _wake: threading.Event
     catch_up: Callable[..., int]
     positions: Callable[[], dict[str, int]]
+    report_lag: Callable[..., None]
     wake: Callable[[], None]
 
     def run_forever(self, stop: threading.Event, poll_s: float,
@@ -105,6 +108,10 @@ class BackgroundLoop:
                 live.forget()
                 if on_error:
                     on_error(error)
+                # a failing pass leaves its read models behind: the lag says how far (unless
+                # the database cannot even say that)
+                with contextlib.suppress(Exception):
+                    self.report_lag(force=False)
                 stop.wait(poll_s)
                 continue
             if not applied:

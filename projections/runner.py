@@ -170,9 +170,9 @@ class ProjectionRunner(BackgroundLoop):
         return total
 
     def report_lag(self, *, force: bool = True, head: Callable[[], int] | None = None) -> None:
-        """Tell ``on_lag`` how far each read model is behind the head (events; ``head`` reads
-        it, ``head`` by default); unless ``force``, at most once every ``lag_interval_s`` (an
-        idle loop polls often)."""
+        """Tell ``on_lag`` how far each read model is behind the head (events, negative for
+        one past the head: ``past_head``; ``head`` reads it, ``head`` by default); unless
+        ``force``, at most once every ``lag_interval_s`` (an idle loop polls often)."""
         if self.on_lag is None:
             return
         now = time.monotonic()
@@ -181,7 +181,7 @@ class ProjectionRunner(BackgroundLoop):
         self._lag_reported_at = now
         at = (head or self.head)()
         for name, position in self.positions().items():
-            self.on_lag(name, max(0, at - position))
+            self.on_lag(name, at - position)
 
     def reset(self, names: Iterable[str]) -> None:
         """Empty the named read models and their positions, in one transaction."""

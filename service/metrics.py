@@ -116,9 +116,9 @@ def exposition(*registries: CollectorRegistry) -> bytes:
 def serve_process_metrics(address: str | None) -> WSGIServer | None:
     """Serve this process's metrics (the process-wide registry only) over HTTP at
     ``address`` (``HOST:PORT``; an empty host is 127.0.0.1) from a daemon thread, for
-    processes that serve no API (``vmledger work``). Returns the server (``server_port`` is
-    the port bound, ``shutdown()`` stops it), or None when ``address`` is unset. Raises
-    ``OSError`` if the address cannot be bound."""
+    processes that serve no API (``vmledger project``, ``vmledger work``). Returns the
+    server (``server_port`` is the port bound, ``shutdown()`` stops it), or None when
+    ``address`` is unset. Raises ``OSError`` if the address cannot be bound."""
     if not address:
         return None
     host, _, port = address.rpartition(":")

@@ -123,8 +123,8 @@ class Settings(BaseSettings):
         "Prometheus's, at /metrics, and FastAPI's per-request check for providers costs CPU)")
     metrics_address: str | None = Field(
         None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):[0-9]{1,5}$",
-        description="HOST:PORT where `vmledger work` serves its process's metrics "
-        "(unset: it serves none)")
+        description="HOST:PORT where `vmledger project` or `vmledger work` serves its "
+        "process's metrics (unset: none)")
 
     @field_validator("metrics_address", mode="before")
     @classmethod

@@ -103,6 +103,7 @@ def project() -> None:
 
     settings = Settings()
     setup_logging(settings)
+    _serve_process_metrics(settings)  # the projection lag
     collect_young_less_often()  # the whole process is the runner's
     services = _services(settings, register_fleet=False)
     stop = _wait_for_signal()
@@ -120,6 +121,18 @@ def project() -> None:
         log.info("projection runner stopped")
 
 
+def _serve_process_metrics(settings: Settings) -> None:
+    """Serve the process's metrics at ``VMLEDGER_METRICS_ADDRESS`` (if set) for ``project``
+    and ``work``, which serve no API; an address that cannot be bound ends the command with
+    one line naming the variable (status 2)."""
+    try:
+        serve_process_metrics(settings.metrics_address)
+    except OSError as error:
+        raise typer.BadParameter(f"cannot listen on {settings.metrics_address}: "
+                                 f"{error.strerror or error}",
+                                 param_hint="VMLEDGER_METRICS_ADDRESS") from None
+
+
 @cli.command()
 def work() -> None:
     """Run a job worker until interrupted (production mode; several may run at once). The
@@ -129,12 +142,7 @@ def work() -> None:
 
     settings = Settings()
     setup_logging(settings)
-    try:
-        serve_process_metrics(settings.metrics_address)  # lease takeovers, retries
-    except OSError as error:
-        raise typer.BadParameter(f"cannot listen on {settings.metrics_address}: "
-                                 f"{error.strerror or error}",
-                                 param_hint="VMLEDGER_METRICS_ADDRESS") from None
+    _serve_process_metrics(settings)  # lease takeovers, retries
     services = _services(settings)
     stop = stop_on_signals(services.worker)
     # as vmledger project says it started: a worker with no job to take logs nothing else
