@@ -4,41 +4,32 @@ production mode no process published the lag the documented alert watches)."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 
+from tests.cli import stop_processes, vmledger_process
+from tests.waiting import wait_until
+
 
 def test_project_serves_the_projection_lag_at_the_metrics_address(tmp_path: Path) -> None:
-    env = {**os.environ, "VMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'vmledger.db'}",
-           "VMLEDGER_METRICS_ADDRESS": "127.0.0.1:0", "VMLEDGER_LOG_FORMAT": "text",
-           "VMLEDGER_SIM_SERVERS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "service", "project"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "project.log"
+    process = vmledger_process(
+        "project", log_path=log, database_url=f"sqlite:///{tmp_path / 'vmledger.db'}",
+        env={"VMLEDGER_METRICS_ADDRESS": "127.0.0.1:0", "VMLEDGER_LOG_FORMAT": "text"})
     try:
-        assert process.stdout is not None
-        port = None
-        for line in process.stdout:  # until it says where it serves them
-            found = re.search(r"metrics on port (\d+)", line)
-            if found:
-                port = int(found.group(1))
-                break
-        assert port, "vmledger project never said where it serves its metrics"
+        port = wait_until(lambda: re.search(r"metrics on port (\d+)", log.read_text()),
+                          "vmledger project to say where it serves its metrics",
+                          log_path=log).group(1)
         wanted = [f'vmledger_projection_lag_events{{read_model="{name}"}}'
                   for name in ("vm_view", "job_view")]
-        deadline = time.monotonic() + 30  # the lag is reported after the first pass
-        while True:
+
+        def lag_served() -> bool:  # after the runner's first pass
             text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-            if all(sample in text for sample in wanted) or time.monotonic() > deadline:
-                break
-        assert all(sample in text for sample in wanted), text
+            return all(sample in text for sample in wanted)
+
+        wait_until(lag_served, "the projection lag at /metrics", log_path=log)
     finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)
+        stop_processes([process])
     assert process.returncode == 0
