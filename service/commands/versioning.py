@@ -44,8 +44,9 @@ def _parse(version: str) -> tuple[int, int, int]:
 
 
 _PART = r"(\d+|x|X|\*)"
+# "~>" is node-semver's "~" (its LONETILDE, ``~>?``): Ruby's pessimistic operator
 _RANGE = re.compile(
-    rf"^\s*(~|\^|>=|<=|>|<|=|v)?\s*v?{_PART}(?:\.{_PART}(?:\.{_PART})?)?\s*$")
+    rf"^\s*(~>|~|\^|>=|<=|>|<|=|v)?\s*v?{_PART}(?:\.{_PART}(?:\.{_PART})?)?\s*$")
 _ANY = ("*", "x", "X", "")
 
 
@@ -69,7 +70,7 @@ def _term(term: str) -> tuple[str, list[str | None]] | None:
     if not match:
         return None
     operator, *parts = match.groups()
-    return operator, parts
+    return ("~" if operator == "~>" else operator), parts
 
 
 def _satisfies(version: str, requested: str) -> bool:

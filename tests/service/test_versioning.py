@@ -51,6 +51,11 @@ V1, V2 = Behaviour("1.0.0"), Behaviour("2.0.0")
         (">= 1 < 2", "1.0.0"),
         ("~9 >=9.1", "1.0.0"),
         (">=3 || >=1 <2", "1.0.0"),
+        # node-semver's "~>" is its "~" (found by a tester: InvalidVersion)
+        ("~>2", "2.0.0"),
+        ("~> 2", "2.0.0"),
+        ("~>1.0", "1.0.0"),
+        ("~>9", "1.0.0"),
     ],
 )
 def test_negotiate_serves_the_newest_supported_version_the_range_allows(header, served):
@@ -64,7 +69,7 @@ def test_no_header_gets_the_oldest_behaviour_which_never_changes():
 
 
 @pytest.mark.parametrize("header", ["3", "~0", "garbage", "^3.1", "2.1.0", ">>1", "~9.17",
-                                    ">9", "<1", ">=2 <2", ">=1 garbage"])
+                                    ">9", "<1", ">=2 <2", ">=1 garbage", "~>3", "~>>2"])
 def test_an_unsatisfiable_range_raises_invalid_version_with_the_supported_list(header):
     with pytest.raises(InvalidVersionError) as refused:
         negotiate(header)
