@@ -6,7 +6,7 @@
   (curl is told HEAD as a method, not as a HEAD request), so with one it waited until the
   server dropped the idle connection (65 s). With the connection closed it stops at once.
 - Any other client is told what becomes of its connection: ``Connection: close`` when it
-  asked for that, else ``Connection: keep-alive`` (VMAPI's clients read it; HTTP/1.1 alone
+  asked for that or its request is not HTTP/1.1 (uvicorn closes every other), else ``Connection: keep-alive`` (VMAPI's clients read it; HTTP/1.1 alone
   would leave it implicit) with ``Keep-Alive: timeout=N``, how long ``serve`` keeps it idle.
   HEAD answers keep the ``Content-Length`` of the GET.
 
@@ -41,6 +41,8 @@ def connection_headers(scope: Scope, keep_alive: bytes
         elif name == b"connection":
             asked = value
     is_curl = CURL_USER_AGENT.match(curl) is not None
-    if is_curl or b"close" in asked.lower() or scope.get("http_version") == "1.0":
+    # uvicorn keeps only an HTTP/1.1 connection open (llhttp also reads "HTTP/1.0" and
+    # "HTTP/2.0" request lines): any other is told it is closed, as it is
+    if is_curl or b"close" in asked.lower() or scope.get("http_version", "1.1") != "1.1":
         return [(CONNECTION, b"close")], is_curl and scope["method"] == "HEAD"
     return [(CONNECTION, b"keep-alive"), (KEEP_ALIVE, keep_alive)], False

@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from service.api.connection import connection_headers
 from service.api.http_protocol import NoDelayHttpToolsProtocol, ResponseHeadCasing
 from tests.waiting import wait_until
 
@@ -39,7 +40,7 @@ async def hello(scope, receive, send):  # a minimal ASGI app
     await send({"type": "http.response.body", "body": BODY + body})
 
 
-def served(protocol: type, request: bytes, loop: str = "auto") -> tuple[int, bytes]:
+def served(protocol: type, request: bytes, loop: str = "auto", app=hello) -> tuple[int, bytes]:
     """TCP_NODELAY of the server side of a connection accepted on a listener bound the way
     uvicorn's multiprocess mode binds it (``proto`` 0), and the bytes ``request`` was
     answered with (read until the answer's end: its ``Content-Length``)."""
@@ -54,7 +55,7 @@ def served(protocol: type, request: bytes, loop: str = "auto") -> tuple[int, byt
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # proto 0, as uvicorn's
     listener.bind(("127.0.0.1", 0))
     assert listener.proto == 0
-    server = uvicorn.Server(uvicorn.Config(hello, http=Recording, log_level="warning",
+    server = uvicorn.Server(uvicorn.Config(app, http=Recording, log_level="warning",
                                            lifespan="off", loop=loop))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
@@ -127,6 +128,28 @@ def test_a_100_continue_before_the_head_leaves_the_head_to_be_cased():
     head, _, body = final.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and b"\r\nConnection: keep-alive" in head
     assert body == BODY + b"body"
+
+
+async def told(scope, receive, send):  # answers with the Connection headers the API gives
+    if scope["type"] != "http":
+        return
+    added, _ = connection_headers(scope, b"timeout=65")
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [*added, (b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+@pytest.mark.parametrize("version, kept", [(b"1.1", True), (b"1.0", False), (b"2.0", False)])
+def test_the_connection_header_says_what_the_server_does_with_the_connection(version, kept):
+    """uvicorn keeps only an HTTP/1.1 connection open; an ``HTTP/2.0`` request line (HTTP/2
+    in the syntax of HTTP/1, which llhttp reads) was told ``Connection: keep-alive`` with
+    ``Keep-Alive``, and uvicorn added its own ``connection: close`` (found by a tester)."""
+    answer = served(NoDelayHttpToolsProtocol, b"GET / HTTP/" + version + b"\r\nHost: x\r\n\r\n",
+                    app=told)[1]
+    head = answer.partition(b"\r\n\r\n")[0].lower()
+    told_values = re.findall(rb"\r\nconnection: ([^\r]*)", head)
+    assert told_values == ([b"keep-alive"] if kept else [b"close"]), answer
+    assert (b"\r\nkeep-alive: timeout=65" in head) is kept
 
 
 def test_the_answer_to_a_head_request_is_its_head_alone():
