@@ -53,15 +53,30 @@ def cause_of(request: Request) -> Cause:
     return make_cause(
         getattr(request.state, "actor", "anonymous"),
         request_id=request.state.request_id,
-        idempotency_key=request.headers.get("idempotency-key"),
+        idempotency_key=stored_header(request, "Idempotency-Key"),
         api_version=behaviour_of(request).version,
     )
+
+
+def stored_header(request: Request, name: str) -> str | None:
+    """The text of header ``name`` (as the API names it: ``x-context``, ``Idempotency-Key``)
+    read as UTF-8, or None without it: Starlette reads a header's bytes as Latin-1, which
+    stored an ``é`` sent in UTF-8 as ``Ã©``. Bytes that are not UTF-8 raise the
+    ``ValidationFailed`` error naming the header. For the headers whose text is stored."""
+    value = request.headers.get(name)
+    if value is None:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        raise invalid_parameters(request, [{"field": name, "code": "Invalid",
+                                            "message": "must be UTF-8 text"}]) from None
 
 
 def idempotency_of(request: Request, data: Any) -> IdempotencyKey | None:
     """The request's ``Idempotency-Key``, scoped to the caller, with a fingerprint of what the
     request asks (method, path, query, body, API version), or None without the header."""
-    key = request.headers.get("idempotency-key")
+    key = stored_header(request, "Idempotency-Key")
     if key is None:
         return None
     if not 1 <= len(key) <= 255:

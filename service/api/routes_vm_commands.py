@@ -32,6 +32,7 @@ from service.api.deps import (
     parse_body,
     read_your_writes,
     services_of,
+    stored_header,
     wait_for_job,
 )
 from service.api.errors import invalid_parameters
@@ -234,7 +235,7 @@ async def _answer(request: Request, result: Accepted, *, sync: bool) -> JSONResp
 
 
 def _x_context(request: Request) -> dict[str, Any] | None:
-    header = request.headers.get("x-context")
+    header = stored_header(request, "x-context")
     if header is None:
         return None
     if len(header.encode()) > MAX_X_CONTEXT_BYTES:

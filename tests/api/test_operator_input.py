@@ -10,7 +10,10 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.deps import MAX_REQUEST_ID, MAX_X_CONTEXT_BYTES
+from starlette.requests import Request
+
+from service.api.deps import MAX_REQUEST_ID, MAX_X_CONTEXT_BYTES, stored_header
+from service.api.errors import ApiError
 from tests.api.helpers import (
     V2, act, act_and_wait, assert_error, create_running_vm, error_fields, get_vm, history_types,
     vm_body,
@@ -48,6 +51,35 @@ def test_an_x_context_over_the_limit_is_refused_naming_it(client: TestClient) ->
                         409, "ValidationFailed")
     assert error_fields(body) == {"x-context": "Invalid"}
     assert len(_history(client, vm)) == before
+
+
+def test_stored_headers_are_read_as_utf_8_and_invalid_utf_8_is_refused_naming_them(
+        client: TestClient) -> None:
+    """HTTP carries header values as bytes; Starlette reads them as Latin-1, so an ``é`` sent
+    in UTF-8 was stored as ``Ã©`` (found by a tester). The headers whose text is stored,
+    ``x-context`` and ``Idempotency-Key``, are read as UTF-8."""
+    vm = create_running_vm(client)
+    context = {"caller": "café ☕"}
+    job = act_and_wait(client, vm, "stop", headers={
+        "x-context": json.dumps(context, ensure_ascii=False).encode(),
+        "Idempotency-Key": "clé-1".encode()})
+    assert job["params"]["context"] == context
+    stopped = [e for e in _history(client, vm) if e["type"] == "JobQueued"][-1]
+    assert stopped["cause"]["idempotency_key"] == "clé-1"
+
+
+
+@pytest.mark.parametrize("name", ["x-context", "Idempotency-Key"])
+def test_a_stored_header_that_is_not_utf_8_is_refused_naming_it(name: str) -> None:
+    # the test client sends every header as UTF-8, so the raw bytes go in a request's scope
+    raw = b'{"a": "caf\xe9"}'  # Latin-1's é: no UTF-8
+    request = Request({"type": "http", "method": "POST", "path": "/vms", "query_string": b"",
+                       "headers": [(name.lower().encode(), raw)]})
+    with pytest.raises(ApiError) as refused:
+        stored_header(request, name)
+    assert refused.value.code == "ValidationFailed"
+    assert refused.value.extra["errors"] == [
+        {"field": name, "code": "Invalid", "message": "must be UTF-8 text"}]
 
 
 def test_malformed_and_too_deeply_nested_bodies_are_validation_errors_naming_the_body(
