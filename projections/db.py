@@ -245,3 +245,14 @@ class Database:
     def blob_type(self) -> str:
         """The column type for bytes."""
         return "BLOB" if self.dialect is Dialect.SQLITE else "BYTEA"
+
+
+def table_exists(tx: Tx, table: str) -> bool:
+    """Whether ``table`` exists (in the current schema on PostgreSQL), asked inside ``tx``."""
+    if tx.dialect is Dialect.POSTGRES:
+        tx.execute("SELECT to_regclass(?) IS NOT NULL AS present", (table,))
+    else:
+        tx.execute("SELECT COUNT(*) > 0 AS present FROM sqlite_master "
+                   "WHERE type = 'table' AND name = ?", (table,))
+    row = tx.fetchone()
+    return bool(row and row["present"])

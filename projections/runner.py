@@ -11,6 +11,7 @@ because SQLite has no subscriptions; the same loop serves PostgreSQL.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -19,13 +20,16 @@ from typing import Any
 from eventsourcing.persistence import Notification
 
 from projections.batches import BatchApplier, EventDecoder, NotificationSource
-from projections.db import Database, Dialect
+from projections.db import Database, Dialect, table_exists
 from projections.live import BackgroundLoop, LiveState
 from projections.past_head import PastHead
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
 from projections.read_model import ReadModel
 from projections.rebuild import rebuild_beside
 from projections.tracking import CLAIM_FUNCTION_DDL, TRACKING_DDL, position_in, positions_in
+
+log = logging.getLogger(f"vmledger.{__name__}")
+
 
 class ProjectionRunner(BackgroundLoop):
     """Keeps read models up to date with the log, in batches of ``batch_size`` events; a
@@ -66,12 +70,26 @@ class ProjectionRunner(BackgroundLoop):
         self.past_head = PastHead(self.head)
 
     def create_tables(self) -> None:
-        """Create the tracking table and every read model's tables (idempotent)."""
+        """Create the tracking table and every read model's tables (idempotent).
+
+        A read model that has applied events (its tracking row is past 0) but lost a table
+        (dropped by hand, or by a restore that left the tracking table) would be served from
+        an empty table as if complete: its tables are made again empty and its position set
+        to 0, so the runner rebuilds it from the log (a warning says so)."""
         with self.db.transaction() as tx:
             tx.execute(TRACKING_DDL)
             if self.db.dialect is Dialect.POSTGRES:
                 tx.execute(CLAIM_FUNCTION_DDL)
             for read_model in self.read_models.values():
+                lost = [t for t in read_model.real_tables() if not table_exists(tx, t)]
+                if lost and position_in(tx, read_model.name):
+                    log.warning("read model %s had applied events but its table %s is missing:"
+                                " it is made again and rebuilt from the log", read_model.name,
+                                ", ".join(lost))
+                    for table in read_model.real_tables():
+                        tx.execute(f"DROP TABLE IF EXISTS {table}")
+                    tx.execute("UPDATE projection_tracking SET position = 0 WHERE name = ?",
+                               (read_model.name,))
                 for statement in read_model.create_statements(self.db):
                     tx.execute(statement)
 
