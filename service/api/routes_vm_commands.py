@@ -40,8 +40,8 @@ from service.api.params import Query
 from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
 from service.api.network_params import parse_networks
 from service.api.schemas import (
-    ActionBody, AddNicsBody, CreateVmRequest, KillBody, RemoveNicsBody, UpdateVmRequest,
-    unstorable,
+    ONLY_SIGKILL, ActionBody, AddNicsBody, CreateVmRequest, KillBody, RemoveNicsBody,
+    UpdateVmRequest, is_kill_signal, unstorable,
 )
 from service.commands.application import VmSpec
 from service.commands.change import Accepted
@@ -113,7 +113,14 @@ async def act_on_vm(vm_uuid: str, request: Request,
         return await run_in_threadpool(quarantine_action, vm_uuid, request, data)
     if request.query_params.get("action") in NIC_ACTIONS:
         return await _nic_action(vm_uuid, request, data)
-    query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout"})
+    # kill's signal may be in the query or the body, as VMAPI maps both (restify's
+    # mapParams); each is checked, and only SIGKILL is taken, so the two cannot disagree
+    killing = request.query_params.get("action") == Action.KILL.value
+    query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout",
+                            *(("signal",) if killing else ())})
+    signal = query.params.get("signal")
+    if killing and signal is not None and not is_kill_signal(signal):
+        query.invalid("signal", ONLY_SIGKILL)
     idempotent = query.boolean("idempotent")
     sync = query.boolean("sync")
     _client_extras(query)

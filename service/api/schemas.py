@@ -160,6 +160,13 @@ class RemoveNicsBody(ActionBody):
 
 
 KILL_SIGNALS = frozenset({"SIGKILL", "KILL", "9"})
+ONLY_SIGKILL = "only SIGKILL (a forced stop) can be sent"
+
+
+def is_kill_signal(value: Any) -> bool:
+    """Whether kill's ``signal`` (in its body or its query) is SIGKILL: ``SIGKILL``, ``KILL``
+    or ``9``, in any case, as text or a number."""
+    return not isinstance(value, bool) and str(value).upper() in KILL_SIGNALS
 
 
 class KillBody(ActionBody):
@@ -173,6 +180,6 @@ class KillBody(ActionBody):
     def _only_sigkill(cls, value: Any) -> Any:
         if value is None:
             return None
-        if isinstance(value, bool) or str(value).upper() not in KILL_SIGNALS:
-            raise ValueError("only SIGKILL (a forced stop) can be sent")
+        if not is_kill_signal(value):
+            raise ValueError(ONLY_SIGKILL)
         return value

@@ -79,6 +79,29 @@ def test_signal_is_refused_outside_kill(client, action) -> None:
     vm_uuid = create_running_vm(client)
     response = act(client, vm_uuid, action, json={"signal": "SIGKILL"})
     assert error_fields(assert_error(response, 409, "ValidationFailed")) == {"signal": "Invalid"}
+    response = act(client, vm_uuid, action, signal="SIGKILL")
+    assert error_fields(assert_error(response, 409, "ValidationFailed")) == {"signal": "Invalid"}
+
+
+@pytest.mark.parametrize("signal", ["SIGKILL", "KILL", "9", "sigkill"])
+def test_kill_takes_the_signal_in_the_query_as_vmapi_does(client, signal) -> None:
+    # VMAPI's restify maps query and body parameters alike (mapParams): found by a tester,
+    # ?action=kill&signal=SIGKILL was refused as an unknown parameter
+    vm_uuid = create_running_vm(client)
+    job = act_and_wait(client, vm_uuid, "kill", signal=signal)
+    assert (job["name"], job["execution"]) == ("stop", "succeeded")
+
+
+def test_a_query_signal_is_checked_as_the_bodys_and_both_may_be_given(client) -> None:
+    vm_uuid = create_running_vm(client)
+    for params, body in (({"signal": "SIGTERM"}, None), ({"signal": "SIGTERM"},
+                                                          {"signal": "SIGKILL"}),
+                         ({"signal": "SIGKILL"}, {"signal": "SIGTERM"})):
+        response = act(client, vm_uuid, "kill", json=body, **params)
+        assert error_fields(assert_error(response, 409, "ValidationFailed")) == {
+            "signal": "Invalid"}, (params, body)
+    job = act_and_wait(client, vm_uuid, "kill", json={"signal": "KILL"}, signal="SIGKILL")
+    assert job["execution"] == "succeeded"
 
 
 def test_every_kept_alive_response_announces_how_long_an_idle_connection_is_kept(client) -> None:
