@@ -29,6 +29,7 @@ from service.api import routes_agents, routes_networks, routes_servers, routes_s
 from service.api.response_models import (
     Accepted, Error, HistoryEvent, InventoryApplied, Job, ListedVm, Ping, Vm,
 )
+from service.api.head import STREAMS
 from service.api.openapi_queries import QUERY_PARAMETERS
 from service.api.schemas import CreateVmRequest, UpdateVmRequest
 
@@ -85,6 +86,12 @@ def declare(method: str, path: str, answers: dict[int, Answer], *,
     RESPONSES[key] = {**answers, **{status: error_body for status in (*COMMON_ERRORS, *errors)}}
     if headers:
         HEADERS[key] = headers
+    if key[0] == "get" and path not in STREAMS:
+        # its HEAD (service/api/head.py): the GET's statuses and headers, no body; a route
+        # of its own (HEAD /vms, CountVms) declares its answers itself
+        RESPONSES.setdefault(("head", path), dict.fromkeys(RESPONSES[key], NO_BODY))
+        if headers:
+            HEADERS.setdefault(("head", path), headers)
 
 
 _COUNT = {"x-joyent-resource-count": "the number of matches, whatever the page"}
@@ -189,6 +196,9 @@ def declare_schema(app: FastAPI) -> None:
             if operation is not None:
                 operation["parameters"] = [*operation.get("parameters", []),
                                            *copy.deepcopy(parameters)]
+        for method, path in RESPONSES:
+            if method == "head":
+                _declare_head_of_get(schema["paths"].get(path, {}))
         for (method, path), answers in RESPONSES.items():
             operation = schema["paths"].get(path, {}).get(method)
             if operation is not None:
@@ -208,6 +218,20 @@ def declare_schema(app: FastAPI) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _declare_head_of_get(operations: dict[str, Any]) -> None:
+    """Add to a path's ``operations`` the HEAD its GET route answers (the envelope runs a
+    HEAD as its GET: service/api/head.py), when the path has no HEAD route of its own: the
+    GET's parameters, its own operation id; its answers are set from ``RESPONSES``."""
+    get = operations.get("get")
+    if get is None or "head" in operations:
+        return
+    head = copy.deepcopy(get)
+    head["operationId"] = f"{get['operationId'].removesuffix('_get')}_head"
+    head["summary"] = f"{get.get('summary', '')} (HEAD)".strip()
+    head["description"] = "As GET, without the body (RFC 9110, 9.3.2)."
+    operations["head"] = head
 
 
 def _referenced(schema: dict[str, Any], name: str) -> bool:
