@@ -23,9 +23,10 @@ from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
 from service.commands.application import Commands
 from service.jobs.compute.driver import (
-    ComputeDriver, ComputeError, Incarnation, UnknownServerError,
+    ComputeDriver, ComputeError, Fence, Incarnation, UnknownServerError,
 )
 from service.db_retry import retry_transient
+from service.jobs.fencing import FencedDriver
 from service.jobs.transient import PatientDriver
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -65,7 +66,11 @@ class JobContext:
 
 class JobRun:
     """One claimed job being worked on: records steps and the outcome as this worker, keeps
-    its lease alive, and runs no step whose preconditions no longer hold (Omicron #2209)."""
+    its lease alive, and runs no step whose preconditions no longer hold (Omicron #2209).
+
+    ``vm`` is the VM as this worker's claim (its ``JobStarted``) left it: its version is the
+    epoch of the job's ``fence``, which every compute call of the run carries, so that a
+    worker that resumes after its job was taken over changes nothing on a node."""
 
     def __init__(self, context: JobContext, vm: Vm, job: ActiveJob):
         self.context = context
@@ -87,12 +92,15 @@ class JobRun:
         # When the lease was last known held (claimed or renewed), on the monotonic clock:
         # transient database errors are retried until a third of a lease before it ends.
         self._held_since = time.monotonic()
-        self._driver = PatientDriver(context.driver, self.retry_until)
+        self.fence = Fence(self.job_uuid, vm.version)
+        self._driver = PatientDriver(FencedDriver(context.driver, self.fence), self.retry_until)
 
     @property
     def driver(self) -> ComputeDriver:
-        """The worker's compute driver, its calls retried through transient database
-        errors while the lease holds (service/jobs/transient.py)."""
+        """The worker's compute driver: every operation on the VM carries the run's fence (a
+        refusal raises ``JobNotRunnableError``: service/jobs/fencing.py), and every call is
+        retried through transient database errors while the lease holds
+        (service/jobs/transient.py)."""
         return self._driver  # type: ignore[return-value]
 
     def retry_until(self) -> float:

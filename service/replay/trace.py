@@ -25,7 +25,7 @@ from typing import NamedTuple
 from uuid import UUID, uuid5
 
 from service.jobs.compute.driver import (
-    ComputeError, Incarnation, PowerState, ServerInfo, TargetState,
+    ComputeError, Fence, FencedOffError, Incarnation, PowerState, ServerInfo, TargetState,
 )
 
 
@@ -195,12 +195,23 @@ class TraceDriver:
 
     It remembers, in memory, which VM is on which machine, so a start job can ask whether a
     failed VM is still where it was (``inventory``). ``forget`` is the trace telling us a task
-    left its machine (EVICT, FAIL, LOST).
+    left its machine (EVICT, FAIL, LOST). It keeps the protocol's fences in memory too: a
+    replay is one worker in one process, so an older fence only comes from a bug.
     """
 
     def __init__(self) -> None:
         self._where: dict[str, str] = {}  # vm uuid -> server uuid
         self._vms: dict[str, dict[str, PowerState]] = {}  # server uuid -> vm uuid -> power
+        self._epochs: dict[str, int] = {}  # vm uuid -> the newest fence's epoch
+
+    def _admit(self, vm_uuid: str, fence: Fence | None) -> None:
+        """The fence check (``ComputeDriver``): raises ``FencedOffError`` for an older one."""
+        if fence is None:
+            return
+        if fence.epoch < self._epochs.get(vm_uuid, fence.epoch):
+            raise FencedOffError(f"fenced off: VM {vm_uuid} has seen epoch "
+                                 f"{self._epochs[vm_uuid]}, newer than {fence.epoch}")
+        self._epochs[vm_uuid] = fence.epoch
 
     def servers(self) -> list[ServerInfo]:
         """The machines the replay has placed VMs on."""
@@ -218,38 +229,47 @@ class TraceDriver:
         return dict(self._vms.get(server_uuid, {}))
 
     def ensure_registered(
-        self, server_uuid: str, vm_uuid: str, *, ram_mib: int, metadata: dict[str, object]
+        self, server_uuid: str, vm_uuid: str, *, ram_mib: int, metadata: dict[str, object],
+        fence: Fence | None = None,
     ) -> None:
         """Put the VM on the machine, stopped (moving it if it was elsewhere)."""
+        self._admit(vm_uuid, fence)
         if self._where.get(vm_uuid) != server_uuid:
             self.forget(vm_uuid)
             self._where[vm_uuid] = server_uuid
             self._vms.setdefault(server_uuid, {})[vm_uuid] = "stopped"
 
-    def observe(self, server_uuid: str, vm_uuid: str) -> Incarnation | None:
+    def observe(self, server_uuid: str, vm_uuid: str, *,
+                fence: Fence | None = None) -> Incarnation | None:
         """The VM on the machine (the replay counts no incarnations: always 1), or None."""
+        self._admit(vm_uuid, fence)
         power = self._vms.get(server_uuid, {}).get(vm_uuid)
         return None if power is None else Incarnation(power, 1)
 
     def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState, *,
-                     effect: str | None = None) -> Incarnation | None:
+                     effect: str | None = None,
+                     fence: Fence | None = None) -> Incarnation | None:
         """Power the VM on or off (a replay is one process: no step is ever repeated, so
         ``effect`` is not needed). Raises ``ComputeError`` if it is not on the machine (a bug
         of the replay, never a trace fact)."""
+        self._admit(vm_uuid, fence)
         if self._where.get(vm_uuid) != server_uuid:
             raise ComputeError(f"VM {vm_uuid} is not on server {server_uuid}")
         power: PowerState = "stopped" if state == "stopped" else "running"
         self._vms[server_uuid][vm_uuid] = power
         return Incarnation(power, 1)
 
-    def unregister(self, server_uuid: str, vm_uuid: str) -> None:
+    def unregister(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
         """Take the VM off the machine (nothing if it is not there)."""
+        self._admit(vm_uuid, fence)
         if self._where.get(vm_uuid) == server_uuid:
             self.forget(vm_uuid)
 
-    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
-        """Nothing to do: the trace has no configuration changes, and its machines are never
-        removed."""
+    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
+                    fence: Fence | None = None) -> None:
+        """Nothing to do but the fence check: the trace has no configuration changes, and its
+        machines are never removed."""
+        self._admit(vm_uuid, fence)
 
     def forget(self, vm_uuid: str) -> None:
         """The trace says the task left its machine."""

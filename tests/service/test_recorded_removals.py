@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from service.jobs.compute.driver import ComputeDriver, ComputeError, ServerInfo
+from service.jobs.compute.driver import ComputeDriver, ComputeError, Fence, ServerInfo
 from service.jobs.compute.recorded_removals import RecordedRemovalsRefused
 
 KEPT, GONE = "server-kept", "server-gone"
+FENCE = Fence("job", 7)
 
 
 class RecordingDriver:
-    """A driver that reports every server running and records what it was asked."""
+    """A driver that reports every server running and records what it was asked (and the
+    fence an operation on a VM carried)."""
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
+        self.calls: list[tuple[str, str, Fence | None]] = []
 
     def servers(self) -> list[ServerInfo]:
         return [self.server_info(KEPT), self.server_info(GONE)]
@@ -25,34 +27,37 @@ class RecordingDriver:
                           ram_allocated_mib=0)
 
     def inventory(self, server_uuid):
-        self.calls.append(("inventory", server_uuid))
+        self.calls.append(("inventory", server_uuid, None))
         return {}
 
-    def ensure_registered(self, server_uuid, vm_uuid, *, ram_mib, metadata):
-        self.calls.append(("ensure_registered", server_uuid))
+    def ensure_registered(self, server_uuid, vm_uuid, *, ram_mib, metadata, fence=None):
+        self.calls.append(("ensure_registered", server_uuid, fence))
 
-    def observe(self, server_uuid, vm_uuid):
-        self.calls.append(("observe", server_uuid))
+    def observe(self, server_uuid, vm_uuid, *, fence=None):
+        self.calls.append(("observe", server_uuid, fence))
 
-    def ensure_state(self, server_uuid, vm_uuid, state, *, effect=None):
-        self.calls.append(("ensure_state", server_uuid))
+    def ensure_state(self, server_uuid, vm_uuid, state, *, effect=None, fence=None):
+        self.calls.append(("ensure_state", server_uuid, fence))
 
-    def unregister(self, server_uuid, vm_uuid):
-        self.calls.append(("unregister", server_uuid))
+    def unregister(self, server_uuid, vm_uuid, *, fence=None):
+        self.calls.append(("unregister", server_uuid, fence))
 
-    def reconfigure(self, server_uuid, vm_uuid, changes):
-        self.calls.append(("reconfigure", server_uuid))
+    def reconfigure(self, server_uuid, vm_uuid, changes, *, fence=None):
+        self.calls.append(("reconfigure", server_uuid, fence))
 
 
 def _operations(driver, server_uuid):
+    """Each operation of the protocol; those on a VM carry ``FENCE``."""
     return {
         "inventory": lambda: driver.inventory(server_uuid),
         "ensure_registered": lambda: driver.ensure_registered(server_uuid, "vm", ram_mib=1,
-                                                              metadata={}),
-        "observe": lambda: driver.observe(server_uuid, "vm"),
-        "ensure_state": lambda: driver.ensure_state(server_uuid, "vm", "running", effect="j"),
-        "unregister": lambda: driver.unregister(server_uuid, "vm"),
-        "reconfigure": lambda: driver.reconfigure(server_uuid, "vm", {"alias": "a"}),
+                                                              metadata={}, fence=FENCE),
+        "observe": lambda: driver.observe(server_uuid, "vm", fence=FENCE),
+        "ensure_state": lambda: driver.ensure_state(server_uuid, "vm", "running", effect="j",
+                                                    fence=FENCE),
+        "unregister": lambda: driver.unregister(server_uuid, "vm", fence=FENCE),
+        "reconfigure": lambda: driver.reconfigure(server_uuid, "vm", {"alias": "a"},
+                                                  fence=FENCE),
     }
 
 
@@ -73,10 +78,11 @@ def test_an_operation_on_a_server_recorded_removed_fails_without_reaching_it(
 
 
 @pytest.mark.parametrize("operation", list(_operations(None, KEPT)))
-def test_an_operation_on_another_server_reaches_the_driver(drivers, operation) -> None:
+def test_an_operation_on_another_server_reaches_the_driver_with_its_fence(
+        drivers, operation) -> None:
     inner, refusing = drivers
     _operations(refusing, KEPT)[operation]()
-    assert inner.calls == [(operation, KEPT)]
+    assert inner.calls == [(operation, KEPT, None if operation == "inventory" else FENCE)]
 
 
 def test_the_servers_show_the_recorded_removal(drivers) -> None:

@@ -253,7 +253,7 @@ def test_a_provision_taken_over_after_its_worker_died_keeps_the_vm_where_it_was_
     accepted = create(services)
     ensure_state = services.fleet.ensure_state
 
-    def die_once(server_uuid, vm_uuid, state, *, effect=None):
+    def die_once(server_uuid, vm_uuid, state, *, effect=None, fence=None):
         monkeypatch.setattr(services.fleet, "ensure_state", ensure_state)
         raise RuntimeError("the worker process died here")
 

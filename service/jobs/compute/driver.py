@@ -8,6 +8,13 @@ shut down by the guest" looks like "never booted"), so every run of a VM on a no
 effect it is (``effect``: the job's uuid), and the node remembers which effect began the
 current incarnation: a repeat of that effect finds it already done and does nothing, so a
 replayed step cannot restart a VM its guest shut down, or reboot it twice (Omicron #2209).
+
+Naming the effect is not enough either: a worker paused in a call (a stopped process, a long
+garbage collection, a slow network) can resume after its job was taken over, and even after
+later jobs ran, and then carry out a step that is no longer wanted (a stop that undoes a later
+start, a reboot of a run a later job began). So every operation a job makes on a VM carries
+its **fence** (``Fence``), and the driver refuses one whose fence is older than the newest it
+has seen for that VM (``FencedOffError``; docs/jobs.md, "Fencing").
 """
 
 from __future__ import annotations
@@ -32,6 +39,25 @@ class Incarnation:
     def as_result(self) -> dict[str, object]:
         """The step result the job records (``chain_results``), so a takeover can compare."""
         return {"state": self.state, "incarnation": self.number}
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The fencing token of one holder of a job: the job (``job_uuid``) and its ``epoch``,
+    the version of the VM's stream at the ``JobStarted`` that gave the holder the job. Each
+    claim and each takeover appends a ``JobStarted`` to the VM's stream, so whoever holds the
+    VM's head job now has a higher epoch than every earlier holder, of this job or of any job
+    before it: epochs compare across jobs, and only epochs are compared."""
+
+    job_uuid: str
+    epoch: int
+
+
+class FencedOffError(Exception):
+    """The operation carries an older fence than the newest the driver has seen for the VM:
+    its job was taken from the worker asking (or later jobs ran since), so nothing was done.
+    Not a ``ComputeError``: nothing failed that a job should record or retry; the worker
+    treats it as its job taken from it and records nothing (docs/jobs.md, "Fencing")."""
 
 
 class ComputeError(Exception):
@@ -71,7 +97,22 @@ class ServerInfo:
 
 
 class ComputeDriver(Protocol):
-    """What the worker may ask of the compute nodes."""
+    """What the worker may ask of the compute nodes.
+
+    Every operation on one VM (``ensure_registered``, ``observe``, ``ensure_state``,
+    ``unregister``, ``reconfigure``) takes the ``fence`` of the job asking. A driver keeps,
+    per VM, the newest fence it has seen, durably (a restart of the driver, an agent or a host
+    forgets none), and checks and raises it atomically with the operation itself, so that no
+    step with an older fence can take effect after one with a newer fence was admitted:
+
+    - an older epoch than the newest seen: ``FencedOffError``, and nothing is done (a lookup
+      is not answered either);
+    - the same epoch or a newer one: the operation is done, and the fence is the newest seen.
+
+    ``observe`` admits its fence as well: a takeover's first look at a VM is what fences off
+    the worker it took the job from. ``fence=None`` (a call outside any job: a test, an
+    operator's tool) is neither checked nor remembered.
+    """
 
     def servers(self) -> list[ServerInfo]:
         """Every known server."""
@@ -83,15 +124,18 @@ class ComputeDriver(Protocol):
         """The VMs the server has, by uuid, with their power state."""
 
     def ensure_registered(
-        self, server_uuid: str, vm_uuid: str, *, ram_mib: int, metadata: dict[str, object]
+        self, server_uuid: str, vm_uuid: str, *, ram_mib: int, metadata: dict[str, object],
+        fence: Fence | None = None,
     ) -> None:
         """Make sure the VM exists on the server (created stopped if absent)."""
 
-    def observe(self, server_uuid: str, vm_uuid: str) -> Incarnation | None:
+    def observe(self, server_uuid: str, vm_uuid: str, *,
+                fence: Fence | None = None) -> Incarnation | None:
         """The VM's copy on the server as its agent reports it, or None if it has none."""
 
     def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState, *,
-                     effect: str | None = None) -> Incarnation | None:
+                     effect: str | None = None,
+                     fence: Fence | None = None) -> Incarnation | None:
         """Make sure the VM is in ``state``; returns its copy afterwards.
 
         ``running``: boot it unless it runs, or unless ``effect`` began its latest incarnation
@@ -102,10 +146,11 @@ class ComputeDriver(Protocol):
         there too (None). Raises ``ComputeError`` if the server cannot act, and for
         ``running``/``rebooted`` if it does not have the VM."""
 
-    def unregister(self, server_uuid: str, vm_uuid: str) -> None:
+    def unregister(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
         """Make sure the VM no longer exists on the server."""
 
-    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
+    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
+                    fence: Fence | None = None) -> None:
         """Apply a change of the VM's configuration on its server (``vmadm update``: alias,
         metadata, tags, NICs added or removed). ``changes`` holds whole new values, and NICs
         by MAC (``add_nics``: ``{"nics": [...]}``, a NIC the VM has is not added again;

@@ -9,7 +9,8 @@ import dataclasses
 from collections.abc import Callable
 
 from service.jobs.compute.driver import (
-    ComputeDriver, Incarnation, PowerState, ServerInfo, ServerRemovedError, TargetState,
+    ComputeDriver, Fence, Incarnation, PowerState, ServerInfo, ServerRemovedError,
+    TargetState,
 )
 
 REMOVED = "removed"
@@ -55,23 +56,27 @@ class RecordedRemovalsRefused:
         return self.driver.inventory(server_uuid)
 
     def ensure_registered(self, server_uuid: str, vm_uuid: str, *, ram_mib: int,
-                          metadata: dict[str, object]) -> None:
+                          metadata: dict[str, object], fence: Fence | None = None) -> None:
         self._refuse_removed(server_uuid)
-        self.driver.ensure_registered(server_uuid, vm_uuid, ram_mib=ram_mib, metadata=metadata)
+        self.driver.ensure_registered(server_uuid, vm_uuid, ram_mib=ram_mib, metadata=metadata,
+                                      fence=fence)
 
-    def observe(self, server_uuid: str, vm_uuid: str) -> Incarnation | None:
+    def observe(self, server_uuid: str, vm_uuid: str, *,
+                fence: Fence | None = None) -> Incarnation | None:
         self._refuse_removed(server_uuid)
-        return self.driver.observe(server_uuid, vm_uuid)
+        return self.driver.observe(server_uuid, vm_uuid, fence=fence)
 
     def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState, *,
-                     effect: str | None = None) -> Incarnation | None:
+                     effect: str | None = None,
+                     fence: Fence | None = None) -> Incarnation | None:
         self._refuse_removed(server_uuid)
-        return self.driver.ensure_state(server_uuid, vm_uuid, state, effect=effect)
+        return self.driver.ensure_state(server_uuid, vm_uuid, state, effect=effect, fence=fence)
 
-    def unregister(self, server_uuid: str, vm_uuid: str) -> None:
+    def unregister(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
         self._refuse_removed(server_uuid)
-        self.driver.unregister(server_uuid, vm_uuid)
+        self.driver.unregister(server_uuid, vm_uuid, fence=fence)
 
-    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
+    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
+                    fence: Fence | None = None) -> None:
         self._refuse_removed(server_uuid)
-        self.driver.reconfigure(server_uuid, vm_uuid, changes)
+        self.driver.reconfigure(server_uuid, vm_uuid, changes, fence=fence)

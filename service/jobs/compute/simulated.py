@@ -12,6 +12,8 @@ which is how a second copy could come to run if the control plane restarted the 
 ``config`` is the copy's configuration as ``reconfigure`` left it (JSON: the whole values an
 update set, and ``nics``, keyed by MAC), so a test can see that a repeated change changed
 nothing more.
+Every operation on a VM admits its job's fence in its own transaction first
+(service/jobs/compute/fences.py), so a lost worker's late step changes nothing.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from uuid import UUID
 
 from projections.db import Database
 from service.jobs.compute.driver import (
-    ComputeError, Incarnation, PowerState, ServerInfo, ServerRemovedError, TargetState,
+    ComputeError, Fence, Incarnation, PowerState, ServerInfo, ServerRemovedError, TargetState,
     UnknownServerError,
 )
 from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
+from service.jobs.compute.fences import FENCES_DDL, admit
 
 _NAMESPACE = uuidlib.uuid5(UUID(int=0), "vmledger:simulated-fleet")
 
@@ -39,6 +42,7 @@ DDL = (
     "known INTEGER NOT NULL DEFAULT 1, booted_by TEXT, config TEXT, "
     "PRIMARY KEY (vm_uuid, server_uuid))"),
     *FAULTS_DDL,
+    *FENCES_DDL,
 )
 
 # Columns added since the tables were first made: (table, column, type), added where missing.
@@ -126,7 +130,8 @@ class SimulatedFleet:
                 return {r["vm_uuid"]: r["state"] for r in tx.fetchall()}
 
     def ensure_registered(
-        self, server_uuid: str, vm_uuid: str, *, ram_mib: int, metadata: dict[str, object]
+        self, server_uuid: str, vm_uuid: str, *, ram_mib: int, metadata: dict[str, object],
+        fence: Fence | None = None,
     ) -> None:
         with self.faults.around("ensure_registered"):
             # VMAPI's own tests make a provision fail this way.
@@ -134,6 +139,7 @@ class SimulatedFleet:
                 raise ComputeError("provision failed: force_provision_failure was set")
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
+                admit(tx, vm_uuid, fence)
                 tx.execute(
                     "INSERT INTO sim_vms (vm_uuid, server_uuid, state, ram_mib, boots, known) "
                     "VALUES (?, ?, 'stopped', ?, 0, 1) "
@@ -141,18 +147,22 @@ class SimulatedFleet:
                     (vm_uuid, server_uuid, ram_mib),
                 )
 
-    def observe(self, server_uuid: str, vm_uuid: str) -> Incarnation | None:
+    def observe(self, server_uuid: str, vm_uuid: str, *,
+                fence: Fence | None = None) -> Incarnation | None:
         with self.faults.around("inventory"):
             self._require_running(server_uuid)
-            with self.db.transaction(commit=False) as tx:
+            with self.db.transaction(commit=fence is not None) as tx:
+                admit(tx, vm_uuid, fence)
                 row = self._copy(tx, server_uuid, vm_uuid)
         return None if row is None else _incarnation(row)
 
     def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState, *,
-                     effect: str | None = None) -> Incarnation | None:
+                     effect: str | None = None,
+                     fence: Fence | None = None) -> Incarnation | None:
         with self.faults.around("ensure_state"):
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
+                admit(tx, vm_uuid, fence)
                 row = self._copy(tx, server_uuid, vm_uuid)
                 if row is None:
                     if state == "stopped":
@@ -181,19 +191,22 @@ class SimulatedFleet:
                    "WHERE vm_uuid = ? AND server_uuid = ? AND known = 1", (vm_uuid, server_uuid))
         return tx.fetchone()
 
-    def unregister(self, server_uuid: str, vm_uuid: str) -> None:
+    def unregister(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
         with self.faults.around("unregister"):
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
+                admit(tx, vm_uuid, fence)
                 tx.execute("DELETE FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
                            (vm_uuid, server_uuid))
 
-    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
+    def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
+                    fence: Fence | None = None) -> None:
         # A copy the server does not have (its host rebooted, its agent forgot it) has no
         # configuration to change: the log holds the change, a later create takes it.
         with self.faults.around("reconfigure"):
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
+                admit(tx, vm_uuid, fence)
                 tx.execute("SELECT config FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ? "
                            "AND known = 1", (vm_uuid, server_uuid))
                 row = tx.fetchone()
