@@ -2,7 +2,8 @@
 carry the call out when it resumes (docs/jobs.md, "Fencing"): every compute operation of a
 job carries the job's fence, the node remembers the newest it has seen per VM, and an
 operation with an older one is refused. The resumed worker records nothing, and its step is
-not applied: a later job is not undone, a reboot not repeated, a failed VM not created.
+not applied: a later job (a start, an update) is not undone, a reboot not repeated, a failed
+VM not created.
 
 Worker A (``services.worker``) is "paused" in the call (before its work) by a hook that runs
 everything worker B does meanwhile: B's clock stands two leases later, so it takes the job
@@ -26,9 +27,9 @@ from service.jobs.compute import simulated
 from service.jobs.compute.driver import ComputeDriver, Fence, FencedOffError, Incarnation
 from service.jobs.compute.simulated import SimulatedFleet, simulated_server_uuid
 from service.replay.trace import TraceDriver
-from tests.builders import act, create, settle
+from tests.builders import act, create, job, settle
 from tests.integration.test_job_faults import (
-    copies, first_calls, job, rescuer, state_events, steps_by,
+    copies, first_calls, rescuer, state_events, steps_by,
 )
 from tests.integration.test_takeovers import running_vm
 
@@ -110,6 +111,24 @@ def test_a_provision_resumed_after_its_takeover_failed_it_creates_no_copy(
     assert copies(services, accepted.vm_uuid) == []
 
 
+def test_an_update_resumed_after_a_takeover_and_a_later_update_does_not_undo_it(
+        services, monkeypatch):
+    vm_uuid = running_vm(services)
+    server_uuid = services.commands.load(vm_uuid).server_uuid
+    act(services, vm_uuid, Action.UPDATE, args={"alias": "first"})
+    b = rescuer(services, "b")
+
+    def meanwhile() -> None:
+        assert b.run_vm(vm_uuid)  # the update, taken over
+        act(services, vm_uuid, Action.UPDATE, args={"alias": "second"})
+        assert b.run_vm(vm_uuid)
+
+    assert paused_in(services, monkeypatch, "reconfigure", vm_uuid, meanwhile) == []
+
+    assert services.fleet.config(server_uuid, vm_uuid) == {"alias": "second"}
+    assert services.commands.load(vm_uuid).alias == "second"
+
+
 # -- the node: the simulated fleet's fences ---------------------------------------------------
 
 OLDER, NEWER = Fence("job-a", 5), Fence("job-b", 9)
@@ -152,12 +171,12 @@ def test_an_operation_with_an_older_fence_than_the_vm_has_seen_is_refused_and_do
     fleet = services.fleet
     vm_uuid = a_running_copy(fleet)
     fleet.observe(SERVER, vm_uuid, fence=NEWER)
-    before = fleet.copies(vm_uuid)
+    before = fleet.copies(vm_uuid), fleet.config(SERVER, vm_uuid)
 
     with pytest.raises(FencedOffError, match="has seen epoch 9 .job job-b."):
         OPERATIONS[operation](fleet, vm_uuid, OLDER)
 
-    assert fleet.copies(vm_uuid) == before
+    assert (fleet.copies(vm_uuid), fleet.config(SERVER, vm_uuid)) == before
     OPERATIONS[operation](fleet, vm_uuid, NEWER)  # the newest holder is still let through
 
 
