@@ -1,9 +1,12 @@
 """Checks a command makes before it builds the services, so the common first-hour mistakes end
 it with one line saying what is wrong and what to do, not a traceback (issue #17): a
-PostgreSQL database that does not exist, or a server that cannot be reached."""
+PostgreSQL database that does not exist, or a server that cannot be reached; a SQLite file
+that cannot be opened or is not a database; a table of the service's that another program
+made."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import sys
 from pathlib import Path
@@ -12,7 +15,7 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from service.database_url import sqlite_path
-
+from service.schema_check import ForeignTableError, check_tables
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -39,10 +42,21 @@ def check_database(settings: Settings) -> None:
     when missing, as the command would create it). Raises ``SystemExit`` with one line: the
     database does not exist and the ``createdb`` command that creates it, or why the server
     could not be reached; for SQLite, a line naming ``VMLEDGER_DATABASE_URL`` (status 2, as
-    any bad setting) when the file cannot be opened. The password is never shown."""
-    if settings.backend != "postgres":
+    any bad setting) when the file cannot be opened or is not a database. Then, on either,
+    a line naming ``VMLEDGER_DATABASE_URL`` (status 2) when a table of the service's exists
+    with another schema (``service.schema_check``). The password is never shown."""
+    if settings.backend == "postgres":
+        _check_postgres(settings)
+    else:
         _check_sqlite(settings.database_url)
-        return
+    try:
+        check_tables(settings)
+    except ForeignTableError as foreign:
+        print(f"VMLEDGER_DATABASE_URL: {foreign}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _check_postgres(settings: Settings) -> None:
     target = settings.postgres_target()
     host, port, user, dbname = target.host, target.port, target.user, target.dbname
     try:
@@ -78,10 +92,13 @@ def _check_sqlite(url: str) -> None:
     problem = "it is a directory" if Path(path).is_dir() else None
     if problem is None:
         try:
-            sqlite3.connect(path).close()
+            # connect() reads nothing; the first statement reads the header ("file is not a
+            # database")
+            with contextlib.closing(sqlite3.connect(path)) as connection:
+                connection.execute("PRAGMA schema_version")
         except sqlite3.Error as error:
             problem = str(error)
     if problem is not None:
-        print(f"VMLEDGER_DATABASE_URL: SQLite cannot open {path} ({problem}): name a file "
-              "SQLite may create or write", file=sys.stderr)
+        print(f"VMLEDGER_DATABASE_URL: SQLite cannot open {path} ({problem}): name a SQLite "
+              "database, or a file SQLite may create", file=sys.stderr)
         raise SystemExit(2)

@@ -343,13 +343,18 @@ def test_commands_that_read_or_rebuild_append_nothing_to_the_log(
 
 
 @pytest.mark.parametrize("command", [["audit", "verify"], ["history", str(uuid.uuid4())],
-                                     ["serve", "--port", "0"]])
-@pytest.mark.parametrize("where", ["directory", "unopenable"])
+                                     ["changes"], ["serve", "--port", "0"]])
+@pytest.mark.parametrize("where", ["directory", "unopenable", "not-a-database"])
 def test_a_sqlite_url_sqlite_cannot_open_is_one_line_naming_the_variable(
         tmp_path: Path, command: list[str], where: str) -> None:
     # tester D, bug 9: a directory, or a file SQLite cannot create, ended in a traceback
-    # ("unable to open database file"; serve: "Application startup failed", status 3)
-    path = tmp_path if where == "directory" else Path("/proc/vmledger-no.db")
+    # ("unable to open database file"; serve: "Application startup failed", status 3); and
+    # a file that is not a database: sqlite3.connect() reads no header, so the check passed
+    # and the command ended in "file is not a database"
+    path = {"directory": tmp_path, "unopenable": Path("/proc/vmledger-no.db"),
+            "not-a-database": tmp_path / "text.db"}[where]
+    if where == "not-a-database":
+        path.write_text("hello\n")
     done = vmledger(*command, env={"VMLEDGER_DATABASE_URL": f"sqlite:///{path}",
                               "VMLEDGER_LOG_FORMAT": "text"}, timeout=60)
     assert done.returncode == 2, done.stderr

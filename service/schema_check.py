@@ -1,0 +1,102 @@
+"""Whether the tables the service would use are its own: a table of one of its names that
+another program made (a foreign ``stored_events``, ``vmledger_events`` or ``vm_view``) is kept
+as it is by ``CREATE TABLE IF NOT EXISTS``, and every command then ended in a traceback at its
+first statement on it ("no such column: owner_uuid", 'column "notification_id" does not
+exist'; ``serve``: "Application startup failed", status 3). ``check_tables`` finds such a
+table before any command uses the database (``service.cli.preflight``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from projections.db import Database, Dialect
+from projections.tracking import TRACKING_DDL
+from service.commands import idempotency
+from service.settings import Settings
+
+# The columns eventsourcing 9.5's recorders read and write (their CREATE TABLE statements):
+# the events' and the snapshots' tables; on PostgreSQL the events also carry the position.
+_RECORDER_COLUMNS = ("originator_id", "originator_version", "topic", "state")
+_POSTGRES_EVENT_COLUMNS = (*_RECORDER_COLUMNS, "notification_id")
+
+_CREATE_TABLE = re.compile(r"\s*CREATE TABLE IF NOT EXISTS (\w+)\s*\((.*)\)", re.DOTALL | re.IGNORECASE)
+_CONSTRAINTS = frozenset({"PRIMARY", "UNIQUE", "CONSTRAINT", "FOREIGN", "CHECK"})
+
+
+class ForeignTableError(Exception):
+    """A table the service needs exists without columns the service's statements use:
+    another program made it. ``table`` is its name, ``missing`` the columns it lacks."""
+
+    def __init__(self, table: str, missing: Sequence[str]):
+        self.table = table
+        self.missing = list(missing)
+        super().__init__(
+            f"the database holds a table {table} of another schema (it has no column "
+            f"{', '.join(self.missing)}): another program's, or another version's; name an "
+            "empty database, or one this vmledger made")
+
+
+def declared_columns(statement: str) -> tuple[str, list[str]] | None:
+    """The table and the columns a ``CREATE TABLE IF NOT EXISTS name (...)`` statement
+    declares, in order (constraint clauses left out); None for any other statement."""
+    found = _CREATE_TABLE.match(statement)
+    if found is None:
+        return None
+    items, depth, quoted, start = [], 0, False, 0
+    body = found.group(2)
+    for index, char in enumerate(body):
+        quoted ^= char == "'"  # a comma in a DEFAULT's text separates nothing
+        depth += 0 if quoted else {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0 and not quoted:
+            items.append(body[start:index])
+            start = index + 1
+    items.append(body[start:])
+    words = [item.split()[0] for item in items if item.split()]
+    return found.group(1), [word for word in words if word.upper() not in _CONSTRAINTS]
+
+
+def check_tables(settings: Settings) -> None:
+    """Raise ``ForeignTableError`` for the first table of the service's (the event store's,
+    the read models', the idempotency keys') that exists without a column the service
+    needs. Creates nothing; a missing table is fine (it is made at
+    start-up)."""
+    from service.container import read_models  # the composition root imports this module's users
+    from service.commands.application import VmLedger
+
+    app = VmLedger(env={**settings.eventsourcing_env(), "CREATE_TABLE": "n"})
+    try:
+        db = Database(app.recorder.datastore)
+        events = (_POSTGRES_EVENT_COLUMNS if db.dialect is Dialect.POSTGRES
+                  else _RECORDER_COLUMNS)
+        needed = {app.recorder.events_table_name: events,
+                  app.snapshots.recorder.events_table_name: _RECORDER_COLUMNS}  # type: ignore[union-attr]
+        # (not the simulated fleet's: it adds the columns an older table lacks)
+        statements = [TRACKING_DDL, idempotency.DDL,
+                      *(s for model in read_models(app) for s in model.create_statements(db))]
+        needed.update(_declared(statements))
+        with db.transaction(commit=False) as tx:
+            for table, columns in needed.items():
+                present = existing_columns(tx, db.dialect, table)
+                missing = [column for column in columns if column not in present]
+                if present and missing:
+                    raise ForeignTableError(table, missing)
+    finally:
+        app.close()
+
+
+def _declared(statements: Iterable[str]) -> Mapping[str, Sequence[str]]:
+    tables = (declared_columns(statement) for statement in statements)
+    return dict(table for table in tables if table is not None)
+
+
+def existing_columns(tx: Any, dialect: Dialect, table: str) -> set[str]:
+    """The columns ``table`` has now (none when there is no such table)."""
+    if dialect is Dialect.SQLITE:
+        tx.execute(f"PRAGMA table_info({table})")  # the service's own table names
+        return {row["name"] for row in tx.fetchall()}
+    tx.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+               "AND table_schema = current_schema()", (table,))
+    return {row["column_name"] for row in tx.fetchall()}
