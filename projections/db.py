@@ -242,6 +242,16 @@ class Database:
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))
 
+    def columns(self, tx: Tx, table: str) -> set[str]:
+        """The columns ``table`` has now, read in ``tx`` (none when there is no such table).
+        ``table`` is one of the service's own names (it is not quoted on SQLite)."""
+        if self.dialect is Dialect.SQLITE:
+            tx.execute(f"PRAGMA table_info({table})")
+            return {row["name"] for row in tx.fetchall()}
+        tx.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                   "AND table_schema = current_schema()", (table,))
+        return {row["column_name"] for row in tx.fetchall()}
+
     def blob_type(self) -> str:
         """The column type for bytes."""
         return "BLOB" if self.dialect is Dialect.SQLITE else "BYTEA"

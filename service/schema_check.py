@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from projections.db import Database, Dialect
 from projections.tracking import TRACKING_DDL
@@ -79,7 +78,7 @@ def check_tables(settings: Settings) -> None:
         needed.update(_declared(statements))
         with db.transaction(commit=False) as tx:
             for table, columns in needed.items():
-                present = existing_columns(tx, db.dialect, table)
+                present = db.columns(tx, table)
                 missing = [column for column in columns if column not in present]
                 if present and missing:
                     raise ForeignTableError(table, missing)
@@ -90,13 +89,3 @@ def check_tables(settings: Settings) -> None:
 def _declared(statements: Iterable[str]) -> Mapping[str, Sequence[str]]:
     tables = (declared_columns(statement) for statement in statements)
     return dict(table for table in tables if table is not None)
-
-
-def existing_columns(tx: Any, dialect: Dialect, table: str) -> set[str]:
-    """The columns ``table`` has now (none when there is no such table)."""
-    if dialect is Dialect.SQLITE:
-        tx.execute(f"PRAGMA table_info({table})")  # the service's own table names
-        return {row["name"] for row in tx.fetchall()}
-    tx.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-               "AND table_schema = current_schema()", (table,))
-    return {row["column_name"] for row in tx.fetchall()}

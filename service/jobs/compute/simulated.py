@@ -67,16 +67,8 @@ class SimulatedFleet:
             for statement in DDL:
                 tx.execute(statement)
             for table, column, kind in _ADDED_COLUMNS:
-                if column not in self._columns(tx, table):
+                if column not in self.db.columns(tx, table):
                     tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-
-    def _columns(self, tx, table: str) -> set[str]:
-        if self.db.dialect == "sqlite":
-            tx.execute(f"PRAGMA table_info({table})")
-            return {row["name"] for row in tx.fetchall()}
-        tx.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                   "AND table_schema = current_schema()", (table,))
-        return {row["column_name"] for row in tx.fetchall()}
 
     def ensure_servers(self, count: int, *, ram_mib: int, cpus: int) -> None:
         """Make sure servers 0..count-1 exist (existing ones keep their state)."""
