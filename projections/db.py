@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from typing import Any
 
+import re
 import sqlite3
 import weakref
 
@@ -257,12 +258,25 @@ class Database:
         return "BLOB" if self.dialect is Dialect.SQLITE else "BYTEA"
 
 
-def table_exists(tx: Tx, table: str) -> bool:
-    """Whether ``table`` exists (in the current schema on PostgreSQL), asked inside ``tx``."""
-    if tx.dialect is Dialect.POSTGRES:
-        tx.execute("SELECT to_regclass(?) IS NOT NULL AS present", (table,))
-    else:
-        tx.execute("SELECT COUNT(*) > 0 AS present FROM sqlite_master "
-                   "WHERE type = 'table' AND name = ?", (table,))
-    row = tx.fetchone()
-    return bool(row and row["present"])
+_CREATE_TABLE = re.compile(r"\s*CREATE TABLE IF NOT EXISTS (\w+)\s*\((.*)\)",
+                           re.DOTALL | re.IGNORECASE)
+_CONSTRAINTS = frozenset({"PRIMARY", "UNIQUE", "CONSTRAINT", "FOREIGN", "CHECK"})
+
+
+def declared_columns(statement: str) -> tuple[str, list[str]] | None:
+    """The table and the columns a ``CREATE TABLE IF NOT EXISTS name (...)`` statement
+    declares, in order (constraint clauses left out); None for any other statement."""
+    found = _CREATE_TABLE.match(statement)
+    if found is None:
+        return None
+    items, depth, quoted, start = [], 0, False, 0
+    body = found.group(2)
+    for index, char in enumerate(body):
+        quoted ^= char == "'"  # a comma in a DEFAULT's text separates nothing
+        depth += 0 if quoted else {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0 and not quoted:
+            items.append(body[start:index])
+            start = index + 1
+    items.append(body[start:])
+    words = [item.split()[0] for item in items if item.split()]
+    return found.group(1), [word for word in words if word.upper() not in _CONSTRAINTS]

@@ -10,7 +10,7 @@ from typing import Any
 
 from eventsourcing.persistence import Transcoder
 
-from projections.db import Database, Tx
+from projections.db import Database, Tx, declared_columns
 from projections.kept_folds import KeptFolds
 
 
@@ -52,6 +52,18 @@ class ReadModel(ABC):
     def real_tables(self) -> list[str]:
         """The real names of every table, in ``tables`` order."""
         return [self.table(name) for name in self.tables]
+
+    def stale_tables(self, tx: Tx, db: Database) -> list[str]:
+        """Its tables that are missing, or lack a column its ``create_statements`` declare
+        (made by an older version), read in ``tx``."""
+        declared = dict(table for table in map(declared_columns, self.create_statements(db))
+                        if table is not None)
+        stale = []
+        for table in self.real_tables():
+            present = db.columns(tx, table)
+            if not present or any(c not in present for c in declared.get(table, ())):
+                stale.append(table)
+        return stale
 
     @classmethod
     def fresh(cls, transcoder: Transcoder) -> ReadModel:

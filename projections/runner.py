@@ -20,7 +20,7 @@ from typing import Any
 from eventsourcing.persistence import Notification
 
 from projections.batches import BatchApplier, EventDecoder, NotificationSource
-from projections.db import Database, Dialect, table_exists
+from projections.db import Database, Dialect
 from projections.live import BackgroundLoop, LiveState
 from projections.past_head import PastHead
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
@@ -74,18 +74,19 @@ class ProjectionRunner(BackgroundLoop):
 
         A read model that has applied events (its tracking row is past 0) but lost a table
         (dropped by hand, or by a restore that left the tracking table) would be served from
-        an empty table as if complete: its tables are made again empty and its position set
-        to 0, so the runner rebuilds it from the log (a warning says so)."""
+        an empty table as if complete, and one whose table an older version made lacks a
+        column this version writes: in both cases its tables are made again empty and its
+        position set to 0, so the runner rebuilds it from the log (a warning says so)."""
         with self.db.transaction() as tx:
             tx.execute(TRACKING_DDL)
             if self.db.dialect is Dialect.POSTGRES:
                 tx.execute(CLAIM_FUNCTION_DDL)
             for read_model in self.read_models.values():
-                lost = [t for t in read_model.real_tables() if not table_exists(tx, t)]
-                if lost and position_in(tx, read_model.name):
-                    log.warning("read model %s had applied events but its table %s is missing:"
-                                " it is made again and rebuilt from the log", read_model.name,
-                                ", ".join(lost))
+                stale = read_model.stale_tables(tx, self.db)
+                if stale and position_in(tx, read_model.name):
+                    log.warning("read model %s had applied events but its table %s is missing "
+                                "or lacks a column (an older version's): it is made again and "
+                                "rebuilt from the log", read_model.name, ", ".join(stale))
                     for table in read_model.real_tables():
                         tx.execute(f"DROP TABLE IF EXISTS {table}")
                     tx.execute("UPDATE projection_tracking SET position = 0 WHERE name = ?",

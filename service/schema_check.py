@@ -8,11 +8,10 @@ table before any command uses the database (``service.cli.preflight``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from projections.db import Database, Dialect
-from projections.tracking import TRACKING_DDL
+from projections.db import Database, Dialect, Tx, declared_columns
+from projections.tracking import TRACKING_DDL, position_in
 from service.commands import idempotency
 from service.settings import Settings
 
@@ -21,8 +20,6 @@ from service.settings import Settings
 _RECORDER_COLUMNS = ("originator_id", "originator_version", "topic", "state")
 _POSTGRES_EVENT_COLUMNS = (*_RECORDER_COLUMNS, "notification_id")
 
-_CREATE_TABLE = re.compile(r"\s*CREATE TABLE IF NOT EXISTS (\w+)\s*\((.*)\)", re.DOTALL | re.IGNORECASE)
-_CONSTRAINTS = frozenset({"PRIMARY", "UNIQUE", "CONSTRAINT", "FOREIGN", "CHECK"})
 
 
 class ForeignTableError(Exception):
@@ -38,30 +35,12 @@ class ForeignTableError(Exception):
             "empty database, or one this vmledger made")
 
 
-def declared_columns(statement: str) -> tuple[str, list[str]] | None:
-    """The table and the columns a ``CREATE TABLE IF NOT EXISTS name (...)`` statement
-    declares, in order (constraint clauses left out); None for any other statement."""
-    found = _CREATE_TABLE.match(statement)
-    if found is None:
-        return None
-    items, depth, quoted, start = [], 0, False, 0
-    body = found.group(2)
-    for index, char in enumerate(body):
-        quoted ^= char == "'"  # a comma in a DEFAULT's text separates nothing
-        depth += 0 if quoted else {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0 and not quoted:
-            items.append(body[start:index])
-            start = index + 1
-    items.append(body[start:])
-    words = [item.split()[0] for item in items if item.split()]
-    return found.group(1), [word for word in words if word.upper() not in _CONSTRAINTS]
-
-
 def check_tables(settings: Settings) -> None:
     """Raise ``ForeignTableError`` for the first table of the service's (the event store's,
     the read models', the idempotency keys') that exists without a column the service
-    needs. Creates nothing; a missing table is fine (it is made at
-    start-up)."""
+    needs. Creates nothing; a missing table is fine (it is made at start-up), and so is a
+    read model's table that lacks a column where the read model has applied events (an older
+    version's: start-up rebuilds it)."""
     from service.container import read_models  # the composition root imports this module's users
     from service.commands.application import VmLedger
 
@@ -73,10 +52,13 @@ def check_tables(settings: Settings) -> None:
         needed = {app.recorder.events_table_name: events,
                   app.snapshots.recorder.events_table_name: _RECORDER_COLUMNS}  # type: ignore[union-attr]
         # (not the simulated fleet's: it adds the columns an older table lacks)
-        statements = [TRACKING_DDL, idempotency.DDL,
-                      *(s for model in read_models(app) for s in model.create_statements(db))]
-        needed.update(_declared(statements))
+        needed.update(_declared([TRACKING_DDL, idempotency.DDL]))
         with db.transaction(commit=False) as tx:
+            # A read model that has applied events is ours, its tables made by this or an
+            # older version: start-up makes a stale one again (ProjectionRunner.create_tables)
+            for model in read_models(app):
+                if not _tracked(db, tx, model.name):
+                    needed.update(_declared(model.create_statements(db)))
             for table, columns in needed.items():
                 present = db.columns(tx, table)
                 missing = [column for column in columns if column not in present]
@@ -89,3 +71,10 @@ def check_tables(settings: Settings) -> None:
 def _declared(statements: Iterable[str]) -> Mapping[str, Sequence[str]]:
     tables = (declared_columns(statement) for statement in statements)
     return dict(table for table in tables if table is not None)
+
+
+def _tracked(db: Database, tx: Tx, name: str) -> bool:
+    """Whether read model ``name`` has applied events (its tracking row is past 0)."""
+    if not {"name", "position"} <= db.columns(tx, "projection_tracking"):
+        return False
+    return position_in(tx, name) > 0

@@ -43,5 +43,4 @@ def _is_wrapped_driver_error(error: BaseException) -> bool:
 def explain(missing: str) -> str:
     """The message for a client or an operator: what is wrong and what to do."""
     return (f"the database is not as this service built it ({missing}); it makes its tables "
-            "only at start-up: restart it, and a read model whose table lacks a column "
-            "(made by an older version) needs `vmledger rebuild NAME` (docs/operations.md)")
+            "only at start-up: restart it (docs/operations.md)")

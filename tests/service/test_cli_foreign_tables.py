@@ -12,7 +12,8 @@ import psycopg
 import pytest
 
 from service.database_url import sqlite_path
-from service.schema_check import check_tables, declared_columns
+from projections.db import declared_columns
+from service.schema_check import check_tables
 from tests.cli import vmledger
 
 # The service's tables as another program made them: the name, what it made instead, and
