@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.domain import OriginatorVersionError
+from eventsourcing.domain import AggregateCreated, OriginatorVersionError
 
 from domain.compact_json import reused_encoder
 from domain.errors import StreamGapError
@@ -57,9 +57,12 @@ class ChainedEvent:
 
     def mutate(self, aggregate: Any) -> Any:
         """The aggregate with this event applied. Raises ``StreamGapError`` when the event
-        does not follow the aggregate's version: every fold of every stream (a load, a read
-        model's, the audit's) comes here, so this is the one place the library's
+        does not follow the aggregate's version, or follows none (a stream whose first events
+        are missing, which the library only asserts): every fold of every stream (a load, a
+        read model's, the audit's) comes here, so this is the one place the library's
         ``OriginatorVersionError``, which names no stream, is translated."""
+        if aggregate is None and not isinstance(self, AggregateCreated):  # its first is lost
+            raise StreamGapError(self.originator_id, self.originator_version, 0)
         try:
             mutated = super().mutate(aggregate)  # type: ignore[misc]
         except OriginatorVersionError:

@@ -161,22 +161,34 @@ class VolumeNotFoundError(DomainError):
         self.volume_uuid = str(volume_uuid)
 
 
-class StreamGapError(LookupError):
+class DamagedStreamError(LookupError):
+    """A stream that cannot be folded past one of its stored events until the log is
+    repaired (the event was deleted, edited or written behind the service's back; ``vmledger
+    audit verify`` names every such event): ``stream`` and ``version`` name it. Not a
+    refusal, and no other stream's business: whatever reads many streams (the job worker,
+    the change streams) passes over it (docs/operations.md, "A damaged stream")."""
+
+    stream: str
+    version: int
+
+
+class StreamGapError(DamagedStreamError):
     """A stream's stored events do not follow each other: its event of ``version`` comes
-    right after ``previous`` (one between was lost or deleted behind the service's back;
+    right after ``previous``, or first when ``previous`` is 0 (one between, or its first, was
+    lost or deleted behind the service's back;
     ``vmledger audit verify`` names it). Not a refusal: the stream cannot be folded past the
     gap until the log is repaired. Raised in place of the library's
     ``OriginatorVersionError``, which names no stream."""
 
     def __init__(self, stream: UUID | str, version: int, previous: int):
-        super().__init__(f"stream {stream} has a gap: its event of version {version} follows "
-                         f"version {previous}")
+        follows = f"follows version {previous}" if previous else "is its first"
+        super().__init__(f"stream {stream} has a gap: its event of version {version} {follows}")
         self.stream = str(stream)
         self.version = version
         self.previous = previous
 
 
-class UnfoldableEventError(Exception):
+class UnfoldableEventError(DamagedStreamError):
     """A read model's fold cannot apply a stored event: the aggregate refuses it (a
     ``DomainError``), so the log holds an event that should never have been appended
     (written behind the service's back; ``vmledger audit verify`` reports it as ``fold``).
@@ -189,7 +201,7 @@ class UnfoldableEventError(Exception):
         self.read_model = read_model
 
 
-class UnreadableEventError(LookupError):
+class UnreadableEventError(DamagedStreamError):
     """A stored event that cannot be read back: its topic names no event class, or its state
     does not decode (edited behind the service's back; ``vmledger audit verify`` names it).
     Like a gap (``StreamGapError``), not a refusal: the stream cannot be folded past it until

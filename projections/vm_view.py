@@ -170,7 +170,7 @@ class VmView(ReadModel):
                 folded[vm_id] = event.mutate(None)
                 continue
             vm = folded.get(vm_id) or self.kept.get(vm_id) or self._load(stored, vm_id)
-            try:  # a gap raises StreamGapError (domain.chain), naming the stream
+            try:  # a gap (or no row) raises StreamGapError (domain.chain), naming the stream
                 folded[vm_id] = event.mutate(vm)
             except DomainError as error:  # names neither stream nor version: this does
                 raise UnfoldableEventError(vm_id, event.originator_version,
@@ -179,10 +179,12 @@ class VmView(ReadModel):
         self._store(tx, list(folded.values()))
         self.kept.folded(folded)
 
-    def _load(self, stored: dict[str, dict[str, Any]], vm_id: UUID) -> Vm:
+    def _load(self, stored: dict[str, dict[str, Any]], vm_id: UUID) -> Vm | None:
+        """The VM's row thawed; None when it has none: this fold met none of the stream's
+        events before (its first were deleted), and applying the event to None says so."""
         row = stored.get(uuid_text(vm_id))
         if row is None:
-            raise LookupError(f"vm_view has no row for {vm_id}: an event was missed")
+            return None
         return self.thaw(vm_id, int(row["version"]), bytes(row["snapshot"]))
 
     def thaw(self, vm_id: UUID, version: int, blob: bytes) -> Vm:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from domain.errors import VmNotFoundError
+from domain.errors import StreamGapError, VmNotFoundError
 from domain.visibility import owner_sees
 from projections.formats import rfc3339
 from service.commands.application import Commands
@@ -25,7 +25,10 @@ def vm_history(
     ``scope_owner``, up to ``limit`` of those that owner may see (``owner_sees`` of the VM
     folded to each event), so a page is short only at the stream's end.
 
-    Raises ``VmNotFoundError`` when the stream has no events at all.
+    Raises ``VmNotFoundError`` when the stream has no events at all, ``StreamGapError`` when
+    its stored events skip a version (its first included: a history must not pass over an
+    event deleted behind the service's back), ``UnreadableEventError`` for an event that
+    cannot be decoded.
     """
     try:
         vm_id = UUID(vm_uuid)
@@ -37,6 +40,7 @@ def vm_history(
         raise VmNotFoundError(vm_uuid)  # another aggregate's stream (a server's)
     if not notifications and (after_version == 0 or not _exists(commands, vm_id)):
         raise VmNotFoundError(vm_uuid)
+    _follow_each_other(vm_id, notifications, after_version)
     if scope_owner is None:
         return [_entry(app, n)[1] for n in notifications]
     vm = fold_stream(app, vm_id, after_version) if after_version else None
@@ -50,7 +54,18 @@ def vm_history(
                 if len(entries) == limit:
                     return entries
         notifications = select_stream(app.recorder, vm_id, vm.version, limit)
+        _follow_each_other(vm_id, notifications, vm.version)
     return entries
+
+
+def _follow_each_other(vm_id: UUID, notifications: Any, after_version: int) -> None:
+    """Raise ``StreamGapError`` at the first of ``notifications`` (a page of the stream read
+    after ``after_version``) whose version is not the one before it plus one."""
+    previous = after_version
+    for notification in notifications:
+        if notification.originator_version != previous + 1:
+            raise StreamGapError(vm_id, notification.originator_version, previous)
+        previous = notification.originator_version
 
 
 def _entry(app: Any, notification: Any) -> tuple[Any, dict[str, Any]]:

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from domain.errors import StreamGapError, UnfoldableEventError, UnreadableEventError
+from domain.errors import DamagedStreamError
 from projections.tracking import ProjectionConflictError
 from service.cli.changes import changes_command
 from service.cli.preflight import check_database, checked_services
@@ -186,7 +186,7 @@ def rebuild(
         typer.echo(f"vmledger rebuild: {error}: is another rebuild running? Run one at a "
                    "time; the live read models are as they were", err=True)
         raise typer.Exit(1) from None
-    except (StreamGapError, UnfoldableEventError) as error:  # the log edited behind our back
+    except DamagedStreamError as error:  # the log edited behind our back
         typer.echo(f"vmledger rebuild: {error}: the log needs repair (vmledger audit verify "
                    "names every such event); the live read models are as they were", err=True)
         raise typer.Exit(1) from None
@@ -208,7 +208,7 @@ def history(vm_uuid: str) -> None:
     except VmNotFoundError as error:
         typer.echo(f"vmledger history: {error}", err=True)
         raise typer.Exit(1) from None
-    except (StreamGapError, UnreadableEventError) as error:  # the log was edited
+    except DamagedStreamError as error:  # the log was edited
         typer.echo(f"vmledger history: {error}: the log needs repair (vmledger audit verify "
                    "names what is wrong)", err=True)
         raise typer.Exit(1) from None
