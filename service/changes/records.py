@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import Notification
 
+from domain.errors import DamagedStreamError, StreamGapError
 from projections.formats import rfc3339
 from service.commands.change import fold_stream
 
@@ -30,6 +32,9 @@ VM_SUB_RESOURCES: dict[str, str] = {
     "state": "state",
     "tags": "tags",
 }
+# The type of the change told of an event whose stream cannot be folded to it (api.md,
+# "Changes"): lowercase, like the ``cut`` event, so no event class can have it.
+DAMAGED = "damaged"
 # Envelope fields of a stored event, which a change carries under their own names.
 _ENVELOPE = {"originator_id", "originator_version", "timestamp", "cause", "originator_topic",
              "chain"}
@@ -100,6 +105,15 @@ class ChangeFolder:
         return [self._change(n) for n in notifications]
 
     def _change(self, notification: Notification) -> Change:
+        """The change of ``notification``; a ``damaged`` one when its stream cannot be folded
+        to it: one damaged stream must not stop every stream's changes."""
+        try:
+            return self._folded_change(notification)
+        except DamagedStreamError as error:
+            self._aggregates.pop(notification.originator_id, None)
+            return _damaged(notification, error)
+
+    def _folded_change(self, notification: Notification) -> Change:
         event = self.app.mapper.to_domain_event(notification)
         kind = notification.topic.split(".", 1)[0]
         resource_id = event.originator_id
@@ -112,7 +126,10 @@ class ChangeFolder:
             before = {}
             aggregate = event.mutate(None)
         else:
-            previous = fold_stream(self.app, resource_id, version - 1)
+            try:
+                previous = fold_stream(self.app, resource_id, version - 1)
+            except AggregateNotFoundError:  # none of its events before this one is stored
+                raise StreamGapError(resource_id, version, 0) from None
             before = _facts(kind, previous)
             aggregate = event.mutate(previous)
         self._aggregates[resource_id] = aggregate
@@ -142,3 +159,17 @@ class ChangeFolder:
             state=after["state"], changed=changed,
             data=json.dumps(body, default=_plain, separators=(",", ":")),
         )
+
+
+def _damaged(notification: Notification, error: DamagedStreamError) -> Change:
+    """The change told of an event whose stream cannot be folded to it: its position,
+    resource and version, and why (the fold's words); no owner, server or state, so only a
+    stream that filters on none of them shows it (api.md, "Changes")."""
+    kind = notification.topic.split(".", 1)[0]
+    uuid = str(notification.originator_id)
+    body = {"position": notification.id, f"{kind}_uuid": uuid,
+            "version": notification.originator_version, "type": DAMAGED,
+            "error": f"{error}; the log needs repair"}
+    return Change(position=notification.id, kind=kind, uuid=uuid, type=DAMAGED,
+                  version=notification.originator_version, owner_uuid=None, server_uuid=None,
+                  state=None, changed=(), data=json.dumps(body, separators=(",", ":")))

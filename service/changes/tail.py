@@ -11,7 +11,7 @@ from collections.abc import Callable
 from service.append_wakeups import wake_on_appends
 from service.changes.filters import ChangeFilter
 from service.changes.reader import LogReader
-from service.changes.records import Change, ChangeFolder
+from service.changes.records import DAMAGED, Change, ChangeFolder
 from service.db_retry import retry_transient
 
 BATCH = 500
@@ -26,10 +26,14 @@ class _Stopped(Exception):
 
 
 def line(change: Change) -> str:
-    """``POSITION TIMESTAMP KIND UUID vVERSION TYPE [state=S] [owner=O] actor=A``."""
+    """``POSITION TIMESTAMP KIND UUID vVERSION TYPE [state=S] [owner=O] actor=A``; for a
+    ``damaged`` change, which has no timestamp or actor, ``POSITION - KIND UUID vVERSION
+    damaged error=WHY``."""
     data = json.loads(change.data)
-    parts = [str(change.position), data["timestamp"], change.kind, change.uuid,
+    parts = [str(change.position), data.get("timestamp", "-"), change.kind, change.uuid,
              f"v{change.version}", change.type]
+    if change.type == DAMAGED:
+        return " ".join([*parts, f"error={data['error']}"])
     if "state" in data:
         parts.append(f"state={data['state']}")
     if change.owner_uuid:
