@@ -47,6 +47,12 @@ LEASE_TAKEOVERS = Counter(
     "Jobs this process's worker took over from another worker whose lease had expired",
 )
 
+DAMAGED_STREAMS_PASSED = Gauge(
+    "vmledger_worker_damaged_streams",
+    "VMs with unfinished jobs that this process's worker passed over in its last pass because "
+    "their stream cannot be folded (a gap, an unreadable event: the log needs repair)",
+)
+
 
 def report_projection_lag(read_model: str, lag: int) -> None:
     """The projection runner's ``on_lag`` callback: set the read model's lag gauge."""

@@ -17,7 +17,7 @@ import uuid as uuidlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from domain.errors import DomainError, JobNotRunnableError
+from domain.errors import DamagedStreamError, DomainError, JobNotRunnableError
 from domain.states import Execution
 from domain.vm import Cause, Vm, make_cause
 from service import metrics
@@ -74,6 +74,8 @@ class Worker:
         # The job this worker is running, if any (``left_in_hand`` reads it from another
         # thread when the process gives up waiting for it).
         self._in_hand: JobRun | None = None
+        # The VMs the last pass passed over, their stream damaged, and why (``run_pending``).
+        self._damaged: dict[str, str] = {}
 
     def job_context(self) -> JobContext:
         """What a run of a job this worker claimed works with."""
@@ -157,16 +159,36 @@ class Worker:
 
     def run_pending(self, stop: threading.Event | None = None) -> int:
         """One pass over the VMs with unfinished jobs; how many jobs ran (none while paused).
-        Once ``stop`` is set it claims no further job and ends the pass."""
+        Once ``stop`` is set it claims no further job and ends the pass. A VM whose stream
+        cannot be folded (``DamagedStreamError``) is passed over, so that it holds up no other
+        VM's jobs (``_note_damaged``); any other error ends the pass."""
         if self.paused():
             return 0
         ran = 0
+        damaged: dict[str, str] = {}
         for vm_uuid in self.find_work():
-            while self.run_vm(vm_uuid, stop):
-                ran += 1
+            try:
+                while self.run_vm(vm_uuid, stop):
+                    ran += 1
+            except DamagedStreamError as error:  # that VM's business alone: on to the next
+                damaged[vm_uuid] = str(error)
             if stop is not None and stop.is_set():
                 break
+        self._note_damaged(damaged)
         return ran
+
+    def _note_damaged(self, damaged: dict[str, str]) -> None:
+        """Say which VMs' jobs this pass passed over because their stream cannot be folded
+        (VM -> why): a warning when a VM is first passed over (or for another reason), not
+        every pass, and the gauge ``vmledger_worker_damaged_streams``. Their jobs stay as
+        they are until the log is repaired (docs/jobs.md, "A damaged stream")."""
+        for vm_uuid, why in damaged.items():
+            if self._damaged.get(vm_uuid) != why:
+                log.warning("jobs of VM %s passed over: %s; the log needs repair (vmledger "
+                            "audit verify names what is wrong)", vm_uuid, why,
+                            extra={"vm_uuid": vm_uuid})
+        self._damaged = damaged
+        metrics.DAMAGED_STREAMS_PASSED.set(len(damaged))
 
     def _run_periodic(self) -> None:
         now = time.monotonic()
