@@ -24,6 +24,7 @@ from service.cli.tokens import token_create
 from service.container import READ_MODEL_NAMES, Services
 from service.logs import Throttled, database_shown, setup_logging
 from service.metrics import serve_process_metrics
+from service.rebuild_lock import RebuildRunningError, one_rebuild_at_a_time
 from service.settings import MAX_PORT, Settings
 
 cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_args_is_help=True)
@@ -175,14 +176,18 @@ def rebuild(
     if processes is not None:
         services.projections.rebuild_processes = processes
     try:
-        with progress_bar() as bar:
+        with one_rebuild_at_a_time(services.settings), progress_bar() as bar:
             task = bar.add_task(f"rebuilding {', '.join(chosen)}",
                                 total=services.commands.head_position())
             count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
             events = finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
                    f"({_count(len(chosen), 'read model')}), {events} events in the log")
-    except ProjectionConflictError as error:  # a second rebuild of the same read models
+    except RebuildRunningError as error:
+        typer.echo(f"vmledger rebuild: {error}: run one at a time; the live read models are "
+                   "as they were", err=True)
+        raise typer.Exit(1) from None
+    except ProjectionConflictError as error:  # a rebuild that took no lock (an older vmledger)
         typer.echo(f"vmledger rebuild: {error}: is another rebuild running? Run one at a "
                    "time; the live read models are as they were", err=True)
         raise typer.Exit(1) from None
