@@ -35,3 +35,17 @@ def test_vmledger_history_of_an_unreadable_event_is_one_line(client, services) -
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"vmledger history: stream {vm_uuid} has an unreadable event at "
                            "version 3") and "the log needs repair" in line, done.stderr
+
+
+@pytest.mark.parametrize("edit", EDITS.values(), ids=EDITS.keys())
+def test_vmledger_rebuild_meeting_an_unreadable_event_ends_in_one_line(client, services,
+                                                                       edit) -> None:
+    # found by a tester: UnreadableEventError ended the rebuild in a traceback
+    vm_uuid = create_running_vm(client)
+    set_event_column(services, vm_uuid, 3, *edit)
+    done = vmledger("rebuild", database_url=services.settings.database_url)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"vmledger rebuild: stream {vm_uuid} has an unreadable event at "
+                           "version 3") and "the log needs repair" in line, done.stderr
