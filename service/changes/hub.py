@@ -36,7 +36,8 @@ OPEN_STREAMS = Gauge("vmledger_change_streams", "Change streams open now", ["pro
 CHANGES_SENT = Counter("vmledger_changes_sent_total", "Changes sent to streams", ["protocol"])
 STREAMS_DROPPED = Counter(
     "vmledger_change_streams_dropped_total",
-    "Change streams cut for falling behind (behind) or refused at the limit (limit)",
+    "Change streams cut for falling behind (behind), refused at the limit (limit), or ended "
+    "because catching up could not read the log (error)",
     ["reason"])
 GAPS_PASSED = Counter(
     "vmledger_changefeed_gaps_timed_out_total",
@@ -214,8 +215,16 @@ class ChangeHub:
         if cursor < self.position:
             reader, folder = self._new_reader(), ChangeFolder(self.app, CATCH_UP_CACHE)
             while cursor < self.position and not self.stopping.is_set():
-                changes, reached = await asyncio.to_thread(
-                    self._read, reader, folder, cursor, self.position)
+                try:
+                    changes, reached = await asyncio.to_thread(
+                        self._read, reader, folder, cursor, self.position)
+                except Exception as error:  # noqa: BLE001 - an outage: end it, resumable
+                    # a raised error would drop the connection with nothing said
+                    log.warning("changefeed: a stream catching up could not read the log: "
+                                "%s: %s", type(error).__name__, error)
+                    STREAMS_DROPPED.labels(reason="error").inc()
+                    yield StreamEnd(f"reading the log failed ({type(error).__name__})", cursor)
+                    return
                 for change in changes:
                     if shown.matches(change):
                         yield change

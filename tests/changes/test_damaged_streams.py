@@ -129,3 +129,25 @@ def test_vmledger_changes_prints_the_damage_and_goes_on(
         f"error={damaged['words']}"), told
     healthy = CliRunner().invoke(cli, ["changes", "--vm-uuid", damaged["healthy"]])
     assert healthy.exit_code == 0 and len(healthy.output.splitlines()) == 2, healthy.output
+
+
+def test_a_stream_that_cannot_read_the_log_ends_with_a_cut_event(
+        tokened_services, tokens, monkeypatch):
+    # anything else that stops a stream catching up (an outage) ends it with an event saying
+    # so and where to resume, not a dropped connection
+    from service.changes import hub
+
+    class Failing(hub.ChangeFolder):
+        def fold(self, notifications):
+            raise RuntimeError("the database went away")
+
+    create_vm(tokened_services, OWNER_A)
+    with live_server(tokened_services, background=False) as url, httpx.Client(
+            base_url=url, timeout=30) as client:
+        monkeypatch.setattr(hub, "ChangeFolder", Failing)  # the catch-up's own folders
+        with client.stream("GET", "/changes", params={"after": "0"},
+                           headers={"Authorization": f"Bearer {tokens['operator']}"}) as response:
+            events = [event for event in sse_events(response) if event is not None]
+    [cut] = events
+    assert (cut.event, cut.id) == ("cut", "0")
+    assert cut.json == {"reason": "reading the log failed (RuntimeError)", "resume_after": 0}
