@@ -73,3 +73,14 @@ def test_an_event_that_skips_a_version_raises_a_stream_gap_naming_the_stream(kin
         str(aggregate.id), last.originator_version, 1)
     assert str(gap.value) == (f"stream {aggregate.id} has a gap: its event of version "
                               f"{last.originator_version} follows version 1")
+
+
+def test_a_stream_whose_first_events_are_missing_is_a_gap_naming_its_first():
+    # found by a tester: the library only asserted (an empty AssertionError, a 500)
+    vm = new_vm()
+    vm.record_quarantined("stuck", cause=cause())
+    _created, second, *_ = vm.collect_events()
+    with pytest.raises(StreamGapError) as gap:
+        second.mutate(None)
+    assert (gap.value.stream, gap.value.version, gap.value.previous) == (str(vm.id), 2, 0)
+    assert str(gap.value) == f"stream {vm.id} has a gap: its event of version 2 is its first"
