@@ -17,7 +17,7 @@ import uuid as uuidlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from domain.errors import DamagedStreamError, DomainError, JobNotRunnableError
+from domain.errors import DamagedStreamError, DomainError, JobNotRunnableError, VmNotFoundError
 from domain.states import Execution
 from domain.vm import Cause, Vm, make_cause
 from service import metrics
@@ -160,8 +160,9 @@ class Worker:
     def run_pending(self, stop: threading.Event | None = None) -> int:
         """One pass over the VMs with unfinished jobs; how many jobs ran (none while paused).
         Once ``stop`` is set it claims no further job and ends the pass. A VM whose stream
-        cannot be folded (``DamagedStreamError``) is passed over, so that it holds up no other
-        VM's jobs (``_note_damaged``); any other error ends the pass."""
+        cannot be folded (``DamagedStreamError``), or whose stream is gone from the log, is
+        passed over, so that it holds up no other VM's jobs (``_note_damaged``); any other
+        error ends the pass."""
         if self.paused():
             return 0
         ran = 0
@@ -172,6 +173,8 @@ class Worker:
                     ran += 1
             except DamagedStreamError as error:  # that VM's business alone: on to the next
                 damaged[vm_uuid] = str(error)
+            except VmNotFoundError:  # its whole stream gone, its jobs still in job_view
+                damaged[vm_uuid] = f"stream {vm_uuid} is not in the log, though its jobs are"
             if stop is not None and stop.is_set():
                 break
         self._note_damaged(damaged)

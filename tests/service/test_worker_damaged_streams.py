@@ -24,6 +24,8 @@ DAMAGES = {
                       "its event of version 3 follows version 1"),
     "undecodable event": (lambda s, vm: set_event_column(s, vm, 2, "state", b"\xff not json"),
                           "has an unreadable event at version 2"),
+    "whole stream deleted": (lambda s, vm: [delete_event(s, vm, v) for v in (1, 2, 3)],
+                             "is not in the log, though its jobs are"),
 }
 
 
