@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from domain.errors import DamagedStreamError
+from projections.parallel_rebuild import RebuildFailed
 from projections.tracking import ProjectionConflictError
 from service.cli.changes import changes_command
 from service.cli.preflight import check_database, checked_services
@@ -194,6 +195,12 @@ def rebuild(
     except DamagedStreamError as error:  # the log edited behind our back
         typer.echo(f"vmledger rebuild: {error}: the log needs repair (vmledger audit verify "
                    "names every such event); the live read models are as they were", err=True)
+        raise typer.Exit(1) from None
+    except RebuildFailed as error:  # a child process's failure, its traceback as text
+        said = str(error).splitlines()
+        cause = f": {said[-1]}" if len(said) > 1 else ""
+        typer.echo(f"vmledger rebuild: {said[0].rstrip(':')}{cause}; nothing was switched "
+                   "(the live read models are as they were)", err=True)
         raise typer.Exit(1) from None
     finally:
         services.close()

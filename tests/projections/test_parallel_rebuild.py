@@ -17,6 +17,7 @@ from projections.parallel_rebuild import RebuildFailed, split
 from projections.rebuild import SUFFIX
 from projections.vm_view import VmView
 from service.cli.app import cli
+from projections.runner import ProjectionRunner
 from service.container import RebuildRunner
 from service.settings import Settings
 from tests.builders import a_mix_of_commands_and_jobs, cause, read_model_tables
@@ -133,3 +134,21 @@ def test_a_failure_in_the_rebuilding_process_stops_its_child_and_nothing_is_swit
         runner.rebuild()
     assert multiprocessing.active_children() == []  # the child was stopped and waited for
     assert read_model_tables(services, tracking=True) == live
+
+
+def test_the_rebuild_command_says_a_failed_process_in_one_line(services, database_url,
+                                                               monkeypatch):
+    # left by a builder: a child process's failure (its traceback as text) reached the
+    # command line as a traceback of the parent's
+    def failing(self, *args, **kwargs):
+        raise RebuildFailed("rebuilding job_view, analytics failed:\nTraceback (most recent "
+                            "call last):\n  File ...\nLookupError: job_view has no row")
+
+    monkeypatch.setattr(ProjectionRunner, "rebuild", failing)
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", database_url)
+    result = CliRunner().invoke(cli, ["rebuild", "--processes", "2"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        "vmledger rebuild: rebuilding job_view, analytics failed: LookupError: job_view has "
+        "no row; nothing was switched (the live read models are as they were)")
+    assert isinstance(result.exception, SystemExit)  # said, not raised
