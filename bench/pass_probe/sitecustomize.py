@@ -4,9 +4,9 @@
 Python imports ``sitecustomize`` at start-up from ``PYTHONPATH``: with this directory on it and
 ``VMLEDGER_PASS_PROBE`` naming a file, the first import of ``projections.runner`` wraps one
 pass of ``run_forever`` (``ProjectionRunner.catch_up(live=...)``, or ``_live_pass`` in older
-commits), ``ProjectionRunner.wake`` and psycopg's waits for the server (each ``wait`` call: a
-round trip, or a statement sent in a pipeline; a poll that had to sleep is counted apart). At
-exit the process writes one JSON line a pass: its start (``time.monotonic``, which every
+commits), ``ProjectionRunner.wake``, ``BatchApplier.decode`` (``ProjectionRunner.decode``
+in older commits) and psycopg's waits for the server (each ``wait`` call: a round trip, or a
+statement sent in a pipeline; a poll that had to sleep is counted apart). At exit the process writes one JSON line a pass: its start (``time.monotonic``, which every
 process on the machine shares), wall and thread-CPU time (ms), its waits, sleeps and their
 time (ms), how many log events it decoded, where in the project's code each wait was made
 (how many, ms, sleeps), and when the loop was asked to wake before it (None when it woke on
@@ -98,7 +98,10 @@ def _install(runner_module) -> None:
     # since (a catch_up without it is not the loop's).
     folded = not hasattr(runner, "_live_pass")
     live_pass = runner.catch_up if folded else runner._live_pass
-    wake, decode = runner.wake, runner.decode
+    # Batches decode through BatchApplier.decode; older commits decoded in the runner itself.
+    batches = sys.modules.get("projections.batches")
+    decoder = getattr(batches, "BatchApplier", runner)
+    wake, decode = runner.wake, decoder.decode
 
     def probed_wake(self):
         if not self._wake.is_set() and getattr(self, "_probe_woken", None) is None:
@@ -131,7 +134,7 @@ def _install(runner_module) -> None:
         return decode(self, notifications)
 
     setattr(runner, "catch_up" if folded else "_live_pass", probed_pass)
-    runner.wake, runner.decode = probed_wake, probed_decode
+    runner.wake, decoder.decode = probed_wake, probed_decode
 
 
 def _dump() -> None:
