@@ -68,13 +68,14 @@ class LiveState:
 
 class BackgroundLoop:
     """The runner's loop (``projections.runner.ProjectionRunner`` is one): it needs the
-    runner's ``catch_up``, ``positions``, ``report_lag``, ``wake`` and its wake-up flag
-    ``_wake``."""
+    runner's ``catch_up``, ``positions``, ``report_lag``, ``mend_stale_tables``, ``wake``
+    and its wake-up flag ``_wake``."""
 
     _wake: threading.Event
     catch_up: Callable[..., int]
     positions: Callable[[], dict[str, int]]
     report_lag: Callable[..., None]
+    mend_stale_tables: Callable[[], None]
     wake: Callable[[], None]
 
     def run_forever(self, stop: threading.Event, poll_s: float,
@@ -95,11 +96,15 @@ class BackgroundLoop:
         own: ``vmledger project``), the process's long-lived objects are kept from the garbage
         collector's full collections between passes."""
         live = LiveState()
+        mended = False
         while not stop.is_set():
             if frozen is not None:
                 frozen.tick()
             self._wake.clear()  # every pass reads the log after this (fresh, or ahead again)
             try:
+                if not mended:  # read models start-up left stale (tried again after an error)
+                    self.mend_stale_tables()
+                    mended = True
                 applied = self.catch_up(live=live)
             except ProjectionConflictError:
                 live.forget()

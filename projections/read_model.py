@@ -53,11 +53,15 @@ class ReadModel(ABC):
         """The real names of every table, in ``tables`` order."""
         return [self.table(name) for name in self.tables]
 
+    def declared_columns(self, db: Database) -> dict[str, list[str]]:
+        """Each of its tables and the columns its ``create_statements`` declare for it."""
+        return dict(table for table in map(declared_columns, self.create_statements(db))
+                    if table is not None)
+
     def stale_tables(self, tx: Tx, db: Database) -> list[str]:
         """Its tables that are missing, or lack a column its ``create_statements`` declare
         (made by an older version), read in ``tx``."""
-        declared = dict(table for table in map(declared_columns, self.create_statements(db))
-                        if table is not None)
+        declared = self.declared_columns(db)
         stale = []
         for table in self.real_tables():
             present = db.columns(tx, table)

@@ -20,13 +20,15 @@ from typing import Any
 from eventsourcing.persistence import Notification
 
 from projections.batches import BatchApplier, EventDecoder, NotificationSource
-from projections.db import Database, Dialect
+from projections.db import Database, Dialect, Tx
 from projections.live import BackgroundLoop, LiveState
 from projections.past_head import PastHead
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
 from projections.read_model import ReadModel
 from projections.rebuild import rebuild_beside
-from projections.tracking import CLAIM_FUNCTION_DDL, TRACKING_DDL, position_in, positions_in
+from projections.tracking import (
+    CLAIM_FUNCTION_DDL, TRACKING_DDL, has_applied, position_in, positions_in,
+)
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
@@ -73,26 +75,50 @@ class ProjectionRunner(BackgroundLoop):
         """Create the tracking table and every read model's tables (idempotent).
 
         A read model that has applied events (its tracking row is past 0) but lost a table
-        (dropped by hand, or by a restore that left the tracking table) would be served from
-        an empty table as if complete, and one whose table an older version made lacks a
-        column this version writes: in both cases its tables are made again empty and its
-        position set to 0, so the runner rebuilds it from the log (a warning says so)."""
+        (dropped by hand, or by a restore that left the tracking table), or whose table an
+        older version made without a column this one writes, is left as it is: made again
+        empty it would be served as if complete. Only the projection runner mends it, when
+        its loop starts (``mend_stale_tables``); a warning says so."""
         with self.db.transaction() as tx:
             tx.execute(TRACKING_DDL)
             if self.db.dialect is Dialect.POSTGRES:
                 tx.execute(CLAIM_FUNCTION_DDL)
             for read_model in self.read_models.values():
-                stale = read_model.stale_tables(tx, self.db)
-                if stale and position_in(tx, read_model.name):
-                    log.warning("read model %s had applied events but its table %s is missing "
-                                "or lacks a column (an older version's): it is made again and "
-                                "rebuilt from the log", read_model.name, ", ".join(stale))
-                    for table in read_model.real_tables():
-                        tx.execute(f"DROP TABLE IF EXISTS {table}")
-                    tx.execute("UPDATE projection_tracking SET position = 0 WHERE name = ?",
-                               (read_model.name,))
+                stale = self._stale(tx, read_model)
+                if stale:
+                    log.warning("read model %s has applied events but its table %s is missing "
+                                "or lacks a column (an older version's): the projection runner "
+                                "makes it again and rebuilds it from the log when it starts",
+                                read_model.name, ", ".join(stale))
+                    continue
                 for statement in read_model.create_statements(self.db):
                     tx.execute(statement)
+
+    def mend_stale_tables(self) -> None:
+        """Make every read model ``create_tables`` left stale again, empty, at position 0, so
+        that the runner rebuilds it from the log (called as the runner's loop starts: only a
+        process that will rebuild it drops anything)."""
+        with self.db.schema_lock(), self.db.transaction() as tx:
+            for read_model in self.read_models.values():
+                stale = self._stale(tx, read_model)
+                if not stale:
+                    continue
+                log.warning("read model %s: its table %s was missing or lacked a column; it is "
+                            "made again and rebuilt from the log", read_model.name,
+                            ", ".join(stale))
+                for table in read_model.real_tables():
+                    tx.execute(f"DROP TABLE IF EXISTS {table}")
+                tx.execute("UPDATE projection_tracking SET position = 0 WHERE name = ?",
+                           (read_model.name,))
+                for statement in read_model.create_statements(self.db):
+                    tx.execute(statement)
+
+    def _stale(self, tx: Tx, read_model: ReadModel) -> list[str]:
+        """The tables of ``read_model`` that are missing or lack a column, if it has applied
+        events (else none: tables of a read model at 0 are simply made)."""
+        if not has_applied(self.db, tx, read_model.name):
+            return []
+        return read_model.stale_tables(tx, self.db)
 
     def position(self, name: str) -> int:
         """The last log position applied to read model ``name`` (0 before any)."""

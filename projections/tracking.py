@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from projections.db import Tx
+from projections.db import Database, Tx
 
 TRACKING_DDL = (
     "CREATE TABLE IF NOT EXISTS projection_tracking ("
@@ -52,6 +52,14 @@ def position_in(tx: Tx, name: str) -> int:
     tx.execute("SELECT position FROM projection_tracking WHERE name = ?", (name,))
     row = tx.fetchone()
     return 0 if row is None else int(row["position"])
+
+
+def has_applied(db: Database, tx: Tx, name: str) -> bool:
+    """Whether read model ``name`` has applied events (its tracking row is past 0), read in
+    ``tx``; False where there is no tracking table (yet)."""
+    if not {"name", "position"} <= db.columns(tx, "projection_tracking"):
+        return False
+    return position_in(tx, name) > 0
 
 
 def positions_in(tx: Tx, names: Iterable[str]) -> Callable[[], dict[str, int]]:

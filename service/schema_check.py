@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from projections.db import Database, Dialect, Tx, declared_columns
-from projections.tracking import TRACKING_DDL, position_in
+from projections.db import Database, Dialect, declared_columns
+from projections.tracking import TRACKING_DDL, has_applied
 from service.commands import idempotency
 from service.settings import Settings
 
@@ -40,7 +40,7 @@ def check_tables(settings: Settings) -> None:
     the read models', the idempotency keys') that exists without a column the service
     needs. Creates nothing; a missing table is fine (it is made at start-up), and so is a
     read model's table that lacks a column where the read model has applied events (an older
-    version's: start-up rebuilds it)."""
+    version's: the projection runner rebuilds it when it starts)."""
     from service.container import read_models  # the composition root imports this module's users
     from service.commands.application import VmLedger
 
@@ -55,10 +55,10 @@ def check_tables(settings: Settings) -> None:
         needed.update(_declared([TRACKING_DDL, idempotency.DDL]))
         with db.transaction(commit=False) as tx:
             # A read model that has applied events is ours, its tables made by this or an
-            # older version: start-up makes a stale one again (ProjectionRunner.create_tables)
+            # older version: the runner makes a stale one again (mend_stale_tables)
             for model in read_models(app):
-                if not _tracked(db, tx, model.name):
-                    needed.update(_declared(model.create_statements(db)))
+                if not has_applied(db, tx, model.name):
+                    needed.update(model.declared_columns(db))
             for table, columns in needed.items():
                 present = db.columns(tx, table)
                 missing = [column for column in columns if column not in present]
@@ -71,10 +71,3 @@ def check_tables(settings: Settings) -> None:
 def _declared(statements: Iterable[str]) -> Mapping[str, Sequence[str]]:
     tables = (declared_columns(statement) for statement in statements)
     return dict(table for table in tables if table is not None)
-
-
-def _tracked(db: Database, tx: Tx, name: str) -> bool:
-    """Whether read model ``name`` has applied events (its tracking row is past 0)."""
-    if not {"name", "position"} <= db.columns(tx, "projection_tracking"):
-        return False
-    return position_in(tx, name) > 0

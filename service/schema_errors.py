@@ -43,4 +43,6 @@ def _is_wrapped_driver_error(error: BaseException) -> bool:
 def explain(missing: str) -> str:
     """The message for a client or an operator: what is wrong and what to do."""
     return (f"the database is not as this service built it ({missing}); it makes its tables "
-            "only at start-up: restart it (docs/operations.md)")
+            "only at start-up: restart it, and the projection runner (`vmledger project` "
+            "in production mode) to rebuild a read model whose table went missing "
+            "(docs/operations.md)")
