@@ -18,8 +18,8 @@ import service
 from domain.errors import (
     DomainError, DuplicateVmError, IllegalTransitionError, InvalidTransitionError,
     JobNotFoundError, JobNotRunnableError, NothingToUpdateError, ServerNotFoundError,
-    StaleGenerationError, UnallocatedVmError, ValidationError, VersionMismatchError,
-    VmAlreadyDestroyedError, VmNotFoundError, VolumeNotFoundError,
+    StaleGenerationError, UnallocatedVmError, UuidTakenError, ValidationError,
+    VersionMismatchError, VmAlreadyDestroyedError, VmNotFoundError, VolumeNotFoundError,
 )
 from domain.network import NetworkFullError
 from domain.server import InsufficientCapacityError
@@ -43,6 +43,7 @@ SAMPLES: dict[type[DomainError], DomainError] = {
     DuplicateVmError: DuplicateVmError("vm-1"),
     VersionMismatchError: VersionMismatchError(3, 4),
     ValidationError: ValidationError("ram", "Invalid", "must be positive"),
+    UuidTakenError: UuidTakenError("vm-1"),
     NothingToUpdateError: NothingToUpdateError("vm-1"),
     JobNotRunnableError: JobNotRunnableError("job-1", "leased by w2"),
     StaleGenerationError: StaleGenerationError("server-1", 3, 5),
