@@ -4,11 +4,17 @@ a value or a ``JsonInputError`` naming why not: never another exception.
 ``json.loads`` raises ``RecursionError`` (not a ``ValueError``) past its recursion limit, about
 1,000 levels of arrays or objects, so a caller catching ``ValueError`` let a deeply nested
 value through as a 500. Every parse of client JSON goes through ``loads`` here.
+
+``unstorable`` says why a parsed value is text or a number that no table could store or no
+answer could carry: checked before anything is appended or kept, by every request body
+(``service.api.schemas.StrictModel``), a URL (``service.api.url_checks``), a changefeed
+registration (``service.changes.triton``) and a ListVms marker (``projections.vm_markers``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 
@@ -42,3 +48,38 @@ def unparsable_reason(cause: BaseException | None) -> str:
     if isinstance(cause, UnicodeDecodeError):
         return "not UTF-8 text"
     return "it could not be parsed"
+
+
+def unstorable(value: Any, path: str = "") -> str | None:
+    """Why ``value`` (a parsed JSON value) cannot be stored and served, naming where in it,
+    or None. A NUL character or a lone surrogate in a string or key (PostgreSQL's text refuses
+    the first, UTF-8 the second: a stored event holding one stopped every read model on it)
+    and a non-finite number (``NaN``, ``Infinity``: no JSON response can carry it) are refused
+    before anything is appended."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"{path or 'value'}: strings may not contain the NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{path or 'value'}: strings must be valid Unicode (a lone surrogate)"
+    elif isinstance(value, float) and not math.isfinite(value):
+        return f"{path or 'value'}: numbers must be finite"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            shown = printable(str(key))
+            where = f"{path}.{shown}" if path else shown
+            found = unstorable(str(key), f"{where} (the key)") or unstorable(item, where)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = unstorable(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def printable(text: str) -> str:
+    """``text`` safe to put in an error message: NUL and lone surrogates escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from domain import json_input
+from domain.json_input import unstorable
 from domain.states import VmState
 from projections.formats import MAX_INTEGER, parse_iso_instant, rfc3339
 
@@ -42,16 +43,12 @@ def decode_marker(marker: str, sort: str) -> tuple[Any, str]:
     storable, its value one the sort key's column holds (``COLUMN_VALUES``: a value of another
     type would make the database refuse the comparison, a forged one names no row) and its
     uuid a uuid as the table holds them."""
-    try:
-        padded = marker + "=" * (-len(marker) % 4)
-        made_for, value, uuid = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (binascii.Error, ValueError, TypeError) as error:
-        raise InvalidMarkerError(marker) from error
+    made_for, value, uuid = _decoded(marker)
     key = sort.split(".")[0]
     wanted = int if key in INTEGER_SORT_FIELDS else str
     # type(), not isinstance(): a boolean is an int to Python, and 0 to the docker column
     if (made_for != sort or type(value) is not wanted or not _uuid(uuid)
-            or not _storable(value) or not COLUMN_VALUES[key](value)):
+            or unstorable(value) is not None or not COLUMN_VALUES[key](value)):
         raise InvalidMarkerError(marker)
     return value, uuid
 
@@ -59,22 +56,24 @@ def decode_marker(marker: str, sort: str) -> tuple[Any, str]:
 def is_our_marker(marker: str) -> bool:
     """Whether ``marker`` has the form of the cursors vmledger hands out (not VMAPI's JSON)."""
     try:
+        _decoded(marker)
+    except InvalidMarkerError:
+        return False
+    return True
+
+
+def _decoded(marker: str) -> list:
+    """The three values (sort, sort value, uuid) of a marker's URL-safe base64 JSON, its
+    padding stripped. Raises ``InvalidMarkerError`` for text that is not base64 of a JSON
+    array of three values."""
+    try:
         padded = marker + "=" * (-len(marker) % 4)
         decoded = json_input.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (binascii.Error, ValueError, TypeError):
-        return False
-    return isinstance(decoded, list) and len(decoded) == 3
-
-
-def _storable(value: Any) -> bool:
-    """Whether text can be stored (no NUL, no lone surrogate); any integer can."""
-    if not isinstance(value, str):
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in value
+    except (binascii.Error, ValueError, TypeError) as error:
+        raise InvalidMarkerError(marker) from error
+    if not (isinstance(decoded, list) and len(decoded) == 3):
+        raise InvalidMarkerError(marker)
+    return decoded
 
 
 def _uuid(value: Any) -> bool:

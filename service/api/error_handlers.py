@@ -23,7 +23,7 @@ from service.api.errors import (
 )
 from service.api.field_errors import field_errors
 from service.schema_errors import missing_schema
-from service.storable import printable
+from domain.json_input import printable
 
 
 #: The methods a 405's ``Allow`` header can name: those of RFC 9110 (9.3) a route here might

@@ -21,7 +21,7 @@ from service.api.routes_changes import TOKEN_PARAMETER, change_hub
 from service.changes import triton
 from service.changes.filters import ChangeFilter
 from service.changes.hub import ChangeHub, StreamEnd, TooManyStreamsError
-from service.storable import printable
+from domain.json_input import printable
 
 router = authorized_router()
 

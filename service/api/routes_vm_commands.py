@@ -41,7 +41,7 @@ from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
 from service.api.network_params import parse_networks
 from service.api.schemas import (
     ONLY_SIGKILL, ActionBody, AddNicsBody, CreateVmRequest, KillBody, RemoveNicsBody,
-    UpdateVmRequest, is_kill_signal, unstorable,
+    UpdateVmRequest, is_kill_signal,
 )
 from service.commands.application import VmSpec
 from service.commands.change import Accepted
@@ -257,7 +257,7 @@ def _x_context(request: Request) -> dict[str, Any] | None:
                                                 "message": f"not valid JSON ({error})"}]) from None
         value = {"raw": header}  # VMAPI keeps a context that is not JSON as its text
     context = value if isinstance(value, dict) else {"value": value}
-    problem = unstorable(context, "x-context")
+    problem = json_input.unstorable(context, "x-context")
     if problem:
         raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
                                             "message": problem}])

@@ -14,7 +14,7 @@ from pydantic import (
 )
 
 from projections.formats import in_utc_range
-from service.storable import unstorable
+from domain.json_input import unstorable
 
 MAX_METADATA_KEYS = 128
 MAX_METADATA_BYTES = 64 * 1024

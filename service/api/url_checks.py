@@ -13,7 +13,7 @@ from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, Match, Router
 
 from service.api.errors import ApiError, invalid_parameters
-from service.storable import printable, unstorable
+from domain.json_input import printable, unstorable
 
 
 def url_refusal(connection: HTTPConnection, router: Router | None = None) -> ApiError | None:

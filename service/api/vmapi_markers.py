@@ -17,7 +17,7 @@ from domain import json_input
 from projections.formats import MAX_INTEGER, rfc3339
 from projections.vm_queries import MISSING, SORT_FIELDS
 from service.api.params import parse_timestamp
-from service.storable import unstorable
+from domain.json_input import unstorable
 
 STRING, INTEGER, TIMESTAMP, BOOLEAN = "a string", "an integer", "a timestamp", "a boolean"
 

@@ -26,7 +26,7 @@ from typing import Any
 from domain import json_input
 from projections.formats import MAX_INTEGER
 from service.changes.records import VM_SUB_RESOURCES, Change
-from service.storable import unstorable
+from domain.json_input import unstorable
 
 VM_RESOURCE = {"resource": "vm", "subResources": sorted(VM_SUB_RESOURCES),
                "bootstrapRoute": "/vms"}
