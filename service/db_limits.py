@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import random
+import math
 import select
 import time
 import weakref
@@ -17,10 +17,11 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from eventsourcing.persistence import InterfaceError, OperationalError
 from eventsourcing.postgres import PostgresDatastore
 from psycopg_pool import ConnectionPool
 from psycopg.errors import _WaitTimeout  # what psycopg's own wait raises on its timeout
+
+from service.db_retry import retry_transient
 
 if TYPE_CHECKING:
     from eventsourcing.application import Application
@@ -178,18 +179,13 @@ def _retry_within(recorder: object, budget_s: float) -> None:
 
 
 def _retrying(call: Callable[..., Any], budget_s: float) -> Callable[..., Any]:
+    """``call`` retried through transient database errors (``retry_transient``) for at most
+    ``budget_s`` from each call, its waits doubling without bound."""
     @functools.wraps(call)
     def retrying(*args: Any, **kwargs: Any) -> Any:
         give_up_at = time.monotonic() + budget_s
-        wait = 0.05
-        while True:
-            try:
-                return call(*args, **kwargs)
-            except (InterfaceError, OperationalError):
-                pause = wait * random.uniform(0.5, 1.0)  # noqa: S311
-                if time.monotonic() + pause >= give_up_at:
-                    raise
-                time.sleep(pause)
-                wait *= 2
+        return retry_transient(lambda: call(*args, **kwargs), until=lambda: give_up_at,
+                               what=f"the event store's {call.__name__}",
+                               longest_wait_s=math.inf, level=logging.DEBUG)
 
     return retrying
