@@ -231,8 +231,8 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
 async def _answer(request: Request, result: Accepted, *, sync: bool) -> JSONResponse:
     """The answer to an accepted command (``deps.accepted``). With ``sync``, given once the
     job ended (at most ``SYNC_TIMEOUT_S``; then as it is) with the VM's version at that time
-    as ``ETag``, read-your-writes consistent as any answer given later (api.md): the version
-    at acceptance would already be stale, and an ``If-Match`` taken from it refused."""
+    as ``ETag``: its ETag is the VM's version when it answers (api.md); the version at
+    acceptance would already be stale, and an ``If-Match`` taken from it refused."""
     if sync:
         services = services_of(request)
         await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)

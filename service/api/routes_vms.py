@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from domain.errors import VmNotFoundError
 from domain.visibility import owner_sees
-from projections.vm_queries import InvalidMarkerError
+from projections.vm_markers import InvalidMarkerError
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.errors import invalid_parameters

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 from domain.states import VmState
 from projections.analytics_queries import AnalyticsQueries
 from projections.console_queries import ConsoleQueries
-from projections.vm_queries import InvalidMarkerError
+from projections.vm_markers import InvalidMarkerError
 from service.api.auth import OWNER, authorized_router, principal_of, roles_for
 from service.api.deps import read_your_writes, services_of
 from service.api.errors import invalid_parameters

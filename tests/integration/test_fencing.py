@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 import threading
-import time
 import uuid
 from collections.abc import Callable
 
@@ -32,6 +31,7 @@ from tests.integration.test_job_faults import (
     copies, first_calls, rescuer, state_events, steps_by,
 )
 from tests.integration.test_takeovers import running_vm
+from tests.waiting import wait_until
 
 BOOTS = ("Provisioned", "Started", "Rebooted")
 
@@ -222,7 +222,7 @@ def test_a_step_and_the_admission_of_its_fence_are_one_transaction(services, mon
     b = threading.Thread(target=lambda: seen.append(fleet.observe(SERVER, vm_uuid, fence=NEWER)))
     b.start()
     try:
-        assert _waits_for_a_lock(services), "B's look was not held back by A's transaction"
+        wait_until(lambda: _lock_waiters(services), "B's look to wait for A's lock on the fences")
     finally:
         go_on.set()
         a.join()
@@ -230,18 +230,13 @@ def test_a_step_and_the_admission_of_its_fence_are_one_transaction(services, mon
     assert [run.state for run in seen] == ["stopped"]
 
 
-def _waits_for_a_lock(services, within_s: float = 30.0) -> bool:
-    """Whether a session of this database comes to wait for a lock on the fences (polled)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        with services.db.transaction(commit=False) as tx:
-            tx.execute("SELECT count(*) AS waiting FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND wait_event_type = 'Lock' "
-                       "AND query LIKE ?", ("%sim_fences%",))
-            if tx.fetchone()["waiting"]:
-                return True
-        time.sleep(0.01)
-    return False
+def _lock_waiters(services) -> int:
+    """How many sessions of this database wait now for a lock on the fences."""
+    with services.db.transaction(commit=False) as tx:
+        tx.execute("SELECT count(*) AS waiting FROM pg_stat_activity "
+                   "WHERE datname = current_database() AND wait_event_type = 'Lock' "
+                   "AND query LIKE ?", ("%sim_fences%",))
+        return tx.fetchone()["waiting"]
 
 
 def test_the_trace_replays_driver_refuses_an_older_fence_too():
