@@ -14,7 +14,7 @@ from domain.vm import make_cause
 from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
 from service.commands.versioning import NEWEST
-from service.jobs.compute.simulated import reconfigured
+from service.jobs.compute.sim_config import reconfigured
 from tests.builders import act, create, job, settle
 from tests.integration.test_job_faults import WorkerDied, dies_once, rescuer, steps_by
 

@@ -9,16 +9,14 @@ the copy: after an agent restart the copies keep running but the agent no longer
 which is how a second copy could come to run if the control plane restarted the VM elsewhere.
 ``boots`` counts the copy's boots: it is the number of its latest incarnation, and
 ``booted_by`` the effect (a job's uuid) that began it (service/jobs/compute/driver.py).
-``config`` is the copy's configuration as ``reconfigure`` left it (JSON: the whole values an
-update set, and ``nics``, keyed by MAC), so a test can see that a repeated change changed
-nothing more.
+``config`` is the copy's configuration as ``reconfigure`` left it
+(service/jobs/compute/sim_config.py).
 Every operation on a VM admits its job's fence in its own transaction first
 (service/jobs/compute/fences.py), so a lost worker's late step changes nothing.
 """
 
 from __future__ import annotations
 
-import json
 import uuid as uuidlib
 from typing import Any
 from uuid import UUID
@@ -30,6 +28,7 @@ from service.jobs.compute.driver import (
 )
 from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
 from service.jobs.compute.fences import FENCES_DDL, admit
+from service.jobs.compute.sim_config import copy_config, reconfigure_copy
 
 _NAMESPACE = uuidlib.uuid5(UUID(int=0), "vmledger:simulated-fleet")
 
@@ -193,29 +192,16 @@ class SimulatedFleet:
 
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
                     fence: Fence | None = None) -> None:
-        # A copy the server does not have (its host rebooted, its agent forgot it) has no
-        # configuration to change: the log holds the change, a later create takes it.
         with self.faults.around("reconfigure"):
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
                 admit(tx, vm_uuid, fence)
-                tx.execute("SELECT config FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ? "
-                           "AND known = 1", (vm_uuid, server_uuid))
-                row = tx.fetchone()
-                if row is None:
-                    return
-                config = reconfigured(json.loads(row["config"] or "{}"), changes)
-                tx.execute("UPDATE sim_vms SET config = ? WHERE vm_uuid = ? AND server_uuid = ?",
-                           (json.dumps(config, sort_keys=True), vm_uuid, server_uuid))
+                reconfigure_copy(tx, server_uuid, vm_uuid, changes)
 
     def config(self, server_uuid: str, vm_uuid: str) -> dict[str, Any] | None:
-        """The configuration of the VM's copy on the server (``{}`` before any change), or
-        None when it has no copy there."""
+        """The configuration of the VM's copy on the server (``sim_config.copy_config``)."""
         with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT config FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
-                       (vm_uuid, server_uuid))
-            row = tx.fetchone()
-        return None if row is None else json.loads(row["config"] or "{}")
+            return copy_config(tx, server_uuid, vm_uuid)
 
     def _require_running(self, server_uuid: str) -> None:
         server = self.server_info(server_uuid)
@@ -302,28 +288,6 @@ def _incarnation(row: dict[str, object]) -> Incarnation:
     return Incarnation(row["state"], int(row["boots"]), row["booted_by"])  # type: ignore[arg-type]
 
 
-def reconfigured(config: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with ``changes`` applied (``ComputeDriver.reconfigure``): ``add_nics``
-    (``{"nics": [...]}``) adds the NICs whose MAC the copy has not, ``remove_nics``
-    (``{"macs": [...]}``) removes those it has, and any other key is a whole new value. So
-    applying the same changes again gives the same configuration: a replayed step (a lost
-    response, a takeover) changes nothing more."""
-    config = dict(config)
-    nics = {nic["mac"]: nic for nic in config.get("nics", [])}
-    for key, value in changes.items():
-        if key == "add_nics":
-            for nic in value.get("nics", []):
-                nics.setdefault(nic["mac"], nic)
-        elif key == "remove_nics":
-            for mac in value.get("macs", []):
-                nics.pop(mac, None)
-        else:
-            config[key] = value
-    if nics or "nics" in config:
-        config["nics"] = list(nics.values())
-    return config
-
-
 def place(servers: list[ServerInfo], ram_mib: int) -> str | None:
     """The running server with the most free RAM that fits ``ram_mib`` (ties: by hostname),
     or None."""
@@ -333,4 +297,4 @@ def place(servers: list[ServerInfo], ram_mib: int) -> str | None:
     return max(fitting, key=lambda s: (s.ram_free_mib, s.hostname)).uuid
 
 
-__all__ = ["Operation", "SimulatedFleet", "place", "reconfigured", "simulated_server_uuid"]
+__all__ = ["Operation", "SimulatedFleet", "place", "simulated_server_uuid"]
