@@ -7,7 +7,6 @@ import asyncio
 import contextvars
 import hashlib
 import json
-import random
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -24,6 +23,7 @@ from domain.vm import Cause, make_cause
 from service.api.errors import UnavailableError, invalid_parameters
 from service.api.fast_json import FastJSONResponse
 from service.api.field_errors import field_errors
+from service.api.headers import stored_header
 from service.api.params import header_version
 from service.commands.application import Accepted
 from service.commands.committer import CommitWaitTimeout
@@ -56,21 +56,6 @@ def cause_of(request: Request) -> Cause:
         idempotency_key=stored_header(request, "Idempotency-Key"),
         api_version=behaviour_of(request).version,
     )
-
-
-def stored_header(request: Request, name: str) -> str | None:
-    """The text of header ``name`` (as the API names it: ``x-context``, ``Idempotency-Key``)
-    read as UTF-8, or None without it: Starlette reads a header's bytes as Latin-1, which
-    stored an ``é`` sent in UTF-8 as ``Ã©``. Bytes that are not UTF-8 raise the
-    ``ValidationFailed`` error naming the header. For the headers whose text is stored."""
-    value = request.headers.get(name)
-    if value is None:
-        return None
-    try:
-        return value.encode("latin-1").decode("utf-8")
-    except UnicodeDecodeError:
-        raise invalid_parameters(request, [{"field": name, "code": "Invalid",
-                                            "message": "must be UTF-8 text"}]) from None
 
 
 def idempotency_of(request: Request, data: Any) -> IdempotencyKey | None:
@@ -266,36 +251,3 @@ def _base_url(request: Request) -> str:
             _BASE_URLS.clear()
         text = _BASE_URLS[key] = str(request.base_url).rstrip("/")
     return text
-
-
-# A version-4 UUID's fixed bits: the version (4) and the variant (RFC 9562's, 10xx).
-_UUID4_CLEARED = ~(0xF000 << 64 | 0xC000 << 48)
-_UUID4_SET = 0x4000 << 64 | 0x8000 << 48
-
-
-def new_request_id() -> str:
-    """A request id for requests that bring none: the text of a random version-4 UUID, as
-    ``str(uuid.uuid4())`` gives, its bits from ``random`` (seeded by the system, again in
-    each forked child) rather than ``os.urandom``: an id must be unique, not secret, and
-    making the ``UUID`` object was 1.8 % of a command's CPU (docs/performance.md)."""
-    bits = random.getrandbits(128) & _UUID4_CLEARED | _UUID4_SET
-    text = f"{bits:032x}"
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
-
-
-# Headers whose value is stored (in every event a request appends, or a job's params): each
-# is bounded, so no client can make the log carry kilobytes per event (docs/api.md,
-# "Headers").
-MAX_REQUEST_ID = 128
-MAX_X_CONTEXT_BYTES = 4096
-
-
-def request_id_of(request: Request) -> str:
-    """The request's id: its ``x-request-id`` when that is 1 to ``MAX_REQUEST_ID`` printable
-    ASCII characters, else a generated one (a tracing header should not fail the request;
-    the id used is answered in ``x-request-id`` either way)."""
-    given = request.headers.get("x-request-id")
-    if given and len(given) <= MAX_REQUEST_ID and given.isascii() and given.isprintable():
-        return given
-    return new_request_id()
-

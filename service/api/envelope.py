@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service import metrics
 from service.api import errors, routes_changes
 from service.api.connection import OWN_NAMES, connection_headers
-from service.api.deps import request_id_of
+from service.api.headers import request_id_of
 from service.api.head import head_as_get
 from service.api.tokens import Tokens
 from service.api.url_checks import url_refusal

@@ -36,7 +36,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from service.api import errors
 from service.api.connection import CONNECTION, KEEP_ALIVE
-from service.api.deps import new_request_id
+from service.api.headers import new_request_id
 
 log = logging.getLogger(f"vmledger.{__name__}")
 

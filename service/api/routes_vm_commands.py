@@ -22,7 +22,6 @@ from domain.errors import ValidationError
 from domain.states import Action
 from service.api.auth import authorized_router, require_owner
 from service.api.deps import (
-    MAX_X_CONTEXT_BYTES,
     accepted,
     behaviour_of,
     cause_of,
@@ -32,9 +31,9 @@ from service.api.deps import (
     parse_body,
     read_your_writes,
     services_of,
-    stored_header,
     wait_for_job,
 )
+from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header
 from service.api.errors import invalid_parameters
 from service.api.params import Query
 from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from starlette.requests import Request
 
-from service.api.deps import MAX_REQUEST_ID, MAX_X_CONTEXT_BYTES, stored_header
+from service.api.headers import MAX_REQUEST_ID, MAX_X_CONTEXT_BYTES, stored_header
 from service.api.errors import ApiError
 from tests.api.helpers import (
     V2, act, act_and_wait, assert_error, create_running_vm, error_fields, get_vm, history_types,

@@ -91,7 +91,7 @@ def test_a_request_with_no_valid_token_is_logged_with_no_actor(http, json_logs) 
 def test_generated_request_ids_are_distinct_version_4_uuids_in_their_usual_text():
     import uuid
 
-    from service.api.deps import new_request_id
+    from service.api.headers import new_request_id
 
     ids = [new_request_id() for _ in range(2000)]
     assert len(set(ids)) == len(ids)
