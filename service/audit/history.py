@@ -11,7 +11,7 @@ from domain.errors import StreamGapError, VmNotFoundError
 from domain.visibility import owner_sees
 from projections.formats import rfc3339
 from service.commands.application import Commands
-from service.commands.change import fold_stream
+from service.commands.aggregate_cache import fold_stream
 from service.storage import select_stream
 
 _ENVELOPE = {"originator_id", "originator_version", "timestamp", "cause", "originator_topic"}

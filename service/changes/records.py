@@ -17,7 +17,7 @@ from eventsourcing.persistence import Notification
 
 from domain.errors import DamagedStreamError, StreamGapError
 from projections.formats import rfc3339
-from service.commands.change import fold_stream
+from service.commands.aggregate_cache import fold_stream
 
 # The fields of a VM whose change Triton's changefeed names in ``subResources`` (VMAPI's
 # changefeed configuration), and the aggregate attribute holding each one.

@@ -145,6 +145,18 @@ def fold_current(app: Any, aggregate_id: UUID) -> Any:
     return aggregate
 
 
+def fold_stream(app: Any, aggregate_id: UUID, version: int | None = None) -> Any:
+    """The aggregate of any kind folded from stream ``aggregate_id`` (at ``version`` if given;
+    else as its last stored event left it, from the process's cache when it holds the stream:
+    ``fold_current``), for readers that follow the log (the changefeed);
+    writers use ``Changes.load_aggregate``. Raises the library's ``AggregateNotFoundError``
+    when there is no such stream, ``StreamGapError`` (``domain.chain``) when its stored events
+    skip a version."""
+    if version is None and app.repository.cache is not None:
+        return fold_current(app, aggregate_id)
+    return app.repository.get(aggregate_id, version=version)
+
+
 def _keep_newer(cache: Any, aggregate_id: UUID, aggregate: Any) -> None:
     """Cache ``aggregate`` unless the cache already holds a fold at least as new (loads of
     one stream on two threads may finish in either order)."""

@@ -38,7 +38,7 @@ from domain.network import Network
 from domain.server import Server
 from domain.vm import Vm
 from domain.volume import Volume
-from service.commands.aggregate_cache import cached_save, copy_of_fold, fold_current
+from service.commands.aggregate_cache import cached_save, copy_of_fold, fold_stream
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
 from service.commands.networks import NetworkNotFoundError
 from service.commands.retry import ConflictRetriesExhaustedError, back_off_s
@@ -76,18 +76,6 @@ class Changed(NamedTuple, Generic[R]):
     aggregate: Any
     position: int | None
     replayed: Accepted | None = None
-
-
-def fold_stream(app: Any, aggregate_id: UUID, version: int | None = None) -> Any:
-    """The aggregate of any kind folded from stream ``aggregate_id`` (at ``version`` if given;
-    else as its last stored event left it, from the process's cache when it holds the stream:
-    ``aggregate_cache.fold_current``), for readers that follow the log (the changefeed);
-    writers use ``Changes.load_aggregate``. Raises the library's ``AggregateNotFoundError``
-    when there is no such stream, ``StreamGapError`` (``domain.chain``) when its stored events
-    skip a version."""
-    if version is None and app.repository.cache is not None:
-        return fold_current(app, aggregate_id)
-    return app.repository.get(aggregate_id, version=version)
 
 
 class Changes:

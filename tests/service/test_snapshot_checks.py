@@ -79,7 +79,7 @@ def test_a_gap_before_a_snapshot_is_found_by_a_fold_across_it_not_by_a_load_from
     from domain.errors import StreamGapError
     from service.audit.snapshots import verify_snapshots
     from service.audit.verify import verify_chains
-    from service.commands.change import fold_stream
+    from service.commands.aggregate_cache import fold_stream
 
     vm_uuid, version = _snapshot_then_more(services)
     delete_event(services, vm_uuid, 3)
