@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from service.changes.filters import ChangeFilter
-from service.changes.reader import LogReader
+from service.changes.reader import LogReader, Proof, SettledHorizon
 from service.changes.records import Change, ChangeFolder
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,11 @@ class ChangeHub:
         self.app = app
         self.limits = limits
         self.position = 0
+        # What any of the process's readers proved of the log's gaps, the others need not. It
+        # follows the hub's position once the start's proof holds (``_read_tail``).
+        self._horizon = SettledHorizon()
         self._reader = self._new_reader()
+        self._start_proof: Proof | None = None
         self._folder = ChangeFolder(app)
         self._subscribers: set[_Subscriber] = set()
         self._open = 0
@@ -127,7 +131,7 @@ class ChangeHub:
 
     def _new_reader(self) -> LogReader:
         return LogReader(self.app.recorder, gap_timeout_s=self.limits.gap_timeout_s,
-                         on_gap_skipped=GAPS_PASSED.inc)
+                         on_gap_skipped=GAPS_PASSED.inc, horizon=self._horizon)
 
     # -- the tail -----------------------------------------------------------------------
 
@@ -140,7 +144,8 @@ class ChangeHub:
                 return
             self._loop = asyncio.get_running_loop()
             self._wake = asyncio.Event()
-            self.position = await asyncio.to_thread(self._reader.head)
+            self._start_proof = await asyncio.to_thread(self._reader.begin_proof)
+            self.position = self._start_proof.head
             self._task = asyncio.create_task(self._tail(), name="vmledger-change-hub")
 
     def wake(self, *_: object) -> None:
@@ -155,8 +160,7 @@ class ChangeHub:
         while not self.stopping.is_set():
             self._wake.clear()
             try:
-                changes, position = await asyncio.to_thread(
-                    self._read, self._reader, self._folder, self.position, None)
+                changes, position = await asyncio.to_thread(self._read_tail)
             except Exception as error:  # noqa: BLE001 - a database outage: keep streams, retry
                 log.warning("changefeed: reading the log failed: %s: %s",
                             type(error).__name__, error)
@@ -171,6 +175,19 @@ class ChangeHub:
             wait = self.limits.poll_s / 10 if self._reader.waiting_on_gap else self.limits.poll_s
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
+
+    def _read_tail(self) -> tuple[list[Change], int]:
+        """The hub's next read. Every position up to the hub's is read or settled once the
+        proof begun at its start holds (no transaction that could still commit below the
+        start is running), so from then on the horizon follows it: a stream catching up
+        passes every gap the hub passed without proving it again."""
+        changes, position = self._read(self._reader, self._folder, self.position, None)
+        start = self._start_proof
+        if start is not None and self._reader.proven(start):
+            self._start_proof = start = None
+        if start is None:
+            self._horizon.raise_to(position + 1)
+        return changes, position
 
     def _read(self, reader: LogReader, folder: ChangeFolder, after: int, stop: int | None,
               ) -> tuple[list[Change], int]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+from psycopg.sql import SQL, Identifier
+
 from domain.vm import Vm, make_cause
 from service.commands.application import VmSpec
 
@@ -43,3 +45,15 @@ def stored_created(services) -> tuple[str, object]:
     vm = Vm.create(vm_uuid=vm_uuid, owner_uuid=OWNER_A, brand="joyent", ram=256,
                    provision_job_uuid=str(uuid.uuid4()), cause=make_cause("test"))
     return str(vm_uuid), services.app.mapper.to_stored_event(vm.collect_events()[0])
+
+
+def unlocked_append(connection, services, stored) -> None:
+    """Insert the stored event ``stored`` over the psycopg ``connection`` (PostgreSQL), in its
+    transaction, without the event store's table lock (no vmledger writer does that): the
+    changefeed's reader must not need the lock."""
+    recorder = services.app.recorder
+    insert = SQL("INSERT INTO {}.{} (originator_id, originator_version, topic, state) "
+                 "VALUES (%s, %s, %s, %s)").format(
+        Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name))
+    connection.execute(insert, (stored.originator_id, stored.originator_version,
+                                stored.topic, stored.state))

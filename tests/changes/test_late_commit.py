@@ -11,10 +11,10 @@ import threading
 
 import httpx
 import psycopg
-from psycopg.sql import SQL, Identifier
 
 from tests.changes.live import live_app, sse_events
-from tests.changes.scenarios import OWNER_A, create_vm, stored_created
+from tests.changes.scenarios import (OWNER_A, create_vm, stored_created,
+                                     unlocked_append)
 from tests.waiting import wait_until
 
 
@@ -46,13 +46,10 @@ def test_an_append_committed_after_a_later_one_is_delivered_once_in_order(servic
         held_vm, held = stored_created(services)
         if settings.backend == "postgres":
             later_vm, later = stored_created(services)
-            insert = SQL("INSERT INTO {}.{} (originator_id, originator_version, topic, state) "
-                         "VALUES (%s, %s, %s, %s)").format(
-                Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name))
             holder = psycopg.connect(settings.database_url)
-            holder.execute(insert, (held.originator_id, 1, held.topic, held.state))
+            unlocked_append(holder, services, held)
             with psycopg.connect(settings.database_url, autocommit=True) as other:
-                other.execute(insert, (later.originator_id, 1, later.topic, later.state))
+                unlocked_append(other, services, later)
             hub.wake()
             # The hub read the later append and stopped before the held one's position.
             wait_until(lambda: hub._reader.waiting_on_gap, "the hub to meet the gap")
