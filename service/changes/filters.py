@@ -8,6 +8,7 @@ from functools import cache
 
 from eventsourcing.domain import Aggregate
 
+from domain.events import DomainEvent
 from domain.server import SERVER_STATUSES
 from domain.states import VmState
 from domain.visibility import owner_sees
@@ -21,14 +22,23 @@ UUID_FILTERS = ("vm_uuid", "owner_uuid", "server_uuid")
 
 @cache
 def event_types() -> frozenset[str]:
-    """The names of every domain event class (the ``type`` a change may have)."""
-    names: set[str] = set()
-    pending = list(Aggregate.Event.__subclasses__())
+    """The names of the event classes the log can hold (the ``type`` a change may have): each
+    domain event with a topic of its own, but not the bases (``DomainEvent``, each aggregate's
+    ``Event``), which no aggregate triggers, nor the library's own subclasses (no topic)."""
+    bases = {aggregate.Event for aggregate in _subclasses(Aggregate)}
+    return frozenset(cls.__name__ for cls in _subclasses(DomainEvent)
+                     if cls not in bases and "TOPIC" in vars(cls))
+
+
+def _subclasses(cls: type) -> list[type]:
+    """Every subclass of ``cls``, at any depth."""
+    found: list[type] = []
+    pending = list(cls.__subclasses__())
     while pending:
-        cls = pending.pop()
-        names.add(cls.__name__)
-        pending.extend(cls.__subclasses__())
-    return frozenset(names)
+        subclass = pending.pop()
+        found.append(subclass)
+        pending.extend(subclass.__subclasses__())
+    return found
 
 
 def checked_value(name: str, value: str) -> tuple[str, str | None]:

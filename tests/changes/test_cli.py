@@ -51,7 +51,8 @@ def test_bad_filters_are_refused_naming_the_option_as_get_changes_refuses_them(
         services, settings, monkeypatch):
     # found by a new user: each printed nothing and exited 0, like a filter matching nothing
     monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
-    for option, value in [("--type", "Bogus"), ("--type", "stopped"), ("--state", "Stopped"),
+    for option, value in [("--type", "Bogus"), ("--type", "stopped"), ("--type", "VmEvent"),
+                          ("--type", "Event"), ("--state", "Stopped"),
                           ("--vm-uuid", "bad"), ("--owner-uuid", "bad"),
                           ("--server-uuid", "bad")]:
         refused = CliRunner().invoke(cli, ["changes", option, value])
