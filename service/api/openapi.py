@@ -131,7 +131,7 @@ declare("get", "/changefeeds", {200: JSON})
 declare("get", "/changefeeds/stats", {200: JSON})
 for _fragment in ("session", "fleet", "fleet/chart", "servers", "audit"):
     declare("get", f"/console/fragments/{_fragment}", {200: HTML})
-declare("post", "/console/fragments/audit", {200: HTML})
+declare("post", "/console/fragments/audit", {200: HTML}, errors=(404,))  # an unknown vm_uuid
 for _fragment in ("", "/state", "/diff"):
     declare("get", f"/console/fragments/vms/{{vm_uuid}}{_fragment}", {200: HTML}, errors=(404,))
 declare("get", "/sim", {200: JSON})

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from domain.errors import VmNotFoundError
 from projections.vm_view import render_vm
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
@@ -103,7 +104,9 @@ def audit_form(request: Request) -> HTMLResponse:
 @router.post("/console/fragments/audit", response_class=HTMLResponse)
 def audit_run(request: Request) -> HTMLResponse:
     """Run verify: ``vm_uuid`` for one VM; otherwise the fleet's next ``limit`` VMs
-    (``AUDIT_PAGE`` by default, at most ``MAX_PAGE``) created after log position ``after``."""
+    (``AUDIT_PAGE`` by default, at most ``MAX_PAGE``) created after log position ``after``.
+    Raises ``VmNotFoundError`` (404) for a ``vm_uuid`` neither the log nor a read model
+    holds (the roles that audit see every VM, so no owner scoping applies)."""
     query = Query(request, {"vm_uuid", "after", "limit"})
     vm_uuid = query.uuid("vm_uuid")
     after = query.integer("after", minimum=0) or 0
@@ -112,6 +115,10 @@ def audit_run(request: Request) -> HTMLResponse:
     services = services_of(request)
     if vm_uuid is not None:
         audits, next_after = verify_vms(services, [vm_uuid]), None
+        if audits[0].events == 0 and not audits[0].read_models:
+            # Neither a stream nor a read-model row holds it: unknown, as GetVm answers it.
+            # (Rows that outlived their stream are a finding, shown as such.)
+            raise VmNotFoundError(vm_uuid)
     else:
         audits, next_after = fleet_page(services, after=after, limit=limit)
     return fragment("audit_result.html", audits=audits, one=vm_uuid is not None,

@@ -26,7 +26,7 @@ from tests.api.helpers import (
 )
 from tests.api.test_authorization import bearer, write_tokens_file
 from tests.api.test_volumes import NET_A, NET_B, create_volume, mounting, volume_action
-from tests.tampering import edit_event_bytes, edit_snapshot
+from tests.tampering import edit_event_bytes, edit_snapshot, events_table
 
 PAGES = ("/console", "/console/servers", "/console/audit",
          "/console/vms/930896af-bf8c-48d4-885c-6573a94b1853")
@@ -197,9 +197,26 @@ def test_audit_from_the_page_finds_an_edited_row_naming_its_version(
         tx.execute("UPDATE vm_view SET alias = 'edited' WHERE uuid = ?", (vm_uuid,))
     assert f"vm_view row {vm_uuid} version {version}: differs from a fresh fold in alias" in \
         client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
-    unknown = client.post("/console/fragments/audit",
-                          params={"vm_uuid": OTHER_OWNER}).text
-    assert "the log has no VM stream of this uuid" in unknown
+
+
+def test_auditing_a_uuid_nothing_holds_is_404_as_getvm_answers(services: Services,
+                                                               client: TestClient) -> None:
+    # found by a new user: it reported an integrity failure ("1 of 1 VMs differ ... the log
+    # has no VM stream of this uuid") for a uuid GET /vms/{uuid} answers 404 for
+    server_uuid = client.get("/servers").json()[0]["uuid"]  # a stream, but not a VM's
+    for unknown in ("00000000-0000-4000-8000-000000000000", OTHER_OWNER, server_uuid):
+        assert_error(client.get(f"/vms/{unknown}"), 404, "ResourceNotFound")
+        assert_error(client.post("/console/fragments/audit", params={"vm_uuid": unknown}),
+                     404, "ResourceNotFound")
+    # read-model rows that outlived their VM's stream are a finding, not an unknown VM
+    vm_uuid = create_running_vm(client)
+    table, stream = events_table(services, vm_uuid)
+    with services.db.transaction() as tx:
+        tx.execute(f"DELETE FROM {table} WHERE originator_id = ?", (stream,))
+    found = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid})
+    assert found.status_code == 200
+    assert 'data-failed="1"' in found.text
+    assert "the log has no VM stream of this uuid" in found.text
 
 
 def test_the_fleet_audit_runs_a_bounded_page_at_a_time(services: Services,
