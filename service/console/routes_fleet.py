@@ -91,7 +91,7 @@ def fleet(request: Request) -> HTMLResponse:
         quarantined=console.in_state(vm_filter, VmState.QUARANTINED.value, LISTED),
         lag={name: head - position for name, position in services.projections.positions()
              .items()},
-        head=head,
+        head=head, live=_changes_counted(head, vm_filter),
         vms=vms, total=total, limit=page.limit,
         pager=pager.by_marker(lambda marker: _link(params, marker=marker), shown=len(vms),
                               total=total, next_marker=next_marker)
@@ -99,6 +99,18 @@ def fleet(request: Request) -> HTMLResponse:
         pager.by_offset(lambda offset: _link(params, offset=offset or None), shown=len(vms),
                         offset=page.offset, size=page.limit, total=total),
     )
+
+
+def _changes_counted(head: int, vm_filter: Any) -> str:
+    """The changefeed whose changes the fleet page counts as not shown yet: those after log
+    position ``head`` to the VMs of the page's owner and server (a change's owner and server
+    are the VM's after it, as the page's filters match VMs as they are now), and a filtered
+    server's own events. Not by the page's state: a change taking a VM out of that state has
+    another state after it, so it would not be counted, though the page no longer shows it
+    as it is; nor by brand, alias or tags, which the feed does not filter on."""
+    wanted = {"after": head, "owner_uuid": vm_filter.owner_uuid,
+              "server_uuid": vm_filter.server_uuid}
+    return "/changes?" + urlencode({k: v for k, v in wanted.items() if v is not None})
 
 
 @router.get("/console/fragments/fleet/chart", response_class=HTMLResponse)

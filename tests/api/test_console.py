@@ -97,6 +97,13 @@ def test_the_fleet_fragment_shows_the_apis_counts_with_its_filters(
     assert _cells(filtered, "state")["running"] == 1 and sum(
         _cells(filtered, "state").values()) == 1
     assert re.findall(r'<tr data-vm="([^"]+)"', filtered) == [running]
+    # the live counter counts changes to the VMs of the page's owner and server only (it
+    # counted every change of the fleet), not by state (a VM leaving it would not count)
+    server_uuid = get_vm(client, running)["server_uuid"]
+    on_one = client.get("/console/fragments/fleet", params={
+        "owner_uuid": OWNER, "server_uuid": server_uuid, "state": "running"}).text
+    assert (f'data-live="/changes?after={head}&amp;owner_uuid={OWNER}&amp;'
+            f'server_uuid={server_uuid}"') in on_one
     # paging: limit and offset as on GET /vms, with the next page's link
     first = client.get("/console/fragments/fleet", params={"limit": 2}).text
     assert len(re.findall(r"<tr data-vm=", first)) == 2
