@@ -15,11 +15,14 @@ function headers() {
   return found;
 }
 
-// The API's error body ({code, message}) as one line, whatever the status.
+// The API's error body ({code, message, errors?}) as one line, whatever the status: each of
+// its errors names the field refused and why ("server_uuid: Invalid UUID").
 function describe(status, text) {
   try {
     const body = JSON.parse(text);
-    return `${status} ${body.code}: ${body.message}`;
+    const fields = (Array.isArray(body.errors) ? body.errors : [])
+      .map((error) => `${error.field}: ${error.message || error.code}`);
+    return `${status} ${body.code}: ${body.message}` + (fields.length ? ` (${fields.join("; ")})` : "");
   } catch (_) {
     return `${status}: ${text.slice(0, 200)}`;
   }
@@ -87,7 +90,7 @@ function wire(root) {
   for (const logout of root.querySelectorAll("#logout")) {
     logout.addEventListener("click", () => {
       sessionStorage.removeItem(TOKEN_KEY);
-      showLogin("Signed out.");
+      showLogin("Signed out.");  // which stops the live feed: it was read with the token
     });
   }
 }
@@ -125,6 +128,16 @@ function wireStepper(stepper) {
 // goes in the Authorization header and never in a URL, counts the changes the page does not
 // show yet, and "refresh" loads the fragment again. A role the feed refuses sees no counter.
 let following = null;
+
+// Stop following the feed (its fetch aborted, a resume not yet started cancelled) and hide
+// the counter.
+function stopFollowing() {
+  if (following) following.abort();
+  following = null;
+  const indicator = document.getElementById("live");
+  indicator.hidden = true;
+  indicator.querySelector("[data-testid=live-count]").textContent = "0";
+}
 
 async function follow(url, indicator) {
   if (following) following.abort();
@@ -164,11 +177,15 @@ async function follow(url, indicator) {
   if (following === controller && lastId !== null) {  // ended by the service: resume
     const next = new URL(url, window.location.href);
     next.searchParams.set("after", lastId);
-    setTimeout(() => follow(next.pathname + next.search, indicator), 1000);
+    setTimeout(() => {
+      if (following === controller) follow(next.pathname + next.search, indicator);
+    }, 1000);
   }
 }
 
+// The sign-in form, in place of the page (signed out, or the token refused).
 function showLogin(message) {
+  stopFollowing();
   const login = document.getElementById("login");
   const error = document.getElementById("login-error");
   document.getElementById("content").hidden = true;
