@@ -72,6 +72,12 @@ class Loop(BackgroundLoop):
     def positions(self) -> dict[str, int]:
         return {}
 
+    def mend_stale_tables(self) -> None:
+        pass  # no read model to mend
+
+    def report_lag(self, **_: object) -> None:
+        pass
+
     def wake(self) -> None:
         self._wake.set()
 
