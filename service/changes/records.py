@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import Notification
 
-from domain.errors import DamagedStreamError, StreamGapError
+from domain.errors import DamagedStreamError
 from projections.formats import rfc3339
-from service.commands.aggregate_cache import fold_stream
+from service.commands.aggregate_cache import fold_before
 
 # The fields of a VM whose change Triton's changefeed names in ``subResources`` (VMAPI's
 # changefeed configuration), and the aggregate attribute holding each one.
@@ -126,10 +125,7 @@ class ChangeFolder:
             before = {}
             aggregate = event.mutate(None)
         else:
-            try:
-                previous = fold_stream(self.app, resource_id, version - 1)
-            except AggregateNotFoundError:  # none of its events before this one is stored
-                raise StreamGapError(resource_id, version, 0) from None
+            previous = fold_before(self.app, resource_id, version)
             before = _facts(kind, previous)
             aggregate = event.mutate(previous)
         self._aggregates[resource_id] = aggregate

@@ -21,6 +21,8 @@ from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, project_aggregate
 
+from domain.errors import StreamGapError
+
 
 # The types of value a copy may share with its original: none can change in place.
 _SHARED = frozenset((str, int, float, bool, type(None), bytes, UUID, datetime))
@@ -155,6 +157,16 @@ def fold_stream(app: Any, aggregate_id: UUID, version: int | None = None) -> Any
     if version is None and app.repository.cache is not None:
         return fold_current(app, aggregate_id)
     return app.repository.get(aggregate_id, version=version)
+
+
+def fold_before(app: Any, aggregate_id: UUID, version: int) -> Any:
+    """``fold_stream`` at ``version - 1``, for a reader about to apply the stream's event of
+    ``version``; raises ``StreamGapError`` when none of the stream's events before it is
+    stored (its first ones were deleted)."""
+    try:
+        return fold_stream(app, aggregate_id, version - 1)
+    except AggregateNotFoundError:
+        raise StreamGapError(aggregate_id, version, 0) from None
 
 
 def _keep_newer(cache: Any, aggregate_id: UUID, aggregate: Any) -> None:
