@@ -27,7 +27,7 @@ from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
 from projections.read_model import ReadModel
 from projections.rebuild import rebuild_beside
 from projections.tracking import (
-    CLAIM_FUNCTION_DDL, TRACKING_DDL, has_applied, position_in, positions_in,
+    CLAIM_FUNCTION_DDL, TRACKING_DDL, applied_read_models, position_in, positions_in,
 )
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -83,8 +83,9 @@ class ProjectionRunner(BackgroundLoop):
             tx.execute(TRACKING_DDL)
             if self.db.dialect is Dialect.POSTGRES:
                 tx.execute(CLAIM_FUNCTION_DDL)
+            applied = applied_read_models(self.db, tx)
             for read_model in self.read_models.values():
-                stale = self._stale(tx, read_model)
+                stale = self._stale(tx, read_model, applied)
                 if stale:
                     log.warning("read model %s has applied events but its table %s is missing "
                                 "or lacks a column (an older version's): the projection runner "
@@ -99,8 +100,9 @@ class ProjectionRunner(BackgroundLoop):
         that the runner rebuilds it from the log (called as the runner's loop starts: only a
         process that will rebuild it drops anything)."""
         with self.db.schema_lock(), self.db.transaction() as tx:
+            applied = applied_read_models(self.db, tx)
             for read_model in self.read_models.values():
-                stale = self._stale(tx, read_model)
+                stale = self._stale(tx, read_model, applied)
                 if not stale:
                     continue
                 log.warning("read model %s: its table %s was missing or lacked a column; it is "
@@ -113,10 +115,11 @@ class ProjectionRunner(BackgroundLoop):
                 for statement in read_model.create_statements(self.db):
                     tx.execute(statement)
 
-    def _stale(self, tx: Tx, read_model: ReadModel) -> list[str]:
-        """The tables of ``read_model`` that are missing or lack a column, if it has applied
-        events (else none: tables of a read model at 0 are simply made)."""
-        if not has_applied(self.db, tx, read_model.name):
+    def _stale(self, tx: Tx, read_model: ReadModel, applied: set[str]) -> list[str]:
+        """The tables of ``read_model`` that are missing or lack a column, if it is among the
+        read models that have ``applied`` events (else none: the tables of a read model at 0
+        are simply made)."""
+        if read_model.name not in applied:
             return []
         return read_model.stale_tables(tx, self.db)
 

@@ -54,12 +54,13 @@ def position_in(tx: Tx, name: str) -> int:
     return 0 if row is None else int(row["position"])
 
 
-def has_applied(db: Database, tx: Tx, name: str) -> bool:
-    """Whether read model ``name`` has applied events (its tracking row is past 0), read in
-    ``tx``; False where there is no tracking table (yet)."""
+def applied_read_models(db: Database, tx: Tx) -> set[str]:
+    """The read models that have applied events (their tracking row is past 0), in one
+    query inside ``tx``; none where there is no tracking table (yet)."""
     if not {"name", "position"} <= db.columns(tx, "projection_tracking"):
-        return False
-    return position_in(tx, name) > 0
+        return set()
+    tx.execute("SELECT name FROM projection_tracking WHERE position > 0")
+    return {row["name"] for row in tx.fetchall()}
 
 
 def positions_in(tx: Tx, names: Iterable[str]) -> Callable[[], dict[str, int]]:

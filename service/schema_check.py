@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from projections.db import Database, Dialect, declared_columns
-from projections.tracking import TRACKING_DDL, has_applied
+from projections.tracking import TRACKING_DDL, applied_read_models
 from service.commands import idempotency
 from service.settings import Settings
 
@@ -56,8 +56,9 @@ def check_tables(settings: Settings) -> None:
         with db.transaction(commit=False) as tx:
             # A read model that has applied events is ours, its tables made by this or an
             # older version: the runner makes a stale one again (mend_stale_tables)
+            applied = applied_read_models(db, tx)
             for model in read_models(app):
-                if not has_applied(db, tx, model.name):
+                if model.name not in applied:
                     needed.update(model.declared_columns(db))
             for table, columns in needed.items():
                 present = db.columns(tx, table)
