@@ -13,6 +13,7 @@ API requests like any other: the schema declares the bearer token, which the pag
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from importlib.resources import files
 from typing import Any
@@ -33,37 +34,43 @@ _ASSET_TYPES = {"swagger-ui-bundle.js": "text/javascript; charset=utf-8",
                 "favicon.png": "image/png"}
 
 
+@functools.cache
+def _asset(name: str) -> bytes:
+    """Swagger UI's file ``name``, read at the first request for it (not at each app's
+    creation: the bundle is 1.5 MB)."""
+    return (_BUNDLE / name).read_bytes()
+
+
 class ApiDocs:
     """Answers ``GET`` and ``HEAD`` of ``/docs``, its assets and ``/openapi.json`` (any other
     method 405 ``BadMethod``); passes every other request to ``app``.
 
-    ``schema`` is the app's ``openapi`` method, called once, at the first request for the
-    schema; ``title`` is the page's title."""
+    ``schema`` is the app's ``openapi`` method (which builds the schema once); ``title`` is
+    the page's title."""
 
     def __init__(self, app: ASGIApp, *, schema: Callable[[], dict[str, Any]], title: str):
         self.app = app
-        self.schema = schema
         page = get_swagger_ui_html(
             openapi_url=SCHEMA, title=f"{title}: API docs",
             swagger_js_url=f"{_STATIC}/swagger-ui-bundle.js",
             swagger_css_url=f"{_STATIC}/swagger-ui.css",
             swagger_favicon_url=f"{_STATIC}/favicon.png")
-        self.answers: dict[str, tuple[bytes, str]] = {
-            DOCS: (page.body, "text/html; charset=utf-8"),
-            **{f"{_STATIC}/{name}": ((_BUNDLE / name).read_bytes(), content_type)
+        # path -> (the body, made at the first request for it; its content type)
+        self.answers: dict[str, tuple[Callable[[], bytes], str]] = {
+            DOCS: (lambda: page.body, "text/html; charset=utf-8"),
+            SCHEMA: (functools.cache(lambda: orjson.dumps(schema())), "application/json"),
+            **{f"{_STATIC}/{name}": (functools.partial(_asset, name), content_type)
                for name, content_type in _ASSET_TYPES.items()}}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path")
-        if scope["type"] != "http" or (path not in self.answers and path != SCHEMA):
+        answer = self.answers.get(scope.get("path")) if scope["type"] == "http" else None
+        if answer is None:
             await self.app(scope, receive, send)
             return
         if scope["method"] not in ("GET", "HEAD"):
             await errors.get_or_head_only()(scope, receive, send)  # api.md, "Errors"
             return
-        if path == SCHEMA and path not in self.answers:
-            self.answers[SCHEMA] = (orjson.dumps(self.schema()), "application/json")
-        body, content_type = self.answers[path]
+        body, content_type = answer[0](), answer[1]
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", content_type.encode()),
             (b"content-length", str(len(body)).encode())]})
