@@ -40,9 +40,10 @@ def vm_history(
         raise VmNotFoundError(vm_uuid)  # another aggregate's stream (a server's)
     if not notifications and (after_version == 0 or not _exists(commands, vm_id)):
         raise VmNotFoundError(vm_uuid)
-    _follow_each_other(vm_id, notifications, after_version)
     if scope_owner is None:
+        _follow_each_other(vm_id, notifications, after_version)
         return [_entry(app, n)[1] for n in notifications]
+    # below, each event's mutate checks that it follows the fold (ChainedEvent.mutate)
     vm = fold_stream(app, vm_id, after_version) if after_version else None
     entries: list[dict[str, Any]] = []
     while notifications:
@@ -54,7 +55,6 @@ def vm_history(
                 if len(entries) == limit:
                     return entries
         notifications = select_stream(app.recorder, vm_id, vm.version, limit)
-        _follow_each_other(vm_id, notifications, vm.version)
     return entries
 
 

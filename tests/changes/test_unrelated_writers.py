@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from psycopg.sql import SQL, Identifier
 
 from service.changes.reader import LogReader
-from tests.changes.scenarios import OWNER_A, create_vm, stored_created
+from tests.changes.scenarios import OWNER_A, create_vm, stored_created, unlocked_append
 
 
 def _read_until_past(reader: LogReader, after: int, wanted: int, reads: int) -> bool:
@@ -50,15 +49,12 @@ def test_a_gap_stays_open_while_a_transaction_that_wrote_to_the_log_is_open(serv
     recorder = services.app.recorder
     create_vm(services, OWNER_A)
     start = recorder.max_notification_id()
-    insert = SQL("INSERT INTO {}.{} (originator_id, originator_version, topic, state) "
-                 "VALUES (%s, %s, %s, %s)").format(
-        Identifier(recorder.datastore.schema), Identifier(recorder.events_table_name))
     (_, held), (_, later) = stored_created(services), stored_created(services)
     with psycopg.connect(settings.database_url) as holder:
         # an append in flight, its position drawn, rolled back below: a gap in the end
-        holder.execute(insert, (held.originator_id, 1, held.topic, held.state))
+        unlocked_append(holder, services, held)
         with psycopg.connect(settings.database_url, autocommit=True) as other:
-            other.execute(insert, (later.originator_id, 1, later.topic, later.state))
+            unlocked_append(other, services, later)
         head = recorder.max_notification_id()
         assert head == start + 2
         reader = LogReader(recorder, gap_timeout_s=3600, clock=lambda: 0.0)
