@@ -25,18 +25,13 @@ from service.api.docs_page import ApiDocs
 from service.api.openapi import declare_schema
 from service.api.tokens import TokenFileError, Tokens
 from service import console, metrics
+from service.api.connection import KEEP_ALIVE_S
 from service.container import Services
 from service.logs import gather_only_what_lines_show
 from service.settings import Settings
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
-# How long `serve` keeps an idle keep-alive connection (seconds; uvicorn's default is 5), also
-# announced on every response as `Keep-Alive: timeout=N`. The VMAPI client pools connections
-# with no idle limit of its own, so a request it sends just as the server closes an idle
-# connection fails (ECONNRESET, "socket hang up"); with 5 s that happened whenever the client
-# had waited one of its 5 s job polls. Well above the polling interval, it seldom can.
-KEEP_ALIVE_S = 65
 # FastAPI's native OpenTelemetry, every signal off (FastAPI 0.142 and newer)
 NO_TELEMETRY = {"tracing": False, "metrics": False, "logs": False}
 

@@ -18,12 +18,19 @@ from __future__ import annotations
 
 import re
 
-from starlette.types import Scope
+from starlette.types import Scope, Send
 
 CURL_USER_AGENT = re.compile(rb"^curl.+")
 #: The names written here, capitalised as Node.js writes them (and as
 #: service/api/http_protocol.py keeps them on the wire).
 CONNECTION, KEEP_ALIVE = b"Connection", b"Keep-Alive"
+#: How long ``serve`` keeps an idle keep-alive connection (seconds; uvicorn's default is 5),
+#: also announced on every response as ``Keep-Alive: timeout=N``. The VMAPI client pools
+#: connections with no idle limit of its own, so a request it sends just as the server closes
+#: an idle connection fails (ECONNRESET, "socket hang up"); with 5 s that happened whenever
+#: the client had waited one of its 5 s job polls. Well above the polling interval, it seldom
+#: can.
+KEEP_ALIVE_S = 65
 #: Names the route's answer may not set itself: the connection is the server's to describe.
 OWN_NAMES = frozenset((b"connection", b"keep-alive"))
 
@@ -46,3 +53,16 @@ def connection_headers(scope: Scope, keep_alive: bytes
     if is_curl or b"close" in asked.lower() or scope.get("http_version", "1.1") != "1.1":
         return [(CONNECTION, b"close")], is_curl and scope["method"] == "HEAD"
     return [(CONNECTION, b"keep-alive"), (KEEP_ALIVE, keep_alive)], False
+
+
+async def send_fixed(scope: Scope, send: Send, body: bytes,
+                     headers: list[tuple[bytes, bytes]]) -> None:
+    """Answer ``scope`` (a GET or HEAD) 200 with ``body`` (none to a HEAD) and ``headers``,
+    by this module's rules (``connection_headers``), for what is served in front of the
+    envelope without a token: the console's pages and assets, the API docs."""
+    added, drop_length = connection_headers(scope, b"timeout=%d" % KEEP_ALIVE_S)
+    length = [] if drop_length else [(b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [*headers, *length, *added]})
+    await send({"type": "http.response.body",
+                "body": b"" if scope["method"] == "HEAD" else body})

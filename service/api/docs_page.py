@@ -23,6 +23,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api import errors
+from service.api.connection import send_fixed
 
 DOCS = "/docs"
 SCHEMA = "/openapi.json"
@@ -70,9 +71,5 @@ class ApiDocs:
         if scope["method"] not in ("GET", "HEAD"):
             await errors.get_or_head_only()(scope, receive, send)  # api.md, "Errors"
             return
-        body, content_type = answer[0](), answer[1]
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", content_type.encode()),
-            (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body",
-                    "body": b"" if scope["method"] == "HEAD" else body})
+        body, content_type = answer
+        await send_fixed(scope, send, body(), [(b"content-type", content_type.encode())])

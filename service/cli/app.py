@@ -74,7 +74,8 @@ def serve(
     workers: Annotated[int, typer.Option(help="HTTP worker processes", min=1)] = 1,
 ) -> None:
     """Serve the HTTP API; on SQLite also run the projection runner and the job worker."""
-    from service.api.app import KEEP_ALIVE_S, refuse_open_bind_without_tokens
+    from service.api.app import refuse_open_bind_without_tokens
+    from service.api.connection import KEEP_ALIVE_S
     from service.api.http_protocol import NoDelayHttpToolsProtocol
 
     settings = Settings()

@@ -17,6 +17,7 @@ from urllib.parse import quote
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api import errors
+from service.api.connection import send_fixed
 from service.console.render import render
 
 STATIC = Path(__file__).parent / "static"
@@ -85,9 +86,6 @@ class ConsolePages:
         else:
             await self.app(scope, receive, send)
             return
-        headers = [(b"content-type", content_type.encode()),
-                   (b"content-length", str(len(body)).encode()), *SECURITY_HEADERS]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body",
-                    "body": b"" if scope["method"] == "HEAD" else body})
+        await send_fixed(scope, send, body,
+                         [(b"content-type", content_type.encode()), *SECURITY_HEADERS])
 

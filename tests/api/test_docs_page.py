@@ -83,3 +83,17 @@ def test_the_docs_answer_only_get_and_head(client: TestClient) -> None:
         response = client.request(method, path)
         assert_error(response, 405, "BadMethod")
         assert response.headers["allow"] == "GET, HEAD"
+
+
+def test_what_is_served_without_a_token_follows_the_connection_rules(client: TestClient) -> None:
+    # served in front of the envelope: a curl HEAD was told a Content-Length and no
+    # Connection: close, so curl -X HEAD waited for the idle timeout (service/api/connection.py)
+    for path in ("/docs", "/openapi.json", "/docs/static/swagger-ui.css", "/console",
+                 "/console/static/console.css"):
+        curl = client.head(path, headers={"User-Agent": "curl/8.5.0"})
+        assert curl.status_code == 200, path
+        assert curl.headers["connection"] == "close", path
+        assert "content-length" not in curl.headers, path
+        other = client.get(path)
+        assert other.headers["connection"] == "keep-alive", path
+        assert other.headers["keep-alive"].startswith("timeout="), path

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from service.api.app import KEEP_ALIVE_S
+from service.api.connection import KEEP_ALIVE_S
 from tests.api.helpers import (
     OWNER, act, act_and_wait, assert_error, create_running_vm, create_vm, error_fields, get_vm,
     wait_job,
