@@ -127,15 +127,19 @@ class JobQueue:
     ) -> None:
         """Extend ``worker``'s lease on the running head job. Raises ``JobNotRunnableError``
         if the job ended or another worker took it over."""
-        self._running_job(job_uuid, worker)
+        self.require_held(job_uuid, worker)
         self.trigger_event(
             self.JobLeaseRenewed, cause=cause, job_uuid=job_uuid, lease_expires_at=lease_expires_at
         )
 
-    def _running_job(self, job_uuid: str, worker: str | None = None) -> ActiveJob:
+    def require_held(self, job_uuid: str, worker: str | None = None) -> ActiveJob:
+        """The running head job ``job_uuid`` (held by ``worker``, when given). Raises
+        ``JobNotRunnableError`` if it is not the running head job (it ended: canceled, say by
+        a quarantine, or taken over and ended) or another worker took it over."""
         head = self.head_job
         if head is None or head["uuid"] != job_uuid or head["execution"] != Execution.RUNNING:
-            raise JobNotRunnableError(job_uuid, "not the running head job")
+            raise JobNotRunnableError(job_uuid, "not the running head job (it ended, canceled "
+                                      "by a quarantine or taken over and ended)")
         if worker is not None and head["worker"] != worker:
             raise JobNotRunnableError(job_uuid, f"taken over by {head['worker']}")
         return head
@@ -145,19 +149,19 @@ class JobQueue:
     ) -> None:
         """Record a finished step of the running job (``{name, result, error, started_at,
         finished_at}``). Raises ``JobNotRunnableError`` if ``worker`` no longer holds it."""
-        self._running_job(job_uuid, worker)
+        self.require_held(job_uuid, worker)
         self.trigger_event(self.JobStepRecorded, cause=cause, job_uuid=job_uuid, step=step)
 
     def succeed_job(self, job_uuid: str, *, cause: Cause, worker: str | None = None) -> None:
         """End the running head job well. Raises ``JobNotRunnableError`` if not held."""
-        self._running_job(job_uuid, worker)
+        self.require_held(job_uuid, worker)
         self.trigger_event(self.JobSucceeded, cause=cause, job_uuid=job_uuid)
 
     def fail_job(
         self, job_uuid: str, error: str, *, cause: Cause, worker: str | None = None
     ) -> None:
         """End the running head job in failure. Raises ``JobNotRunnableError`` if not held."""
-        self._running_job(job_uuid, worker)
+        self.require_held(job_uuid, worker)
         self.trigger_event(self.JobFailed, cause=cause, job_uuid=job_uuid, error=error)
 
     def cancel_job(self, job_uuid: str, reason: str, *, cause: Cause) -> None:

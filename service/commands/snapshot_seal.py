@@ -35,12 +35,11 @@ log = logging.getLogger(f"vmledger.{__name__}")
 
 def seal(transcoder: Any, snapshot: Any) -> str:
     """The seal of ``snapshot``: SHA-256 hex over its stream, version, topic and state (as
-    the transcoder stores it, leaving out the seal itself), in the transcoder's canonical
-    JSON (``ReusedEncoderTranscoder.canonical``: sorted keys, ASCII), encoded once."""
-    state = snapshot.state
-    if SEAL in state:
-        state = {k: v for k, v in state.items() if k != SEAL}
-    content = [str(snapshot.originator_id), snapshot.originator_version, snapshot.topic, state]
+    the transcoder stores it; a state without the seal: a load takes it out first), in the
+    transcoder's canonical JSON (``ReusedEncoderTranscoder.canonical``: sorted keys, ASCII),
+    encoded once."""
+    content = [str(snapshot.originator_id), snapshot.originator_version, snapshot.topic,
+               snapshot.state]
     return hashlib.sha256(transcoder.canonical(content).encode()).hexdigest()
 
 

@@ -151,7 +151,7 @@ class JobRun:
         def held_then_mutate(vm: Vm) -> None:
             # The ticket first: a job the quarantine canceled (or a takeover took) records
             # nothing, and is told so, rather than being refused by a VM it no longer owns.
-            self._held(vm)
+            vm.require_held(self.job_uuid, self.context.worker_id)
             mutate(vm)
 
         _, vm, _, _ = self.patiently(
@@ -212,14 +212,6 @@ class JobRun:
         self._change(release)
         self.steps_recorded += 1
         self.last_step_failed = False
-
-    def _held(self, vm: Vm) -> None:
-        head = vm.head_job
-        if head is None or head["uuid"] != self.job_uuid:
-            raise JobNotRunnableError(self.job_uuid, "it has ended without this worker "
-                                      "(canceled by a quarantine, or taken over and ended)")
-        if head["worker"] != self.context.worker_id:
-            raise JobNotRunnableError(self.job_uuid, f"taken over by {head['worker']}")
 
     def record_step(self, name: str, *, result: Any, error: str | None = None,
                     started: datetime | None = None) -> None:
