@@ -55,6 +55,13 @@ def delete_event(services: Any, vm_uuid: str, version: int) -> None:
                    (stream, version))
 
 
+def delete_stream(services: Any, vm_uuid: str) -> None:
+    """Remove every event of the stream (its snapshots stay)."""
+    table, stream = events_table(services, vm_uuid)
+    with services.db.transaction() as tx:
+        tx.execute(f"DELETE FROM {table} WHERE originator_id = ?", (stream,))
+
+
 def edit_snapshot(services: Any, vm_uuid: str, old: bytes, new: bytes,
                   version: int | None = None) -> None:
     """Replace ``old`` (which must be there) by ``new`` in the stored bytes of the VM's

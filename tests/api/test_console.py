@@ -26,7 +26,7 @@ from tests.api.helpers import (
 )
 from tests.api.test_authorization import bearer, write_tokens_file
 from tests.api.test_volumes import NET_A, NET_B, create_volume, mounting, volume_action
-from tests.tampering import edit_event_bytes, edit_snapshot, events_table
+from tests.tampering import delete_stream, edit_event_bytes, edit_snapshot
 
 PAGES = ("/console", "/console/servers", "/console/audit",
          "/console/vms/930896af-bf8c-48d4-885c-6573a94b1853")
@@ -217,9 +217,7 @@ def test_auditing_a_uuid_nothing_holds_is_404_as_getvm_answers(services: Service
                      404, "ResourceNotFound")
     # read-model rows that outlived their VM's stream are a finding, not an unknown VM
     vm_uuid = create_running_vm(client)
-    table, stream = events_table(services, vm_uuid)
-    with services.db.transaction() as tx:
-        tx.execute(f"DELETE FROM {table} WHERE originator_id = ?", (stream,))
+    delete_stream(services, vm_uuid)
     found = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid})
     assert found.status_code == 200
     assert 'data-failed="1"' in found.text

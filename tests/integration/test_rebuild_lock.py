@@ -54,7 +54,9 @@ def test_two_rebuilds_racing_on_postgres_never_share_the_shadow_tables(
                                    stderr=subprocess.PIPE,
                                    env=environment(database_url=settings.database_url))
                   for _ in range(2)]
-        outcomes = [(process.wait(timeout=120), *process.communicate()) for process in racing]
+        # communicate reads both pipes while it waits (a wait first could block on a full one)
+        outcomes = [(process.returncode, stdout, stderr) for process in racing
+                    for stdout, stderr in [process.communicate(timeout=120)]]
         for status, stdout, stderr in outcomes:
             assert "Traceback" not in stderr, stderr
             done = subprocess.CompletedProcess([], status, stdout, stderr)

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from service.container import READ_MODEL_NAMES
-from tests.cli import VMLEDGER, vmledger
+from tests.cli import VMLEDGER, environment, vmledger
 from tests.conftest import ADMIN_URL, REQUIRE_POSTGRES, _with_dbname
 from tests.trace import SCHEDULE, SUBMIT, row, write_trace
 
@@ -142,7 +142,7 @@ class Process:
     """A ``vmledger`` process whose stderr lines can be waited for."""
 
     def __init__(self, *args: str, env: dict[str, str]):
-        self.popen = subprocess.Popen([VMLEDGER, *args], env={**os.environ, **env},
+        self.popen = subprocess.Popen([VMLEDGER, *args], env=environment(env),
                                       stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                       text=True, start_new_session=True)
         self.lines: list[str] = []

@@ -16,7 +16,7 @@ from service.commands.snapshot_seal import SEAL, SealCheckingRepository, seal
 from service.container import Services
 from tests.integration.test_audit import _vm_with_history
 from tests.service.test_snapshots import folded, state
-from tests.tampering import delete_event, edit_snapshot, events_table
+from tests.tampering import delete_event, delete_stream, edit_snapshot
 
 
 def _snapshot_then_more(services) -> tuple[str, int]:
@@ -55,9 +55,7 @@ def test_a_snapshot_whose_stream_was_removed_loads_nothing(services):
     """The snapshot alone is not the VM: with its events gone it is refused, and the VM is
     not found (it was loaded from the snapshot)."""
     vm_uuid, version = _snapshot_then_more(services)
-    table, stream = events_table(services, vm_uuid)
-    with services.db.transaction() as tx:
-        tx.execute(f"DELETE FROM {table} WHERE originator_id = ?", (stream,))
+    delete_stream(services, vm_uuid)
     with pytest.raises(AggregateNotFoundError):
         services.app.repository.get(UUID(vm_uuid), version=version + 1)
 

@@ -13,7 +13,7 @@ from domain.vm import make_cause
 from service.commands.application import VmSpec
 from service.commands.versioning import NEWEST
 from service.container import Services
-from tests.tampering import delete_event, set_event_column
+from tests.tampering import delete_event, delete_stream, set_event_column
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
 # Each damage of a stream of three events (Created, and two jobs queued), and its fold's words.
@@ -24,7 +24,7 @@ DAMAGES = {
                       "its event of version 3 follows version 1"),
     "undecodable event": (lambda s, vm: set_event_column(s, vm, 2, "state", b"\xff not json"),
                           "has an unreadable event at version 2"),
-    "whole stream deleted": (lambda s, vm: [delete_event(s, vm, v) for v in (1, 2, 3)],
+    "whole stream deleted": (lambda s, vm: delete_stream(s, vm),
                              "is not in the log, though its jobs are"),
 }
 
