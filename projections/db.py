@@ -244,14 +244,28 @@ class Database:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK_KEY,))
 
     def columns(self, tx: Tx, table: str) -> set[str]:
-        """The columns ``table`` has now, read in ``tx`` (none when there is no such table).
-        ``table`` is one of the service's own names (it is not quoted on SQLite)."""
+        """The columns ``table`` has now, read in ``tx`` (none when there is no such table)."""
+        return self.columns_of(tx, [table])[table]
+
+    def columns_of(self, tx: Tx, tables: Iterable[str]) -> dict[str, set[str]]:
+        """The columns each of ``tables`` (the service's own names, in lower case) has now,
+        read in ``tx`` with one catalogue query (none for a table that does not exist). On
+        SQLite a table's name is matched in any case, as SQLite names tables."""
+        found: dict[str, set[str]] = {table: set() for table in tables}
+        if not found:
+            return found
+        names = ", ".join("?" * len(found))
         if self.dialect is Dialect.SQLITE:
-            tx.execute(f"PRAGMA table_info({table})")
-            return {row["name"] for row in tx.fetchall()}
-        tx.execute("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                   "AND table_schema = current_schema()", (table,))
-        return {row["column_name"] for row in tx.fetchall()}
+            tx.execute("SELECT lower(t.name) AS table_name, c.name AS column_name FROM "
+                       "sqlite_master AS t JOIN pragma_table_info(t.name) AS c WHERE t.type "
+                       f"IN ('table', 'view') AND lower(t.name) IN ({names})", list(found))
+        else:
+            tx.execute("SELECT table_name, column_name FROM information_schema.columns WHERE "
+                       f"table_schema = current_schema() AND table_name IN ({names})",
+                       list(found))
+        for row in tx.fetchall():
+            found[row["table_name"]].add(row["column_name"])
+        return found
 
     def blob_type(self) -> str:
         """The column type for bytes."""

@@ -11,6 +11,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from eventsourcing.persistence import Transcoder
+
 from domain.errors import ServerNotFoundError
 from domain.stuck import StuckThresholds
 from domain.vm import make_cause
@@ -44,10 +46,11 @@ _READ_MODELS = (VmView, JobView, ServerView, AnalyticsView, VolumeMounts, Networ
 READ_MODEL_NAMES = tuple(model.name for model in _READ_MODELS)
 
 
-def read_models(app: VmLedger) -> list[ReadModel]:
+def read_models(transcoder: Transcoder) -> list[ReadModel]:
     """Fresh instances of every read model the service keeps (the runner's, and the audit's
-    fresh folds)."""
-    return [model.fresh(app.mapper.transcoder) for model in _READ_MODELS]
+    fresh folds), over an event store whose events ``transcoder`` encodes (the app's
+    ``mapper.transcoder``)."""
+    return [model.fresh(transcoder) for model in _READ_MODELS]
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class RebuildRunner:
         bound_waits(app, self.settings)
         try:
             yield ProjectionRunner(Database(app.recorder.datastore), app.recorder, app.mapper,
-                                   read_models(app))
+                                   read_models(app.mapper.transcoder))
         finally:
             app.close()
 
@@ -130,8 +133,9 @@ class Services:
         bound_waits(app, settings)  # before the pool opens (docs/jobs.md, "Outages")
         db = Database(app.recorder.datastore)
         runner = ProjectionRunner(
-            db, app.recorder, app.mapper, read_models(app), on_lag=report_projection_lag,
-            rebuild_processes=settings.rebuild_processes, open_runner=RebuildRunner(settings),
+            db, app.recorder, app.mapper, read_models(app.mapper.transcoder),
+            on_lag=report_projection_lag, rebuild_processes=settings.rebuild_processes,
+            open_runner=RebuildRunner(settings),
         )
         fleet = SimulatedFleet(db, latency_s=settings.sim_latency_s)
         keys = IdempotencyStore(db, ttl_s=settings.idempotency_ttl_s)

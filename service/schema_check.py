@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from eventsourcing.persistence import InfrastructureFactory, JSONTranscoder
+from eventsourcing.utils import Environment
+
 from projections.db import Database, Dialect, declared_columns
 from projections.tracking import TRACKING_DDL, applied_read_models
 from service.commands import idempotency
@@ -40,33 +43,40 @@ def check_tables(settings: Settings) -> None:
     the read models', the idempotency keys') that exists without a column the service
     needs. Creates nothing; a missing table is fine (it is made at start-up), and so is a
     read model's table that lacks a column where the read model has applied events (an older
-    version's: the projection runner rebuilds it when it starts)."""
+    version's: the projection runner rebuilds it when it starts). Reads the catalogue over
+    one connection of the library's own infrastructure for ``settings``, which names the
+    event store's tables as the service's app does, without building an app and its pool."""
     from service.container import read_models  # the composition root imports this module's users
     from service.commands.application import VmLedger
 
-    app = VmLedger(env={**settings.eventsourcing_env(), "CREATE_TABLE": "n"})
+    env = Environment(VmLedger.name, {**settings.eventsourcing_env(), "CREATE_TABLE": "n",
+                                      "POSTGRES_POOL_SIZE": "1", "POSTGRES_MAX_OVERFLOW": "0"})
+    factory = InfrastructureFactory.construct(env)
     try:
-        db = Database(app.recorder.datastore)
+        db = Database(factory.datastore)  # type: ignore[attr-defined] - both backends have one
         events = (_POSTGRES_EVENT_COLUMNS if db.dialect is Dialect.POSTGRES
                   else _RECORDER_COLUMNS)
-        needed = {app.recorder.events_table_name: events,
-                  app.snapshots.recorder.events_table_name: _RECORDER_COLUMNS}  # type: ignore[union-attr]
+        recorder, snapshots = (factory.application_recorder(),
+                               factory.aggregate_recorder("snapshots"))
+        needed = {recorder.events_table_name: events,  # type: ignore[attr-defined]
+                  snapshots.events_table_name: _RECORDER_COLUMNS}  # type: ignore[attr-defined]
         # (not the simulated fleet's: it adds the columns an older table lacks)
         needed.update(_declared([TRACKING_DDL, idempotency.DDL]))
         with db.transaction(commit=False) as tx:
             # A read model that has applied events is ours, its tables made by this or an
             # older version: the runner makes a stale one again (mend_stale_tables)
             applied = applied_read_models(db, tx)
-            for model in read_models(app):
+            # no event is folded here: any transcoder will do
+            for model in read_models(JSONTranscoder()):
                 if model.name not in applied:
                     needed.update(model.declared_columns(db))
-            for table, columns in needed.items():
-                present = db.columns(tx, table)
-                missing = [column for column in columns if column not in present]
-                if present and missing:
-                    raise ForeignTableError(table, missing)
+            present = db.columns_of(tx, needed)
+        for table, columns in needed.items():
+            missing = [column for column in columns if column not in present[table]]
+            if present[table] and missing:
+                raise ForeignTableError(table, missing)
     finally:
-        app.close()
+        factory.close()
 
 
 def _declared(statements: Iterable[str]) -> Mapping[str, Sequence[str]]:

@@ -46,7 +46,7 @@ def verify_read_models(services: Any, progress: Callable[[int], None] | None = N
     differences: list[Difference] = []
     try:
         scratch = Database(datastore)
-        for fresh in read_models(services.app):
+        for fresh in read_models(services.app.mapper.transcoder):
             stop, live = _live(services.db, fresh)
             # read after the position: the head only grows, so a position past it was past
             # the head when it was read too (tester D, bug 5: its runner skips the events

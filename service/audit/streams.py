@@ -110,7 +110,7 @@ def _read_model_differences(services: Any, streams: dict[str, list[Notification]
     from projections.db import Database
     from service.container import read_models
 
-    models = [m for m in read_models(services.app) if set(m.tables) & set(VM_TABLES)]
+    models = [m for m in read_models(services.app.mapper.transcoder) if set(m.tables) & set(VM_TABLES)]
     uuids = list(streams)
     live_positions, live = _live_rows(services.db, models, uuids)
     events = _merged(services.app, streams)

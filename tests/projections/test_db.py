@@ -1,4 +1,5 @@
-"""The read models' transactions: a non-durable one on SQLite syncs less only while it runs."""
+"""The read models' transactions: a non-durable one on SQLite syncs less only while it runs;
+the catalogue's columns of many tables in one query."""
 
 from __future__ import annotations
 
@@ -25,6 +26,16 @@ def test_a_non_durable_sqlite_transaction_syncs_normally_inside_and_restores_the
     with services.db.transaction() as tx:
         tx.execute("PRAGMA synchronous")
         assert tx.fetchone() == {"synchronous": before}
+
+
+def test_the_columns_of_many_tables_are_those_of_each_and_none_for_a_missing_one(services):
+    make_table(services)
+    with services.db.transaction(commit=False) as tx:
+        found = services.db.columns_of(tx, ["pipelined", "vm_view", "no_such_table"])
+        assert found == {"pipelined": {"k", "v"}, "no_such_table": set(),
+                         "vm_view": services.db.columns(tx, "vm_view")}
+        assert "owner_uuid" in found["vm_view"]
+        assert services.db.columns_of(tx, []) == {}
 
 
 # The runner's batches and position reads are pipelined transactions (PostgreSQL; plain ones
