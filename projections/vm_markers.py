@@ -43,7 +43,25 @@ def decode_marker(marker: str, sort: str) -> tuple[Any, str]:
     storable, its value one the sort key's column holds (``COLUMN_VALUES``: a value of another
     type would make the database refuse the comparison, a forged one names no row) and its
     uuid a uuid as the table holds them."""
-    made_for, value, uuid = _decoded(marker)
+    return _checked(marker, _decoded(marker), sort)
+
+
+def decode_our_marker(marker: str, sort: str) -> tuple[Any, str] | None:
+    """``decode_marker``'s answer, or None for a marker without the form of the cursors
+    vmledger hands out (VMAPI's JSON): the marker is decoded once either way. Raises
+    ``InvalidMarkerError`` for one of our form that we could not have handed out for
+    ``sort``."""
+    try:
+        fields = _decoded(marker)
+    except InvalidMarkerError:
+        return None
+    return _checked(marker, fields, sort)
+
+
+def _checked(marker: str, fields: list, sort: str) -> tuple[Any, str]:
+    """The ``(sort value, uuid)`` of a marker's decoded ``fields``, checked as
+    ``decode_marker`` says."""
+    made_for, value, uuid = fields
     key = sort.split(".")[0]
     wanted = int if key in INTEGER_SORT_FIELDS else str
     # type(), not isinstance(): a boolean is an int to Python, and 0 to the docker column
@@ -51,15 +69,6 @@ def decode_marker(marker: str, sort: str) -> tuple[Any, str]:
             or unstorable(value) is not None or not COLUMN_VALUES[key](value)):
         raise InvalidMarkerError(marker)
     return value, uuid
-
-
-def is_our_marker(marker: str) -> bool:
-    """Whether ``marker`` has the form of the cursors vmledger hands out (not VMAPI's JSON)."""
-    try:
-        _decoded(marker)
-    except InvalidMarkerError:
-        return False
-    return True
 
 
 def _decoded(marker: str) -> list:

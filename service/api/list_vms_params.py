@@ -19,7 +19,7 @@ from fastapi import Request
 
 from domain.states import VmState
 from projections.formats import rfc3339
-from projections.vm_markers import InvalidMarkerError, decode_marker, is_our_marker
+from projections.vm_markers import InvalidMarkerError, decode_our_marker
 from projections.vm_queries import SORT_FIELDS, Page, VmFilter
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param, parse_timestamp
@@ -216,11 +216,13 @@ class ListVmsQuery:
         marker = self.params.get("marker")
         if marker is None:
             return
-        if is_our_marker(marker):
-            try:
-                self.page.after = decode_marker(marker, self.page.sort)
-            except InvalidMarkerError:
-                self._invalid("marker", "Invalid marker")
+        try:
+            ours = decode_our_marker(marker, self.page.sort)
+        except InvalidMarkerError:
+            self._invalid("marker", "Invalid marker")
+            return
+        if ours is not None:
+            self.page.after = ours
             return
         self.page.after, problems = read_vmapi_marker(marker, self.params.get("sort"),
                                                       self.page.sort_field)

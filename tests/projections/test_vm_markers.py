@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from projections.vm_markers import InvalidMarkerError, decode_marker, encode_marker
+from projections.vm_markers import (
+    InvalidMarkerError, decode_marker, decode_our_marker, encode_marker,
+)
 from projections.vm_queries import SORT_FIELDS
 from tests.api.test_marker_values import FORGED, VM, opaque
 
@@ -62,3 +64,13 @@ def test_a_value_its_column_holds_is_the_position_named(field) -> None:
     value = COLUMN_VALUE[field]
     assert decode_marker(encode_marker(f"{field}.desc", value, VM), f"{field}.desc") == (
         value, VM)
+
+
+def test_a_marker_of_another_form_is_not_ours_and_one_of_ours_is_checked_as_decode_marker_does(
+) -> None:
+    # VMAPI's markers are JSON, not our base64: the ListVms parameters read those themselves
+    assert decode_our_marker(f'{{"uuid": "{VM}"}}', "uuid.asc") is None
+    assert decode_our_marker("not base64!", "uuid.asc") is None
+    assert decode_our_marker(encode_marker("ram.asc", 128, VM), "ram.asc") == (128, VM)
+    with pytest.raises(InvalidMarkerError):
+        decode_our_marker(encode_marker("ram.asc", 128, VM), "ram.desc")
