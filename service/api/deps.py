@@ -58,10 +58,11 @@ def cause_of(request: Request) -> Cause:
     )
 
 
-def idempotency_of(request: Request, data: Any) -> IdempotencyKey | None:
+def idempotency_of(request: Request, data: Any, cause: Cause) -> IdempotencyKey | None:
     """The request's ``Idempotency-Key``, scoped to the caller, with a fingerprint of what the
-    request asks (method, path, query, body, API version), or None without the header."""
-    key = stored_header(request, "Idempotency-Key")
+    request asks (method, path, query, body, API version), or None without the header. The
+    key is the one ``cause`` (the request's ``cause_of``) records: the header is read once."""
+    key = cause["idempotency_key"]
     if key is None:
         return None
     if not 1 <= len(key) <= 255:

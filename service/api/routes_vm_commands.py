@@ -46,7 +46,6 @@ from service.commands.application import VmSpec
 from service.commands.change import Accepted
 from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
-from service.commands.idempotency import IdempotencyKey
 
 router = authorized_router()
 
@@ -97,7 +96,7 @@ async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, An
     )
     services = services_of(request)
     cause, vm_uuid = cause_of(request), str(spec_in.uuid) if spec_in.uuid else None
-    idempotency, context = idempotency_of(request, data), _x_context(request)
+    idempotency, context = idempotency_of(request, data, cause), _x_context(request)
     result = await command(request, lambda: services.commands.create_vm(
         spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))
     return await _answer(request, result, sync=request.query_params.get("sync") == "true")
@@ -141,8 +140,7 @@ async def act_on_vm(vm_uuid: str, request: Request,
         str(parsed.owner_uuid) if parsed.owner_uuid else None)
     return await _request(request, vm_uuid, action, args=args, owner_uuid=owner_uuid,
                           idempotent=idempotent or bool(parsed.idempotent),
-                          sync=sync or bool(parsed.sync), context=parsed.context,
-                          idempotency=idempotency_of(request, data))
+                          sync=sync or bool(parsed.sync), context=parsed.context, body=data)
 
 
 def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
@@ -162,7 +160,7 @@ async def delete_vm(vm_uuid: str, request: Request) -> Response:
     query.check()
     return await _request(request, vm_uuid, Action.DESTROY, args={},
                           owner_uuid=query.owner_uuid, idempotent=False, sync=sync,
-                          context=None, idempotency=idempotency_of(request, None))
+                          context=None, body=None)
 
 
 def _networks(request: Request, networks: Any) -> list[NicRequest]:
@@ -188,7 +186,7 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
     remove = None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs]
     behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
     owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
-    idempotency = idempotency_of(request, data)
+    idempotency = idempotency_of(request, data, cause)
     result = await command(request, lambda: change_nics(
         services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
         remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency))
@@ -202,11 +200,14 @@ def _client_extras(query: Query) -> None:
 
 async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, Any],
                    owner_uuid: str | None, idempotent: bool, sync: bool,
-                   context: dict[str, Any] | None,
-                   idempotency: IdempotencyKey | None) -> Response:
+                   context: dict[str, Any] | None, body: Any) -> Response:
+    """Request ``action``; ``body`` is the request's, for its ``Idempotency-Key``'s
+    fingerprint."""
     services = services_of(request)
+    cause = cause_of(request)
+    idempotency = idempotency_of(request, body, cause)
     context = context or _x_context(request)
-    behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
+    behaviour, if_match = behaviour_of(request), if_match_of(request)
     result = await command(request, lambda: services.commands.request_action(
         vm_uuid.lower(), action,
         behaviour=behaviour,

@@ -82,6 +82,22 @@ def test_a_stored_header_that_is_not_utf_8_is_refused_naming_it(name: str) -> No
         {"field": name, "code": "Invalid", "message": "must be UTF-8 text"}]
 
 
+def test_an_idempotency_key_of_over_255_characters_is_refused_by_every_command_taking_one(
+        client: TestClient) -> None:
+    vm = create_running_vm(client)
+    before = history_types(client, vm)
+    long_key = {"Idempotency-Key": "k" * 256}
+    for method, url, body in (("POST", "/vms", vm_body()),
+                              ("POST", f"/vms/{vm}?action=stop", None),
+                              ("POST", f"/vms/{vm}?action=remove_nics",
+                               {"macs": ["90:b8:d0:00:00:01"]}),
+                              ("DELETE", f"/vms/{vm}", None)):
+        refused = client.request(method, url, json=body, headers=long_key)
+        assert error_fields(assert_error(refused, 409, "ValidationFailed")) == {
+            "Idempotency-Key": "Invalid"}, url
+    assert history_types(client, vm) == before  # nothing was appended
+
+
 def test_malformed_and_too_deeply_nested_bodies_are_validation_errors_naming_the_body(
         client: TestClient) -> None:
     deep = json.dumps(vm_body())[:-1] + ', "customer_metadata": ' + '{"a": ' * 5000 + "1" \
