@@ -38,6 +38,7 @@ class InvalidTransitionError(DomainError):
         self.state = str(state)
         self.action = str(action)
         self.allowed_actions = allowed_actions
+        self.on_no_server = on_no_server
 
 
 class UnallocatedVmError(DomainError):

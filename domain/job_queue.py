@@ -39,6 +39,7 @@ class JobQueue:
     # Provided by ``Vm``.
     active_jobs: list[ActiveJob]
     state: Any
+    has_server: bool
     desired_state: Any
     JobQueued: Any
     JobStarted: Any
@@ -83,7 +84,7 @@ class JobQueue:
 
         Raises ``InvalidTransitionError`` when the rules table refuses the action in this state.
         """
-        rules.require(VmState(self.state), action, has_server=self.server_uuid is not None)
+        rules.require(VmState(self.state), action, has_server=self.has_server)
         self.trigger_event(self.JobQueued, cause=cause, job_uuid=job_uuid, name=name, params=params)
 
     def queue_provision(self, *, job_uuid: str, params: dict[str, Any], cause: Cause) -> bool:

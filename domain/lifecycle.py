@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain import transitions
+from domain import rules, transitions
 from domain.errors import IllegalTransitionError, ValidationError
 from domain.events import Cause
-from domain.states import VmState
+from domain.states import Action, VmState
 
 
 # Why the quarantine ended a job (``JobCanceled.reason``, the job's ``error``).
@@ -142,7 +142,7 @@ class Lifecycle:
         when nothing would change. Raises ``IllegalTransitionError`` on a destroyed or a
         quarantined VM (the rules table refuses ``update`` in both) and ``ValidationError``
         for a field that cannot be updated."""
-        if VmState(self.state) in (VmState.DESTROYED, VmState.QUARANTINED):
+        if rules.refused(VmState(self.state), Action.UPDATE):
             raise IllegalTransitionError(self.state, "MetadataUpdated")
         unknown = sorted(set(changes) - self.UPDATABLE_FIELDS)
         if unknown:

@@ -78,6 +78,12 @@ def verdict(state: VmState, action: Action, *, has_server: bool = True) -> Verdi
     return found
 
 
+def refused(state: VmState, action: Action) -> bool:
+    """Whether the table refuses ``action`` in ``state``, on a server or not (a NIC change is
+    an update as far as the table goes; a metadata update is refused where it refuses one)."""
+    return RULES[(state, action)] is Verdict.REFUSED
+
+
 def require(state: VmState, action: Action, *, has_server: bool = True) -> Verdict:
     """The verdict for ``action`` on a VM in ``state`` (on a server or not: ``has_server``),
     unless it is ``REFUSED`` or ``UNALLOCATED``: then raises ``InvalidTransitionError``

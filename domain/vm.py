@@ -248,6 +248,11 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
     def __init__(self) -> None:
         """State is set by ``Created.apply``; create VMs with ``Vm.create``."""
 
+    @property
+    def has_server(self) -> bool:
+        """Whether the VM is on a compute node (the rules table's ``has_server``)."""
+        return self.server_uuid is not None
+
     # -- creation ---------------------------------------------------------------------------
 
     @classmethod

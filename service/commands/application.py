@@ -255,7 +255,7 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
                               and self.server_status(vm.server_uuid) == "removed")
             plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
                                    idempotent=idempotent, server_removed=server_removed,
-                                   has_server=vm.server_uuid is not None)
+                                   has_server=vm.has_server)
             if action is Action.UPDATE and not args:
                 raise NothingToUpdateError(vm_uuid)
             job_cause = {**cause, "job_uuid": None}

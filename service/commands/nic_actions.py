@@ -13,19 +13,13 @@ import uuid as uuidlib
 from typing import Any
 
 from domain.errors import InvalidTransitionError, UnallocatedVmError, VmNotFoundError
-from domain.rules import allowed_actions
+from domain.rules import allowed_actions, refused
 from domain.states import Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.application import Accepted, Commands
 from service.commands.idempotency import IdempotencyKey
 from service.commands.networks import NicRequest
 from service.commands.versioning import Behaviour
-
-# The states a VM's NICs can change in; a provisioning VM too in version 2 (the job queues
-# behind the provision), while version 1 refuses it as VMAPI does (UnallocatedVM).
-NIC_STATES = frozenset({VmState.PROVISIONING, VmState.RUNNING, VmState.STOPPED,
-                        VmState.FAILED})
-
 
 def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause: Cause,
                 add: list[NicRequest] | None = None, remove: list[str] | None = None,
@@ -45,11 +39,14 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
         if owner_uuid is not None and vm.owner_uuid != owner_uuid:
             raise VmNotFoundError(vm_uuid)
         state = VmState(vm.state)
+        # a VM's NICs change where the rules table allows an update; a provisioning VM's too
+        # in version 2 (the job queues behind the provision), while version 1 refuses it as
+        # VMAPI does (UnallocatedVM)
         if state is VmState.PROVISIONING and behaviour.major < 2:
             raise UnallocatedVmError(state, name.value)
-        if state not in NIC_STATES:
+        if refused(state, Action.UPDATE):
             raise InvalidTransitionError(state, name.value, allowed_actions(
-                state, has_server=vm.server_uuid is not None))
+                state, has_server=vm.has_server))
         if add is not None:
             claimed.extend(commands.allocate(vm, add, cause=job_cause))
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}

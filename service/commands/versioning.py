@@ -13,7 +13,7 @@ from functools import lru_cache
 from enum import StrEnum
 
 from domain import rules
-from domain.errors import UnallocatedVmError, VmAlreadyDestroyedError
+from domain.errors import InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError
 from domain.rules import Verdict
 from domain.states import Action, VmState
 
@@ -205,10 +205,12 @@ class Behaviour:
         Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
         server) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
         """
-        if (self.major < 2 and rules.verdict(state, action, has_server=has_server)
-                is Verdict.UNALLOCATED):
-            raise UnallocatedVmError(state, action.value)
-        verdict = rules.require(state, action, has_server=has_server)
+        try:
+            verdict = rules.require(state, action, has_server=has_server)
+        except InvalidTransitionError as refusal:
+            if refusal.on_no_server and self.major < 2:  # Verdict.UNALLOCATED
+                raise UnallocatedVmError(state, action.value) from None
+            raise
         if (action is Action.DESTROY and not has_server and self.major < 2
                 and state in (VmState.RUNNING, VmState.STOPPED)):
             raise UnallocatedVmError(state, action.value)

@@ -52,7 +52,7 @@ def _already(job: JobRun, verb: str) -> None:
 def _at_the_ticket(vm: Vm, action: Action) -> Verdict:
     """The rules table's verdict on ``action`` now, as it was asked when the job was admitted
     (``Verdict.UNALLOCATED``, refused, for a VM on no server); ``ALLOWED`` implies a server."""
-    return verdict(VmState(vm.state), action, has_server=vm.server_uuid is not None)
+    return verdict(VmState(vm.state), action, has_server=vm.has_server)
 
 
 def _refuse(job: JobRun, verb: str) -> None:

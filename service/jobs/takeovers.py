@@ -36,8 +36,7 @@ def _adopt_stop(job: JobRun) -> bool:
     """If the host reports the VM not running (the lost workers' stop ran, or it is gone by
     the stop's own rule), record it stopped and end the job well; False if it still runs."""
     vm = job.vm
-    if verdict(VmState(vm.state), Action.STOP,
-               has_server=vm.server_uuid is not None) is not Verdict.ALLOWED:
+    if verdict(VmState(vm.state), Action.STOP, has_server=vm.has_server) is not Verdict.ALLOWED:
         return False  # the rules table: only a stop its handler would carry out is adopted
     server_uuid = vm.server_uuid
     try:

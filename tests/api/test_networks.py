@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.errors import UnallocatedVmError
+from domain.errors import InvalidTransitionError, UnallocatedVmError
 from domain.vm import make_cause
 from service.commands.application import VmSpec
 from service.commands.networks import NicRequest
@@ -179,6 +179,24 @@ def test_nic_actions_on_a_provisioning_vm_are_unallocated_in_version_1_queued_in
     assert [job["name"] for job in vm.active_jobs] == ["provision", "add_nics"]
     assert vm.active_jobs[1]["uuid"] == queued.job_uuid
     assert services.commands.load_network(network.id).claims == {"10.4.0.2": vm_uuid}
+
+
+def test_nic_actions_on_a_vm_whose_state_refuses_an_update_are_invalid_transitions(
+        services) -> None:
+    network, _ = services.commands.create_network(
+        name="n", subnet="10.4.0.0/29", provision_start_ip="10.4.0.2",
+        provision_end_ip="10.4.0.3", gateway=None, cause=make_cause())
+    vm_uuid = services.commands.create_vm(VmSpec(owner_uuid=OWNER, brand="joyent", ram=128),
+                                          cause=make_cause()).vm_uuid
+    services.quarantine.quarantine(vm_uuid, "troubleshooting", cause=make_cause("operator"))
+    for change in ({"add": [NicRequest(str(network.id))]}, {"remove": ["02:00:00:00:00:00"]}):
+        with pytest.raises(InvalidTransitionError) as refused:
+            change_nics(services.commands, vm_uuid, behaviour=NEWEST, cause=make_cause(),
+                        **change)
+        assert (refused.value.action, refused.value.allowed_actions) == (
+            "add_nics" if "add" in change else "remove_nics", ["destroy", "quarantine", "release"])
+    assert services.commands.load_network(network.id).claims == {}
+    assert services.commands.load(vm_uuid).active_jobs == []
 
 
 def test_bad_create_and_update_bodies_carry_vmapis_top_level_messages(client) -> None:

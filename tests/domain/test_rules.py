@@ -118,3 +118,9 @@ def test_on_no_server_an_action_carried_out_on_the_server_is_unallocated_and_not
         assert action.value not in allowed_actions(state, has_server=False)
     else:
         assert found is RULES[pair]
+
+
+@pytest.mark.parametrize("pair", ALL_PAIRS, ids=lambda p: f"{p[0].value}-{p[1].value}")
+def test_refused_is_the_contracts_refusal(pair):
+    state, action = pair
+    assert rules.refused(state, action) is (EXPECTED[state][action] is no)

@@ -18,6 +18,7 @@ from domain.errors import (
 from domain.rules import Verdict, allowed_actions, verdict
 from domain.states import JOB_FOR_ACTION, Action, DesiredState, Execution, JobName, VmState
 from domain.vm import QUARANTINE_OWNER_UUID, Vm
+from tests.domain.test_rules import EXPECTED
 from tests.builders import LEASE, OWNER, T0, cause, new_vm, queue, recorded, run_head_job, vm_in
 
 
@@ -342,6 +343,19 @@ def test_update_metadata_of_a_destroyed_vm_is_refused():
     vm = vm_in(VmState.DESTROYED)
     with pytest.raises(IllegalTransitionError):
         vm.update_metadata({"alias": "x"}, cause=cause())
+
+
+
+@pytest.mark.parametrize("state", list(VmState))
+def test_a_metadata_update_is_refused_in_the_states_the_contract_refuses_an_update(state):
+    vm = vm_in(state, alias="a")
+    if EXPECTED[state][Action.UPDATE] is Verdict.REFUSED:
+        with pytest.raises(IllegalTransitionError):
+            vm.update_metadata({"alias": "renamed"}, cause=cause())
+        assert recorded(vm) == []
+    else:
+        assert vm.update_metadata({"alias": "renamed"}, cause=cause()) is True
+        assert recorded(vm) == ["MetadataUpdated"]
 
 
 # -- replay ----------------------------------------------------------------------------------
