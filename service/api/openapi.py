@@ -7,7 +7,9 @@ built from it, so every operation declares every status it answers, each with it
   routes, which parse their query themselves.
 - ``RESPONSES``: every operation's answers, registered with ``declare`` (routes added later
   call it too; ``tests/api/test_openapi.py`` fails for an operation without a declaration,
-  and ``tests/api/test_fuzz.py`` checks every response it sees against the schema).
+  and ``tests/api/test_fuzz.py`` checks every response it sees against the schema). A HEAD
+  the envelope runs as its GET (service/api/head.py) is not declared: the schema derives it
+  from the GET's operation and answers.
 
 Routes answer plain ``JSONResponse``s, so declaring changes no behaviour.
 """
@@ -86,12 +88,6 @@ def declare(method: str, path: str, answers: dict[int, Answer], *,
     RESPONSES[key] = {**answers, **{status: error_body for status in (*COMMON_ERRORS, *errors)}}
     if headers:
         HEADERS[key] = headers
-    if key[0] == "get" and path not in STREAMS:
-        # its HEAD (service/api/head.py): the GET's statuses and headers, no body; a route
-        # of its own (HEAD /vms, CountVms) declares its answers itself
-        RESPONSES.setdefault(("head", path), dict.fromkeys(RESPONSES[key], NO_BODY))
-        if headers:
-            HEADERS.setdefault(("head", path), headers)
 
 
 _COUNT = {"x-joyent-resource-count": "the number of matches, whatever the page"}
@@ -196,9 +192,8 @@ def declare_schema(app: FastAPI) -> None:
             if operation is not None:
                 operation["parameters"] = [*operation.get("parameters", []),
                                            *copy.deepcopy(parameters)]
-        for method, path in RESPONSES:
-            if method == "head":
-                _declare_head_of_get(schema["paths"].get(path, {}))
+        heads = [path for path, operations in schema["paths"].items()
+                 if _declare_head_of_get(path, operations)]
         for (method, path), answers in RESPONSES.items():
             operation = schema["paths"].get(path, {}).get(method)
             if operation is not None:
@@ -206,6 +201,13 @@ def declare_schema(app: FastAPI) -> None:
                 operation["responses"] = {
                     str(status): _response(status, answer, headers, components)
                     for status, answer in sorted(answers.items())}
+        for path in heads:  # the GET's statuses and headers, no body
+            get = RESPONSES.get(("get", path))
+            if get is not None:
+                headers = HEADERS.get(("get", path), {})
+                schema["paths"][path]["head"]["responses"] = {
+                    str(status): _response(status, NO_BODY, headers, components)
+                    for status in sorted(get)}
         # Bearer tokens (docs/operations.md, "Tokens and roles"), or none where the service
         # runs without tokens; Swagger UI's "Authorize" button fills the header from this
         schema["components"]["securitySchemes"] = {
@@ -220,18 +222,21 @@ def declare_schema(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _declare_head_of_get(operations: dict[str, Any]) -> None:
-    """Add to a path's ``operations`` the HEAD its GET route answers (the envelope runs a
-    HEAD as its GET: service/api/head.py), when the path has no HEAD route of its own: the
-    GET's parameters, its own operation id; its answers are set from ``RESPONSES``."""
+def _declare_head_of_get(path: str, operations: dict[str, Any]) -> bool:
+    """Add to ``path``'s ``operations`` the HEAD its GET route answers (the envelope runs a
+    HEAD as its GET: service/api/head.py), when the path has a GET, is not an endless
+    stream (``STREAMS``) and has no HEAD route of its own (HEAD /vms, CountVms, declares
+    its answers itself): the GET's parameters, its own operation id. Whether it was added;
+    its answers are the GET's, set from ``RESPONSES``."""
     get = operations.get("get")
-    if get is None or "head" in operations:
-        return
+    if get is None or "head" in operations or path in STREAMS:
+        return False
     head = copy.deepcopy(get)
     head["operationId"] = f"{get['operationId'].removesuffix('_get')}_head"
     head["summary"] = f"{get.get('summary', '')} (HEAD)".strip()
     head["description"] = "As GET, without the body (RFC 9110, 9.3.2)."
     operations["head"] = head
+    return True
 
 
 def _referenced(schema: dict[str, Any], name: str) -> bool:

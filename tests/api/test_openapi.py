@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from service.api import list_vms_params, openapi
 from service.api.app import create_app
+from service.api.head import STREAMS
 from service.api.response_models import Ping
 from service.container import Services
 from service.settings import Settings
@@ -23,7 +24,10 @@ def _operations(schema: dict) -> set[tuple[str, str]]:
 
 def test_every_operation_declares_its_answers_with_their_bodies() -> None:
     schema = create_app(Settings()).openapi()
-    assert _operations(schema) == set(openapi.RESPONSES)
+    # and a HEAD of every GET's path but an endless stream's, run as that GET
+    run_as_get = {("head", path) for method, path in openapi.RESPONSES
+                  if method == "get" and path not in STREAMS}
+    assert _operations(schema) == set(openapi.RESPONSES) | run_as_get
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
             responses = operation["responses"]
@@ -39,6 +43,30 @@ def test_every_operation_declares_its_answers_with_their_bodies() -> None:
     assert set(vm["delete"]["responses"]) >= {"202", "204", "404", "409", "412", "422"}
     assert vm["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/Vm"}
+
+
+def test_a_head_run_as_its_get_is_the_gets_operation_with_the_gets_answers_without_bodies(
+) -> None:
+    schema = create_app(Settings()).openapi()
+    heads = 0
+    for path, operations in schema["paths"].items():
+        if ("head", path) in openapi.RESPONSES or "get" not in operations:
+            continue  # a HEAD route of its own (HEAD /vms), or no GET to run
+        if path in STREAMS:
+            assert "head" not in operations, path
+            continue
+        get, head = operations["get"], operations["head"]
+        assert head["operationId"] == get["operationId"].removesuffix("_get") + "_head"
+        assert head["description"] == "As GET, without the body (RFC 9110, 9.3.2)."
+        assert head.get("parameters") == get.get("parameters"), path
+        assert list(head["responses"]) == list(get["responses"]), path
+        for status, answer in head["responses"].items():
+            assert answer == {key: value for key, value in get["responses"][status].items()
+                              if key != "content"}, (path, status)
+        heads += 1
+    assert heads and "head" in schema["paths"]["/vms/{vm_uuid}"]  # HeadVm
+    assert "x-joyent-resource-count" in schema["paths"]["/volumes"]["head"]["responses"][
+        "200"]["headers"]
 
 
 def test_metrics_are_declared_and_answered_as_prometheus_text(client: TestClient) -> None:
