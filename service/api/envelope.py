@@ -133,7 +133,7 @@ class Envelope:
             return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)
         added.append((b"api-version", version.encode()))
-        refused = url_refusal(request, self.router)
+        refused = url_refusal(request)
         if refused is not None:
             return errors.api_error_response(refused)
         try:

@@ -120,6 +120,11 @@ def validation_status(request: HTTPConnection) -> int:
     return 422 if behaviour is not None and behaviour.major >= 2 else 409
 
 
+#: ListVms' (and CountVms') top-level message for bad query parameters: VMAPI's, word for
+#: word; every other route's is ``invalid_parameters``' default, "Invalid parameters".
+LIST_MESSAGE = "Invalid Parameters"
+
+
 def invalid_parameters(request: HTTPConnection, errors: list[dict[str, str]],
                        code: str = "ValidationFailed", message: str | None = None) -> ApiError:
     """The error for bad query parameters or body fields, naming each field."""

@@ -5,7 +5,7 @@ marker.js``, ``lib/validation/sort.js``; docs/vmapi-compatibility.md lists every
 Every parameter is checked and every problem reported at once (``errors``, one entry per
 problem); only when each parameter is valid on its own is ``offset`` with ``marker`` refused,
 as VMAPI does, with ``{"fields": ["offset", "marker"], "code": "ConflictingParameters"}``.
-The top-level message is VMAPI's ``Invalid Parameters``.
+The top-level message is VMAPI's ``Invalid Parameters`` (``errors.LIST_MESSAGE``).
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ from domain.states import VmState
 from projections.formats import rfc3339
 from projections.vm_markers import InvalidMarkerError, decode_our_marker
 from projections.vm_queries import SORT_FIELDS, Page, VmFilter
-from service.api.errors import invalid_parameters
+from service.api.errors import LIST_MESSAGE, invalid_parameters
 from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param, parse_timestamp
 from service.api.schemas import VMAPI_BRANDS
 from service.api.vmapi_markers import read_vmapi_marker
 
-LIST_MESSAGE = "Invalid Parameters"
 UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
 ALIAS_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
 ALIAS_RE_SHOWN = r"/^[a-zA-Z0-9][a-zA-Z0-9\_\.\-]*$/"  # as JavaScript prints VMAPI's regexp

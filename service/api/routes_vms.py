@@ -13,12 +13,11 @@ from domain.visibility import owner_sees
 from projections.vm_markers import InvalidMarkerError
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
-from service.api.errors import invalid_parameters
+from service.api.errors import LIST_MESSAGE, invalid_parameters
 from service.api.fast_json import FastJSONResponse
-from service.api.list_vms_params import LIST_MESSAGE, ListVmsQuery
+from service.api.list_vms_params import ListVmsQuery
 from service.api.params import Query
 from service.api.time_travel import as_it_was, owned_now, version_or_instant
-from service.api.url_checks import refused_as
 from service.audit.history import vm_history
 
 router = authorized_router()
@@ -43,7 +42,6 @@ def _list(request: Request, *, rows: bool = True
 
 
 @router.get("/vms")
-@refused_as(LIST_MESSAGE)
 def list_vms(request: Request) -> JSONResponse:
     """ListVms: filters (also ``tag.K=V`` and ``internal_metadata.K=V``: only VMs whose tag or
     internal_metadata key K is V), then a page in a stable order; the total in
@@ -56,7 +54,6 @@ def list_vms(request: Request) -> JSONResponse:
 
 
 @router.head("/vms")
-@refused_as(LIST_MESSAGE)
 def count_vms(request: Request) -> Response:
     """CountVms: only the number of matches, in x-joyent-resource-count; no body (and no
     ``Content-Length`` for curl: service/api/connection.py)."""

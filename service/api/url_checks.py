@@ -6,67 +6,27 @@ the envelope does not see, before the upgrade is accepted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
-
 from starlette.requests import HTTPConnection
-from starlette.routing import BaseRoute, Match, Router
 
-from service.api.errors import ApiError, invalid_parameters
+from service.api.errors import LIST_MESSAGE, ApiError, invalid_parameters
 from domain.json_input import printable, unstorable
 
 
-def url_refusal(connection: HTTPConnection, router: Router | None = None) -> ApiError | None:
+def url_refusal(connection: HTTPConnection) -> ApiError | None:
     """The ``ValidationFailed`` error naming the first thing wrong with ``connection``'s URL
     (``unstorable_in_url``, then ``repeated_in_query``), or None. Its top-level message is
-    that of the route of ``router`` the request goes to (``refused_as``), or the default."""
+    the one the route the request goes to gives its own refusals: ListVms' and CountVms'
+    (GET and HEAD ``/vms``) is VMAPI's ``LIST_MESSAGE``, every other route's the default."""
     problem = unstorable_in_url(connection)
     if problem is None and b"&" in connection.scope.get("query_string", b""):
         problem = repeated_in_query(connection)  # two parameters or more
     if problem is None:
         return None
-    message = refusal_message(router, connection.scope) if router is not None else None
+    lists_vms = (connection.scope.get("method") in ("GET", "HEAD")
+                 and connection.scope["path"] == "/vms")
     return invalid_parameters(connection, [
-        {"field": problem[0], "code": "Invalid", "message": problem[1]}], message=message)
-
-
-#: The attribute of a route's endpoint naming the top-level message of its refused query
-#: parameters, where it is not ``invalid_parameters``' default (``refused_as``).
-_MESSAGE_ATTRIBUTE = "invalid_parameters_message"
-
-Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
-
-
-def refused_as(message: str) -> Callable[[Endpoint], Endpoint]:
-    """Mark a route's endpoint with the top-level ``message`` of its bad query parameters
-    (ListVms' is VMAPI's "Invalid Parameters"), so a refusal of its URL, made before the
-    route runs, says what the route's own refusals say."""
-    def mark(endpoint: Endpoint) -> Endpoint:
-        setattr(endpoint, _MESSAGE_ATTRIBUTE, message)
-        return endpoint
-    return mark
-
-
-def refusal_message(router: Router, scope: Any) -> str | None:
-    """The top-level message the route of ``router`` that ``scope`` goes to gives bad query
-    parameters (``refused_as``), or None for the default (no such route, or one with no
-    message of its own)."""
-    for route in _routes(router.routes):
-        if route.matches(scope)[0] is Match.FULL:
-            return getattr(getattr(route, "endpoint", None), _MESSAGE_ATTRIBUTE, None)
-    return None
-
-
-def _routes(routes: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
-    """Every route of ``routes``, those of an included router too: FastAPI keeps an
-    ``include_router``'s routes behind one route of the app's (its ``original_router``), whose
-    match says nothing of the route that matched."""
-    for route in routes:
-        included = getattr(route, "original_router", None)
-        if included is not None:
-            yield from _routes(included.routes)
-        else:
-            yield route
+        {"field": problem[0], "code": "Invalid", "message": problem[1]}],
+        message=LIST_MESSAGE if lists_vms else None)
 
 
 def unstorable_in_url(request: HTTPConnection) -> tuple[str, str] | None:

@@ -50,6 +50,13 @@ def test_a_refusal_before_the_route_has_the_routes_top_level_message(client, url
     assert assert_error(client.get(url), 409, "ValidationFailed")["message"] == message
 
 
+def test_a_refusal_of_a_create_vms_url_has_the_default_message_not_list_vms(client):
+    # the same path as ListVms, another route: CreateVm's own refusals say "Invalid parameters"
+    for url in ("/vms?sync=true&sync=false", "/vms?sync=%00"):
+        refused = client.post(url, json={})
+        assert assert_error(refused, 409, "ValidationFailed")["message"] == "Invalid parameters"
+
+
 def test_distinct_parameters_and_one_list_valued_parameter_still_pass(client):
     vm = create_running_vm(client)
     assert client.get(f"/vms?uuids={vm},{vm}&limit=5").status_code == 200
