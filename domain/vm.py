@@ -253,6 +253,16 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         """Whether the VM is on a compute node (the rules table's ``has_server``)."""
         return self.server_uuid is not None
 
+    @property
+    def copy_servers(self) -> list[str]:
+        """The servers a copy of the VM may be on, each once: its server (``server_uuid``),
+        then the server it holds a claim on. A provision, or a start that places the VM anew,
+        creates the copy on the server it claimed before it records that server, so a job
+        ended between the two (canceled by a quarantine, say) leaves a copy where only the
+        claim tells. Empty when neither is known: no compute node was touched."""
+        servers = [self.server_uuid, (self.claim or {}).get("server_uuid")]
+        return list(dict.fromkeys(server for server in servers if server is not None))
+
     # -- creation ---------------------------------------------------------------------------
 
     @classmethod

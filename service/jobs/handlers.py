@@ -169,17 +169,19 @@ def reboot(job: JobRun) -> None:
 
 
 def _reconfigure(job: JobRun, step: str, changes: dict, result: object) -> None:
-    """Ask the VM's server to apply ``changes`` as step ``step`` (recording ``result``), so a
-    removed or unreachable server fails the job as any other step there would; a VM on no
-    server (its provision failed before placing it) has no node to ask."""
-    server_uuid = job.vm.server_uuid
-    if server_uuid is None:
+    """Ask each server a copy of the VM may be on (``Vm.copy_servers``) to apply ``changes``
+    as step ``step`` (recording ``result``), so a removed or unreachable server fails the job
+    as any other step there would; a server without the copy changes nothing. A VM on no
+    server and holding no claim (its provision failed before placing it) has no node to ask."""
+    servers = job.vm.copy_servers
+    if not servers:
         job.record_step(step, result=result)
         return
     vm_uuid = str(job.vm.id)
 
     def apply() -> object:
-        job.driver.reconfigure(server_uuid, vm_uuid, changes)
+        for server_uuid in servers:
+            job.driver.reconfigure(server_uuid, vm_uuid, changes)
         return result
 
     job.step(step, apply)
@@ -196,16 +198,20 @@ def update(job: JobRun) -> None:
 
 
 def destroy(job: JobRun) -> None:
-    """Remove the VM from its server and mark it destroyed; with no server, only mark it."""
+    """Remove the VM from every server a copy of it may be on (``Vm.copy_servers``: its
+    server, and the server it holds a claim on, where a provision canceled by a quarantine
+    left its copy before recording the server) and mark it destroyed; with neither, only
+    mark it."""
     vm = job.vm
     if verdict(VmState(vm.state), Action.DESTROY) is Verdict.ALREADY:
         _already(job, "destroy")
         return
-    if vm.server_uuid is None:
+    servers = vm.copy_servers
+    if not servers:
         job.record_step("mark_destroyed", result="no server: no compute node was touched")
-    else:
-        server_uuid = vm.server_uuid
-        job.step("unregister", lambda: job.driver.unregister(server_uuid, str(vm.id)))
+    for server_uuid in servers:
+        job.step("unregister", lambda server=server_uuid: job.driver.unregister(
+            server, str(vm.id)))
     job.succeed(lambda v: v.record_destroyed(cause=job.cause))
 
 

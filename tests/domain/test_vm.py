@@ -275,6 +275,18 @@ def test_quarantine_and_release_give_the_vm_back_to_its_owner_in_its_state(state
     assert vm.state == state and vm.owner_uuid == OWNER and vm.quarantine is None
 
 
+def test_a_copy_may_be_on_the_vms_server_and_on_the_server_it_holds_a_claim_on():
+    vm = new_vm()
+    assert vm.copy_servers == []  # no compute node touched yet
+    vm.claim_capacity("claimed", cause=cause())
+    assert vm.copy_servers == ["claimed"]  # created there before the server is recorded
+    run_head_job(vm, lambda v: v.record_provisioned("claimed", cause=cause()))
+    assert vm.copy_servers == ["claimed"]  # each once
+    vm.release_capacity(cause=cause())
+    vm.claim_capacity("elsewhere", cause=cause())  # a start placing it anew
+    assert vm.copy_servers == ["claimed", "elsewhere"]
+
+
 def test_quarantine_ends_every_active_job_first_the_running_one_too():
     vm = vm_in(VmState.RUNNING)
     running = queue(vm, Action.STOP)

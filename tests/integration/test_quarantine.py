@@ -201,3 +201,25 @@ def test_a_job_running_when_its_vm_is_quarantined_is_canceled_and_records_nothin
     # the worker sees its job taken away: no domain refusal, no traceback
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_vm_quarantined_while_its_provision_boots_it_leaves_no_copy_once_destroyed(
+        services, monkeypatch):
+    vm_uuid = create(services, run=False)
+    racing = QuarantineDuring(services, vm_uuid, "ensure_state")  # the provision's boot
+    monkeypatch.setattr(services.worker, "driver", racing)
+    services.worker.run_vm(vm_uuid)
+    assert racing.landed
+    vm = services.commands.load(vm_uuid)
+    # the copy runs on the server it claimed; the VM never recorded that server
+    assert vm.server_uuid is None and vm.claim is not None
+    claimed = vm.claim["server_uuid"]
+    assert vm_uuid in racing.inventory(claimed)
+    destroy = services.commands.request_action(vm_uuid, Action.DESTROY, behaviour=NEWEST,
+                                               cause=make_cause("operator")).job_uuid
+    settle(services)
+    assert services.commands.load(vm_uuid).state == "destroyed"
+    job = services.jobs.get(destroy)
+    assert job["execution"] == "succeeded"
+    assert [step["name"] for step in job["chain_results"]] == ["unregister"]
+    assert vm_uuid not in racing.inventory(claimed)
