@@ -83,6 +83,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
             vm.active_jobs = []
             vm.claim = None
             vm.reported_at = None
+            vm.lost_copy = None
             vm.nics = []
 
     class Discovered(Created):
@@ -99,6 +100,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
             vm_reports.found(vm, self.state, self.server_uuid, self.reported_at)
 
     AgentReported = vm_reports.AgentReported
+    CopyLost = vm_reports.CopyLost
     NicsAdded = vm_nics.NicsAdded
     NicsRemoved = vm_nics.NicsRemoved
     JobQueued = vm_events.JobQueued
@@ -119,6 +121,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
             vm.state = transitions.after(vm.state, "Provisioned")
             vm.server_uuid = self.server_uuid
             vm.error = None
+            vm_reports.boots(vm)
 
     class ProvisionFailed(Event):
         """The VM could not be provisioned."""
@@ -141,6 +144,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
             if self.server_uuid is not None:
                 vm.server_uuid = self.server_uuid
             vm.error = None
+            vm_reports.boots(vm)
 
     class Stopped(Event):
         """The VM stopped (asked for, or the guest shut down)."""
@@ -158,6 +162,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
 
         def apply(self, vm: Vm) -> None:
             vm.state = transitions.after(vm.state, "Rebooted")
+            vm_reports.boots(vm)
 
     class Failed(Event):
         """The VM stopped working: evicted by its host, or its guest crashed."""

@@ -1,10 +1,18 @@
-"""What a compute agent reports of a VM without a generation number, as Triton's vm-agent sends
-it to VMAPI's ``PUT /vms/{uuid}`` (the whole VM object, with its ``last_modified``).
+"""What compute agents report of a VM that is not a lifecycle transition: a VM reported without
+a generation number, as Triton's vm-agent sends it to VMAPI's ``PUT /vms/{uuid}`` (the whole VM
+object, with its ``last_modified``), and the copy a host reboot took from a VM nothing else
+recorded it of.
 
 - A VM the log never had, found on a host by its agent, is recorded as it was found
   (``Discovered``): in the state reported, on the server reported (or none), with no job.
 - Reports carry no generation, so they are ordered by the object's ``last_modified``: the
   newest applied is remembered (``AgentReported``), and one not newer changes nothing.
+
+- A host reboot takes every VM on the host with it. A running VM records it as ``Failed``; a
+  stopped or quarantined one changes no state, so it records ``CopyLost`` (the server and its
+  new boot id) until it boots again (``Provisioned``, ``Started``, ``Rebooted`` clear it). A
+  later report that no longer lists it is then read as that reboot, not as an agent that
+  forgot it (``service/commands/agents.py``).
 
 A mixin of ``domain.vm.Vm``; the events are named on it (``Vm.Discovered``, a kind of
 ``Vm.Created``, so every read model folds it as a creation).
@@ -44,11 +52,30 @@ class AgentReported(VmEvent):
         vm.reported_at = self.reported_at
 
 
+class CopyLost(VmEvent):
+    """The VM's host ``server_uuid`` rebooted (``boot_id``) and the copy there went with it,
+    while the VM was stopped or quarantined (nothing else records it)."""
+
+    TOPIC = "vm.copy_lost"
+    server_uuid: str
+    boot_id: str
+
+    def apply(self, vm: Reports) -> None:
+        vm.lost_copy = {"server_uuid": self.server_uuid, "boot_id": self.boot_id}
+
+
+def boots(vm: Reports) -> None:
+    """What every boot of the VM (``Provisioned``, ``Started``, ``Rebooted``) also does: the
+    copy a host reboot took is replaced by the one that runs now."""
+    vm.lost_copy = None
+
+
 class Reports:
     """The commands of generation-less agent reports."""
 
     trigger_event: Any
     _create: Any
+    lost_copy: dict[str, str] | None
     Discovered: Any
 
     @classmethod
@@ -74,3 +101,17 @@ class Reports:
     def record_report(self, reported_at: datetime, *, cause: Cause) -> None:
         """Remember that reports up to ``reported_at`` were applied."""
         self.trigger_event(AgentReported, cause=cause, reported_at=reported_at)
+
+    def record_copy_lost(self, server_uuid: str, boot_id: str, *, cause: Cause) -> bool:
+        """Record that the reboot of ``server_uuid`` (now ``boot_id``) took the VM's copy
+        there; False (nothing recorded) when this reboot is recorded already."""
+        if getattr(self, "lost_copy", None) == {"server_uuid": server_uuid, "boot_id": boot_id}:
+            return False
+        self.trigger_event(CopyLost, cause=cause, server_uuid=server_uuid, boot_id=boot_id)
+        return True
+
+    def copy_lost_on(self, server_uuid: str) -> bool:
+        """Whether a reboot of ``server_uuid`` took the VM's copy there since it last booted."""
+        # A VM stored before CopyLost existed (a snapshot without the field) lost none.
+        lost = getattr(self, "lost_copy", None) or {}
+        return lost.get("server_uuid") == server_uuid

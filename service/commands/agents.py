@@ -110,7 +110,7 @@ class Agents:
                 vm = vm_of(vm_uuid)
                 if vm is None or vm.server_uuid != server_uuid:
                     continue  # unknown to the log, or placed elsewhere since
-                what = self._react(vm, happening, cause)
+                what = self._react(vm, happening, cause, server)
                 if what and vm.pending_events:
                     outcome[vm_uuid] = what
                     changed.append(vm)
@@ -129,11 +129,20 @@ class Agents:
         except VmNotFoundError:  # a report may name VMs this log never had
             return None
 
-    def _react(self, vm: Vm, happening: Happening | str, cause: Cause) -> str | None:
-        """Record what the report reveals about ``vm``; the name of what happened, or None."""
+    def _react(self, vm: Vm, happening: Happening | str, cause: Cause,
+               server: Server) -> str | None:
+        """Record what the report reveals about ``vm`` on ``server``; the name of what
+        happened, or None."""
         state = str(vm.state)
-        if state in (VmState.DESTROYED, VmState.QUARANTINED, VmState.PROVISIONING):
-            return None  # never revived; an operator's; or its provision decides
+        if state in (VmState.DESTROYED, VmState.PROVISIONING):
+            return None  # never revived; or its provision decides
+        if state == VmState.QUARANTINED:
+            # An operator's: no report changes its state. But a reboot that took its copy is
+            # remembered, so that once released a report without it reads as that reboot.
+            if happening is Happening.HOST_REBOOT and vm.record_copy_lost(
+                    str(server.id), server.boot_id, cause=cause):
+                return happening.value
+            return None
         head = vm.head_job
         if head is not None and head["execution"] == Execution.RUNNING:
             return None  # the job holding the ticket is authoritative until it ends
@@ -145,6 +154,13 @@ class Agents:
                 vm.record_started(cause=cause)
                 return "started"
             happening = Happening(happening_or_start)
+        if happening is Happening.AGENT_FORGOT and vm.copy_lost_on(str(server.id)):
+            # The host rebooted since the VM last booted there (CopyLost, recorded while it
+            # was stopped or quarantined): that reboot took it; the agent forgot nothing. Only
+            # a VM the log says runs has anything left to react to.
+            if state != VmState.RUNNING:
+                return None
+            happening = Happening.HOST_REBOOT
         if happening is Happening.AGENT_FORGOT:
             if state in (VmState.RUNNING, VmState.STOPPED):
                 vm.record_quarantined(
@@ -152,6 +168,8 @@ class Agents:
                     "id): it may still run there, so it is not restarted", cause=cause)
                 return happening.value
             return None
+        if happening is Happening.HOST_REBOOT and state == VmState.STOPPED:
+            vm.record_copy_lost(str(server.id), server.boot_id, cause=cause)
         record_happening(vm, happening, cause)
         return happening.value
 

@@ -190,3 +190,43 @@ def test_each_servers_allocated_capacity_is_the_sum_the_vm_streams_say_is_placed
         aggregate = services.commands.load_server(server["uuid"])
         assert aggregate.ram_allocated_mib == placed.get(server["uuid"], 0)
         assert server["ram_allocated_mib"] == aggregate.ram_allocated_mib
+
+
+@pytest.mark.parametrize("persistence", ["persistent", "ephemeral"])
+def test_a_host_reboot_while_quarantined_is_read_as_that_reboot_once_released(
+        services, persistence):
+    vm_uuid = running_vm(services, persistence)
+    server = services.commands.load(vm_uuid).server_uuid
+    services.quarantine.quarantine(vm_uuid, "inspect", cause=make_cause())
+    services.fleet.reboot_server(server)  # the copy is gone; the VM stays quarantined
+    assert report(services, server) == {vm_uuid: "host_reboot"}
+    assert services.commands.load(vm_uuid).state == "quarantined"
+    services.quarantine.release(vm_uuid, cause=make_cause())
+    assert services.commands.load(vm_uuid).state == "running"  # as the log had it
+    assert report(services, server) == {vm_uuid: "host_reboot"}  # same boot id, yet no forgetting
+    settle(services)
+    vm = services.commands.load(vm_uuid)
+    assert vm.state == ("running" if persistence == "persistent" else "destroyed")
+    assert vm.quarantine is None
+    assert services.fleet.running_copies(vm_uuid) == (1 if persistence == "persistent" else 0)
+    assert report(services, server) == {}  # and the next report finds nothing to do
+
+
+def test_a_stopped_vm_a_host_reboot_took_is_not_quarantined_by_the_next_report(services):
+    vm_uuid = running_vm(services)
+    server = services.commands.load(vm_uuid).server_uuid
+    services.commands.request_action(vm_uuid, Action.STOP, behaviour=NEWEST, cause=make_cause())
+    settle(services)
+    services.fleet.reboot_server(server)
+    assert report(services, server) == {vm_uuid: "host_reboot"}
+    assert report(services, server) == {}  # same boot id: still that reboot's doing
+    assert services.commands.load(vm_uuid).state == "stopped"
+    # once it boots again, an agent that forgets it is an agent that forgot
+    services.commands.request_action(vm_uuid, Action.START, behaviour=NEWEST,
+                                     cause=make_cause())
+    settle(services)
+    vm = services.commands.load(vm_uuid)
+    assert vm.state == "running"
+    services.fleet.restart_agent(vm.server_uuid)
+    assert report(services, vm.server_uuid) == {vm_uuid: "agent_forgot"}
+    assert services.commands.load(vm_uuid).state == "quarantined"
