@@ -77,17 +77,25 @@ class ConsoleQueries:
         """VMs in each state at the end of every time bucket, from ``vm_view``'s creation
         times and the state changes in ``vm_transitions``: a state's count is the VMs that
         entered it (``Created`` enters ``provisioning``) minus those that left it, up to the
-        bucket's end. The last point therefore equals the counts now (``/stats/states``)."""
+        bucket's end. The last point therefore equals the counts now (``/stats/states``).
+
+        ``owner_uuid`` counts one owner's VMs by the owner the analytics tables keep
+        (``vm_current``, ``vm_transitions``: a quarantined VM stays its owner's), creations
+        too: ``vm_view`` gives a quarantined VM to the operator quarantine, and counting
+        its creation by that owner but its moves by the first drew a negative count."""
         owner = " WHERE owner_uuid = ?" if owner_uuid is not None else ""
         params = [owner_uuid] if owner_uuid is not None else []
+        vms = ("vm_view" if owner_uuid is None else
+               "vm_view JOIN vm_current ON vm_current.vm_uuid = vm_view.uuid "
+               "WHERE vm_current.owner_uuid = ?")
         bounds = self._rows(f"SELECT MIN(create_timestamp) AS first, MAX(create_timestamp) "
-                            f"AS last FROM vm_view{owner}", params)[0]
+                            f"AS last FROM {vms}", params)[0]
         last_move = self._rows(f"SELECT MAX(at) AS last FROM vm_transitions{owner}", params)[0]
         last = max(filter(None, (bounds["last"], last_move["last"])), default=None)
         unit, length = _bucket_width(bounds["first"], last)
         created = self._rows(
             f"SELECT SUBSTR(create_timestamp, 1, {length}) AS b, COUNT(*) AS n "
-            f"FROM vm_view{owner} GROUP BY SUBSTR(create_timestamp, 1, {length})", params)
+            f"FROM {vms} GROUP BY SUBSTR(create_timestamp, 1, {length})", params)
         moves = self._rows(
             f"SELECT SUBSTR(at, 1, {length}) AS b, from_state, to_state, COUNT(*) AS n "
             f"FROM vm_transitions{owner} "

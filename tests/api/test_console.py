@@ -131,6 +131,21 @@ def test_the_chart_ends_at_the_counts_now(services: Services, client: TestClient
         s: n for s, n in states.items() if n or s in shown}
 
 
+def test_an_owners_chart_counts_a_quarantined_vm_as_its_own(services: Services,
+                                                            client: TestClient) -> None:
+    # it counted the VM's creation by vm_view's owner (the operator quarantine) and its
+    # moves by the owner it was taken from: {"provisioning": -1, "running": 1, ...}
+    create_running_vm(client)
+    taken = create_running_vm(client)
+    response = client.post(f"/vms/{taken}?action=quarantine", json={"reason": "lost"})
+    assert response.status_code == 200, response.text
+    html = client.get("/console/fragments/fleet/chart", params={"owner_uuid": OWNER}).text
+    shown = {s: int(n) for s, n in re.findall(r'data-state="(\w+)" data-last="(-?\d+)"', html)}
+    assert {s: n for s, n in shown.items() if n} == {"running": 1, "quarantined": 1}
+    points = ConsoleQueries(services.db).states_over_time(OWNER).points
+    assert all(n >= 0 for _, counts in points for n in counts.values()), points
+
+
 def test_an_owner_sees_only_its_own_vms_and_others_are_404(authed: TestClient) -> None:
     mine = create_vm(authed, headers=bearer("owner"))["vm_uuid"]
     theirs = create_vm(authed, headers=bearer("owner_b"), owner_uuid=OTHER_OWNER)["vm_uuid"]
