@@ -130,17 +130,18 @@ class Agents:
             return None
 
     def _react(self, vm: Vm, happening: Happening | str, cause: Cause,
-               server: Server) -> str | None:
+               server: Server | None = None) -> str | None:
         """Record what the report reveals about ``vm`` on ``server``; the name of what
-        happened, or None."""
+        happened, or None. A report without ``server`` (vm-agent's, of one VM) tells an
+        observed state, never a host reboot or a VM missing (a ``Happening``)."""
         state = str(vm.state)
         if state in (VmState.DESTROYED, VmState.PROVISIONING):
             return None  # never revived; or its provision decides
         if state == VmState.QUARANTINED:
             # An operator's: no report changes its state. But a reboot that took its copy is
             # remembered, so that once released a report without it reads as that reboot.
-            if happening is Happening.HOST_REBOOT and vm.record_copy_lost(
-                    str(server.id), server.boot_id, cause=cause):
+            if happening is Happening.HOST_REBOOT and server is not None and \
+                    vm.record_copy_lost(str(server.id), server.boot_id, cause=cause):
                 return happening.value
             return None
         head = vm.head_job
@@ -154,7 +155,8 @@ class Agents:
                 vm.record_started(cause=cause)
                 return "started"
             happening = Happening(happening_or_start)
-        if happening is Happening.AGENT_FORGOT and vm.copy_lost_on(str(server.id)):
+        if happening is Happening.AGENT_FORGOT and server is not None and \
+                vm.copy_lost_on(str(server.id)):
             # The host rebooted since the VM last booted there (CopyLost, recorded while it
             # was stopped or quarantined): that reboot took it; the agent forgot nothing. Only
             # a VM the log says runs has anything left to react to.
@@ -168,7 +170,8 @@ class Agents:
                     "id): it may still run there, so it is not restarted", cause=cause)
                 return happening.value
             return None
-        if happening is Happening.HOST_REBOOT and state == VmState.STOPPED:
+        if happening is Happening.HOST_REBOOT and state == VmState.STOPPED and \
+                server is not None:
             vm.record_copy_lost(str(server.id), server.boot_id, cause=cause)
         record_happening(vm, happening, cause)
         return happening.value
