@@ -49,6 +49,7 @@ class JobQueue:
     JobFailed: Any
     JobCanceled: Any
     trigger_event: Any
+    give_back_added_nics: Any  # domain/vm_nics.py
 
     @property
     def head_job(self) -> ActiveJob | None:
@@ -166,11 +167,15 @@ class JobQueue:
         self.trigger_event(self.JobFailed, cause=cause, job_uuid=job_uuid, error=error)
 
     def cancel_job(self, job_uuid: str, reason: str, *, cause: Cause) -> None:
-        """Cancel a job that has not started. Raises ``JobNotRunnableError`` otherwise (a
-        running job is canceled only by the quarantine: ``cancel_running``)."""
+        """Cancel a job that has not started; an ``add_nics`` gives back the NICs it recorded
+        when asked for, in the same save (``Nics.give_back_added_nics``: no node got them).
+        Every cancel of a queued job comes here (``cancel_queued``: a quarantine, a DeleteVm).
+        Raises ``JobNotRunnableError`` otherwise (a running job is canceled only by the
+        quarantine: ``cancel_running``)."""
         job = self.active_job(job_uuid)
         if job is None or job["execution"] != Execution.QUEUED.value:
             raise JobNotRunnableError(job_uuid, "only a queued job can be canceled")
+        self.give_back_added_nics(job, cause=cause)
         self.trigger_event(self.JobCanceled, cause=cause, job_uuid=job_uuid, reason=reason)
 
     def cancel_running(self, reason: str, *, cause: Cause) -> str | None:
@@ -178,7 +183,8 @@ class JobQueue:
         is; returns its uuid, or None when no job runs. Its worker can record nothing more
         for it: each of its saves checks the ticket first (``JobNotRunnableError``). Only the
         quarantine does this (``Lifecycle.record_quarantined``): a job that no longer holds
-        the ticket must not change a VM taken from its owner."""
+        the ticket must not change a VM taken from its owner. A running ``add_nics`` keeps
+        the NICs it recorded: its worker's call may still reach the node (docs/jobs.md)."""
         head = self.head_job
         if head is None or head["execution"] != Execution.RUNNING.value:
             return None

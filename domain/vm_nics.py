@@ -7,10 +7,12 @@ one NIC of a VM is primary while it has any: the first, unless another is asked 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from domain.errors import ValidationError
 from domain.events import Cause
+from domain.states import JobName
 from domain.vm_events import VmEvent
 
 
@@ -83,6 +85,19 @@ class Nics:
         removed = self.nics_to_remove(macs)
         self.trigger_event(self.NicsRemoved, cause=cause, nics=removed)
         return removed
+
+    def give_back_added_nics(self, job: Mapping[str, Any], *, cause: Cause
+                             ) -> list[dict[str, Any]]:
+        """Remove the NICs an ``add_nics`` ``job`` recorded when it was asked for
+        (service/commands/nic_actions.py), as its end without applying them: it failed, or it
+        was canceled before it ran. The change loop releases their addresses in the same
+        transaction (service/commands/networks.py), so nothing stays claimed for a NIC no
+        node has. Returns the NICs removed: none for another job, and none the VM no longer
+        has (removed since by another job)."""
+        if job["name"] != JobName.ADD_NICS:
+            return []
+        return self.remove_nics_it_has(
+            [nic["mac"] for nic in job["params"].get("args", {}).get("nics", [])], cause=cause)
 
     def remove_nics_it_has(self, macs: list[str], *, cause: Cause) -> list[dict[str, Any]]:
         """Record that those of the NICs ``macs`` the VM still has are gone; returns them,

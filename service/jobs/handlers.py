@@ -34,8 +34,7 @@ def run(job: JobRun) -> None:
             # jobs leave the VM as it was (the failed step is in the job's chain_results).
             if vm.state == VmState.PROVISIONING:
                 vm.record_provision_failed(error, cause=job.cause)
-            if job.job["name"] == JobName.ADD_NICS:
-                _undo_added_nics(job, vm)
+            vm.give_back_added_nics(job.job, cause=job.cause)  # an add_nics's
 
         job.fail(error, record)
 
@@ -218,8 +217,8 @@ def destroy(job: JobRun) -> None:
 def nics_changed(job: JobRun) -> None:
     """``add_nics`` / ``remove_nics``: ask the VM's server to apply the change. An
     ``add_nics``'s NICs and address claims were recorded when asked for
-    (service/commands/nic_actions.py; a failed one removes them again: ``run``,
-    ``_undo_added_nics``); a ``remove_nics`` records its NICs removed, and the change loop
+    (service/commands/nic_actions.py; a failed one, or one canceled before it ran, removes
+    them again: ``Vm.give_back_added_nics``); a ``remove_nics`` records its NICs removed, and the change loop
     releases their addresses in the same transaction, only once the server applied it, so a
     failed one leaves the VM's NICs and claims as they were."""
     if job.vm.state == VmState.DESTROYED:
@@ -235,14 +234,6 @@ def nics_changed(job: JobRun) -> None:
         vm.remove_nics_it_has(args.get("macs", []), cause=job.cause)
 
     job.succeed(record)
-
-
-def _undo_added_nics(job: JobRun, vm: Vm) -> None:
-    """Remove the NICs a failed ``add_nics`` recorded and no node applied; the change loop
-    releases their addresses in the same transaction (service/commands/networks.py), so a
-    failure leaves nothing claimed. NICs removed since by another job are left alone."""
-    vm.remove_nics_it_has([nic["mac"] for nic in job.params.get("args", {}).get("nics", [])],
-                          cause=job.cause)
 
 
 _HANDLERS: dict[JobName, Callable[[JobRun], None]] = {

@@ -13,7 +13,7 @@ from service.commands.nic_actions import change_nics
 from service.commands.versioning import NEWEST, OLDEST
 from tests.api.helpers import (
     OWNER, act, assert_error, create_running_vm, create_vm, error_fields, get_vm,
-    history_types, wait_job,
+    history_types, sim_row, wait_job,
 )
 
 
@@ -210,3 +210,29 @@ def test_bad_create_and_update_bodies_carry_vmapis_top_level_messages(client) ->
     update = act(client, vm_uuid, "update", json={"alias": "no spaces"})
     assert assert_error(update, 409, "ValidationFailed")["message"] == \
         "Invalid VM update parameters"
+
+
+@pytest.mark.parametrize("action", ["add_nics", "remove_nics"])
+def test_a_nic_job_canceled_before_it_ran_leaves_the_nics_and_addresses_the_node_has(
+        paused, action) -> None:
+    # An add_nics records its NICs and claims when asked for; canceled by a quarantine
+    # before it ran, it gives them back in the quarantine's save. A remove_nics records
+    # nothing until the node applied it, so canceled it leaves the NICs as they were.
+    client = paused.http
+    network = make_network(client)
+    created = create_vm(client, networks=[network["uuid"]])
+    paused.run_jobs()
+    vm_uuid = created["vm_uuid"]
+    before = get_vm(client, vm_uuid)["nics"]
+    node_before = sim_row(paused.services, vm_uuid)["config"]
+    body = ({"networks": [network["uuid"]]} if action == "add_nics"
+            else {"macs": [before[0]["mac"]]})
+    asked = act(client, vm_uuid, action, json=body)
+    assert asked.status_code == 202, asked.text
+    assert act(client, vm_uuid, "quarantine", json={"reason": "look"}).status_code == 200
+    assert act(client, vm_uuid, "release").status_code == 200
+    paused.run_jobs()
+    assert wait_job(client, asked.json()["job_uuid"])["execution"] == "canceled"
+    assert sim_row(paused.services, vm_uuid)["config"] == node_before  # the node: untouched
+    assert get_vm(client, vm_uuid)["nics"] == before
+    assert in_use(client, network) == 1

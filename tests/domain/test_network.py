@@ -9,7 +9,8 @@ import pytest
 from domain.errors import ValidationError
 from domain.network import Network, NetworkFullError, in_provisioning_range, range_counts
 from domain.vm import make_cause
-from tests.builders import new_vm
+from domain.states import Action, VmState
+from tests.builders import LEASE, T0, new_vm, vm_in
 
 
 def network(start: str = "10.0.0.10", end: str = "10.0.0.12", **overrides) -> Network:
@@ -119,6 +120,44 @@ def test_a_job_removes_only_the_nics_the_vm_still_has() -> None:
     assert [n["mac"] for n in event.nics] == ["m2"]
     assert vm.remove_nics_it_has(["m2", "gone"], cause=make_cause()) == []
     assert vm.collect_events() == []
+
+
+def queue_nic_job(vm, name: str, args: dict) -> str:
+    """Queue an ``add_nics`` or ``remove_nics`` job, as service/commands/nic_actions.py does."""
+    job_uuid = str(uuid.uuid4())
+    vm.queue_job(action=Action.UPDATE, job_uuid=job_uuid, name=name,
+                 params={"args": args, "if_already": "succeed"}, cause=make_cause())
+    return job_uuid
+
+
+def test_an_add_nics_canceled_before_it_ran_gives_back_its_nics_in_the_same_save() -> None:
+    # NICs an add_nics recorded when asked for, which no node got; a remove_nics canceled
+    # removes nothing (it records its NICs removed only once the node applied it)
+    vm = vm_in(VmState.RUNNING)
+    nic = {"ip": "10.0.0.10", "netmask": "255.255.255.0", "gateway": None, "network_uuid": "n"}
+    vm.add_nics([{**nic, "mac": "kept", "primary": False}], cause=make_cause())
+    vm.add_nics([{**nic, "mac": "asked", "primary": False}], cause=make_cause())
+    queue_nic_job(vm, "add_nics", {"nics": [vm.nic_list[-1]]})
+    queue_nic_job(vm, "remove_nics", {"macs": ["kept"]})
+    vm.collect_events()
+    vm.record_quarantined("look", cause=make_cause("operator"))
+    events = vm.collect_events()
+    assert [type(e).__name__ for e in events] == [
+        "NicsRemoved", "JobCanceled", "JobCanceled", "Quarantined"]
+    assert [n["mac"] for n in events[0].nics] == ["asked"]
+    assert [n["mac"] for n in vm.nic_list] == ["kept"]
+
+
+def test_a_running_add_nics_canceled_keeps_its_nics_its_call_may_still_reach_the_node() -> None:
+    vm = vm_in(VmState.RUNNING)
+    nic = {"ip": "10.0.0.10", "netmask": "255.255.255.0", "gateway": None, "network_uuid": "n"}
+    vm.add_nics([{**nic, "mac": "asked", "primary": False}], cause=make_cause())
+    job_uuid = queue_nic_job(vm, "add_nics", {"nics": vm.nic_list})
+    vm.start_job(job_uuid, worker="w1", now=T0, lease_expires_at=T0 + LEASE, cause=make_cause())
+    vm.collect_events()
+    vm.record_quarantined("look", cause=make_cause("operator"))
+    assert [type(e).__name__ for e in vm.collect_events()] == ["JobCanceled", "Quarantined"]
+    assert [n["mac"] for n in vm.nic_list] == ["asked"]
 
 
 def test_an_address_outside_the_range_is_not_counted_in_the_range_figures() -> None:
