@@ -55,21 +55,34 @@ def event_kind(event_type: str) -> str:
 _ENV.globals["event_kind"] = event_kind
 
 
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        flat: dict[str, Any] = {}
-        for key in sorted(value):
-            flat.update(_flatten(value[key], f"{prefix}.{key}" if prefix else str(key)))
-        return flat
-    return {prefix: value}
+def _walk(before: Any, after: Any, path: str, found: list[dict[str, Any]]) -> None:
+    # Objects are compared key by key only while both sides are objects: a key on one side
+    # alone is one change of its whole value (flattening each side on its own made an empty
+    # object a leaf and a non-empty one nothing, so a first tag read "tags: {} -> null").
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after), key=str):
+            inner = f"{path}.{key}" if path else str(key)
+            if key not in before:
+                found.append({"field": inner, "before": None, "after": after[key],
+                              "absent": "before"})
+            elif key not in after:
+                found.append({"field": inner, "before": before[key], "after": None,
+                              "absent": "after"})
+            else:
+                _walk(before[key], after[key], inner, found)
+    elif before != after:
+        found.append({"field": path, "before": before, "after": after, "absent": None})
 
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
     """The fields that differ between two VM objects, by dotted path (``tags.role``), in
-    path order: ``[{field, before, after}]`` (a missing field is None)."""
-    old, new = _flatten(before), _flatten(after)
-    return [{"field": path, "before": old.get(path), "after": new.get(path)}
-            for path in sorted(set(old) | set(new)) if old.get(path) != new.get(path)]
+    path order: ``[{field, before, after, absent}]``. Objects on both sides are compared
+    field by field; anything else (a list, an object against null) is one change of the
+    whole value. ``absent`` is ``"before"`` or ``"after"`` for a field only the other
+    version has (its value there is None), else None (a field that is null is there)."""
+    found: list[dict[str, Any]] = []
+    _walk(before, after, "", found)
+    return found
 
 
 @dataclass(frozen=True)
