@@ -170,8 +170,8 @@ class JobQueue:
         """Cancel a job that has not started; an ``add_nics`` gives back the NICs it recorded
         when asked for, in the same save (``Nics.give_back_added_nics``: no node got them).
         Every cancel of a queued job comes here (``cancel_queued``: a quarantine, a DeleteVm).
-        Raises ``JobNotRunnableError`` otherwise (a running job is canceled only by the
-        quarantine: ``cancel_running``)."""
+        Raises ``JobNotRunnableError`` otherwise (a running job is canceled only by
+        ``end_active_jobs``: ``cancel_running``)."""
         job = self.active_job(job_uuid)
         if job is None or job["execution"] != Execution.QUEUED.value:
             raise JobNotRunnableError(job_uuid, "only a queued job can be canceled")
@@ -181,9 +181,9 @@ class JobQueue:
     def cancel_running(self, reason: str, *, cause: Cause) -> str | None:
         """Cancel the job running now (the head, if a worker claimed it), wherever its worker
         is; returns its uuid, or None when no job runs. Its worker can record nothing more
-        for it: each of its saves checks the ticket first (``JobNotRunnableError``). Only the
-        quarantine does this (``Lifecycle.record_quarantined``): a job that no longer holds
-        the ticket must not change a VM taken from its owner. A running ``add_nics`` keeps
+        for it: each of its saves checks the ticket first (``JobNotRunnableError``). Only
+        ``end_active_jobs`` does this: a job that no longer holds the ticket must not change a
+        VM taken from its owner, or gone. A running ``add_nics`` keeps
         the NICs it recorded: its worker's call may still reach the node (docs/jobs.md)."""
         head = self.head_job
         if head is None or head["execution"] != Execution.RUNNING.value:
@@ -201,6 +201,17 @@ class JobQueue:
         for job_uuid in canceled:
             self.cancel_job(job_uuid, reason, cause=cause)
         return canceled
+
+    def end_active_jobs(self, queued_reason: str, running_reason: str, *, cause: Cause
+                        ) -> list[str]:
+        """Cancel every active job: the queued ones (``queued_reason``), then the running one
+        (``running_reason``); returns their uuids. Every command that ends the VM's life
+        without a job, or takes it out of reach of jobs, comes here, in the save that does so
+        (``Lifecycle.record_quarantined``, ``Lifecycle.record_destroyed_without_job``): a job
+        left running would record steps, and an outcome, on a VM no job may change."""
+        canceled = self.cancel_queued(queued_reason, cause=cause)
+        running = self.cancel_running(running_reason, cause=cause)
+        return canceled + ([running] if running is not None else [])
 
     def _drop_job(self, job_uuid: str) -> None:
         self.active_jobs = [j for j in self.active_jobs if j["uuid"] != job_uuid]

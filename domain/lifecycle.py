@@ -18,6 +18,10 @@ from domain.states import Action, VmState
 CANCELED_BY_QUARANTINE = "canceled: the VM was quarantined"
 CANCELED_WHILE_RUNNING = ("canceled: the VM was quarantined while the job ran; whatever the "
                           "job did after that is not recorded")
+# Why a destroy with no job ended a job (``record_destroyed_without_job``).
+CANCELED_BY_DESTROY = "canceled: the VM was destroyed"
+CANCELED_BY_DESTROY_WHILE_RUNNING = ("canceled: the VM was destroyed while the job ran; "
+                                     "whatever the job did after that is not recorded")
 
 
 class Lifecycle:
@@ -41,8 +45,7 @@ class Lifecycle:
     CapacityClaimed: Any
     CapacityReleased: Any
     trigger_event: Any
-    cancel_queued: Any
-    cancel_running: Any
+    end_active_jobs: Any
     claim: dict[str, Any] | None
     ram: int
     cpu_cap: int | None
@@ -118,17 +121,26 @@ class Lifecycle:
         self.release_capacity(cause=cause)
         self.trigger_event(self.Destroyed, cause=cause)
 
+    def record_destroyed_without_job(self, *, cause: Cause) -> None:
+        """The VM is gone, recorded at once rather than by a destroy job (a version 2
+        DeleteVm of a VM whose server was removed: no node is left to ask). Ends its active
+        jobs first, the queued ones and the running one, in the same save (``end_active_jobs``),
+        so a worker still at work records nothing after ``Destroyed``. Raises
+        ``IllegalTransitionError``."""
+        self._check("Destroyed")
+        self.end_active_jobs(CANCELED_BY_DESTROY, CANCELED_BY_DESTROY_WHILE_RUNNING, cause=cause)
+        self.record_destroyed(cause=cause)
+
     def record_quarantined(self, reason: str, *, cause: Cause) -> None:
         """Take the VM into the operator quarantine, ending its active jobs first (one
-        ``JobCanceled`` each, in the same save): the queued ones, and the running one, whose
-        worker then records nothing more, so no job changes the VM after its ``Quarantined``
+        ``JobCanceled`` each, in the same save: ``end_active_jobs``): the queued ones, and the
+        running one, whose worker then records nothing more, so no job changes the VM after its ``Quarantined``
         (a stuck job must not block the operator, nor act on a VM taken for troubleshooting;
         docs/api.md). Every writer that quarantines comes here: the operator's action, the
         stuck check, a DELETE of a stuck VM, an agent that forgot the VM. Raises
         ``IllegalTransitionError``."""
         self._check("Quarantined")
-        self.cancel_queued(CANCELED_BY_QUARANTINE, cause=cause)
-        self.cancel_running(CANCELED_WHILE_RUNNING, cause=cause)
+        self.end_active_jobs(CANCELED_BY_QUARANTINE, CANCELED_WHILE_RUNNING, cause=cause)
         self.trigger_event(self.Quarantined, cause=cause, reason=reason)
 
     def record_released(self, *, cause: Cause) -> None:

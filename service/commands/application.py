@@ -259,9 +259,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
             if action is Action.UPDATE and not args:
                 raise NothingToUpdateError(vm_uuid)
             job_cause = {**cause, "job_uuid": None}
-            if plan.destroy_now:
-                vm.cancel_queued("canceled: the VM was destroyed", cause=job_cause)
-                vm.record_destroyed(cause=job_cause)
+            if plan.destroy_now:  # its jobs too, the running one included
+                vm.record_destroyed_without_job(cause=job_cause)
                 return None
             job_uuid = str(uuidlib.uuid4())
             if plan.cancel_queued_provision:

@@ -307,6 +307,23 @@ def test_quarantine_ends_every_active_job_first_the_running_one_too():
         vm.succeed_job(running, cause=cause(), worker="w1")
 
 
+def test_a_destroy_without_a_job_ends_every_active_job_first_the_running_one_too():
+    vm = vm_in(VmState.RUNNING)
+    running = queue(vm, Action.STOP)
+    waiting = queue(vm, Action.START)
+    claim(vm)
+    recorded(vm)
+    vm.record_destroyed_without_job(cause=cause("owner"))
+    events = vm.collect_events()
+    assert [type(e).__name__ for e in events] == ["JobCanceled", "JobCanceled", "Destroyed"]
+    reasons = {e.job_uuid: e.reason for e in events[:2]}
+    assert reasons[waiting] == "canceled: the VM was destroyed"
+    assert "destroyed while the job ran" in reasons[running]
+    assert vm.state == VmState.DESTROYED and vm.active_jobs == []
+    with pytest.raises(JobNotRunnableError):  # its worker's next save
+        vm.record_step(running, {"name": "ensure_state"}, cause=cause(), worker="w1")
+
+
 def test_a_quarantined_vm_refuses_a_metadata_update_as_the_rules_table_refuses_update():
     vm = vm_in(VmState.RUNNING)
     vm.record_quarantined("disk errors", cause=cause("operator"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -147,15 +148,19 @@ def test_a_vm_released_still_provisioning_gets_its_provision_queued_again(servic
 
 
 class QuarantineDuring:
-    """The simulated fleet, except that an operator quarantines the VM while the job's first
-    compute call named ``call`` is in progress: the node has done the work, the worker has
-    not recorded it yet (a deterministic stand-in for an operator racing a running job)."""
+    """The simulated fleet, except that an operator quarantines the VM (or does ``then``)
+    while the job's first compute call named ``call`` is in progress: the node has done the
+    work, the worker has not recorded it yet (a deterministic stand-in for an operator racing
+    a running job)."""
 
-    def __init__(self, services, vm_uuid: str, call: str):
+    def __init__(self, services, vm_uuid: str, call: str,
+                 then: Callable[[], object] | None = None):
         self._services = services
         self._fleet = services.worker.driver
         self._vm_uuid = vm_uuid
         self._call = call
+        self._then = then or (lambda: services.quarantine.quarantine(
+            vm_uuid, "disk errors", cause=make_cause("operator")))
         self.landed = False
 
     def __getattr__(self, name: str) -> Any:
@@ -167,8 +172,7 @@ class QuarantineDuring:
             answer = attribute(*args, **kwargs)
             if not self.landed:
                 self.landed = True
-                self._services.quarantine.quarantine(self._vm_uuid, "disk errors",
-                                                     cause=make_cause("operator"))
+                self._then()
             return answer
         return call_then_quarantine
 
@@ -223,3 +227,35 @@ def test_a_vm_quarantined_while_its_provision_boots_it_leaves_no_copy_once_destr
     assert job["execution"] == "succeeded"
     assert [step["name"] for step in job["chain_results"]] == ["unregister"]
     assert vm_uuid not in racing.inventory(claimed)
+
+
+def test_a_v2_delete_that_destroys_at_once_ends_the_running_job_which_records_nothing_after(
+        services, monkeypatch, caplog):
+    vm_uuid = create(services)
+    server_uuid = services.commands.load(vm_uuid).server_uuid
+    job_uuid = services.commands.request_action(vm_uuid, Action.STOP, behaviour=NEWEST,
+                                                cause=make_cause("owner")).job_uuid
+    deleted = []
+
+    def remove_the_server_then_delete() -> None:
+        services.fleet.set_server_status(server_uuid, "removed")
+        deleted.append(services.commands.request_action(
+            vm_uuid, Action.DESTROY, behaviour=NEWEST, cause=make_cause("owner")))
+
+    racing = QuarantineDuring(services, vm_uuid, "ensure_state", remove_the_server_then_delete)
+    monkeypatch.setattr(services.worker, "driver", racing)
+    with caplog.at_level(logging.INFO, logger="vmledger"):
+        assert services.worker.run_vm(vm_uuid)
+    assert racing.landed and deleted[0].job_uuid is None  # destroyed at once: the 204
+    names = event_names(services, vm_uuid)
+    # the delete ends the running job in its own save; the worker records nothing after
+    assert names[-3:] == ["JobCanceled", "CapacityReleased", "Destroyed"], names
+    vm = services.commands.load(vm_uuid)
+    assert vm.state == "destroyed" and vm.active_jobs == []
+    services.projections.catch_up()
+    job = services.jobs.get(job_uuid)
+    assert job["execution"] == "canceled", job
+    assert "destroyed while the job ran" in job["error"]
+    # the worker sees its job taken away: no domain refusal, no traceback
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert not any(r.exc_info for r in caplog.records)
