@@ -203,6 +203,17 @@ class JobQueries:
             )
             return [render_job(row) for row in tx.fetchall()]
 
+    def newest_of_vm(self, vm_uuid: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """The VM's newest ``limit`` jobs, newest first, and how many it has in all, read
+        in one transaction (so the count is of the same jobs)."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT * FROM job_view WHERE vm_uuid = ? ORDER BY position DESC "
+                       "LIMIT ?", (vm_uuid, limit))
+            jobs = [render_job(row) for row in tx.fetchall()]
+            tx.execute("SELECT COUNT(*) AS n FROM job_view WHERE vm_uuid = ?", (vm_uuid,))
+            row = tx.fetchone()
+        return jobs, int(row["n"]) if row else 0
+
     def vms_with_unfinished_jobs(self, limit: int = 1000) -> list[str]:
         """VMs that have a queued or running job, oldest job first (the worker's index)."""
         with self.db.transaction(commit=False) as tx:

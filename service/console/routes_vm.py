@@ -24,7 +24,7 @@ from service.console.render import differences, fragment
 router = authorized_router(tags=["console"])
 
 TIMELINE = 1000  # events shown on a VM's timeline (the newest are past it: say so)
-JOBS = 100
+JOBS = 100  # jobs listed on a VM's page, the newest (the page says how many it has)
 AUDIT_PAGE = 50
 
 
@@ -48,13 +48,14 @@ def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
     vm = services.vms.get(str(current.id))
     events = vm_history(services.commands, str(current.id), limit=TIMELINE,
                         scope_owner=query.owner_uuid)
-    jobs = services.jobs.list(vm_uuid=str(current.id), limit=JOBS)
+    jobs, jobs_total = services.jobs.newest_of_vm(str(current.id), JOBS)
     # an owner's timeline leaves out the quarantine's events, so count by the last version
     # shown, not by how many are shown
     last_shown = events[-1]["version"] if events else 0
     return fragment("vm.html", vm=vm or render_vm(current), events=events,
                     head=head,
-                    version=current.version, truncated=current.version > last_shown, jobs=jobs)
+                    version=current.version, truncated=current.version > last_shown, jobs=jobs,
+                    jobs_total=jobs_total)
 
 
 @router.get("/console/fragments/vms/{vm_uuid}/state", response_class=HTMLResponse)

@@ -1,12 +1,15 @@
 """A VM's console page (docs/console.md, "A VM's page"): the diff between two versions reads
-truthfully whatever shape its fields take. (Found by a tester of the console.)"""
+truthfully whatever shape its fields take; the jobs say how many the VM has when only the
+newest are listed. (Found by a tester of the console.)"""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 from fastapi.testclient import TestClient
 
+from service.console import routes_vm
 from service.console.render import differences
 from tests.api.helpers import act_and_wait, create_running_vm, get_vm
 
@@ -44,3 +47,19 @@ def test_the_diff_fragment_shows_a_first_tag_as_added(client: TestClient) -> Non
     assert '<td class="before"><em>absent</em></td><td class="after">"web"</td>' in row, row
     changed = len(re.findall(r"<tr data-field=", diff))
     assert f"{changed} field{'' if changed == 1 else 's'} changed" in diff
+
+
+def test_a_vms_jobs_say_how_many_it_has_when_only_the_newest_are_listed(
+        client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "Jobs 100" for a VM with 111 jobs, its oldest (the provision) left out unsaid
+    vm_uuid = create_running_vm(client)
+    for n in range(3):
+        act_and_wait(client, vm_uuid, "update", json={"tags": {"n": n}})
+    jobs = client.get("/jobs", params={"vm_uuid": vm_uuid}).json()
+    assert len(jobs) == 4
+    page = client.get(f"/console/fragments/vms/{vm_uuid}").text
+    assert '<small data-testid="vm-jobs-count">4</small>' in page
+    monkeypatch.setattr(routes_vm, "JOBS", 2)
+    page = client.get(f"/console/fragments/vms/{vm_uuid}").text
+    assert '<small data-testid="vm-jobs-count">4, the newest 2 of 4 listed</small>' in page
+    assert re.findall(r'<tr data-job="([^"]+)"', page) == [j["uuid"] for j in jobs[:2]]
