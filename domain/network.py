@@ -195,11 +195,14 @@ class Network(chain.Chained, Aggregate):
         self.trigger_event(self.VolumeAddressClaimed, cause=cause, ip=ip,
                            volume_uuid=volume_uuid)
 
-    def release_for_volume(self, ip: str, *, volume_uuid: str, cause: Cause) -> None:
-        """Free ``ip`` if volume ``volume_uuid`` holds it (nothing recorded otherwise)."""
-        if self.claims.get(ip) == volume_uuid:
-            self.trigger_event(self.VolumeAddressReleased, cause=cause, ip=ip,
-                               volume_uuid=volume_uuid)
+    def release_for_volume(self, volume_uuid: str, *, cause: Cause) -> None:
+        """Free the address volume ``volume_uuid`` holds here (it holds one at most: a volume
+        is on a network at one address); nothing recorded if it holds none."""
+        for ip, holder in self.claims.items():
+            if holder == volume_uuid:
+                self.trigger_event(self.VolumeAddressReleased, cause=cause, ip=ip,
+                                   volume_uuid=volume_uuid)
+                return
 
     def release(self, ip: str, *, vm_uuid: str, cause: Cause) -> bool:
         """Free ``ip`` if VM ``vm_uuid`` holds it; False (nothing recorded) otherwise."""

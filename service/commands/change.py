@@ -14,7 +14,8 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
 3. ``If-Match``: a version other than the current one raises ``VersionMismatchError``;
 4. ``decide(aggregate)``: records events, or raises a domain refusal (nothing is saved);
 5. the servers' side of the VMs' capacity claims and releases (``_server_effects``), and the
-   networks' side of their NICs removed or destroyed (``_network_effects``);
+   networks' side of their NICs removed or destroyed and of the volumes' networks attached or
+   detached (``_network_effects``);
 6. nothing pending: nothing is appended (the idempotency key is stored alone);
 7. otherwise ONE call, ``save``, appends every pending event (and the key) in one
    transaction; a conflict (``IntegrityError``) counts, backs off and starts again.
@@ -88,7 +89,7 @@ class Changes:
     enforce_capacity: bool
     on_conflict: Callable[[], None]
     after_save: list[Callable[[int], None]]
-    _network_effects: Callable[[Vm, dict[str, Network]], None]  # NetworkCommands
+    _network_effects: Callable[[Vm | Volume, dict[str, Network]], None]  # NetworkCommands
     committer: Any  # service.commands.committer.Committer
 
     def load_aggregate(self, kind: type[A], uuid: str | UUID, version: int | None = None) -> A:
@@ -263,15 +264,17 @@ class Changes:
 
     def _pending(self, aggregate: Vm | Server | Volume,
                  others: list[Vm | Server | Volume]) -> list[Vm | Server | Volume]:
-        """Everything to save, servers last: the aggregates, and the servers' side of the VMs'
-        capacity claims and releases (so both streams always agree)."""
+        """Everything to save, servers and networks last: the aggregates, the servers' side of
+        the VMs' capacity claims and releases, and the networks' side of the VMs' and the
+        volumes' addresses (so the streams always agree)."""
         changed = [aggregate, *others]
         servers = {str(s.id): s for s in changed if isinstance(s, Server)}
         networks = {str(n.id): n for n in changed if isinstance(n, Network)}
-        for vm in changed:
-            if isinstance(vm, Vm):
-                self._server_effects(vm, servers)
-                self._network_effects(vm, networks)  # service/commands/networks.py
+        for one in changed:
+            if isinstance(one, Vm):
+                self._server_effects(one, servers)
+            if isinstance(one, Vm | Volume):
+                self._network_effects(one, networks)  # service/commands/networks.py
         ordered = [a for a in changed if not isinstance(a, Server | Network)] + list(
             servers.values()) + list(networks.values())
         return [a for a in ordered if a.pending_events]

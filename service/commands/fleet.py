@@ -6,23 +6,19 @@ they use."""
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 from domain.errors import UuidTakenError, ValidationError, VolumeNotFoundError
-from domain.network import Network
 from domain.server import Server
 from domain.vm import Cause
 from domain.volume import Volume
-from service.commands.networks import NetworkNotFoundError
 
 
 class _UsesCommands:
     # Provided by ``Commands`` (``service.commands.change.Changes``).
     change: Any
     load_aggregate: Any
-    load_network: Any  # NetworkCommands
 
 
 class ServerCommands(_UsesCommands):
@@ -53,7 +49,8 @@ class ServerCommands(_UsesCommands):
 
 
 class VolumeCommands(_UsesCommands):
-    """Volumes and the networks they are reachable on."""
+    """Volumes and the networks they are reachable on (their addresses on the networks
+    vmledger knows are claimed there by the change loop: service/commands/networks.py)."""
 
     def load_volume(self, volume_uuid: str | UUID) -> Volume:
         """The volume folded from its stream. Raises ``VolumeNotFoundError``."""
@@ -79,8 +76,8 @@ class VolumeCommands(_UsesCommands):
             if not volume.pending_events:  # the uuid was taken
                 raise UuidTakenError(volume_id)
 
-        _, volume, position, _ = self._change_volume(
-            volume_id, created, cause=cause,
+        _, volume, position, _ = self.change(
+            Volume, volume_id, created,
             new=lambda: Volume.create(volume_uuid=volume_id, name=name, cause=cause,
                                       networks=networks))
         return volume, position
@@ -90,9 +87,9 @@ class VolumeCommands(_UsesCommands):
         """Make the volume reachable on ``network_uuid`` at ``address``; returns it and the log
         position (None: it already was). Raises ``VolumeNotFoundError``, ``ValidationError``,
         ``VersionMismatchError`` (``if_match`` is not its version)."""
-        _, volume, position, _ = self._change_volume(
-            volume_uuid, lambda v: v.attach_network(network_uuid, address, cause=cause),
-            cause=cause, if_match=if_match)
+        _, volume, position, _ = self.change(
+            Volume, volume_uuid, lambda v: v.attach_network(network_uuid, address, cause=cause),
+            if_match=if_match)
         return volume, position
 
     def detach_network(self, volume_uuid: str, network_uuid: str, *,
@@ -100,48 +97,7 @@ class VolumeCommands(_UsesCommands):
         """Make the volume unreachable on ``network_uuid``; returns it and the log position
         (None: it was not on that network). Raises ``VolumeNotFoundError``,
         ``VersionMismatchError``."""
-        _, volume, position, _ = self._change_volume(
-            volume_uuid, lambda v: v.detach_network(network_uuid, cause=cause),
-            cause=cause, if_match=if_match)
+        _, volume, position, _ = self.change(
+            Volume, volume_uuid, lambda v: v.detach_network(network_uuid, cause=cause),
+            if_match=if_match)
         return volume, position
-
-    def _change_volume(self, volume_uuid: str | UUID, act: Callable[[Volume], Any], *,
-                       cause: Cause, if_match: int | None = None,
-                       new: Callable[[], Volume] | None = None) -> Any:
-        """``act`` on the volume through the change loop, with the claims of its addresses
-        on the networks vmledger knows following in the same transaction: an address it
-        gains there is claimed (``Network.claim_for_volume``: refused if a NIC or another
-        volume holds it), one it loses released. A network vmledger does not know (an
-        external one) has no claims. Returns the loop's ``Changed``."""
-        claimed: list[Network] = []
-
-        def decide(volume: Volume) -> Any:
-            claimed.clear()
-            before = {} if volume.pending_events else dict(volume.networks)  # new: none yet
-            decision = act(volume)
-            claimed.extend(self._follow_addresses(volume, before, cause))
-            return decision
-
-        return self.change(Volume, volume_uuid, decide, if_match=if_match, new=new,
-                           also=lambda _decision: list(claimed))
-
-    def _follow_addresses(self, volume: Volume, before: dict[str, str],
-                          cause: Cause) -> list[Network]:
-        """The known networks whose claims changed as the volume's networks went from
-        ``before`` to what it has now."""
-        changed = []
-        volume_uuid = str(volume.id)
-        for network_uuid in sorted(before.keys() | volume.networks.keys()):
-            was, now = before.get(network_uuid), volume.networks.get(network_uuid)
-            if was == now:
-                continue
-            try:
-                network = self.load_network(network_uuid)
-            except NetworkNotFoundError:
-                continue  # external: vmledger hands out none of its addresses
-            if was is not None:
-                network.release_for_volume(was, volume_uuid=volume_uuid, cause=cause)
-            if now is not None:
-                network.claim_for_volume(now, volume_uuid=volume_uuid, cause=cause)
-            changed.append(network)
-        return changed

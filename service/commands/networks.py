@@ -7,7 +7,9 @@ an address to another writer stores nothing and the change loop retries with a f
 no address is ever handed out twice. Addresses are released in the same transaction as the
 VM's ``NicsRemoved`` (``remove_nics``) or ``Destroyed``, from what the VM's own stream says it
 holds, so a VM whose provision failed gives its addresses back when it is destroyed
-(sdc-vmapi #72 leaked them).
+(sdc-vmapi #72 leaked them). A volume's address on a network follows its ``NetworkAttached``
+and ``NetworkDetached`` the same way. The change loop records each of these on the networks
+(``_network_effects``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from uuid import UUID
 from domain.errors import UuidTakenError, ValidationError
 from domain.network import Network
 from domain.vm import Cause, Vm
+from domain.volume import Volume
 
 
 class NetworkNotFoundError(ValidationError):
@@ -94,23 +97,44 @@ class NetworkCommands:
         vm.add_nics(nics, cause=cause)
         return list(networks.values())
 
-    def _network_effects(self, vm: Vm, networks: dict[str, Network]) -> None:
-        """Record on ``networks`` (loaded into it as needed) the releases of the VM's pending
-        NIC events: the addresses of NICs removed (``NicsRemoved``), or of a VM destroyed
-        (``Destroyed``: every NIC it holds, from its own stream)."""
-        for event in vm.pending_events:
+    def _network_effects(self, changed: Vm | Volume, networks: dict[str, Network]) -> None:
+        """Record on ``networks`` (loaded into it as needed) the networks' side of a VM's or a
+        volume's pending events: the releases of the addresses of a VM's NICs removed
+        (``NicsRemoved``) or of a VM destroyed (``Destroyed``: every NIC it holds, from its
+        own stream); a volume's address claimed on a network it is attached to
+        (``NetworkAttached``: refused if a NIC or another volume holds it), released on one
+        it leaves (``NetworkDetached``). A network vmledger does not know (an external one)
+        has no claims. Raises ``ValidationError`` (an address held)."""
+        owner = str(changed.id)
+        for event in changed.pending_events:
+            if isinstance(event, Volume.NetworkAttached | Volume.NetworkDetached):
+                network = self._known_network(event.network_uuid, networks)
+                if network is not None and isinstance(event, Volume.NetworkAttached):
+                    network.claim_for_volume(event.address, volume_uuid=owner,
+                                             cause=event.cause)
+                elif network is not None:
+                    network.release_for_volume(owner, cause=event.cause)
+                continue
             if isinstance(event, Vm.NicsRemoved):
                 released = event.nics
             elif isinstance(event, Vm.Destroyed):
-                released = vm.nic_list
+                assert isinstance(changed, Vm)
+                released = changed.nic_list
             else:
                 continue
             for nic in released:
-                network = networks.get(nic["network_uuid"])
-                if network is None:
-                    try:
-                        network = self.load_network(nic["network_uuid"])
-                    except NetworkNotFoundError:
-                        continue
-                    networks[nic["network_uuid"]] = network
-                network.release(nic["ip"], vm_uuid=str(vm.id), cause=event.cause)
+                network = self._known_network(nic["network_uuid"], networks)
+                if network is not None:
+                    network.release(nic["ip"], vm_uuid=owner, cause=event.cause)
+
+    def _known_network(self, network_uuid: str, networks: dict[str, Network]
+                       ) -> Network | None:
+        """The network ``network_uuid`` from ``networks``, else loaded into it; None for one
+        vmledger does not know."""
+        network = networks.get(network_uuid)
+        if network is None:
+            try:
+                network = networks[network_uuid] = self.load_network(network_uuid)
+            except NetworkNotFoundError:
+                return None
+        return network

@@ -56,3 +56,25 @@ def test_attach_claims_detach_releases_and_the_figures_count_volumes(client) -> 
     assert in_use(client, network) == 0
     created = create_vm(client, networks=[{"uuid": network["uuid"], "ip": "10.2.0.2"}])
     assert wait_job(client, created["job_uuid"])["execution"] == "succeeded"
+
+
+def test_a_volume_claims_on_each_known_network_it_is_created_on_and_moving_it_moves_its_claim(
+        client, services) -> None:
+    first = make_network(client)
+    second = client.post("/networks", json={
+        "name": "second", "subnet": "10.3.0.0/28", "provision_start_ip": "10.3.0.2",
+        "provision_end_ip": "10.3.0.5", "gateway": "10.3.0.1"}).json()
+    created = client.post("/volumes", json={"name": "data", "networks": {
+        second["uuid"]: "10.3.0.9", first["uuid"]: "10.2.0.9", EXTERNAL: "192.0.2.7"}})
+    assert created.status_code == 201, created.text
+    volume = created.json()["uuid"]
+    claims = services.commands.load_network
+    assert (claims(first["uuid"]).claims, claims(second["uuid"]).claims) == (
+        {"10.2.0.9": volume}, {"10.3.0.9": volume})
+    for action, body in (("detach_network", {"network_uuid": first["uuid"]}),
+                         ("attach_network", {"network_uuid": first["uuid"],
+                                             "address": "10.2.0.10"})):
+        moved = client.post(f"/volumes/{volume}", params={"action": action}, json=body)
+        assert moved.status_code in (200, 202), moved.text
+    assert (claims(first["uuid"]).claims, claims(second["uuid"]).claims) == (
+        {"10.2.0.10": volume}, {"10.3.0.9": volume})

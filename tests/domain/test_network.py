@@ -75,6 +75,19 @@ def test_only_the_holder_releases_an_address() -> None:
     assert net.claims == {} and figures(net) == (3, 0, 3, 0)
 
 
+def test_a_volume_releases_the_address_it_holds_and_no_other_volumes() -> None:
+    net, volume, other = network(), str(uuid.uuid4()), str(uuid.uuid4())
+    net.claim_for_volume("10.0.0.20", volume_uuid=volume, cause=make_cause())
+    net.claim_for_volume("10.0.0.21", volume_uuid=other, cause=make_cause())
+    net.collect_events()
+    net.release_for_volume(volume, cause=make_cause())
+    assert net.claims == {"10.0.0.21": other}
+    [released] = net.collect_events()
+    assert (type(released).__name__, released.ip) == ("VolumeAddressReleased", "10.0.0.20")
+    net.release_for_volume(volume, cause=make_cause())  # holds none now
+    assert net.collect_events() == []
+
+
 def test_the_first_nic_of_a_vm_is_primary_and_removing_it_makes_another_primary() -> None:
     vm = new_vm()
     nic = {"ip": "10.0.0.10", "netmask": "255.255.255.0", "gateway": None, "network_uuid": "n"}
