@@ -157,6 +157,15 @@ class Server(chain.Chained, Aggregate):
                 str(self.id), f"{self.cpus - self.cpus_allocated} CPUs free, {cpus} asked")
         self.trigger_event(self.Claimed, cause=cause, vm_uuid=vm_uuid, ram_mib=ram_mib, cpus=cpus)
 
+    def record_found(self, vm_uuid: str, *, ram_mib: int, cpus: int, cause: Cause) -> None:
+        """A VM its agent found here (``Vm.Discovered``) holds ``ram_mib`` MiB and ``cpus``
+        CPUs: a fact the host reports, so it is recorded whatever is free and whatever the
+        server's status, even past its capacity (an overcommit placement then heeds). A VM
+        already claimed here keeps its claim (nothing is recorded)."""
+        if vm_uuid in self.claims:
+            return
+        self.trigger_event(self.Claimed, cause=cause, vm_uuid=vm_uuid, ram_mib=ram_mib, cpus=cpus)
+
     def release(self, vm_uuid: str, *, cause: Cause) -> bool:
         """Give back ``vm_uuid``'s claim; False (nothing recorded) if it holds none."""
         if vm_uuid not in self.claims:

@@ -281,14 +281,19 @@ class Changes:
 
     def _server_effects(self, vm: Vm, servers: dict[str, Server]) -> None:
         """Record on ``servers`` (loaded into it as needed) the VM's pending claims and
-        releases. Raises ``InsufficientCapacityError``."""
+        releases. Raises ``InsufficientCapacityError``, except for a VM found by its agent
+        (saved with its ``Discovered``): its claim is a fact, recorded even past capacity."""
+        found = any(isinstance(event, Vm.Discovered) for event in vm.pending_events)
         for event in vm.pending_events:
             if isinstance(event, Vm.CapacityClaimed | Vm.CapacityReleased):
                 server = servers.get(event.server_uuid)
                 if server is None:
                     server = servers[event.server_uuid] = self.load_aggregate(
                         Server, event.server_uuid)
-                if isinstance(event, Vm.CapacityClaimed):
+                if isinstance(event, Vm.CapacityClaimed) and found:
+                    server.record_found(str(vm.id), ram_mib=event.ram_mib, cpus=event.cpus,
+                                        cause=event.cause)
+                elif isinstance(event, Vm.CapacityClaimed):
                     server.claim(str(vm.id), ram_mib=event.ram_mib, cpus=event.cpus,
                                  cause=event.cause, enforce=self.enforce_capacity)
                 else:

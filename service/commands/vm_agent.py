@@ -2,7 +2,11 @@
 generation (api.md ``PUT /vms/{uuid}``; domain/vm_reports.py).
 
 - A VM the log never had is recorded as found (``Vm.Discovered``), even with no server
-  (``server_uuid: null``): the agent knows it, so the log does too.
+  (``server_uuid: null``): the agent knows it, so the log does too. Found running or stopped
+  on a server the log has, it holds its RAM and CPUs there as a placed VM does
+  (``CapacityClaimed``, in the same transaction), even past the server's capacity: a fact
+  the host reports is recorded, not refused, and placement then sees the server as full as
+  it is. A failed VM holds none (as a placed VM that fails gives its claim back).
 - A known VM's report is ordered by the object's ``last_modified``: one not newer than the last
   applied changes nothing, so a stale write that arrives late cannot undo a newer one. A
   report with no ``last_modified`` is taken as of its arrival.
@@ -20,12 +24,14 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from domain.errors import VmNotFoundError
+from domain.errors import ServerNotFoundError, VmNotFoundError
+from domain.server import Server
 from domain.states import VmState
 from domain.vm import Cause, Vm
 from service.commands.agents import OBSERVED_STATES, Admit, Agents
 
 UNKNOWN_OWNER = str(UUID(int=0))  # a VM found with no owner_uuid in its report
+_HOLDING = ("running", "stopped")  # the states a VM found on a server holds capacity in
 
 
 @dataclass(frozen=True)
@@ -80,19 +86,35 @@ class AgentVmReports:
         try:
             self.commands.load(vm_id)
         except VmNotFoundError:  # made as found; a twin report that made it first wins
+            holds = report.state in _HOLDING and self._known_server(report.server_uuid)
             self.commands.change(Vm, vm_id, decide,
-                                 new=lambda: self._found(vm_id, report, cause))
+                                 new=lambda: self._found(vm_id, report, cause, holds=holds))
         else:
             self.commands.change(Vm, vm_id, decide)
 
+    def _known_server(self, server_uuid: str | None) -> bool:
+        """Whether ``server_uuid`` is a server the log has (an operator may report a VM on
+        any server, one never registered too: the VM is recorded there, holding nothing)."""
+        if server_uuid is None:
+            return False
+        try:
+            self.commands.load_aggregate(Server, server_uuid)
+        except ServerNotFoundError:
+            return False
+        return True
+
     @staticmethod
-    def _found(vm_id: UUID, report: AgentVm, cause: Cause) -> Vm:
+    def _found(vm_id: UUID, report: AgentVm, cause: Cause, *, holds: bool) -> Vm:
+        """The VM as found; with ``holds``, holding its capacity on its server."""
         if report.state not in OBSERVED_STATES:
             raise VmNotFoundError(vm_id)
-        return Vm.discover(
+        vm = Vm.discover(
             vm_uuid=vm_id, state=report.state, server_uuid=report.server_uuid,
             owner_uuid=report.owner_uuid or UNKNOWN_OWNER, brand=report.brand or "joyent",
             ram=report.ram or 0, cause=cause, reported_at=report.last_modified,
             alias=report.alias, cpu_cap=report.cpu_cap, image_uuid=report.image_uuid,
             customer_metadata=report.customer_metadata,
             internal_metadata=report.internal_metadata, tags=report.tags)
+        if holds and report.server_uuid is not None:
+            vm.claim_capacity(report.server_uuid, cause=cause)
+        return vm

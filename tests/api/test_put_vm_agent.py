@@ -198,3 +198,42 @@ def test_what_an_agent_may_report_that_createvm_refuses(client) -> None:
     assert stopping.status_code == 200, stopping.text
     assert stopping.json()["state"] == "running"
     assert_error(put(client, str(uuid.uuid4()), state="stopping"), 404, "ResourceNotFound")
+
+
+def _server(client, server_uuid: str) -> dict:
+    return client.get(f"/servers/{server_uuid}").json()
+
+
+@pytest.mark.parametrize(("state", "holds"), [("running", 1), ("stopped", 1), ("failed", 0)])
+def test_a_vm_found_on_a_server_holds_its_capacity_there_as_a_placed_one_does(
+        client, state, holds) -> None:
+    before = client.get("/servers").json()[0]
+    vm_uuid = str(uuid.uuid4())
+    found = put(client, vm_uuid, state=state, server_uuid=before["uuid"], ram=1024,
+                owner_uuid=OWNER)
+    assert found.status_code == 200, found.text
+    after = _server(client, before["uuid"])
+    assert after["vm_count"] == before["vm_count"] + holds  # a failed VM holds none
+    assert after["ram_allocated_mib"] == before["ram_allocated_mib"] + 1024 * holds
+    # and gives it back when destroyed
+    deleted = client.delete(f"/vms/{vm_uuid}", headers=V2)
+    assert wait_job(client, deleted.json()["job_uuid"])["execution"] == "succeeded"
+    assert _server(client, before["uuid"])["ram_allocated_mib"] == before["ram_allocated_mib"]
+
+
+def test_a_vm_found_where_there_is_no_room_is_recorded_as_an_overcommit_placement_heeds(
+        client) -> None:
+    server = client.get("/servers").json()[0]
+    vm_uuid = str(uuid.uuid4())
+    ram = server["ram_free_mib"] + 512  # more than the server has free
+    found = put(client, vm_uuid, state="running", server_uuid=server["uuid"], ram=ram,
+                owner_uuid=OWNER)
+    assert found.status_code == 200, found.text  # a fact the host reports is not refused
+    after = _server(client, server["uuid"])
+    assert after["ram_free_mib"] == -512
+    # placement sees the server full: a VM pinned there fails to provision
+    pinned = client.post("/vms", json={"owner_uuid": OWNER, "brand": "joyent", "ram": 128,
+                                       "server_uuid": server["uuid"]})
+    assert pinned.status_code == 202, pinned.text
+    assert wait_job(client, pinned.json()["job_uuid"])["execution"] == "failed"
+    assert "MiB free" in get_vm(client, pinned.json()["vm_uuid"])["error"]["message"]
