@@ -18,6 +18,11 @@ PERCENTILES = (50, 90, 99)
 STATE_ORDER = tuple(state.value for state in VmState)
 
 
+# The events that are failures (docs/analytics.md, "A failure"): each moves a VM into
+# ``failed`` for a reason of its own, where ``Released`` only gives a quarantined VM back.
+FAILURES = ("Failed", "ProvisionFailed")
+
+
 def nearest_rank(ordered: list[int], percent: int) -> int | None:
     """The ``percent``-th percentile of ``ordered`` (ascending) by the nearest-rank method:
     the smallest value with at least ``percent`` % of the values at or below it."""
@@ -132,14 +137,16 @@ class AnalyticsQueries:
         return Durations(from_state, to_state, durations_between(rows, from_state, to_state))
 
     def failures(self, key: str, owner_uuid: str | None = None) -> list[dict[str, Any]]:
-        """Transitions into ``failed`` counted by ``reason`` or ``server_uuid`` (the server the
-        VM failed on; null for a provision that failed before any server had it), most
-        frequent first: ``[{key, count}]``."""
+        """Failures (``FAILURES``: a ``Released`` back into ``failed`` is a transition into
+        it, not a failure; docs/analytics.md) counted by ``reason`` or ``server_uuid`` (the
+        server the VM failed on; null for a provision that failed before any server had it),
+        most frequent first: ``[{key, count}]``."""
         assert key in ("reason", "server_uuid")
         where, params = self._owner(owner_uuid, "AND")
         rows = self._rows(
             f"SELECT {key} AS k, COUNT(*) AS n FROM vm_transitions "
-            f"WHERE to_state = ?{where} GROUP BY {key}", [VmState.FAILED.value, *params])
+            f"WHERE event_type IN ({', '.join('?' * len(FAILURES))}){where} GROUP BY {key}",
+            [*FAILURES, *params])
         counted = [{key: r["k"], "count": int(r["n"])} for r in rows]
         return sorted(counted, key=lambda c: (-c["count"], _nulls_first(c[key])))
 

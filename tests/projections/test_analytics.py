@@ -14,7 +14,7 @@ from domain.errors import IllegalTransitionError
 from domain.states import Action
 from domain.vm import QUARANTINE_OWNER_UUID, Vm
 from projections.analytics import AnalyticsView, epoch_ms
-from projections.analytics_queries import durations_between, nearest_rank
+from projections.analytics_queries import AnalyticsQueries, durations_between, nearest_rank
 from projections.formats import rfc3339
 from tests.builders import OWNER, T0, cause, new_vm, queue, rows, run_head_job
 
@@ -157,6 +157,22 @@ def test_a_quarantined_vm_keeps_its_owner_and_is_released_to_the_state_it_had(se
         OWNER}
     assert (current(services, vm)["state"], current(services, vm)["quarantined_from"]) == (
         "running", None)
+
+
+def test_a_release_back_into_failed_is_no_failure_by_reason_or_by_server(services):
+    timeline = Timeline()
+    crashed = provisioned(timeline, 1_000)
+    crashed.record_failed("crashed", "the guest died", cause=cause())
+    timeline.at(2_000, crashed)
+    crashed.record_quarantined("look", cause=cause())
+    timeline.at(3_000, crashed)
+    crashed.record_released(cause=cause())  # back into failed: a transition, not a failure
+    timeline.at(4_000, crashed)
+    apply(services, timeline.events)
+    assert transitions(services)[-1][:3] == ("Released", "quarantined", "failed")
+    queries = AnalyticsQueries(services.db)
+    assert queries.failures("reason") == [{"reason": "crashed", "count": 1}]
+    assert queries.failures("server_uuid") == [{"server_uuid": SERVER, "count": 1}]
 
 
 def test_one_event_per_batch_gives_the_same_rows_as_one_batch(services):
