@@ -165,7 +165,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
             vm_reports.boots(vm)
 
     class Failed(Event):
-        """The VM stopped working: evicted by its host, or its guest crashed."""
+        """The VM stopped working: its host rebooted (the trace replay: evicted it), or its guest
+        crashed."""
 
         TOPIC = "vm.failed"
         reason: str
