@@ -251,8 +251,11 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
                 stuck = self.is_stuck(vm)
                 if stuck is not None and VmState(vm.state) is not VmState.QUARANTINED:
                     return self._quarantine_instead(vm, stuck, {**cause, "job_uuid": None})
-            server_removed = (action is Action.DESTROY and vm.server_uuid is not None
-                              and self.server_status(vm.server_uuid) == "removed")
+            # removed: every server a copy of it may be on (a quarantine during its
+            # provision leaves a copy where only its claim tells: Vm.copy_servers)
+            copies = vm.copy_servers
+            server_removed = (action is Action.DESTROY and bool(copies) and all(
+                self.server_status(server) == "removed" for server in copies))
             plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
                                    idempotent=idempotent, server_removed=server_removed,
                                    has_server=vm.has_server)

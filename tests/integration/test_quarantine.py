@@ -259,3 +259,20 @@ def test_a_v2_delete_that_destroys_at_once_ends_the_running_job_which_records_no
     # the worker sees its job taken away: no domain refusal, no traceback
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_v2_delete_of_a_vm_quarantined_during_its_provision_whose_claimed_server_was_removed(
+        services, monkeypatch):
+    # its copy is where only its claim tells; that server gone, it is destroyed at once, as a
+    # VM whose own server was removed is (api.md, DeleteVm), not by a job failing there
+    vm_uuid = create(services, run=False)
+    racing = QuarantineDuring(services, vm_uuid, "ensure_state")
+    monkeypatch.setattr(services.worker, "driver", racing)
+    services.worker.run_vm(vm_uuid)
+    vm = services.commands.load(vm_uuid)
+    assert vm.server_uuid is None and vm.claim is not None
+    services.fleet.set_server_status(vm.claim["server_uuid"], "removed")
+    accepted = services.commands.request_action(vm_uuid, Action.DESTROY, behaviour=NEWEST,
+                                                cause=make_cause("operator"))
+    assert accepted.job_uuid is None
+    assert services.commands.load(vm_uuid).state == "destroyed"
