@@ -34,6 +34,13 @@ def _visible(request: Request, query: Query, vm_uuid: str) -> Any:
     return owned_now(services_of(request), vm_uuid, query.owner_uuid)
 
 
+def _hidden(versions: list[int]) -> list[tuple[int, int]]:
+    """The runs ``(first, last)`` of versions missing between ``versions`` (ascending): the
+    ones an owner's scoped history left out."""
+    return [(before + 1, after - 1) for before, after in zip(versions, versions[1:], strict=False)
+            if after > before + 1]
+
+
 @router.get("/console/fragments/vms/{vm_uuid}", response_class=HTMLResponse)
 def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
     """A VM: the object now, every event (up to ``TIMELINE``) with its cause, its jobs with
@@ -46,8 +53,14 @@ def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
     read_your_writes(request, services, ("vm_view", "volume_mounts", "job_view"),
                      eventual=query.eventual)
     vm = services.vms.get(str(current.id))
-    events = vm_history(services.commands, str(current.id), limit=TIMELINE,
-                        scope_owner=query.owner_uuid)
+    # an owner may not see the versions of a quarantine (domain.visibility): the slider and
+    # the diff's defaults offer only the versions its whole scoped history holds
+    seen = vm_history(services.commands, str(current.id),
+                      limit=TIMELINE if query.owner_uuid is None else current.version,
+                      scope_owner=query.owner_uuid)
+    events = seen[:TIMELINE]
+    versions = ([e["version"] for e in seen if e["version"] <= current.version]
+                if query.owner_uuid is not None else list(range(1, current.version + 1)))
     jobs, jobs_total = services.jobs.newest_of_vm(str(current.id), JOBS)
     # an owner's timeline leaves out the quarantine's events, so count by the last version
     # shown, not by how many are shown
@@ -55,7 +68,8 @@ def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
     return fragment("vm.html", vm=vm or render_vm(current), events=events,
                     head=head,
                     version=current.version, truncated=current.version > last_shown, jobs=jobs,
-                    jobs_total=jobs_total)
+                    jobs_total=jobs_total, hidden=_hidden(versions), first=versions[0],
+                    previous=versions[-2] if len(versions) > 1 else versions[-1])
 
 
 @router.get("/console/fragments/vms/{vm_uuid}/state", response_class=HTMLResponse)

@@ -1,6 +1,7 @@
 """A VM's console page (docs/console.md, "A VM's page"): the diff between two versions reads
 truthfully whatever shape its fields take; the jobs say how many the VM has when only the
-newest are listed. (Found by a tester of the console.)"""
+newest are listed; an owner is offered only the versions it may see. (Found by a tester of the
+console.)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from fastapi.testclient import TestClient
 from service.console import routes_vm
 from service.console.render import differences
 from tests.api.helpers import act_and_wait, create_running_vm, get_vm
+from tests.api.test_authorization import bearer
+from tests.api.test_console import authed  # noqa: F401 (a fixture)
 
 
 def test_a_diff_reads_an_object_going_empty_or_not_truthfully() -> None:
@@ -63,3 +66,42 @@ def test_a_vms_jobs_say_how_many_it_has_when_only_the_newest_are_listed(
     page = client.get(f"/console/fragments/vms/{vm_uuid}").text
     assert '<small data-testid="vm-jobs-count">4, the newest 2 of 4 listed</small>' in page
     assert re.findall(r'<tr data-job="([^"]+)"', page) == [j["uuid"] for j in jobs[:2]]
+
+
+def _offered(page: str) -> tuple[str, str, str, str, str]:
+    """The slider's (min, max, hidden runs) and the diff form's (from, to) defaults."""
+    slider = re.search(r'data-hidden="([^"]*)">.*?<input type="range" name="version" '
+                       r'min="(\d+)" max="(\d+)"', page, re.S)
+    assert slider, page
+    hidden, low, high = slider.groups()
+    start = re.search(r'name="from" type="number" min="1" max="\d+" value="(\d+)"', page)
+    end = re.search(r'name="to" type="number" min="1" max="\d+" value="(\d+)"', page)
+    assert start and end, page
+    return low, high, hidden, start.group(1), end.group(1)
+
+
+def test_an_owner_is_offered_only_the_versions_it_may_see(authed: TestClient) -> None:
+    # after a quarantine and a release the diff was pre-filled from=N-1 to=N and the slider's
+    # first step back was N-1: the Quarantined event, which the owner may not see (404)
+    authed.headers.update(bearer("operator"))
+    vm_uuid = create_running_vm(authed)
+    for action, body in (("quarantine", {"reason": "lost"}), ("release", {})):
+        response = authed.post(f"/vms/{vm_uuid}", params={"action": action}, json=body)
+        assert response.status_code == 200, response.text
+    newest = get_vm(authed, vm_uuid)["version"]
+    history = authed.get(f"/vms/{vm_uuid}/history", headers=bearer("owner")).json()
+    seen = [e["version"] for e in history]
+    assert newest - 1 not in seen and newest in seen
+    page = authed.get(f"/console/fragments/vms/{vm_uuid}", headers=bearer("owner")).text
+    assert _offered(page) == ("1", str(newest), f"{newest - 1}-{newest - 1}",
+                              str(seen[-2]), str(newest))
+    for version in seen:  # every version offered is one the owner may open
+        state = authed.get(f"/console/fragments/vms/{vm_uuid}/state",
+                           params={"version": version}, headers=bearer("owner"))
+        assert state.status_code == 200, (version, state.text)
+    diff = authed.get(f"/console/fragments/vms/{vm_uuid}/diff", headers=bearer("owner"),
+                      params={"from": seen[-2], "to": newest})
+    assert diff.status_code == 200, diff.text
+    # the operator sees every version
+    page = authed.get(f"/console/fragments/vms/{vm_uuid}").text
+    assert _offered(page) == ("1", str(newest), "", str(newest - 1), str(newest))

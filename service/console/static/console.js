@@ -96,12 +96,27 @@ function wire(root) {
 }
 
 // The version slider: dragging, the arrows, and a timeline entry's "show" all load the VM
-// object as it was at that version.
+// object as it was at that version. data-hidden lists the runs of versions the viewer may
+// not see ("10-12,40-41": an owner's VM while it was quarantined); the slider steps over them.
 function wireStepper(stepper) {
   const slider = stepper.querySelector("input[type=range]");
   const output = stepper.querySelector("output");
   const target = document.querySelector(stepper.dataset.into);
+  const hidden = (stepper.dataset.hidden || "").split(",").filter(Boolean)
+    .map((run) => run.split("-").map(Number));
+  let shown = Number(slider.value);
+  // the nearest version the viewer may see from version, moving in direction (-1 or 1)
+  const seeable = (version, direction) => {
+    for (const [low, high] of hidden) {
+      if (version >= low && version <= high) {
+        return direction < 0 && low > Number(slider.min) ? low - 1 : high + 1;
+      }
+    }
+    return version;
+  };
   const show = () => {
+    slider.value = String(seeable(Number(slider.value), Number(slider.value) - shown));
+    shown = Number(slider.value);
     output.textContent = slider.value;
     load(formUrl(stepper), target);
   };

@@ -1,0 +1,42 @@
+"""A VM's page in Chromium: the version slider offers an owner only the versions it may see.
+(Found by a tester of the console.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.browser.conftest import Console, sign_in
+
+
+def _quarantined_and_released(console: Console, owner: str) -> dict[str, Any]:
+    """One of ``owner``'s running VMs, quarantined and given back by an operator."""
+    vm = console.get("operator", "/vms", owner_uuid=console.owners[owner], state="running",
+                     limit=1, sort="create_timestamp.desc")[0]
+    for action, body in (("quarantine", {"reason": "console test"}), ("release", {})):
+        response = console.api("operator", "POST", f"/vms/{vm['uuid']}",
+                               params={"action": action}, json=body)
+        assert response.status_code == 200, response.text
+    return console.get("operator", f"/vms/{vm['uuid']}")
+
+
+def test_an_owners_slider_steps_over_the_versions_it_may_not_see(
+        page: Any, console: Console) -> None:
+    # one click on ◀ after a release asked for the Quarantined version: 404 to the owner
+    vm = _quarantined_and_released(console, "owner_a")
+    newest = vm["version"]
+    sign_in(page, console, "owner_a", f"/console/vms/{vm['uuid']}")
+    page.wait_for_selector(f"[data-testid=state-version][data-version='{newest}']")
+    page.get_by_test_id("step-back").click()
+    page.wait_for_selector(f"[data-testid=state-version][data-version='{newest - 2}']")
+    assert page.get_by_test_id("slider").input_value() == str(newest - 2)
+    assert page.get_by_test_id("slider-value").inner_text() == str(newest - 2)
+    page.get_by_test_id("step-forward").click()
+    page.wait_for_selector(f"[data-testid=state-version][data-version='{newest}']")
+    # dragged onto the hidden version, the slider settles on the one below it
+    page.get_by_test_id("slider").fill(str(newest - 1))
+    page.wait_for_selector(f"[data-testid=state-version][data-version='{newest - 2}']")
+    assert page.get_by_test_id("slider").input_value() == str(newest - 2)
+    # the diff offered compares versions the owner may see
+    page.locator("[data-testid=diff-form] button").click()
+    page.wait_for_selector("[data-testid=diff]")
+    assert page.get_by_test_id("error").count() == 0
