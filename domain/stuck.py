@@ -20,11 +20,29 @@ class StuckThresholds:
     job_s: float = 3600.0  # a job running since its first start
 
 
+def starts_anew(before: str, after: str) -> bool:
+    """Whether a transition from state ``before`` to ``after`` starts the VM's time in its
+    state anew: only a change of state does (a reboot stays running and its time goes on; a
+    ``Released`` back into ``provisioning`` starts it again). The one rule of "in its state
+    since" for the domain (``Vm.state_since``, which this check reads) and the read model
+    (``vm_current.since``, which ``/stats/stuck`` reads), so the two never disagree."""
+    return VmState(after) is not VmState(before)
+
+
+def in_state_since(vm: Any) -> datetime:
+    """When ``vm`` entered its state: the event that last changed it (``Vm.state_since``;
+    its creation for a VM folded from a snapshot taken before that was kept)."""
+    return getattr(vm, "state_since", None) or vm.created_on
+
+
 def stuck_reason(vm: Any, now: datetime, thresholds: StuckThresholds) -> str | None:
-    """Why ``vm`` is stuck at ``now``, or None if it is not."""
+    """Why ``vm`` is stuck at ``now``, or None if it is not. A transient state is timed from
+    when the VM entered it (``in_state_since``), so a VM given back from the quarantine still
+    provisioning has its full time again, as ``/stats/stuck`` counts it."""
     state = VmState(vm.state)
-    if state in TRANSIENT_STATES and now - vm.created_on > timedelta(seconds=thresholds.transient_s):
-        return (f"stuck in {state.value} since {vm.created_on.isoformat()} "
+    since = in_state_since(vm)
+    if state in TRANSIENT_STATES and now - since > timedelta(seconds=thresholds.transient_s):
+        return (f"stuck in {state.value} since {since.isoformat()} "
                 f"(more than {thresholds.transient_s:g} s)")
     head = vm.head_job
     if head is not None and head["execution"] == Execution.RUNNING and head.get("started_at"):

@@ -244,6 +244,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
     active_jobs: list[ActiveJob]
     claim: dict[str, Any] | None
     reported_at: datetime | None  # the newest generation-less agent report applied
+    state_since: datetime  # when it entered its state (vm_events.VmEvent.mutate)
     nics: list[dict[str, Any]]  # domain/vm_nics.py
     chain_head: str
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from domain.events import DomainEvent
 from domain.job_queue import ActiveJob
 from domain.states import DesiredState, Execution, JobName
+from domain.stuck import starts_anew
 
 if TYPE_CHECKING:
     # The queue these events change (a mixin of ``domain.vm.Vm``, which imports this module).
@@ -31,6 +32,16 @@ class VmEvent(DomainEvent):
     """Base of every VM event (its cause and chain link are ``DomainEvent``'s)."""
 
     TOPIC = "vm.event"
+
+    def mutate(self, aggregate: Any) -> Any:
+        """The VM with this event applied; an event that changes its state (its creation, or
+        a transition that ``domain.stuck.starts_anew``) sets ``state_since`` to its
+        timestamp, from which the stuck check times a transient state."""
+        before = getattr(aggregate, "state", None)
+        vm = super().mutate(aggregate)
+        if before is None or starts_anew(before, vm.state):
+            vm.state_since = self.timestamp
+        return vm
 
 
 class JobQueued(VmEvent):

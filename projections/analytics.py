@@ -23,6 +23,7 @@ from typing import Any
 
 from domain import transitions
 from domain.states import VmState
+from domain.stuck import starts_anew
 from domain.vm import Vm
 from projections.db import Database, Tx
 from projections.formats import rfc3339, uuid_text
@@ -160,7 +161,8 @@ class AnalyticsView(ReadModel):
             "actor": cause.get("actor"), "job_uuid": cause.get("job_uuid"),
         }
         moves.append(row)
-        changed = after != before  # a reboot stays in running: "since" does not move
+        # a reboot stays in running: "since" does not move (the domain's rule: stuck.py)
+        changed = starts_anew(before, after)
         return {
             **vm,
             "state": after.value,

@@ -14,6 +14,9 @@ import pytest
 from domain.errors import InvalidTransitionError
 from domain.states import Action
 from domain.vm import QUARANTINE_OWNER_UUID, Vm, make_cause
+from projections.analytics import epoch_ms
+from projections.analytics_queries import AnalyticsQueries
+from projections.formats import rfc3339
 from service.commands.application import VmSpec
 from service.commands.versioning import NEWEST, OLDEST
 from service.jobs.worker import utcnow
@@ -275,4 +278,29 @@ def test_a_v2_delete_of_a_vm_quarantined_during_its_provision_whose_claimed_serv
     accepted = services.commands.request_action(vm_uuid, Action.DESTROY, behaviour=NEWEST,
                                                 cause=make_cause("operator"))
     assert accepted.job_uuid is None
+    assert services.commands.load(vm_uuid).state == "destroyed"
+
+
+def test_a_stuck_vm_the_operator_released_is_timed_again_from_its_release(services, monkeypatch):
+    # one rule of "stuck since" for the check, the owner's DELETE and /stats/stuck
+    services.fleet.faults.pause_workers(True)
+    vm_uuid = create(services, run=False)
+    later(services, services.quarantine.stuck.thresholds.transient_s + 1)
+    assert services.quarantine.stuck(services.commands.load(vm_uuid)) is not None
+    services.quarantine.quarantine(vm_uuid, "look at it", cause=make_cause("operator"))
+    released_at = services.quarantine.stuck.clock()  # released at the check's now
+    monkeypatch.setattr(Vm.Released, "create_timestamp", staticmethod(lambda: released_at))
+    services.quarantine.release(vm_uuid, cause=make_cause("operator"))
+    services.projections.catch_up()
+    services.worker.periodic()
+    assert services.commands.load(vm_uuid).state == "provisioning"  # not stuck again
+    [row], _ = AnalyticsQueries(services.db).stuck(0, epoch_ms(released_at))
+    assert row["since"] == rfc3339(released_at)
+    accepted = services.commands.request_action(vm_uuid, Action.DESTROY, behaviour=NEWEST,
+                                                cause=make_cause("owner"), owner_uuid=OWNER)
+    vm = services.commands.load(vm_uuid)
+    assert vm.state == "provisioning" and vm.quarantine is None  # an ordinary destroy
+    assert [job["uuid"] for job in vm.active_jobs] == [accepted.job_uuid]
+    services.fleet.faults.pause_workers(False)
+    settle(services)
     assert services.commands.load(vm_uuid).state == "destroyed"

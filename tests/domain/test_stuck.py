@@ -1,0 +1,39 @@
+"""When a VM is stuck (domain/stuck.py): a transient state is timed from when the VM entered
+it, the one rule the read model's ``since`` follows too."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from domain.states import Action, VmState
+from domain.stuck import StuckThresholds, in_state_since, starts_anew, stuck_reason
+from domain.vm import Vm
+from tests.builders import cause, new_vm, queue, run_head_job, vm_in
+
+LIMIT = StuckThresholds(transient_s=60)
+
+
+def test_a_vm_given_back_still_provisioning_is_timed_from_its_release(monkeypatch):
+    vm = new_vm()
+    assert in_state_since(vm) == vm.created_on
+    assert stuck_reason(vm, vm.created_on + timedelta(seconds=61), LIMIT) is not None
+    vm.record_quarantined("look at it", cause=cause("operator"))
+    released_at = vm.created_on + timedelta(seconds=120)
+    monkeypatch.setattr(Vm.Released, "create_timestamp", staticmethod(lambda: released_at))
+    vm.record_released(cause=cause("operator"))
+    assert vm.state == VmState.PROVISIONING and in_state_since(vm) == released_at
+    assert stuck_reason(vm, released_at + timedelta(seconds=59), LIMIT) is None
+    reason = stuck_reason(vm, released_at + timedelta(seconds=61), LIMIT)
+    assert reason is not None and f"since {released_at.isoformat()}" in reason
+
+
+def test_only_a_change_of_state_starts_the_time_in_it_anew():
+    vm = vm_in(VmState.RUNNING)
+    since = in_state_since(vm)
+    queue(vm, Action.REBOOT)
+    run_head_job(vm, lambda v: v.record_rebooted(cause=cause()))  # stays running
+    assert in_state_since(vm) == since
+    queue(vm, Action.STOP)
+    run_head_job(vm, lambda v: v.record_stopped(cause=cause()))
+    assert in_state_since(vm) > since
+    assert not starts_anew("running", "running") and starts_anew("quarantined", "provisioning")
