@@ -115,12 +115,15 @@ class NothingToUpdateError(ValidationError):
 
 
 class IllegalTransitionError(DomainError):
-    """An event that the transition table does not allow in this state (an invariant)."""
+    """An event that the transition table does not allow in this state (an invariant).
+    ``has_server``: whether the VM is on a server, when the raiser knows (None: unknown), so
+    that the actions a refusal names are ones the VM allows."""
 
-    def __init__(self, state: str, event_name: str):
+    def __init__(self, state: str, event_name: str, *, has_server: bool | None = None):
         super().__init__(f"{event_name} cannot happen to a VM in state '{state}'")
         self.state = str(state)
         self.event_name = event_name
+        self.has_server = has_server
 
 
 class JobNotRunnableError(DomainError):

@@ -84,8 +84,9 @@ def refused(state: VmState, action: Action) -> bool:
     return RULES[(state, action)] is Verdict.REFUSED
 
 
-def require(state: VmState, action: Action, *, has_server: bool = True) -> Verdict:
-    """The verdict for ``action`` on a VM in ``state`` (on a server or not: ``has_server``),
+def require(state: VmState, action: Action, *, has_server: bool) -> Verdict:
+    """The verdict for ``action`` on a VM in ``state`` (on a server or not: ``has_server``,
+    never assumed, so the allowed actions a refusal names are the VM's own),
     unless it is ``REFUSED`` or ``UNALLOCATED``: then raises ``InvalidTransitionError``
     naming the actions that are allowed. The one place a refusal of the table is raised
     (queueing a job, admitting a request, the quarantine)."""
@@ -97,9 +98,10 @@ def require(state: VmState, action: Action, *, has_server: bool = True) -> Verdi
     return found
 
 
-def allowed_actions(state: VmState, *, has_server: bool = True) -> list[str]:
+def allowed_actions(state: VmState, *, has_server: bool) -> list[str]:
     """The actions neither refused nor unallocated for a VM in ``state`` (on a server or not:
-    ``has_server``), in table order (for error bodies)."""
+    ``has_server``, never assumed: a VM on none refuses start, stop and kill), in table order
+    (for error bodies)."""
     return [a.value for a in _COLUMNS
             if verdict(state, a, has_server=has_server)
             not in (Verdict.REFUSED, Verdict.UNALLOCATED)]

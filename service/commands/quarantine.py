@@ -45,7 +45,8 @@ class Quarantine:
         ``VersionMismatchError``."""
 
         def decide(vm: Vm) -> None:
-            if rules.require(VmState(vm.state), Action.QUARANTINE) is Verdict.ALREADY:
+            if rules.require(VmState(vm.state), Action.QUARANTINE,
+                             has_server=vm.has_server) is Verdict.ALREADY:
                 return
             vm.record_quarantined(reason, cause=cause)
 
@@ -58,7 +59,8 @@ class Quarantine:
         when it is not quarantined."""
 
         def decide(vm: Vm) -> None:
-            rules.require(VmState(vm.state), Action.RELEASE)  # only a quarantined VM
+            # only a quarantined VM; a refusal names what this VM allows
+            rules.require(VmState(vm.state), Action.RELEASE, has_server=vm.has_server)
             vm.record_released(cause=cause)
             # Given back still provisioning, its provision canceled by the quarantine: queue
             # a new one, or it would stay provisioning with no job for ever.

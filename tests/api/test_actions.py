@@ -96,6 +96,26 @@ def test_an_impossible_action_is_409_invalid_transition_with_state_and_allowed_a
     assert services.commands.load(vm_uuid).version == version  # nothing was appended
 
 
+def test_a_refused_release_or_quarantine_names_only_actions_a_vm_on_no_server_allows(
+        client, services) -> None:
+    created = create_vm(client, internal_metadata={"force_provision_failure": True})
+    assert wait_job(client, created["job_uuid"])["execution"] == "failed"
+    vm_uuid = created["vm_uuid"]
+    assert get_vm(client, vm_uuid)["server_uuid"] is None  # failed before any server had it
+    for headers in ({}, V2):
+        body = assert_error(act(client, vm_uuid, "release", headers=headers), 409,
+                            "InvalidTransition")
+        assert body["allowed_actions"] == ["update", "destroy", "quarantine"]
+        for action in ("start", "stop", "kill"):  # what it leaves out is refused
+            assert act(client, vm_uuid, action, headers=headers).status_code == 409
+    # a destroyed VM on no server: quarantine's refusal names the same as every action's
+    destroyed = client.delete(f"/vms/{vm_uuid}", headers=V2)
+    assert wait_job(client, destroyed.json()["job_uuid"])["execution"] == "succeeded"
+    body = assert_error(act(client, vm_uuid, "quarantine", headers=V2, json={"reason": "x"}),
+                        409, "InvalidTransition")
+    assert body["allowed_actions"] == ["destroy"]
+
+
 def test_v1_action_on_a_provisioning_vm_is_409_unallocated_vm_and_appends_nothing(
         paused, services) -> None:
     created = create_vm(paused.http)

@@ -132,7 +132,12 @@ def test_a_domain_error_with_no_row_is_a_logged_500(raising, caplog) -> None:
 def test_state_refusals_carry_the_state_and_the_allowed_actions(raising) -> None:
     body = raising.get("/raise/IllegalTransitionError").json()
     assert body["code"] == "InvalidTransition" and body["state"] == "stopped"
-    assert "start" in body["allowed_actions"]
+    # not known to be on a server: only the actions a stopped VM allows on one or on none
+    on_none = ["stop", "kill", "update", "destroy", "quarantine"]  # stop, kill: already
+    assert body["allowed_actions"] == on_none
+    for has_server, allowed in ((True, ["start", *on_none]), (False, on_none)):
+        refusal = IllegalTransitionError("stopped", "Failed", has_server=has_server)
+        assert errors._state_refusal(refusal)["allowed_actions"] == allowed
     body = raising.get("/raise/VersionMismatchError")
     assert body.status_code == 412 and body.json()["current_version"] == 4
     assert body.headers["etag"] == '"4"'
