@@ -1,12 +1,15 @@
 """The console's header and live counter in Chromium: signing out stops the changefeed and
-hides the counter; the fleet page counts only changes to the VMs of its owner filter; a
-refused parameter names its field; a narrow window does not scroll sideways. (Found by a
-new user of the console.)"""
+hides the counter; the fleet page counts only changes to the VMs of its owner filter; the
+count survives the feed's cuts and failures, resuming after the last position seen and
+saying it is reconnecting meanwhile; a refused parameter names its field; a narrow window does
+not scroll sideways. (Found by a new user of the console, and a tester.)"""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from tests.browser.conftest import THIRD_OWNER, Console, screenshot, sign_in
 
@@ -47,6 +50,54 @@ def test_the_fleets_live_counter_counts_only_the_filtered_owners_changes(
     page.locator(f"[data-testid=live-count]:text-is('{events}')").wait_for()
     # and nothing was counted twice or late: the other owner's VM came before this one's
     assert page.get_by_test_id("live-count").inner_text() == str(events)
+
+
+def _stream(*positions: int, cut: bool = False) -> str:
+    """A changefeed's SSE body (service/changes/sse.py): a change at each position, and the
+    service's cut after the last when ``cut``."""
+    body = "retry: 1000\n: vmledger changes\n\n" + "".join(
+        f'id: {p}\nevent: Stopped\ndata: {{"position": {p}}}\n\n' for p in positions)
+    if cut:
+        data = json.dumps({"reason": "too far behind", "resume_after": positions[-1]})
+        body += f"id: {positions[-1]}\nevent: cut\ndata: {data}\n\n"
+    return body
+
+
+def test_the_live_counter_keeps_its_count_across_cuts_and_failed_resumes(
+        page: Any, console: Console) -> None:
+    # each resume started the count again at 0, and a resume that failed (the service
+    # restarting, or at its stream limit) was never tried again: the count stayed stale
+    asked: list[str | None] = []  # each request's after=
+    answers = [  # the feed, request by request: a stream cut, refused twice, then followed
+        lambda route: route.fulfill(status=200, content_type="text/event-stream",
+                                    body=_stream(101, 102, cut=True)),
+        lambda route: route.abort("connectionrefused"),
+        lambda route: route.fulfill(status=503, content_type="application/json", body=json.dumps(
+            {"code": "ServiceUnavailable", "message": "too many change streams"})),
+        lambda route: route.fulfill(status=200, content_type="text/event-stream",
+                                    body=_stream(103, 104)),
+    ]
+
+    def answer(route: Any) -> None:
+        asked.append(parse_qs(urlsplit(route.request.url).query).get("after", [None])[0])
+        if len(asked) <= len(answers):
+            answers[len(asked) - 1](route)
+        else:  # from then on the service's own feed, from the page's position: open, quiet
+            route.continue_(url=route.request.url.replace(f"after={asked[-1]}",
+                                                          f"after={asked[0]}"))
+
+    page.route("**/changes?*", answer)
+    count = page.get_by_test_id("live-count")
+    with page.expect_request(lambda r: "/changes?" in r.url and "after=104" in r.url):
+        sign_in(page, console, "auditor")
+        page.locator("[data-testid=live][data-stale]").wait_for()  # the stream ended: resuming
+        assert count.inner_text() == "2"
+        assert page.get_by_test_id("live-state").is_visible()
+        page.locator("[data-testid=live-count]:text-is('4')").wait_for()
+    page.locator("[data-testid=live]:not([data-stale])").wait_for()  # following again
+    assert page.get_by_test_id("live-state").is_hidden()
+    assert count.inner_text() == "4"
+    assert asked[:5] == [asked[0], "102", "102", "102", "104"], asked
 
 
 def test_a_refused_parameter_is_named_on_the_page(page: Any, console: Console) -> None:

@@ -142,60 +142,89 @@ function wireStepper(stepper) {
 // after the log position it was rendered at); the script follows it with fetch, so the token
 // goes in the Authorization header and never in a URL, counts the changes the page does not
 // show yet, and "refresh" loads the fragment again. A role the feed refuses sees no counter.
-let following = null;
+// When a stream ends (the service's cut, a restart) or cannot be opened (connection refused,
+// 503 at the stream limit), the script resumes after the last position it saw, keeping the
+// count, 1 s later and then twice as long after each failure, up to 30 s apart; meanwhile
+// the counter says it is reconnecting (the count may be behind), never a silently stale number.
+const RESUME_MS = 1000;
+const MAX_RESUME_MS = 30000;
+let following = null;  // the feed followed: {controller, timer, after, unseen, delay}
+
+function showCount(indicator, feed) {
+  indicator.querySelector("[data-testid=live-count]").textContent = String(feed ? feed.unseen : 0);
+}
+
+// The counter following its feed (stale false) or trying to resume it (stale true).
+function markStale(indicator, stale) {
+  indicator.hidden = false;
+  indicator.toggleAttribute("data-stale", stale);
+  indicator.querySelector("[data-testid=live-state]").hidden = !stale;
+}
 
 // Stop following the feed (its fetch aborted, a resume not yet started cancelled) and hide
 // the counter.
 function stopFollowing() {
-  if (following) following.abort();
+  if (following) {
+    following.controller.abort();
+    clearTimeout(following.timer);
+  }
   following = null;
   const indicator = document.getElementById("live");
+  markStale(indicator, false);
   indicator.hidden = true;
-  indicator.querySelector("[data-testid=live-count]").textContent = "0";
+  showCount(indicator, null);
 }
 
-async function follow(url, indicator) {
-  if (following) following.abort();
-  const controller = following = new AbortController();
-  let lastId = null;
-  let unseen = 0;
+// Follow the feed of a page just loaded (or refreshed): it counts from 0.
+function follow(url, indicator) {
+  stopFollowing();
+  const feed = following = { controller: new AbortController(), timer: null, after: null,
+                             unseen: 0, delay: RESUME_MS };
+  read(feed, url, indicator);
+}
+
+async function read(feed, url, indicator) {
   try {
     const response = await fetch(url, { headers: { ...headers(), Accept: "text/event-stream" },
-                                        signal: controller.signal });
-    if (!response.ok) {
-      indicator.hidden = true;
+                                        signal: feed.controller.signal });
+    if (response.status === 401 || response.status === 403) {
+      indicator.hidden = true;  // a role the feed refuses, or a token no longer known
       return;
     }
-    indicator.hidden = false;
-    indicator.querySelector("[data-testid=live-count]").textContent = "0";
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += value;
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const lines = buffer.slice(0, end).split("\n");
-        buffer = buffer.slice(end + 2);
-        const id = lines.find((line) => line.startsWith("id:"));
-        if (!id) continue;  // the opening frame, heartbeats
-        lastId = id.slice(3).trim();
-        if (lines.includes("event: cut")) continue;  // the service ended the stream
-        unseen += 1;
-        indicator.querySelector("[data-testid=live-count]").textContent = String(unseen);
+    if (response.ok) {
+      markStale(indicator, false);
+      showCount(indicator, feed);
+      feed.delay = RESUME_MS;
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const lines = buffer.slice(0, end).split("\n");
+          buffer = buffer.slice(end + 2);
+          const id = lines.find((line) => line.startsWith("id:"));
+          if (!id) continue;  // the opening frame, heartbeats
+          feed.after = id.slice(3).trim();
+          if (lines.includes("event: cut")) continue;  // the service ended the stream
+          feed.unseen += 1;
+          showCount(indicator, feed);
+        }
       }
     }
   } catch (error) {
     if (error.name === "AbortError") return;
   }
-  if (following === controller && lastId !== null) {  // ended by the service: resume
-    const next = new URL(url, window.location.href);
-    next.searchParams.set("after", lastId);
-    setTimeout(() => {
-      if (following === controller) follow(next.pathname + next.search, indicator);
-    }, 1000);
-  }
+  if (following !== feed) return;
+  markStale(indicator, true);
+  const next = new URL(url, window.location.href);
+  if (feed.after !== null) next.searchParams.set("after", feed.after);
+  feed.timer = setTimeout(() => {
+    if (following === feed) read(feed, next.pathname + next.search, indicator);
+  }, feed.delay);
+  feed.delay = Math.min(feed.delay * 2, MAX_RESUME_MS);
 }
 
 // The sign-in form, in place of the page (signed out, or the token refused).
