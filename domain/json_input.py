@@ -50,12 +50,52 @@ def unparsable_reason(cause: BaseException | None) -> str:
     return "it could not be parsed"
 
 
-def unstorable(value: Any, path: str = "") -> str | None:
+def unstorable(value: Any, path: str = "", *, levels_above: int = 0) -> str | None:
     """Why ``value`` (a parsed JSON value) cannot be stored and served, naming where in it,
     or None. A NUL character or a lone surrogate in a string or key (PostgreSQL's text refuses
     the first, UTF-8 the second: a stored event holding one stopped every read model on it)
     and a non-finite number (``NaN``, ``Infinity``: no JSON response can carry it) are refused
-    before anything is appended."""
+    before anything is appended; so is a value nested more than ``MAX_DEPTH`` levels of
+    objects and arrays deep (``levels_above``: the levels of the value ``value`` sits in, a
+    body's own object for one of its fields), naming ``path``: the parser takes about 1,000,
+    and every later reader of a value nested that deep (a fold's copy, a renderer) recursed
+    past Python's limit. Walks the value without recursion."""
+    pending: list[tuple[Any, str, int]] = [(value, path, levels_above)]
+    while pending:
+        item, where, levels = pending.pop()
+        if isinstance(item, (dict, list)):
+            if levels >= MAX_DEPTH:
+                return f"{path or 'value'}: nested more than {MAX_DEPTH} levels deep"
+            inner = _inner(item, where, levels + 1)
+            # reversed, so that the first problem in the value's own order is the one named
+            pending.extend(reversed(inner))
+            continue
+        found = _unstorable_scalar(item, where)
+        if found:
+            return found
+    return None
+
+
+# How deep a value a client sends may nest objects and arrays (a body's own object is the
+# first level): a VM's context, metadata and reports need a few; docs/api.md, "Errors".
+MAX_DEPTH = 32
+
+
+def _inner(value: dict[str, Any] | list[Any], path: str, levels: int
+           ) -> list[tuple[Any, str, int]]:
+    """The keys and items of a container, each with its path and level, keys first."""
+    if isinstance(value, list):
+        return [(item, f"{path}[{index}]", levels) for index, item in enumerate(value)]
+    inner = []
+    for key, item in value.items():
+        shown = printable(str(key))
+        where = f"{path}.{shown}" if path else shown
+        inner.append((str(key), f"{where} (the key)", levels))
+        inner.append((item, where, levels))
+    return inner
+
+
+def _unstorable_scalar(value: Any, path: str) -> str | None:
     if isinstance(value, str):
         if "\x00" in value:
             return f"{path or 'value'}: strings may not contain the NUL character"
@@ -65,18 +105,6 @@ def unstorable(value: Any, path: str = "") -> str | None:
             return f"{path or 'value'}: strings must be valid Unicode (a lone surrogate)"
     elif isinstance(value, float) and not math.isfinite(value):
         return f"{path or 'value'}: numbers must be finite"
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            shown = printable(str(key))
-            where = f"{path}.{shown}" if path else shown
-            found = unstorable(str(key), f"{where} (the key)") or unstorable(item, where)
-            if found:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = unstorable(item, f"{path}[{index}]")
-            if found:
-                return found
     return None
 
 

@@ -52,6 +52,11 @@ DAMAGED_STREAMS_PASSED = Gauge(
     "VMs with unfinished jobs that this process's worker passed over in its last pass because "
     "their stream cannot be folded (a gap, an unreadable event: the log needs repair)",
 )
+FAILING_VMS_PASSED = Gauge(
+    "vmledger_worker_failing_vms",
+    "VMs with unfinished jobs that this process's worker passed over in its last pass because "
+    "loading them or running their job raised an error that is not the database's (a bug)",
+)
 
 
 def report_projection_lag(read_model: str, lag: int) -> None:

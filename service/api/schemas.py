@@ -12,9 +12,11 @@ from pydantic import (
     AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator,
     model_validator,
 )
+from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from projections.formats import in_utc_range
-from domain.json_input import unstorable
+from domain.json_input import printable, unstorable
 
 MAX_METADATA_KEYS = 128
 MAX_METADATA_BYTES = 64 * 1024
@@ -67,17 +69,30 @@ Metadata = Annotated[dict[str, Scalar], AfterValidator(_bounded)]
 
 
 class StrictModel(BaseModel):
-    """Refuses unknown fields, and strings, keys and numbers that cannot be stored
-    (``unstorable``)."""
+    """Refuses unknown fields, and strings, keys, numbers and nesting that cannot be stored
+    (``unstorable``), each naming its field: every body any route reads is one of these."""
 
     model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
     def _storable(cls, data: Any) -> Any:
-        problem = unstorable(data)
-        if problem:
-            raise ValueError(problem)
+        # Before every other validator, so none meets a value nested past what it can walk.
+        # Each field's problem is located at the field; the body's own object is level 1.
+        if not isinstance(data, dict):
+            problem = unstorable(data)
+            if problem:
+                raise ValueError(problem)
+            return data
+        for key, value in data.items():
+            field = printable(str(key))
+            problem = (unstorable(str(key), f"{field} (the key)")
+                       or unstorable(value, field, levels_above=1))
+            if problem:
+                raise PydanticValidationError.from_exception_data(cls.__name__, [
+                    InitErrorDetails(type=PydanticCustomError("value_error", "{problem}",
+                                                              {"problem": problem}),
+                                     loc=(field,), input=None)])
         return data
 
 

@@ -46,12 +46,35 @@ def copy_of_fold(aggregate: Any) -> Any:
 
 
 def _copied(value: Any) -> Any:
+    """``value`` with its dicts and lists copied, however deep, without recursion: a value a
+    client sent nested about 1,000 levels (before the API refused more than
+    ``json_input.MAX_DEPTH``) made a recursive copy raise RecursionError, so every later load
+    of its VM failed, and with it the job worker's pass."""
     kind = type(value)
-    if kind is dict:
-        return {key: _copied(item) for key, item in value.items()}
-    if kind is list:
-        return [_copied(item) for item in value]
-    if kind in _SHARED or isinstance(value, Enum):
+    if kind is not dict and kind is not list:
+        return _leaf(value)
+    top: Any = {} if kind is dict else []
+    pending = [(value, top)]
+    while pending:
+        source, target = pending.pop()
+        items = source.items() if type(source) is dict else enumerate(source)
+        adding = type(target) is list
+        for key, item in items:
+            kind = type(item)
+            if kind is dict or kind is list:
+                copy: Any = {} if kind is dict else []
+                pending.append((item, copy))
+            else:
+                copy = _leaf(item)
+            if adding:
+                target.append(copy)
+            else:
+                target[key] = copy
+    return top
+
+
+def _leaf(value: Any) -> Any:
+    if type(value) in _SHARED or isinstance(value, Enum):
         return value
     return deepcopy(value)
 

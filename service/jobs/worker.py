@@ -11,11 +11,15 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sqlite3
 import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
+
+import psycopg
+from eventsourcing.persistence import PersistenceError
 
 from domain.errors import DamagedStreamError, DomainError, JobNotRunnableError, VmNotFoundError
 from domain.states import Execution
@@ -31,6 +35,9 @@ from service.logs import Throttled, log_context
 log = logging.getLogger(f"vmledger.{__name__}")
 
 __all__ = ["Placement", "Worker", "stop_on_signals", "utcnow"]
+
+# The database's errors (its pool's timeout is a psycopg one): they are every VM's, not one's.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (PersistenceError, psycopg.Error, sqlite3.Error)
 
 
 class Worker:
@@ -76,6 +83,8 @@ class Worker:
         self._in_hand: JobRun | None = None
         # The VMs the last pass passed over, their stream damaged, and why (``run_pending``).
         self._damaged: dict[str, str] = {}
+        # The VMs the last pass passed over because their load or job raised, and why.
+        self._failing: dict[str, str] = {}
 
     def job_context(self) -> JobContext:
         """What a run of a job this worker claimed works with."""
@@ -161,12 +170,15 @@ class Worker:
         """One pass over the VMs with unfinished jobs; how many jobs ran (none while paused).
         Once ``stop`` is set it claims no further job and ends the pass. A VM whose stream
         cannot be folded (``DamagedStreamError``), or whose stream is gone from the log, is
-        passed over, so that it holds up no other VM's jobs (``_note_damaged``); any other
-        error ends the pass."""
+        passed over, so that it holds up no other VM's jobs (``_note_damaged``); so is a VM
+        whose load or job raises any other error that is not the database's
+        (``_note_failing``: a fold that recursed too deep on a value an older version
+        stored stopped every job of the fleet). A database error ends the pass."""
         if self.paused():
             return 0
         ran = 0
         damaged: dict[str, str] = {}
+        failing: dict[str, str] = {}
         for vm_uuid in self.find_work():
             try:
                 while self.run_vm(vm_uuid, stop):
@@ -175,9 +187,16 @@ class Worker:
                 damaged[vm_uuid] = str(error)
             except VmNotFoundError:  # its whole stream gone, its jobs still in job_view
                 damaged[vm_uuid] = f"stream {vm_uuid} is not in the log, though its jobs are"
+            except DATABASE_ERRORS:
+                raise  # every VM's: the pass ends, and run_forever says so
+            except Exception as error:  # noqa: BLE001 - that VM's alone: on to the next
+                failing[vm_uuid] = f"{type(error).__name__}: {error}"
+                self._note_failing(vm_uuid, failing[vm_uuid], error)
             if stop is not None and stop.is_set():
                 break
         self._note_damaged(damaged)
+        self._failing = failing
+        metrics.FAILING_VMS_PASSED.set(len(failing))
         return ran
 
     def _note_damaged(self, damaged: dict[str, str]) -> None:
@@ -192,6 +211,15 @@ class Worker:
                             extra={"vm_uuid": vm_uuid})
         self._damaged = damaged
         metrics.DAMAGED_STREAMS_PASSED.set(len(damaged))
+
+    def _note_failing(self, vm_uuid: str, why: str, error: Exception) -> None:
+        """Say that this pass passed over VM ``vm_uuid`` because loading it or running its
+        job raised ``error`` (a bug, not the log's damage): a warning with its traceback when
+        it first fails (or fails otherwise), not every pass; the gauge
+        ``vmledger_worker_failing_vms`` counts such VMs (docs/jobs.md, "A VM that fails")."""
+        if self._failing.get(vm_uuid) != why:
+            log.warning("jobs of VM %s passed over: %s", vm_uuid, why, exc_info=error,
+                        extra={"vm_uuid": vm_uuid})
 
     def _run_periodic(self) -> None:
         now = time.monotonic()
