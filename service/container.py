@@ -31,7 +31,7 @@ from service.commands.application import Commands, VmLedger
 from service.jobs.compute.recorded_removals import RecordedRemovalsRefused
 from service.jobs.compute.simulated import SimulatedFleet
 from service.commands.idempotency import IdempotencyStore
-from service.logs import Throttled
+from service.logs import Throttled, setup_command_logging
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.settings import Settings
 from service.db_limits import bound_waits
@@ -63,6 +63,8 @@ class RebuildRunner:
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[ProjectionRunner]:
+        # a spawned child logs as the rebuild command does: errors only, one line each
+        setup_command_logging()
         app = VmLedger(env={**self.settings.eventsourcing_env(), "CREATE_TABLE": "n"})
         bound_waits(app, self.settings)
         try:

@@ -33,14 +33,17 @@ def retry_transient(call: Callable[[], R], *, until: Callable[[], float],
                     what: str = "a database call",
                     sleep: Callable[[float], object] = time.sleep,
                     first_wait_s: float = FIRST_WAIT_S, longest_wait_s: float = LONGEST_WAIT_S,
-                    level: int = logging.INFO) -> R:
+                    level: int = logging.INFO,
+                    report: Callable[[str], object] | None = None) -> R:
     """``call()``, again after each transient database error (``TRANSIENT_ERRORS``), waiting
     ``first_wait_s``, twice that, ... up to ``longest_wait_s`` (each jittered down to half, so
     callers cut at once do not all come back at once) between tries, while
     ``time.monotonic()`` is before ``until()`` (read again each time: a renewed lease moves
     it; ``math.inf`` for no end).
 
-    The first failure is logged at ``level`` naming ``what``; giving up, at WARNING. Raises
+    The first failure is logged at ``level`` naming ``what``, or, given ``report``, passed to
+    it as one line (``WHAT failed (ERROR: its first line); retrying``: a command's own line
+    on stderr); giving up, at WARNING. Raises
     the last error once ``until()`` has passed, and anything else ``call`` raises at once, or
     ``sleep`` (which may raise to end the retries: a stop asked for)."""
     wait = first_wait_s
@@ -55,7 +58,12 @@ def retry_transient(call: Callable[[], R], *, until: Callable[[], float],
                 log.warning("%s failed %d times; giving up before its deadline: %s",
                             what, tries, error)
                 raise
-            if tries == 1:
+            if tries == 1 and report is not None:
+                # libpq's messages run over lines ("... unexpectedly" + "\n\tThis probably
+                # means ..."): the first says what happened
+                said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+                report(f"{what} failed ({type(error).__name__}: {said}); retrying")
+            elif tries == 1:
                 log.log(level, "%s failed (%s: %s); retrying", what, type(error).__name__,
                         error)
             sleep(pause)

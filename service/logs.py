@@ -206,6 +206,30 @@ def setup_logging(settings: Settings) -> dict[str, Any]:
     return config
 
 
+# The lowest level a command that prints its result logs at (every command but ``serve``,
+# ``work`` and ``project``): its stderr is for its own lines, an outage's included.
+COMMAND_LOG_LEVEL = logging.ERROR
+
+
+def setup_command_logging() -> None:
+    """Configure the logging of a command that prints its result on stdout (``changes``,
+    ``rebuild``, ``audit verify``, ...; ``serve``, ``work`` and ``project`` replace it with
+    ``setup_logging``), and of its child processes: only records at ``COMMAND_LOG_LEVEL`` and
+    above, each one text line on stderr (``TextFormatter``). The warnings of an outage (the
+    pool and the ``LISTEN`` connection reconnecting, a retry given up: 4 to 6 lines, one over
+    3 lines, under ``changes --follow``) are the long-running processes' to log; such a
+    command says itself, in one line, what the outage did to it (docs/operations.md,
+    "Logs"). Reads no settings: bad ones are the command's to report."""
+    logging.config.dictConfig({
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"vmledger": {"()": f"{__name__}.TextFormatter"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "vmledger",
+                                "stream": "ext://sys.stderr"}},
+        "root": {"level": COMMAND_LOG_LEVEL, "handlers": ["stderr"]},
+    })
+
+
 def gather_only_what_lines_show() -> None:
     """Stop this process's log records gathering what no formatter here writes: the caller's
     file and line, the thread, the process and its name (the logging HOWTO's "Optimization").

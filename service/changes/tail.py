@@ -43,19 +43,28 @@ def line(change: Change) -> str:
 
 
 def tail(services: object, after: int | None, shown: ChangeFilter, *, follow: bool,
-         emit: Callable[[Change], None], stop: threading.Event) -> int:
+         emit: Callable[[Change], None], stop: threading.Event,
+         warn: Callable[[str], object] | None = None) -> int:
     """Emit the changes after ``after`` (``None``: from the head) that ``shown`` matches, in
     log order; until the head as it was at the start, or with ``follow`` until ``stop``.
     Returns the last position read.
 
     With ``follow`` a database error (a cut connection, an outage: ``TRANSIENT_ERRORS``) does
-    not end it, as it does not end ``GET /changes`` (docs/api.md, "Changes"): one warning,
-    then the log is read again after the last position read, every 0.1 s, 0.2 s, ... up to
-    5 s (``retry_transient``), so nothing is skipped or repeated. Without ``follow`` the
-    error is raised."""
+    not end it, as it does not end ``GET /changes`` (docs/api.md, "Changes"): one line to
+    ``warn`` per outage (a warning logged without ``warn``), then the log is read again after
+    the last position read, every 0.1 s, 0.2 s, ... up to 5 s (``retry_transient``), so
+    nothing is skipped or repeated. Without ``follow`` the error is raised. A gap passed after
+    ``VMLEDGER_CHANGES_GAP_TIMEOUT_S`` is also told to ``warn``, in one line."""
     app = services.app  # type: ignore[attr-defined]
     settings = services.settings  # type: ignore[attr-defined]
-    reader = LogReader(app.recorder, gap_timeout_s=settings.changes_gap_timeout_s)
+    timeout_s = settings.changes_gap_timeout_s
+
+    def gap_passed() -> None:
+        if warn is not None:
+            warn(f"changes: a log position still missing after {timeout_s:.0f} s was passed "
+                 "(a transaction left open?)")
+
+    reader = LogReader(app.recorder, gap_timeout_s=timeout_s, on_gap_skipped=gap_passed)
     folder = ChangeFolder(app)
     end = reader.head()
     cursor = end if after is None else after
@@ -76,7 +85,8 @@ def tail(services: object, after: int | None, shown: ChangeFilter, *, follow: bo
         return retry_transient(
             read, until=lambda: math.inf, sleep=wait_unless_stopped,
             what=f"changes: reading the log after position {cursor}",
-            first_wait_s=FIRST_RETRY_S, longest_wait_s=LONGEST_RETRY_S, level=logging.WARNING)
+            first_wait_s=FIRST_RETRY_S, longest_wait_s=LONGEST_RETRY_S, level=logging.WARNING,
+            report=warn)
 
     while not stop.is_set():
         wake.clear()

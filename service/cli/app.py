@@ -23,7 +23,7 @@ from service.cli.progress import finish, progress_bar
 from service.cli.replay import replay_command
 from service.cli.tokens import token_create
 from service.container import READ_MODEL_NAMES, Services
-from service.logs import Throttled, database_shown, setup_logging
+from service.logs import Throttled, database_shown, setup_command_logging, setup_logging
 from service.metrics import serve_process_metrics
 from service.rebuild_lock import RebuildRunningError, one_rebuild_at_a_time
 from service.settings import MAX_PORT, Settings
@@ -283,11 +283,13 @@ token.command("create")(token_create)
 def main() -> None:
     """Entry point of the ``vmledger`` console script. Bad settings end any command with one
     line per problem naming the variable, and status 2, never with a traceback (which would
-    also print the values given, a database password included)."""
+    also print the values given, a database password included). Logs only errors, one line
+    each, unless the command sets up its own logging (``setup_command_logging``)."""
     from pydantic import ValidationError
 
     from service.cli.help import unwrapped
 
+    setup_command_logging()  # serve, work and project set up their own
     try:
         unwrapped(typer.main.get_command(cli))(prog_name="vmledger")
     except ValidationError as error:

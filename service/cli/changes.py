@@ -47,7 +47,7 @@ def changes_command(
     try:
         tail(services, after if after is not None or follow else 0, shown, follow=follow,
              emit=lambda change: typer.echo(change.data if as_json else line(change)),
-             stop=stop)
+             stop=stop, warn=lambda said: typer.echo(said, err=True))
     finally:
         stop.set()
         services.close()

@@ -89,8 +89,9 @@ def follow(settings: Settings, done: multiprocessing.synchronize.Event,
     from projections.tracking import ProjectionConflictError
     from service.container import Services
 
-    from service.logs import Throttled
+    from service.logs import Throttled, setup_command_logging
 
+    setup_command_logging()  # a spawned child logs as the replay command does
     services = Services.build(settings, register_fleet=False)  # it writes read models only
     # the busy timeout may run out often while the replay commits; in an outage, every pass
     failed = Throttled(log, "the follower's pass failed, trying again", level=logging.WARNING)
