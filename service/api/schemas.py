@@ -108,6 +108,26 @@ class MetadataFields(StrictModel):
 MAX_VOLUMES = 16
 
 
+MAX_NETWORKS = 32
+_MAX_NETWORKS_TEXT = MAX_NETWORKS * 65 - 1  # as many names of 64 characters, with commas
+
+
+def _bounded_networks(value: list[Any] | str) -> list[Any] | str:
+    # Each form in its own unit: a bound on the union (Field(max_length=32)) measured a
+    # string in characters as if they were entries, so one uuid (36) was too many.
+    if isinstance(value, str):
+        if not value or len(value) > _MAX_NETWORKS_TEXT:
+            raise ValueError(f"must be 1 to {_MAX_NETWORKS_TEXT} characters")
+    elif len(value) > MAX_NETWORKS:
+        raise ValueError(f"at most {MAX_NETWORKS} networks")
+    return value
+
+
+#: CreateVm's and add_nics' ``networks`` (service/api/network_params.py reads each form): a
+#: list of at most 32 entries, or VMAPI's comma-separated string of as many uuids or names.
+Networks = Annotated[list[str | dict[str, Any]] | str, AfterValidator(_bounded_networks)]
+
+
 class VolumeMount(StrictModel):
     """A volume a VM mounts: which one, and where (an absolute path)."""
 
@@ -132,7 +152,7 @@ class CreateVmRequest(MetadataFields):
     origin: str | None = Field(None, min_length=1, max_length=256)
     creator_uuid: UUID | None = None
     # VMAPI's forms (service/api/network_params.py): uuids, {uuid, primary, ip}, names
-    networks: list[str | dict[str, Any]] | str | None = Field(None, max_length=32)
+    networks: Networks | None = None
 
     @field_validator("volumes")
     @classmethod
@@ -164,7 +184,7 @@ class ActionBody(StrictModel):
 class AddNicsBody(ActionBody):
     """``?action=add_nics``: the networks to add a NIC on (CreateVm's forms)."""
 
-    networks: list[str | dict[str, Any]] | str = Field(max_length=32)
+    networks: Networks
 
 
 class RemoveNicsBody(ActionBody):

@@ -18,10 +18,11 @@ from tests.api.helpers import (
 
 
 def make_network(client, name: str = "external", subnet: str = "10.2.0.0/28",
-                 start: str = "10.2.0.2", end: str = "10.2.0.5") -> dict:
+                 start: str = "10.2.0.2", end: str = "10.2.0.5",
+                 gateway: str = "10.2.0.1") -> dict:
     response = client.post("/networks", json={"name": name, "subnet": subnet,
                                               "provision_start_ip": start,
-                                              "provision_end_ip": end, "gateway": "10.2.0.1"})
+                                              "provision_end_ip": end, "gateway": gateway})
     assert response.status_code == 201, response.text
     return response.json()
 
@@ -61,6 +62,31 @@ def test_create_vm_takes_networks_in_each_vmapi_form_and_get_vm_has_the_nics(cli
     assert len({n["mac"] for n in nics}) == 4
     assert in_use(client, network) == 4
     assert "NicsAdded" in history_types(client, created["vm_uuid"])
+
+
+def test_networks_as_a_comma_separated_string_of_uuids_or_names_are_taken_by_both(
+        client) -> None:
+    network = make_network(client)
+    other = make_network(client, name="internal", subnet="10.4.0.0/28", start="10.4.0.2",
+                         end="10.4.0.5", gateway="10.4.0.1")
+    one = create_vm(client, networks=network["uuid"])  # 36 characters: one uuid
+    assert [n["network_uuid"] for n in get_vm(client, one["vm_uuid"])["nics"]] == [
+        network["uuid"]]
+    two = create_vm(client, networks=f"{network['uuid']},internal")
+    assert [n["network_uuid"] for n in get_vm(client, two["vm_uuid"])["nics"]] == [
+        network["uuid"], other["uuid"]]
+    vm_uuid = create_running_vm(client)
+    added = act(client, vm_uuid, "add_nics", json={"networks": other["uuid"]})
+    assert added.status_code == 202, added.text
+    assert wait_job(client, added.json()["job_uuid"])["execution"] == "succeeded"
+    assert [n["network_uuid"] for n in get_vm(client, vm_uuid)["nics"]] == [other["uuid"]]
+    # each form keeps its bound: 32 networks, in a list or in a string
+    for networks in ([network["uuid"]] * 33, ",".join([network["uuid"]] * 33)):
+        for response in (client.post("/vms", json={"owner_uuid": OWNER, "brand": "joyent",
+                                                     "ram": 128, "networks": networks}),
+                         act(client, vm_uuid, "add_nics", json={"networks": networks})):
+            body = assert_error(response, 409, "ValidationFailed")
+            assert body["errors"][0]["field"] == "networks"
 
 
 def test_bad_networks_are_refused_with_vmapis_words_and_nothing_is_claimed(client) -> None:
