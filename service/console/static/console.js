@@ -28,14 +28,24 @@ function describe(status, text) {
   }
 }
 
-// Fetch a fragment into target; on 401 ask for a token. Resolves to the response status.
+// The request each target is waiting on: a newer load of the same target aborts it, so only
+// the latest request writes its target (the slider stepped twice quickly showed the first
+// version it asked for if that answer came last).
+const loading = new WeakMap();
+
+// Fetch a fragment into target; on 401 ask for a token. Resolves to the response status
+// (0 when it did not answer, or a newer load of the same target took its place).
 async function load(url, target, method = "GET") {
+  if (loading.has(target)) loading.get(target).abort();
+  const controller = new AbortController();
+  loading.set(target, controller);
   target.setAttribute("aria-busy", "true");
   let status = 0;
   try {
-    const response = await fetch(url, { method, headers: headers() });
-    status = response.status;
+    const response = await fetch(url, { method, headers: headers(), signal: controller.signal });
     const text = await response.text();
+    if (controller.signal.aborted) return 0;  // a newer load of target answers instead
+    status = response.status;
     if (status === 401) {
       const tried = token() !== null;
       sessionStorage.removeItem(TOKEN_KEY);  // unknown, or no longer configured
@@ -51,10 +61,14 @@ async function load(url, target, method = "GET") {
       wire(target);
     }
   } catch (error) {
+    if (controller.signal.aborted) return 0;
     target.textContent = `The service did not answer: ${error}`;
   } finally {
-    target.removeAttribute("aria-busy");
-    target.dataset.status = String(status);
+    if (loading.get(target) === controller) {
+      loading.delete(target);
+      target.removeAttribute("aria-busy");
+      target.dataset.status = String(status);
+    }
   }
   return status;
 }
