@@ -5,6 +5,11 @@ to wait on, in one transaction through the change loop (service/commands/change.
 address is answered at once (a failed job removes them again); a ``remove_nics`` only checks
 the MACs: its job records the NICs removed, and their addresses released, once the VM's server
 applied the removal, so a failed job leaves the NICs and their claims as they were.
+
+A repeated ``remove_nics`` (the same MACs) returns the VM's last job when that job is the same
+removal, and appends nothing (api.md's repeat rule, ``Vm.matching_active_job``). An
+``add_nics`` asks for new NICs each time (new MACs, new addresses, as VMAPI's): a repeat adds
+another, so it is never merged.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from service.commands.idempotency import IdempotencyKey
 from service.commands.networks import NicRequest
 from service.commands.versioning import Behaviour
 
+# A NIC job's behaviour when its target already holds, in every version: it succeeds.
+IF_ALREADY = "succeed"
+
+
 def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause: Cause,
                 add: list[NicRequest] | None = None, remove: list[str] | None = None,
                 owner_uuid: str | None = None, if_match: int | None = None,
@@ -35,7 +44,7 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
     claimed: list[Any] = []  # the networks this attempt claimed addresses on
 
     def decide(vm: Vm) -> str:
-        claimed.clear()
+        claimed.clear()  # (a repeat claims nothing)
         if owner_uuid is not None and vm.owner_uuid != owner_uuid:
             raise VmNotFoundError(vm_uuid)
         state = VmState(vm.state)
@@ -52,10 +61,13 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}
         else:
             args = {"macs": [nic["mac"] for nic in vm.nics_to_remove(remove or [])]}
+            existing = vm.matching_active_job(name.value, args, IF_ALREADY)
+            if existing is not None:
+                return str(existing["uuid"])
         job_uuid = str(uuidlib.uuid4())
         # a NIC change is an update of the VM as far as the rules table goes
         vm.queue_job(action=Action.UPDATE, job_uuid=job_uuid, name=name.value,
-                     params={"args": args, "if_already": "succeed",
+                     params={"args": args, "if_already": IF_ALREADY,
                              "api_version": behaviour.version}, cause=job_cause)
         return job_uuid
 

@@ -187,6 +187,38 @@ def test_add_nics_and_remove_nics_change_the_nics_and_the_claims(client) -> None
     assert in_use(client, network) == 0
 
 
+def test_a_repeated_remove_nics_returns_the_queued_job_and_a_repeated_add_nics_adds_again(
+        paused, services) -> None:
+    http = paused.http
+    network = make_network(http)
+    created = create_vm(http, networks=[network["uuid"], network["uuid"]])
+    paused.run_jobs()
+    vm_uuid = created["vm_uuid"]
+    first_mac, second_mac = [n["mac"] for n in get_vm(http, vm_uuid)["nics"]]
+    first = act(http, vm_uuid, "remove_nics", json={"macs": [first_mac]})
+    assert first.status_code == 202, first.text
+    head = services.commands.head_position()
+    again = act(http, vm_uuid, "remove_nics", json={"macs": [first_mac]})
+    assert again.status_code == 202, again.text
+    assert again.json()["job_uuid"] == first.json()["job_uuid"]
+    assert services.commands.head_position() == head  # appended nothing
+    other = act(http, vm_uuid, "remove_nics", json={"macs": [second_mac]})  # other args
+    assert other.json()["job_uuid"] != first.json()["job_uuid"]
+    # with another job queued after it, a repeat is a new job: the last intent wins
+    between = act(http, vm_uuid, "remove_nics", json={"macs": [first_mac]})
+    assert between.json()["job_uuid"] not in (first.json()["job_uuid"], other.json()["job_uuid"])
+    # an add_nics asks for one more NIC each time: a repeat adds another, no merging
+    added = [act(http, vm_uuid, "add_nics", json={"networks": [network["uuid"]]})
+             for _ in range(2)]
+    assert added[0].json()["job_uuid"] != added[1].json()["job_uuid"]
+    paused.run_jobs()
+    jobs = [first, other, between, *added]
+    assert [wait_job(http, j.json()["job_uuid"])["execution"] for j in jobs] == [
+        "succeeded"] * 5
+    assert history_types(http, vm_uuid).count("NicsRemoved") == 2  # one per NIC removed
+    assert len(get_vm(http, vm_uuid)["nics"]) == 2  # the two added
+
+
 def test_nic_actions_on_a_provisioning_vm_are_unallocated_in_version_1_queued_in_2(
         services) -> None:
     # no worker runs here: the VM stays provisioning
