@@ -31,23 +31,24 @@ SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"cache-control", b"no-cache"),
 ]
-# page path -> (the page's name, its fragment's path)
+# page path -> (the page's name, its fragment's path, its title: what a tab, a bookmark or
+# the history names it; every page was "vmledger console")
 _PAGES = {
-    "/console": ("fleet", "/console/fragments/fleet"),
-    "/console/": ("fleet", "/console/fragments/fleet"),
-    "/console/servers": ("servers", "/console/fragments/servers"),
-    "/console/audit": ("audit", "/console/fragments/audit"),
+    "/console": ("fleet", "/console/fragments/fleet", "Fleet"),
+    "/console/": ("fleet", "/console/fragments/fleet", "Fleet"),
+    "/console/servers": ("servers", "/console/fragments/servers", "Servers and networks"),
+    "/console/audit": ("audit", "/console/fragments/audit", "Audit"),
 }
 _VM_PAGE = re.compile(r"^/console/vms/([0-9A-Za-z-]{1,64})$")
 
 
-def page_of(path: str) -> tuple[str, str] | None:
-    """The (page name, fragment path) of a console page path, or None."""
+def page_of(path: str) -> tuple[str, str, str] | None:
+    """The (page name, fragment path, title) of a console page path, or None."""
     if path in _PAGES:
         return _PAGES[path]
     match = _VM_PAGE.match(path)
     if match:
-        return "vm", f"/console/fragments/vms/{quote(match.group(1))}"
+        return "vm", f"/console/fragments/vms/{quote(match.group(1))}", f"VM {match.group(1)}"
     return None
 
 
@@ -81,7 +82,7 @@ class ConsolePages:
         elif page is not None:
             query = scope.get("query_string", b"").decode("latin-1")
             fragment = page[1] + (f"?{query}" if query else "")
-            body = render("shell.html", page=page[0], fragment=fragment).encode()
+            body = render("shell.html", page=page[0], fragment=fragment, title=page[2]).encode()
             content_type = "text/html; charset=utf-8"
         else:
             await self.app(scope, receive, send)

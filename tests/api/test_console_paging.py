@@ -1,6 +1,7 @@
 """The console's pagers (docs/console.md): the fleet pages by ``marker`` as ``GET /vms`` does,
 its next link the page's ``x-next-marker``; a range never claims rows a page does not show;
-a page past the end says so and links back to the last page that has rows."""
+a page past the end says so and links back to the last page that has rows. And the pages'
+shells: each names its icon and a title of its own."""
 
 from __future__ import annotations
 
@@ -85,3 +86,15 @@ def test_the_console_names_its_icon_so_browsers_do_not_ask_for_favicon_ico(
     icon = re.search(r'<link rel="icon" href="([^"]+)"', shell).group(1)
     answer = client.get(icon)
     assert answer.status_code == 200 and answer.headers["content-type"] == "image/svg+xml"
+
+
+def test_each_console_page_has_a_title_naming_it(client: TestClient) -> None:
+    # found by a tester: every page, and so every tab and bookmark, was "vmledger console"
+    vm = "930896af-bf8c-48d4-885c-6573a94b1853"
+    titles = {path: re.search(r"<title>([^<]*)</title>", client.get(path).text).group(1)
+              for path in ("/console", "/console/servers", "/console/audit",
+                           f"/console/vms/{vm}")}
+    assert titles == {"/console": "Fleet · vmledger console",
+                      "/console/servers": "Servers and networks · vmledger console",
+                      "/console/audit": "Audit · vmledger console",
+                      f"/console/vms/{vm}": f"VM {vm} · vmledger console"}
