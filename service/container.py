@@ -11,21 +11,19 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from eventsourcing.persistence import Transcoder
+from eventsourcing.persistence import PersistenceError
 
 from domain.errors import ServerNotFoundError
 from domain.stuck import StuckThresholds
 from domain.vm import make_cause
-from projections.analytics import AnalyticsView
 from projections.db import Database
-from projections.job_view import JobQueries, JobView, StuckCandidates
+from projections.job_view import JobQueries, StuckCandidates
 from projections.runner import ProjectionRunner, ReadModel
 from projections.tracking import ProjectionConflictError
-from projections.server_view import ServerQueries, ServerView
+from projections.server_view import ServerQueries
 from projections.vm_queries import VmQueries
-from projections.vm_view import VmView
-from projections.network_view import NetworkQueries, NetworkView
-from projections.volume_mounts import VolumeMounts, VolumeQueries
+from projections.network_view import NetworkQueries
+from projections.volume_mounts import VolumeQueries
 from service.commands.agents import Agents
 from service.commands.application import Commands, VmLedger
 from service.jobs.compute.recorded_removals import RecordedRemovalsRefused
@@ -33,24 +31,15 @@ from service.jobs.compute.simulated import SimulatedFleet
 from service.commands.idempotency import IdempotencyStore
 from service.logs import Throttled, setup_command_logging
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
+from service.service_read_models import READ_MODEL_NAMES, read_models  # noqa: F401 - the
+# composition root's names, which the CLI and the audit import from here
 from service.settings import Settings
+from service.schema_check import lacks_privilege, refuse_missing, service_tables
 from service.db_limits import bound_waits
 from service.commands.quarantine import Quarantine, StuckCheck
 from service.jobs.worker import Worker, utcnow
 
 log = logging.getLogger(f"vmledger.{__name__}")
-
-
-_READ_MODELS = (VmView, JobView, ServerView, AnalyticsView, VolumeMounts, NetworkView)
-# Their names, known without a database (``vmledger rebuild --help`` lists them).
-READ_MODEL_NAMES = tuple(model.name for model in _READ_MODELS)
-
-
-def read_models(transcoder: Transcoder) -> list[ReadModel]:
-    """Fresh instances of every read model the service keeps (the runner's, and the audit's
-    fresh folds), over an event store whose events ``transcoder`` encodes (the app's
-    ``mapper.transcoder``)."""
-    return [model.fresh(transcoder) for model in _READ_MODELS]
 
 
 @dataclass(frozen=True)
@@ -72,6 +61,20 @@ class RebuildRunner:
                                    read_models(app.mapper.transcoder))
         finally:
             app.close()
+
+
+def _use_tables_made_by_another_role(app: VmLedger, db: Database) -> None:
+    """Go on over the tables another role made, when none is missing (raises
+    ``PrivilegeError`` naming the missing ones otherwise), with the event store's type
+    adapters its ``create_table`` would have registered."""
+    tables = service_tables(db, app.recorder.events_table_name,  # type: ignore[attr-defined]
+                            app.snapshots.recorder.events_table_name)  # type: ignore[union-attr]
+    with db.transaction(commit=False) as tx:
+        present = db.columns_of(tx, tables)
+        refuse_missing(db, tx, [table for table in tables if not present[table]])
+    register = getattr(app.recorder.datastore, "register_type_adapters", None)  # PostgreSQL's
+    if register is not None:
+        register()
 
 
 def _server_status(servers: ServerQueries, fleet: SimulatedFleet, server_uuid: str
@@ -142,11 +145,19 @@ class Services:
         fleet = SimulatedFleet(db, latency_s=settings.sim_latency_s)
         keys = IdempotencyStore(db, ttl_s=settings.idempotency_ttl_s)
         with db.schema_lock():
-            app.recorder.create_table()
-            app.snapshots.recorder.create_table()  # type: ignore[union-attr] - always enabled
-            runner.create_tables()
-            fleet.create_tables()
-            keys.create_tables()
+            try:
+                app.recorder.create_table()
+                app.snapshots.recorder.create_table()  # type: ignore[union-attr] - always on
+                runner.create_tables()
+                fleet.create_tables()
+                keys.create_tables()
+            except PersistenceError as error:
+                # PostgreSQL asks for CREATE on the schema (and a function's ownership) even
+                # where everything exists: a role that may only read or write rows (an
+                # auditor's) goes on over the tables their owner made, if none is missing
+                if not lacks_privilege(error):
+                    raise
+                _use_tables_made_by_another_role(app, db)
             if register_fleet:
                 fleet.ensure_servers(settings.sim_servers, ram_mib=settings.sim_server_ram_mib,
                                      cpus=settings.sim_server_cpus)

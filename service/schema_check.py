@@ -13,9 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from eventsourcing.persistence import InfrastructureFactory, JSONTranscoder
 from eventsourcing.utils import Environment
 
-from projections.db import Database, Dialect, declared_columns
+from projections.db import Database, Dialect, Tx, declared_columns
+from projections.read_model import ReadModel
 from projections.tracking import TRACKING_DDL, applied_read_models
 from service.commands import idempotency
+from service.jobs.compute.simulated import DDL as FLEET_DDL
+from service.service_read_models import read_models
 from service.settings import Settings
 
 # The columns eventsourcing 9.5's recorders read and write (their CREATE TABLE statements):
@@ -23,6 +26,18 @@ from service.settings import Settings
 _RECORDER_COLUMNS = ("originator_id", "originator_version", "topic", "state")
 _POSTGRES_EVENT_COLUMNS = (*_RECORDER_COLUMNS, "notification_id")
 
+
+
+class PrivilegeError(Exception):
+    """The database role lacks a privilege a command needs. ``role`` is the role's name,
+    ``privilege`` the privilege it lacks (``CREATE on schema public``), ``why`` what needed
+    it. The privileges each process needs: docs/operations.md, "Database privileges"."""
+
+    def __init__(self, role: str, privilege: str, why: str):
+        self.role, self.privilege = role, privilege
+        super().__init__(f'PostgreSQL role "{role}" lacks {privilege} ({why}): grant it, or '
+                         "run the command as a role that has it (docs/operations.md, "
+                         '"Database privileges")')
 
 
 class ForeignTableError(Exception):
@@ -38,15 +53,18 @@ class ForeignTableError(Exception):
             "empty database, or one this vmledger made")
 
 
-def check_tables(settings: Settings) -> None:
+def check_tables(settings: Settings, *, writes: bool = True) -> None:
     """Raise ``ForeignTableError`` for the first table of the service's (the event store's,
     the read models', the idempotency keys') that exists without a column the service
     needs. Creates nothing; a missing table is fine (it is made at start-up), and so is a
     read model's table that lacks a column where the read model has applied events (an older
-    version's: the projection runner rebuilds it when it starts). Reads the catalogue over
+    version's: the projection runner rebuilds it when it starts). On PostgreSQL, raise
+    ``PrivilegeError`` when a table is missing and the role may not create it (no CREATE on
+    the schema: PostgreSQL 15's default for an ordinary role), and, for a command that
+    ``writes``, when the role may not read and write the rows of one that exists. Reads the
+    catalogue over
     one connection of the library's own infrastructure for ``settings``, which names the
     event store's tables as the service's app does, without building an app and its pool."""
-    from service.container import read_models  # the composition root imports this module's users
     from service.commands.application import VmLedger
 
     env = Environment(VmLedger.name, {**settings.eventsourcing_env(), "CREATE_TABLE": "n",
@@ -54,29 +72,112 @@ def check_tables(settings: Settings) -> None:
     factory = InfrastructureFactory.construct(env)
     try:
         db = Database(factory.datastore)  # type: ignore[attr-defined] - both backends have one
-        events = (_POSTGRES_EVENT_COLUMNS if db.dialect is Dialect.POSTGRES
-                  else _RECORDER_COLUMNS)
         recorder, snapshots = (factory.application_recorder(),
                                factory.aggregate_recorder("snapshots"))
-        needed = {recorder.events_table_name: events,  # type: ignore[attr-defined]
-                  snapshots.events_table_name: _RECORDER_COLUMNS}  # type: ignore[attr-defined]
-        # (not the simulated fleet's: it adds the columns an older table lacks)
-        needed.update(_declared([TRACKING_DDL, idempotency.DDL]))
+        tables = service_tables(db, recorder.events_table_name,  # type: ignore[attr-defined]
+                                snapshots.events_table_name)  # type: ignore[attr-defined]
         with db.transaction(commit=False) as tx:
             # A read model that has applied events is ours, its tables made by this or an
             # older version: the runner makes a stale one again (mend_stale_tables)
             applied = applied_read_models(db, tx)
-            # no event is folded here: any transcoder will do
-            for model in read_models(JSONTranscoder()):
-                if model.name not in applied:
-                    needed.update(model.declared_columns(db))
-            present = db.columns_of(tx, needed)
+            present = db.columns_of(tx, tables)
+            missing = [table for table in tables if not present[table]]
+            refuse_missing(db, tx, missing)
+            if writes:
+                _refuse_unwritable(db, tx, [table for table in tables if present[table]])
+        needed = dict(tables)
+        # (not the simulated fleet's: it adds the columns an older table lacks)
+        for table in _fleet_tables():
+            del needed[table]
+        for model in _read_models():
+            if model.name in applied:
+                for table in model.declared_columns(db):
+                    del needed[table]
         for table, columns in needed.items():
             missing = [column for column in columns if column not in present[table]]
             if present[table] and missing:
                 raise ForeignTableError(table, missing)
     finally:
         factory.close()
+
+
+def service_tables(db: Database, events_table: str, snapshots_table: str
+                   ) -> dict[str, Sequence[str]]:
+    """Every table the service makes, by name, with the columns its statements use: the
+    event store's (``events_table`` and ``snapshots_table``, the names the library gives
+    them), the tracking table, the idempotency keys', every read model's and the simulated
+    fleet's."""
+    events = (_POSTGRES_EVENT_COLUMNS if db.dialect is Dialect.POSTGRES
+              else _RECORDER_COLUMNS)
+    tables: dict[str, Sequence[str]] = {events_table: events,
+                                        snapshots_table: _RECORDER_COLUMNS}
+    tables.update(_declared([TRACKING_DDL, idempotency.DDL]))
+    for model in _read_models():
+        tables.update(model.declared_columns(db))
+    tables.update(_fleet_tables())
+    return tables
+
+
+def refuse_missing(db: Database, tx: Tx, missing: Sequence[str]) -> None:
+    """Raise ``PrivilegeError`` when tables of the service's are ``missing`` and the role
+    may not create them (PostgreSQL: no CREATE on the schema it would make them in). SQLite
+    has no roles: its file's permissions are ``_check_sqlite``'s."""
+    if not missing or db.dialect is not Dialect.POSTGRES:
+        return
+    tx.execute("SELECT current_user AS role, current_schema() AS schema, "
+               "coalesce(has_schema_privilege(current_schema(), 'CREATE'), false) AS may")
+    row = tx.fetchone()
+    if row is not None and not row["may"]:
+        raise PrivilegeError(row["role"], f"CREATE on schema {row['schema']}",
+                             f"{_some(missing)} missing, which it would make")
+
+
+def _refuse_unwritable(db: Database, tx: Tx, tables: Sequence[str]) -> None:
+    """Raise ``PrivilegeError`` when the role lacks SELECT, INSERT, UPDATE or DELETE on one
+    of ``tables`` (PostgreSQL): a process that writes would meet it at its first write, in
+    ``serve``'s start-up as "Application startup failed"."""
+    if not tables or db.dialect is not Dialect.POSTGRES:
+        return
+    names = ", ".join("?" * len(tables))
+    tx.execute("SELECT current_user AS role, t.name, p.privilege FROM unnest(ARRAY["
+               f"{names}]::text[]) AS t(name) CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', "
+               "'UPDATE', 'DELETE']) AS p(privilege) WHERE NOT has_table_privilege("
+               "quote_ident(t.name), p.privilege) ORDER BY t.name", list(tables))
+    rows = tx.fetchall()
+    if rows:
+        lacked = sorted({row["privilege"] for row in rows}, key=_ORDER.index)
+        refused = list(dict.fromkeys(row["name"] for row in rows))
+        raise PrivilegeError(rows[0]["role"], f"{', '.join(lacked)} on {_some(refused)}",
+                             "this command writes the service's tables")
+
+
+_ORDER = ["SELECT", "INSERT", "UPDATE", "DELETE"]
+
+
+def lacks_privilege(error: BaseException) -> bool:
+    """Whether ``error`` (the library's or psycopg's) is, or was raised from, PostgreSQL's
+    refusal for want of a privilege (SQLSTATE 42501: "permission denied for ...", "must be
+    owner of ...")."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if getattr(seen, "sqlstate", None) == "42501":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _some(names: Sequence[str], shown: int = 3) -> str:
+    """``names`` on one line: the first ``shown``, then how many more."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"{', '.join(names[:shown])}{more}"
+
+
+def _read_models() -> list[ReadModel]:
+    return read_models(JSONTranscoder())  # no event is folded: any transcoder will do
+
+
+def _fleet_tables() -> Mapping[str, Sequence[str]]:
+    return _declared(FLEET_DDL)
 
 
 def _declared(statements: Iterable[str]) -> Mapping[str, Sequence[str]]:

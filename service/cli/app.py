@@ -31,10 +31,11 @@ from service.settings import MAX_PORT, Settings
 cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_args_is_help=True)
 
 
-def _services(settings: Settings | None = None, *, register_fleet: bool = True) -> Services:
+def _services(settings: Settings | None = None, *, register_fleet: bool = True,
+              writes: bool = True) -> Services:
     # one line, not a traceback, for a missing database; settings already read are not read
     # again (their checks look at the file system)
-    return checked_services(settings, register_fleet=register_fleet)
+    return checked_services(settings, register_fleet=register_fleet, writes=writes)
 
 
 def _count(n: int, noun: str) -> str:
@@ -214,7 +215,7 @@ def history(vm_uuid: str) -> None:
 
     from domain.errors import VmNotFoundError
 
-    services = _services(register_fleet=False)
+    services = _services(register_fleet=False, writes=False)
     try:
         for entry in vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000):
             typer.echo(json.dumps(entry))
@@ -243,7 +244,7 @@ def audit_verify() -> None:
     from service.audit.read_models import verify_read_models
     from service.audit.verify import verify_chains
 
-    services = _services(register_fleet=False)
+    services = _services(register_fleet=False, writes=False)
     notes: list[str] = []
     try:
         with progress_bar() as bar:
@@ -283,18 +284,37 @@ token.command("create")(token_create)
 def main() -> None:
     """Entry point of the ``vmledger`` console script. Bad settings end any command with one
     line per problem naming the variable, and status 2, never with a traceback (which would
-    also print the values given, a database password included). Logs only errors, one line
-    each, unless the command sets up its own logging (``setup_command_logging``)."""
+    also print the values given, a database password included); so does a privilege the
+    database role lacks, naming the role. Logs only errors, one line each, unless the
+    command sets up its own logging (``setup_command_logging``)."""
+    from eventsourcing.persistence import PersistenceError
     from pydantic import ValidationError
+
+    from service.schema_check import PrivilegeError, lacks_privilege
 
     from service.cli.help import unwrapped
 
     setup_command_logging()  # serve, work and project set up their own
     try:
         unwrapped(typer.main.get_command(cli))(prog_name="vmledger")
+    except PrivilegeError as refused:  # a table missing that the role may not create
+        typer.echo(f"vmledger: {refused}", err=True)
+        raise SystemExit(2) from None
+    except PersistenceError as error:
+        if not lacks_privilege(error):
+            raise
+        # a read or a write the role may not make (a worker's role that may only SELECT)
+        said = str(error).strip().splitlines() or ["permission denied"]  # its first line: no SQL
+        typer.echo(f"vmledger: {PrivilegeError(_role(), 'a privilege', said[0])}", err=True)
+        raise SystemExit(2) from None
     except ValidationError as error:
         for problem in error.errors(include_input=False, include_url=False):
             name = "_".join(str(part) for part in problem["loc"]).upper()
             typer.echo(f"VMLEDGER_{name}: {problem['msg']}" if name else problem["msg"],
                        err=True)
         raise SystemExit(2) from None
+
+
+def _role() -> str:
+    """The PostgreSQL role the settings connect as (the settings were read once already)."""
+    return Settings().postgres_target().user

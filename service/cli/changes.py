@@ -40,7 +40,7 @@ def changes_command(
         owner_uuid=_checked("owner_uuid", owner_uuid) if owner_uuid else None,
         server_uuid=_checked("server_uuid", server_uuid) if server_uuid else None,
         types=_checked_all("type", type_), states=_checked_all("state", state))
-    services = checked_services(register_fleet=False)
+    services = checked_services(register_fleet=False, writes=False)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -15,44 +15,51 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from service.database_url import sqlite_path
-from service.schema_check import ForeignTableError, check_tables
+from service.schema_check import ForeignTableError, PrivilegeError, check_tables
 from service.settings import Settings
 
 if TYPE_CHECKING:
     from service.container import Services
 
 
-def checked_services(settings: Settings | None = None, *, register_fleet: bool = True
-                     ) -> Services:
+def checked_services(settings: Settings | None = None, *, register_fleet: bool = True,
+                     writes: bool = True) -> Services:
     """The services of ``settings`` (default: read from the environment), built only after
     ``check_database`` passed: every command that opens the database builds them here, so that
     none meets a missing database with the pool's traceback (``changes`` once did). Raises
     ``SystemExit`` as ``check_database`` does, and pydantic's ``ValidationError`` for bad
     settings (``service.cli.app.main`` reports it). ``register_fleet`` as ``Services.build``
-    takes it: False for a command that must append nothing."""
+    takes it: False for a command that must append nothing. ``writes``: False for a command
+    that only reads (``audit verify``, ``history``, ``changes``), which needs no more than
+    SELECT on tables another role made."""
     from service.container import Services
 
     settings = settings if settings is not None else Settings()
-    check_database(settings)
+    check_database(settings, writes=writes)
     return Services.build(settings, register_fleet=register_fleet)
 
 
-def check_database(settings: Settings) -> None:
+def check_database(settings: Settings, *, writes: bool = True) -> None:
     """Connect once to the configured PostgreSQL database, or open the SQLite file (created
     when missing, as the command would create it). Raises ``SystemExit`` with one line: the
     database does not exist and the ``createdb`` command that creates it, or why the server
     could not be reached; for SQLite, a line naming ``VMLEDGER_DATABASE_URL`` (status 2, as
     any bad setting) when the file cannot be opened or is not a database. Then, on either,
     a line naming ``VMLEDGER_DATABASE_URL`` (status 2) when a table of the service's exists
-    with another schema (``service.schema_check``). The password is never shown."""
+    with another schema (``service.schema_check``), and on PostgreSQL one naming the role
+    (status 2) when a table is missing and the role may not create it, or, for a command
+    that ``writes``, may not read and write one. The password is never shown."""
     if settings.backend == "postgres":
         _check_postgres(settings)
     else:
         _check_sqlite(settings.database_url)
     try:
-        check_tables(settings)
+        check_tables(settings, writes=writes)
     except ForeignTableError as foreign:
         print(f"VMLEDGER_DATABASE_URL: {foreign}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except PrivilegeError as refused:
+        print(f"vmledger: {refused}", file=sys.stderr)
         raise SystemExit(2) from None
 
 

@@ -1,0 +1,127 @@
+"""A PostgreSQL role that may not create tables (since PostgreSQL 15 an ordinary role has no
+CREATE on schema public; an auditor's role may only SELECT): the commands that only read work
+on tables another role made, and a privilege missing ends a command with one line naming the
+role and the privilege, status 2, never a traceback (tester: every command, ``audit verify``
+and ``history`` included, ended in ``ProgrammingError: permission denied for schema public``;
+``serve`` in "Application startup failed", status 3). PostgreSQL only: SQLite has no roles.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from service.container import Services
+from service.settings import Settings
+from tests.cli import vmledger
+
+pytestmark = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+
+
+@pytest.fixture
+def reader(database_url: str) -> Iterator[str]:
+    """A login role of its own with USAGE but no CREATE on schema public (PostgreSQL 15's
+    default for ordinary roles, revoked here for older servers) and SELECT on every table there is when
+    the test asks (``grant_select``); the URL of ``database_url`` as that role. Dropped
+    afterwards."""
+    role = f"vmledger_test_reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        # the fixture's schema public is made again, without the default grants
+        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        conn.execute(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC, {role}")
+    parts = urlsplit(database_url)
+    try:
+        yield urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}"))
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+def _grant_select(database_url: str, reader_url: str) -> None:
+    role = urlsplit(reader_url).username
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+
+
+def _tables_made_by_the_owner(database_url: str) -> None:
+    Services.build(Settings(database_url=database_url, sim_servers=1)).close()
+
+
+@pytest.mark.parametrize("command", [["audit", "verify"], ["changes"],
+                                     ["history", str(uuid.uuid4())]], ids=lambda c: c[0])
+def test_a_select_only_role_runs_the_commands_that_only_read(
+        database_url: str, reader: str, command: list[str]) -> None:
+    _tables_made_by_the_owner(database_url)
+    _grant_select(database_url, reader)
+    done = vmledger(*command, database_url=reader, env={"VMLEDGER_LOG_FORMAT": "text"},
+                    timeout=60)
+    assert "Traceback" not in done.stderr and "permission denied" not in done.stderr, \
+        done.stderr
+    if command[0] == "history":  # a VM the log does not have: one line, status 1
+        assert done.returncode == 1 and "not found" in done.stderr, done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+
+
+def test_a_select_only_role_builds_the_services_over_existing_tables(
+        database_url: str, reader: str) -> None:
+    _tables_made_by_the_owner(database_url)
+    _grant_select(database_url, reader)
+    services = Services.build(Settings(database_url=reader), register_fleet=False)
+    try:
+        assert services.commands.head_position() == 1  # the owner registered its server
+    finally:
+        services.close()
+
+
+@pytest.mark.parametrize("command", [["audit", "verify"], ["serve", "--port", "0"]],
+                         ids=lambda c: c[0])
+def test_a_role_that_may_not_create_the_missing_tables_is_one_line_naming_it(
+        database_url: str, reader: str, command: list[str]) -> None:
+    done = vmledger(*command, database_url=reader, env={"VMLEDGER_LOG_FORMAT": "text"},
+                    timeout=60)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    role = urlsplit(reader).username
+    assert f'role "{role}"' in line and "CREATE on schema public" in line, line
+    assert "vmledger_events" in line, line  # the tables it would have made
+
+
+@pytest.mark.parametrize("command", [["work"], ["serve", "--port", "0"]], ids=lambda c: c[0])
+def test_a_process_that_writes_with_a_role_that_may_only_read_is_one_line_naming_it(
+        database_url: str, reader: str, command: list[str]) -> None:
+    # tables there, but a worker's role that may only read: it met its first write in a
+    # traceback (serve: "Application startup failed", status 3)
+    _tables_made_by_the_owner(database_url)
+    _grant_select(database_url, reader)
+    done = vmledger(*command, database_url=reader,
+                    env={"VMLEDGER_LOG_FORMAT": "text", "VMLEDGER_SIM_SERVERS": "1"},
+                    timeout=60)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    role = urlsplit(reader).username
+    assert f'role "{role}" lacks INSERT, UPDATE, DELETE on ' in line, line
+
+
+def test_a_privilege_missing_at_a_statement_is_one_line_naming_the_role(
+        database_url: str, reader: str) -> None:
+    # a role that may write rows but not create tables: a rebuild makes its shadow tables
+    _tables_made_by_the_owner(database_url)
+    role = urlsplit(reader).username
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public "
+                     f"TO {role}")
+        conn.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}")
+    done = vmledger("rebuild", database_url=reader, env={"VMLEDGER_LOG_FORMAT": "text"},
+                    timeout=60)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()[-1:]
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f'role "{role}" lacks a privilege (permission denied for schema public)' in line, \
+        line
