@@ -174,10 +174,21 @@ def websocket_refusal(connection: HTTPConnection, error: ApiError) -> Exception:
     return WebSocketException(1008, close_reason(reason))
 
 
-def close_reason(text: str) -> str:
-    """``text`` cut to what a WebSocket close frame carries (RFC 6455, 5.5: 123 bytes of
-    UTF-8)."""
-    return text.encode()[:123].decode(errors="ignore")
+CLOSE_REASON_BYTES = 123  # what a WebSocket close frame carries (RFC 6455, 5.5) of UTF-8
+
+
+def close_reason(text: str, tail: str = "") -> str:
+    """``text`` then ``tail`` as a WebSocket close reason, within ``CLOSE_REASON_BYTES``:
+    when they do not fit, ``text`` is cut after its last whole word that does, marked "…",
+    and ``tail`` (what the listener acts on: the position to resume after) is kept whole.
+    (Cutting at a byte count left half words: "waiting to be sent; resu".)"""
+    room = CLOSE_REASON_BYTES - len(tail.encode())
+    if len(text.encode()) <= room:
+        return text + tail
+    kept = text.encode()[:room - len("…".encode())].decode(errors="ignore")
+    if not text[len(kept)].isspace():  # the cut fell inside a word: leave the word out
+        kept = kept[:max(kept.rfind(" "), 0)]
+    return kept.rstrip(" ;,:") + "…" + tail
 
 
 def _bind_path_ids(request: HTTPConnection) -> None:

@@ -147,8 +147,8 @@ async def _serve(websocket: WebSocket, hub: ChangeHub, registration: triton.Regi
             except StopAsyncIteration:
                 return  # the hub ended the stream
             if isinstance(item, StreamEnd):
-                await websocket.close(TRY_AGAIN_LATER,
-                                      f"{item.reason[:60]}; resume after {item.resume_after}")
+                await websocket.close(TRY_AGAIN_LATER, close_reason(
+                    item.reason, f"; resume after {item.resume_after}"))
                 return
             if item is None:
                 continue

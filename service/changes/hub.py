@@ -78,6 +78,12 @@ class StreamEnd:
     resume_after: int
 
 
+def behind(limit: int) -> str:
+    """Why a stream was cut for falling behind (its ``StreamEnd.reason``)."""
+    return (f"too far behind: more than {limit} changes waiting to be sent; "
+            "resume from the last id received")
+
+
 @dataclass(eq=False)
 class _Subscriber:
     filter: ChangeFilter
@@ -95,8 +101,7 @@ class _Subscriber:
             # (every tail pass, several a heartbeat) would start again, so it never ran out.
             return
         if len(self.buffer) + len(shown) > self.limit:
-            self.cut = (f"too far behind: more than {self.limit} changes waiting to be sent; "
-                        "resume from the last id received")
+            self.cut = behind(self.limit)
             self.buffer.clear()
             STREAMS_DROPPED.labels(reason="behind").inc()
         else:

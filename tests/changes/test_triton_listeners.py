@@ -1,7 +1,7 @@
 """The changefeed's listeners as connections: each one counted in ``/changefeeds/stats``,
 held to the stream limit from its upgrade, given a bounded time to register, refused before
-the upgrade as every route refuses a caller; and a registration's ``after`` held to its
-rules (docs/api.md, "Triton's changefeed")."""
+the upgrade as every route refuses a caller; a registration's ``after`` held to its rules
+(docs/api.md, "Triton's changefeed"); and a close reason whole-worded within its 123 bytes."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
+from service.api.auth import CLOSE_REASON_BYTES, close_reason
+from service.changes.hub import behind
 from tests.changes.live import closed_with, live_server, refused_upgrade
 from tests.waiting import wait_until
 from tests.changes.test_triton import V1, _ws
@@ -97,3 +99,20 @@ def test_a_server_without_http_refusals_closes_a_refused_upgrade_naming_the_fiel
     assert (refusal.code, refusal.reason) == (1008, "after: must be an integer")
     served = {**connection.scope, "extensions": {"websocket.http.response": {}}}
     assert websocket_refusal(HTTPConnection(served), error) is error
+
+
+def test_a_close_reason_keeps_whole_words_and_its_resume_position_within_123_bytes():
+    # a slow listener was closed with its reason cut at 60 characters, mid-word:
+    # "... more than 2 changes waiting to be sent; resu; resume after 57"
+    tail = "; resume after 98765432101"
+    for limit in (2, 10_000, 10**40):
+        reason = close_reason(behind(limit), tail)
+        assert len(reason.encode()) <= CLOSE_REASON_BYTES and reason.endswith(tail), reason
+        said = reason.removesuffix(tail)
+        assert said == behind(limit) or (behind(limit).startswith(said.removesuffix("…"))
+                                          and not behind(limit)[len(said) - 1].isalnum()), reason
+    assert close_reason(behind(2), "; resume after 57") == (
+        "too far behind: more than 2 changes waiting to be sent; resume from the last id "
+        "received; resume after 57")
+    assert close_reason("é" * 70, "!") == "…!"  # one word too long for the room: no half
+    assert close_reason("ab " * 60).endswith("ab…")
