@@ -44,7 +44,7 @@ class Follower:
         self._done = context.Event()
         self._applied: Synchronized[int] = context.Value("q", 0)  # type: ignore[assignment]
         self._process = context.Process(
-            target=follow, args=(settings, self._done, self._applied),
+            target=_follower, args=(settings, self._done, self._applied),
             name="vmledger-replay-follower", daemon=True)
 
     def start(self) -> None:
@@ -79,6 +79,16 @@ class Follower:
         return int(self._applied.value)
 
 
+def _follower(settings: Settings, done: multiprocessing.synchronize.Event,
+              applied: Any) -> None:
+    """The follower process's target: ``follow``, logging as the replay command does (errors
+    only, one line each)."""
+    from service.logs import setup_command_logging
+
+    setup_command_logging()
+    follow(settings, done, applied)
+
+
 def follow(settings: Settings, done: multiprocessing.synchronize.Event,
            applied: Any) -> None:
     """The follower process: apply the log to every read model until ``done`` is set, then
@@ -89,9 +99,8 @@ def follow(settings: Settings, done: multiprocessing.synchronize.Event,
     from projections.tracking import ProjectionConflictError
     from service.container import Services
 
-    from service.logs import Throttled, setup_command_logging
+    from service.logs import Throttled
 
-    setup_command_logging()  # a spawned child logs as the replay command does
     services = Services.build(settings, register_fleet=False)  # it writes read models only
     # the busy timeout may run out often while the replay commits; in an outage, every pass
     failed = Throttled(log, "the follower's pass failed, trying again", level=logging.WARNING)
