@@ -36,6 +36,16 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
 
     TOPIC = "vm"
 
+    # Version 2 keeps ``state_since``; a snapshot version 1 took lacks it.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """A snapshot taken before VMs kept ``state_since`` does not say when the VM entered
+        its state: None, which ``stuck.in_state_since`` reads as the VM's creation (a snapshot
+        taken with it but before this version was numbered keeps its own)."""
+        state.setdefault("state_since", None)
+
     Event = vm_events.VmEvent
 
     class Created(Event, Aggregate.Created):
@@ -244,7 +254,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
     active_jobs: list[ActiveJob]
     claim: dict[str, Any] | None
     reported_at: datetime | None  # the newest generation-less agent report applied
-    state_since: datetime  # when it entered its state (vm_events.VmEvent.mutate)
+    state_since: datetime | None  # when it entered its state (VmEvent.mutate); None: unknown
     nics: list[dict[str, Any]]  # domain/vm_nics.py
     chain_head: str
 

@@ -111,12 +111,33 @@ def _check(app: Any, stored: StoredEvent, fold: _Fold) -> str | None:
     fresh = type(snapshot).take(aggregate).state
     # the seal is the snapshot's own (service/commands/snapshot_seal.py), not the aggregate's:
     # the whole state is compared here, which finds more than the seal can
-    stored_state = {k: v for k, v in snapshot.state.items() if k != SEAL}
-    have, want = _canonical(app, stored_state), _canonical(app, fresh)
+    said, supplied = _as_current(type(aggregate),
+                                 {k: v for k, v in snapshot.state.items() if k != SEAL})
+    fresh = {k: v for k, v in fresh.items() if k not in supplied}
+    have, want = _canonical(app, said), _canonical(app, fresh)
     if have != want:
         fields = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
         return f"differs from a fresh fold of its stream in {', '.join(fields)}"
     return None
+
+
+def _as_current(cls: type, state: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """What the snapshot ``state`` (as stored) says, as a load reads it, and the fields it
+    never said. A load upcasts it by ``cls``'s ``upcast_vN_vN+1`` methods from the class
+    version it was taken at to ``cls``'s (the library's ``Snapshot.mutate``); the fields
+    those upcasts add (a VM's ``state_since`` before version 2), and ``class_version`` when
+    the snapshot is older, are the fold's alone, so they are left out of the comparison;
+    every field the snapshot did say is compared, upcast as a load sees it."""
+    upcast = dict(state)
+    version = upcast.get("class_version", 1)
+    current = getattr(cls, "class_version", 1)
+    while version < current:
+        getattr(cls, f"upcast_v{version}_v{version + 1}")(upcast)
+        version += 1
+    if current > 1:
+        upcast["class_version"] = current
+    supplied = {key for key in upcast if key not in state}
+    return {k: v for k, v in upcast.items() if k not in supplied}, supplied
 
 
 def _canonical(app: Any, state: dict[str, Any]) -> dict[str, str]:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from eventsourcing.domain import Snapshot
+from eventsourcing.utils import get_topic
+
 from domain.states import Action, VmState
 from domain.stuck import StuckThresholds, in_state_since, starts_anew, stuck_reason
 from domain.vm import Vm
@@ -37,3 +40,23 @@ def test_only_a_change_of_state_starts_the_time_in_it_anew():
     run_head_job(vm, lambda v: v.record_stopped(cause=cause()))
     assert in_state_since(vm) > since
     assert not starts_anew("running", "running") and starts_anew("quarantined", "provisioning")
+
+
+def test_a_snapshot_taken_before_vms_kept_state_since_thaws_timed_from_creation():
+    vm = vm_in(VmState.RUNNING)
+    state = Snapshot.take(vm).state
+    assert state["class_version"] == 2
+    del state["state_since"], state["class_version"]  # as version 1 took it
+    thawed = Snapshot(originator_id=vm.id, originator_version=vm.version,
+                      timestamp=vm.modified_on, topic=get_topic(Vm), state=state).mutate(None)
+    assert thawed.state_since is None
+    assert in_state_since(thawed) == vm.created_on
+
+
+def test_a_snapshot_with_state_since_but_no_class_version_keeps_it():
+    vm = vm_in(VmState.RUNNING)
+    state = Snapshot.take(vm).state
+    del state["class_version"]  # taken after state_since was kept, before it was numbered
+    thawed = Snapshot(originator_id=vm.id, originator_version=vm.version,
+                      timestamp=vm.modified_on, topic=get_topic(Vm), state=state).mutate(None)
+    assert thawed.state_since == vm.state_since

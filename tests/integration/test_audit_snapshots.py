@@ -8,7 +8,7 @@ from uuid import UUID
 
 from service.audit.snapshots import verify_snapshots, verify_stream_snapshots
 from tests.integration.test_audit import _vm_with_history
-from tests.tampering import delete_event, edit_snapshot
+from tests.tampering import delete_event, edit_snapshot, snapshots_table
 
 
 def _snapshots_at(services, vm_uuid: str, versions: list[int]) -> None:
@@ -75,3 +75,29 @@ def test_a_snapshot_past_the_streams_end_names_where_the_stream_ends(services):
     found = verify_snapshots(services.app)
     assert [(d.version, d.detail) for d in found] == [
         (head, f"its stream ends at version {head - 1}, before the snapshot's")]
+
+
+def _as_version_one_took_it(services, vm_uuid: str) -> None:
+    """Rewrite the VM's snapshot as a Vm of class version 1 stored it: no ``state_since``
+    (kept since version 2) and no ``class_version``."""
+    transcoder = services.app.snapshots.mapper.transcoder
+    table, stream = snapshots_table(services, vm_uuid)
+    with services.db.transaction() as tx:
+        tx.execute(f"SELECT state FROM {table} WHERE originator_id = ?", (stream,))
+        [row] = tx.fetchall()
+        stored = transcoder.decode(bytes(row["state"]))  # the snapshot: topic, state, timestamp
+        del stored["state"]["state_since"], stored["state"]["class_version"]
+        tx.execute(f"UPDATE {table} SET state = ? WHERE originator_id = ?",
+                   (transcoder.encode(stored), stream))
+
+
+def test_a_snapshot_an_older_vm_took_is_compared_on_what_it_said(services):
+    vm_uuid = _vm_with_history(services)
+    _snapshots_at(services, vm_uuid, [3])
+    _as_version_one_took_it(services, vm_uuid)
+    # the fold's state_since is no finding against a snapshot that never said it
+    assert verify_snapshots(services.app) == []
+    # but every field it did say is still compared
+    edit_snapshot(services, vm_uuid, b'"ram":256', b'"ram":99999')
+    [found] = verify_snapshots(services.app)
+    assert found.detail == "differs from a fresh fold of its stream in ram"
