@@ -36,15 +36,17 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
 
     TOPIC = "vm"
 
-    # Version 2 keeps ``state_since``; a snapshot version 1 took lacks it.
+    # Version 2 keeps ``state_since`` and ``lost_copy``; a snapshot version 1 took lacks them.
     class_version = 2
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
         """A snapshot taken before VMs kept ``state_since`` does not say when the VM entered
-        its state: None, which ``stuck.in_state_since`` reads as the VM's creation (a snapshot
-        taken with it but before this version was numbered keeps its own)."""
+        its state: None, which ``stuck.in_state_since`` reads as the VM's creation; nor
+        ``lost_copy``: None, no copy a host reboot took is known (a snapshot taken with them
+        but before this version was numbered keeps its own)."""
         state.setdefault("state_since", None)
+        state.setdefault("lost_copy", None)
 
     Event = vm_events.VmEvent
 

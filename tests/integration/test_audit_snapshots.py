@@ -78,15 +78,16 @@ def test_a_snapshot_past_the_streams_end_names_where_the_stream_ends(services):
 
 
 def _as_version_one_took_it(services, vm_uuid: str) -> None:
-    """Rewrite the VM's snapshot as a Vm of class version 1 stored it: no ``state_since``
-    (kept since version 2) and no ``class_version``."""
+    """Rewrite the VM's snapshot as a Vm of class version 1 stored it: no ``state_since`` nor
+    ``lost_copy`` (kept since version 2), and no ``class_version``."""
     transcoder = services.app.snapshots.mapper.transcoder
     table, stream = snapshots_table(services, vm_uuid)
     with services.db.transaction() as tx:
         tx.execute(f"SELECT state FROM {table} WHERE originator_id = ?", (stream,))
         [row] = tx.fetchall()
         stored = transcoder.decode(bytes(row["state"]))  # the snapshot: topic, state, timestamp
-        del stored["state"]["state_since"], stored["state"]["class_version"]
+        for added in ("state_since", "lost_copy", "class_version"):
+            del stored["state"][added]
         tx.execute(f"UPDATE {table} SET state = ? WHERE originator_id = ?",
                    (transcoder.encode(stored), stream))
 
