@@ -231,7 +231,7 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
     ) -> Accepted:
         """Queue the job for ``action`` (start, stop, kill, reboot, update, destroy), as
         ``behaviour``'s API version rules; a repeat of an active job returns that job and
-        appends nothing (api.md). Raises the refusals of ``Behaviour.admit``,
+        appends nothing, where the version admits the request at all (api.md). Raises the refusals of ``Behaviour.admit``,
         ``VmNotFoundError`` (also for another owner's VM), ``NothingToUpdateError`` (an
         update with no ``args``), ``VersionMismatchError`` and ``IdempotencyKeyReusedError``.
         """
@@ -246,6 +246,11 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
             existing = vm.matching_active_job(
                 name.value, args, behaviour.if_already(action, idempotent=idempotent).value)
             if existing is not None:
+                # A repeat only where this request is admitted in the VM's state now: its
+                # version's refusal answers first (a v2 DELETE of a destroyed VM is
+                # VmAlreadyDestroyed, whatever a v1 DELETE queued; api.md).
+                behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
+                                idempotent=idempotent, has_server=vm.has_server)
                 return existing["uuid"]
             if action is Action.DESTROY:
                 stuck = self.is_stuck(vm)

@@ -91,6 +91,27 @@ def test_v2_delete_of_a_destroyed_vm_is_409_vm_already_destroyed_and_appends_not
     assert services.commands.head_position() == head
 
 
+def test_v2_delete_of_a_destroyed_vm_is_409_even_with_a_v1_delete_queued(paused, services) -> None:
+    """A repeat is one only where the request would be admitted: the VM is destroyed, which
+    version 2 refuses, whatever job a version 1 DELETE queued (api.md)."""
+    http = paused.http
+    created = create_vm(http)
+    paused.run_jobs()
+    vm_uuid = created["vm_uuid"]
+    first = http.delete(f"/vms/{vm_uuid}")
+    paused.run_jobs()
+    assert wait_job(http, first.json()["job_uuid"])["execution"] == "succeeded"
+    v1 = http.delete(f"/vms/{vm_uuid}")  # queued, not run: a job that will do nothing
+    assert v1.status_code == 202, v1.text
+    head = services.commands.head_position()
+    assert_error(http.delete(f"/vms/{vm_uuid}", headers=V2), 409, "VmAlreadyDestroyed")
+    assert services.commands.head_position() == head
+    # a version 1 repeat is still that job
+    assert http.delete(f"/vms/{vm_uuid}").json()["job_uuid"] == v1.json()["job_uuid"]
+    paused.run_jobs()
+    assert wait_job(http, v1.json()["job_uuid"])["execution"] == "succeeded"
+
+
 @pytest.mark.parametrize("headers", [{}, V2], ids=["v1", "v2"])
 def test_delete_of_a_vm_whose_provision_failed_destroys_it(client, services, headers) -> None:
     created = create_vm(client, internal_metadata={"force_provision_failure": True})
