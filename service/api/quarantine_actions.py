@@ -10,7 +10,9 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from domain.errors import VmNotFoundError
-from service.api.deps import cause_of, if_match_of, parse_body, read_your_writes, services_of
+from service.api.deps import (
+    cause_of, idempotency_of, if_match_of, parse_body, read_your_writes, services_of,
+)
 from service.api.params import Query
 from service.api.schemas import StrictModel
 
@@ -28,14 +30,15 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any) -> JSONResponse
     query = Query(request, {"action"})
     query.check()
     services = services_of(request)
-    if_match = if_match_of(request)
+    if_match, cause = if_match_of(request), cause_of(request)
     if request.query_params["action"] == "quarantine":
         reason = parse_body(request, QuarantineRequest, data).reason
-        services.quarantine.quarantine(vm_uuid.lower(), reason, cause=cause_of(request),
-                                       if_match=if_match)
+        services.quarantine.quarantine(vm_uuid.lower(), reason, cause=cause, if_match=if_match,
+                                       idempotency=idempotency_of(request, data, cause))
     else:
         parse_body(request, StrictModel, data)
-        services.quarantine.release(vm_uuid.lower(), cause=cause_of(request), if_match=if_match)
+        services.quarantine.release(vm_uuid.lower(), cause=cause, if_match=if_match,
+                                    idempotency=idempotency_of(request, data, cause))
     read_your_writes(request, services, ("vm_view",), eventual=False)
     vm = services.vms.get(vm_uuid.lower())
     if vm is None:

@@ -12,7 +12,9 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from service.api.auth import authorized_router
-from service.api.deps import cause_of, parse_body, read_one, read_your_writes, services_of
+from service.api.deps import (
+    cause_of, idempotency_of, parse_body, read_one, read_your_writes, services_of,
+)
 from service.api.errors import ApiError
 from service.api.params import Query
 from service.api.schemas import Alias, StrictModel
@@ -44,14 +46,17 @@ def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -
     """Record a network; 201 with the network object and ``Location``."""
     Query(request, set()).check()
     asked = parse_body(request, CreateNetworkRequest, data)
-    services = services_of(request)
+    services, cause = services_of(request), cause_of(request)
     network, position = services.commands.create_network(
         name=asked.name, subnet=asked.subnet, provision_start_ip=asked.provision_start_ip,
         provision_end_ip=asked.provision_end_ip, gateway=asked.gateway,
-        network_uuid=str(asked.uuid) if asked.uuid else None, cause=cause_of(request))
+        network_uuid=str(asked.uuid) if asked.uuid else None, cause=cause,
+        idempotency=idempotency_of(request, data, cause))
     body = _network(request, str(network.id))
-    return JSONResponse(body, status_code=201, headers={
-        "Location": f"/networks/{network.id}", "x-log-position": str(position)})
+    headers = {"Location": f"/networks/{network.id}"}
+    if position is not None:  # None: a repeat of its Idempotency-Key appended nothing
+        headers["x-log-position"] = str(position)
+    return JSONResponse(body, status_code=201, headers=headers)
 
 
 @router.get("/networks")

@@ -11,9 +11,10 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from domain.errors import ServerNotFoundError
-from domain.server import Server
 from service.api.auth import authorized_router
-from service.api.deps import cause_of, parse_body, read_one, read_your_writes, services_of
+from service.api.deps import (
+    cause_of, idempotency_of, parse_body, read_one, read_your_writes, services_of,
+)
 from service.api.params import Query
 from service.api.schemas import StrictModel
 
@@ -62,11 +63,11 @@ def create_server(request: Request, data: dict[str, Any] | None = Body(None)) ->
     200, with others ``ValidationFailed`` naming ``uuid`` (``Duplicate``), nothing recorded."""
     Query(request, set()).check()
     asked = parse_body(request, CreateServerRequest, data)
-    services = services_of(request)
-    server_uuid = str(asked.uuid or uuidlib.uuid4())
-    created = services.commands.register_server(
-        server_uuid, hostname=asked.hostname, boot_id=asked.boot_id, ram_mib=asked.ram_mib,
-        cpus=asked.cpus, cause=cause_of(request))
+    services, cause = services_of(request), cause_of(request)
+    server_uuid, created = services.commands.register_server_keyed(
+        str(asked.uuid or uuidlib.uuid4()), hostname=asked.hostname, boot_id=asked.boot_id,
+        ram_mib=asked.ram_mib, cpus=asked.cpus, cause=cause,
+        idempotency=idempotency_of(request, data, cause))
     services.projections.wake()
     read_your_writes(request, services, ("server_view",), eventual=False)
     return JSONResponse(services.servers.get(server_uuid), status_code=201 if created else 200,
@@ -88,13 +89,15 @@ def server_action(server_uuid: str, request: Request,
     body = parse_body(request, ServerActionRequest, data)
     services = services_of(request)
     cause = cause_of(request)
+    idempotency = idempotency_of(request, data, cause)
     if action == "reboot":
         boot_id = body.boot_id or str(uuidlib.uuid4())
-        services.agents.host_rebooted(server_uuid.lower(), boot_id, cause=cause)
+        services.agents.host_rebooted(server_uuid.lower(), boot_id, cause=cause,
+                                      idempotency=idempotency)
         status = 202
     else:
-        services.commands.change(Server, server_uuid.lower(),
-                                 lambda s: s.set_status("removed", cause=cause))
+        services.commands.remove_server(server_uuid.lower(), cause=cause,
+                                        idempotency=idempotency)
         status = 200
     read_your_writes(request, services, ("server_view",), eventual=False)
     return JSONResponse(services.servers.get(server_uuid.lower()), status_code=status)

@@ -14,7 +14,7 @@ from domain.errors import VolumeNotFoundError
 from domain.volume import MAX_NETWORKS
 from service.api.auth import authorized_router
 from service.api.deps import (
-    cause_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
+    cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
 )
 from service.api.params import MAX_LIMIT, Query
 from service.api.schemas import Alias, StrictModel
@@ -87,11 +87,11 @@ def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) ->
     """CreateVolume (201): a volume on the given networks."""
     Query(request, set()).check()
     asked = parse_body(request, CreateVolumeRequest, data)
-    services = services_of(request)
+    services, cause = services_of(request), cause_of(request)
     volume, position = services.commands.create_volume(
-        name=asked.name, cause=cause_of(request),
-        volume_uuid=str(asked.uuid) if asked.uuid else None,
+        name=asked.name, cause=cause, volume_uuid=str(asked.uuid) if asked.uuid else None,
         networks={str(network): str(address) for network, address in asked.networks.items()},
+        idempotency=idempotency_of(request, data, cause),
     )
     return _volume(request, services, str(volume.id), status=201, position=position)
 
@@ -115,9 +115,10 @@ def volume_action(volume_uuid: str, request: Request,
         attach = parse_body(request, AttachNetworkRequest, data)
         volume, position = services.commands.attach_network(
             volume_uuid.lower(), str(attach.network_uuid), str(attach.address), cause=cause,
-            if_match=if_match)
+            if_match=if_match, idempotency=idempotency_of(request, data, cause))
     else:
         detach = parse_body(request, DetachNetworkRequest, data)
         volume, position = services.commands.detach_network(
-            volume_uuid.lower(), str(detach.network_uuid), cause=cause, if_match=if_match)
+            volume_uuid.lower(), str(detach.network_uuid), cause=cause, if_match=if_match,
+            idempotency=idempotency_of(request, data, cause))
     return _volume(request, services, str(volume.id), status=202, position=position)

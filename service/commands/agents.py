@@ -22,6 +22,7 @@ from domain.server import Server
 from domain.states import Action, DesiredState, Execution, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.application import Commands
+from service.commands.idempotency import IdempotencyKey, remembered
 from service.commands.versioning import NEWEST
 
 OBSERVED_STATES = ("running", "stopped", "failed")
@@ -79,17 +80,21 @@ class Agents:
         return self._apply(server_uuid, boot_id, generation, affected, cause,
                            admit=(vm_uuid, admit) if admit else None)
 
-    def host_rebooted(self, server_uuid: str, boot_id: str, *, cause: Cause) -> dict[str, str]:
-        """The operator records that the host rebooted with ``boot_id`` (its VMs are gone)."""
+    def host_rebooted(self, server_uuid: str, boot_id: str, *, cause: Cause,
+                      idempotency: IdempotencyKey | None = None) -> dict[str, str]:
+        """The operator records that the host rebooted with ``boot_id`` (its VMs are gone).
+        A repeat of ``idempotency`` records nothing (``{}``); raises
+        ``IdempotencyKeyReusedError``."""
         return self._apply(server_uuid, boot_id, None,
                            lambda server, rebooted: {v: Happening.HOST_REBOOT for v in server.claims}
-                           if rebooted else {}, cause)
+                           if rebooted else {}, cause, idempotency=idempotency)
 
     # -- one transaction per report -----------------------------------------------------------
 
     def _apply(self, server_uuid: str, boot_id: str, generation: int | None,
                affected: Callable[[Server, bool], dict[str, Happening | str]],
-               cause: Cause, admit: tuple[str, Admit] | None = None) -> dict[str, str]:
+               cause: Cause, admit: tuple[str, Admit] | None = None,
+               idempotency: IdempotencyKey | None = None) -> dict[str, str]:
         def decide(server: Server) -> tuple[dict[str, str], list[Vm]]:
             loaded: dict[str, Vm | None] = {}  # this attempt's, each VM loaded once
 
@@ -119,9 +124,10 @@ class Agents:
             return outcome, changed
 
         # The VMs changed are saved with the server, in one transaction.
-        (outcome, _), _, _, _ = self.commands.change(Server, server_uuid, decide,
-                                                     also=lambda decision: decision[1])
-        return outcome
+        changed = self.commands.change(Server, server_uuid, decide,
+                                       also=lambda decision: decision[1],
+                                       idempotency_key=idempotency, outcome=remembered(202))
+        return {} if changed.replayed is not None else changed.decision[0]
 
     def _vm(self, vm_uuid: str) -> Vm | None:
         try:

@@ -40,7 +40,7 @@ from domain.server import Server
 from domain.vm import Vm
 from domain.volume import Volume
 from service.commands.aggregate_cache import cached_save, copy_of_fold, fold_stream
-from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord
+from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord, Recorded
 from service.commands.networks import NetworkNotFoundError
 from service.commands.retry import ConflictRetriesExhaustedError, back_off_s
 from service.commands.snapshots import snapshot_long_streams
@@ -76,7 +76,7 @@ class Changed(NamedTuple, Generic[R]):
     decision: R
     aggregate: Any
     position: int | None
-    replayed: Accepted | None = None
+    replayed: Accepted | Recorded | None = None
 
 
 class Changes:
@@ -162,8 +162,9 @@ class Changes:
                     decision = decide(aggregate)
                     record = None
                     if idempotency_key is not None and outcome is not None:
-                        record = self.keys.record(idempotency_key, 202,
-                                                  outcome(decision, aggregate))
+                        first = outcome(decision, aggregate)
+                        record = self.keys.record(
+                            idempotency_key, getattr(first, "status", 202), first)
                     pending = self._pending(aggregate, list(also(decision)) if also else [])
                 except DomainError:
                     if not unconfirmed:
@@ -246,12 +247,14 @@ class Changes:
             return None
         return cached_save(self.app, self.committer.saved_here, aggregate_id)
 
-    def _first_outcome(self, key: IdempotencyKey | None) -> Accepted | None:
+    def _first_outcome(self, key: IdempotencyKey | None) -> Accepted | Recorded | None:
         if key is None:
             return None
         prior = self.keys.find(key)
         if prior is None:
             return None
+        if "uuid" in prior:  # a volume's, network's or server's (``Recorded``)
+            return Recorded(**prior)
         prior.pop("status")
         return Accepted(**prior)
 

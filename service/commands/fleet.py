@@ -13,6 +13,7 @@ from domain.errors import UuidTakenError, ValidationError, VolumeNotFoundError
 from domain.server import Server
 from domain.vm import Cause
 from domain.volume import Volume
+from service.commands.idempotency import IdempotencyKey, Recorded, remembered
 
 
 class _UsesCommands:
@@ -33,6 +34,16 @@ class ServerCommands(_UsesCommands):
         """Record a compute node; False (nothing recorded) if it is already known as
         described. Raises ``ValidationError`` naming ``uuid`` if it is known with another
         hostname, RAM or CPUs (``Server.check_described_as``)."""
+        return self.register_server_keyed(server_uuid, hostname=hostname, boot_id=boot_id,
+                                          ram_mib=ram_mib, cpus=cpus, cause=cause)[1]
+
+    def register_server_keyed(self, server_uuid: str, *, hostname: str, boot_id: str,
+                              ram_mib: int, cpus: int, cause: Cause,
+                              idempotency: IdempotencyKey | None = None) -> tuple[str, bool]:
+        """``register_server`` for a request with an ``Idempotency-Key``: the server's uuid
+        and whether it was recorded; a repeat of ``idempotency`` answers the first's (its
+        uuid may not be ``server_uuid``: POST /servers picks a new one each request). Raises
+        ``IdempotencyKeyReusedError`` too."""
 
         def decide(server: Server) -> bool:
             if server.pending_events:  # registered by this change
@@ -41,11 +52,22 @@ class ServerCommands(_UsesCommands):
             return False
 
         changed = self.change(
-            Server, server_uuid, decide,
+            Server, server_uuid, decide, idempotency_key=idempotency,
+            outcome=lambda created, server: Recorded(str(server.id), 201 if created else 200,
+                                                     server.version),
             new=lambda: Server.register(server_uuid=UUID(server_uuid), hostname=hostname,
                                         boot_id=boot_id, ram_mib=ram_mib, cpus=cpus,
                                         cause=cause))
-        return changed.decision
+        if changed.replayed is not None:
+            return changed.replayed.uuid, changed.replayed.status == 201
+        return server_uuid, changed.decision
+
+    def remove_server(self, server_uuid: str, *, cause: Cause,
+                      idempotency: IdempotencyKey | None = None) -> None:
+        """Record that the server left the fleet. Raises ``ServerNotFoundError`` and
+        ``IdempotencyKeyReusedError``."""
+        self.change(Server, server_uuid, lambda s: s.set_status("removed", cause=cause),
+                    idempotency_key=idempotency, outcome=remembered(200))
 
 
 class VolumeCommands(_UsesCommands):
@@ -66,38 +88,46 @@ class VolumeCommands(_UsesCommands):
                                       f"volume {mount['volume_uuid']} not found") from None
 
     def create_volume(self, *, name: str, cause: Cause, volume_uuid: str | None = None,
-                      networks: dict[str, str] | None = None) -> tuple[Volume, int]:
+                      networks: dict[str, str] | None = None,
+                      idempotency: IdempotencyKey | None = None) -> tuple[Volume, int | None]:
         """Record a new volume reachable on ``networks`` (``{network_uuid: address}``); returns
-        it and the log position. Raises ``ValidationError`` (a bad address) and
-        ``UuidTakenError`` (that uuid is taken, by any resource)."""
+        it and the log position (None: a repeat of ``idempotency``, which answers the first's
+        volume as it is now). Raises ``ValidationError`` (a bad address), ``UuidTakenError``
+        (that uuid is taken, by any resource) and ``IdempotencyKeyReusedError``."""
         volume_id = UUID(volume_uuid) if volume_uuid else uuidlib.uuid4()
 
         def created(volume: Volume) -> None:
             if not volume.pending_events:  # the uuid was taken
                 raise UuidTakenError(volume_id)
 
-        _, volume, position, _ = self.change(
-            Volume, volume_id, created,
+        return self._volume_changed(self.change(
+            Volume, volume_id, created, idempotency_key=idempotency, outcome=remembered(201),
             new=lambda: Volume.create(volume_uuid=volume_id, name=name, cause=cause,
-                                      networks=networks))
-        return volume, position
+                                      networks=networks)))
+
+    def _volume_changed(self, changed: Any) -> tuple[Volume, int | None]:
+        """The volume a change saved and the log position, or, for a repeated
+        ``Idempotency-Key``, the first's volume as it is now and None."""
+        if changed.replayed is not None:
+            return self.load_volume(changed.replayed.uuid), None
+        return changed.aggregate, changed.position
 
     def attach_network(self, volume_uuid: str, network_uuid: str, address: str, *,
-                       cause: Cause, if_match: int | None = None) -> tuple[Volume, int | None]:
+                       cause: Cause, if_match: int | None = None,
+                       idempotency: IdempotencyKey | None = None) -> tuple[Volume, int | None]:
         """Make the volume reachable on ``network_uuid`` at ``address``; returns it and the log
         position (None: it already was). Raises ``VolumeNotFoundError``, ``ValidationError``,
-        ``VersionMismatchError`` (``if_match`` is not its version)."""
-        _, volume, position, _ = self.change(
+        ``VersionMismatchError`` (``if_match`` is not its version), ``IdempotencyKeyReusedError``."""
+        return self._volume_changed(self.change(
             Volume, volume_uuid, lambda v: v.attach_network(network_uuid, address, cause=cause),
-            if_match=if_match)
-        return volume, position
+            if_match=if_match, idempotency_key=idempotency, outcome=remembered(202)))
 
     def detach_network(self, volume_uuid: str, network_uuid: str, *,
-                       cause: Cause, if_match: int | None = None) -> tuple[Volume, int | None]:
+                       cause: Cause, if_match: int | None = None,
+                       idempotency: IdempotencyKey | None = None) -> tuple[Volume, int | None]:
         """Make the volume unreachable on ``network_uuid``; returns it and the log position
         (None: it was not on that network). Raises ``VolumeNotFoundError``,
-        ``VersionMismatchError``."""
-        _, volume, position, _ = self.change(
+        ``VersionMismatchError``, ``IdempotencyKeyReusedError``."""
+        return self._volume_changed(self.change(
             Volume, volume_uuid, lambda v: v.detach_network(network_uuid, cause=cause),
-            if_match=if_match)
-        return volume, position
+            if_match=if_match, idempotency_key=idempotency, outcome=remembered(202)))

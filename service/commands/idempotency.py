@@ -42,6 +42,24 @@ class IdempotencyKey:
 
 
 @dataclass(frozen=True)
+class Recorded:
+    """The outcome of a command on a volume, network or server, whose route answers with the
+    resource (``status``, its uuid and version after the command): what an
+    ``Idempotency-Key`` remembers of it, so that a repeat is answered with that status and
+    the resource, appending nothing."""
+
+    uuid: str
+    status: int
+    version: int
+
+
+def remembered(status: int) -> Callable[[Any, Any], Recorded]:
+    """The ``outcome`` (``Changes.change``) a key keeps of a command on a volume, network or
+    server: the route's ``status``, the resource and its version."""
+    return lambda _decision, aggregate: Recorded(str(aggregate.id), status, aggregate.version)
+
+
+@dataclass(frozen=True)
 class KeyRecord:
     """What is stored for a key: the first outcome of its request."""
 

@@ -24,6 +24,7 @@ from domain.errors import UuidTakenError, ValidationError
 from domain.network import Network
 from domain.vm import Cause, Vm
 from domain.volume import Volume
+from service.commands.idempotency import IdempotencyKey, remembered
 
 
 class NetworkNotFoundError(ValidationError):
@@ -62,19 +63,26 @@ class NetworkCommands:
 
     def create_network(self, *, name: str, subnet: str, provision_start_ip: str,
                        provision_end_ip: str, gateway: str | None, cause: Cause,
-                       network_uuid: str | None = None) -> tuple[Network, int]:
-        """Record a new network; returns it and the log position. Raises ``ValidationError``
-        (a bad subnet or range) and ``UuidTakenError`` (that uuid is taken, by any resource)."""
+                       network_uuid: str | None = None,
+                       idempotency: IdempotencyKey | None = None) -> tuple[Network, int | None]:
+        """Record a new network; returns it and the log position (None: a repeat of
+        ``idempotency``, which answers the first's network as it is now). Raises
+        ``ValidationError`` (a bad subnet or range), ``UuidTakenError`` (that uuid is taken,
+        by any resource) and ``IdempotencyKeyReusedError``."""
         network_id = UUID(network_uuid) if network_uuid else uuidlib.uuid4()
 
         def decide(network: Network) -> None:
             if not network.pending_events:  # the uuid was taken
                 raise UuidTakenError(network_id)
 
-        changed = self.change(Network, network_id, decide, new=lambda: Network.create(
-            network_uuid=network_id, name=name, subnet=subnet,
-            provision_start_ip=provision_start_ip, provision_end_ip=provision_end_ip,
-            gateway=gateway, cause=cause))
+        changed = self.change(
+            Network, network_id, decide, idempotency_key=idempotency, outcome=remembered(201),
+            new=lambda: Network.create(
+                network_uuid=network_id, name=name, subnet=subnet,
+                provision_start_ip=provision_start_ip, provision_end_ip=provision_end_ip,
+                gateway=gateway, cause=cause))
+        if changed.replayed is not None:
+            return self.load_network(changed.replayed.uuid), None
         return changed.aggregate, changed.position
 
     def allocate(self, vm: Vm, requests: list[NicRequest], *, cause: Cause) -> list[Network]:

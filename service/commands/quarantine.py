@@ -14,6 +14,7 @@ from domain.states import Action, VmState
 from domain.stuck import StuckThresholds, stuck_reason
 from domain.vm import Cause, Vm, make_cause
 from service.commands.application import Accepted, Commands
+from service.commands.idempotency import IdempotencyKey
 
 
 class StuckCheck:
@@ -37,12 +38,14 @@ class Quarantine:
         self.stuck = stuck
 
     def quarantine(self, vm_uuid: str, reason: str, *, cause: Cause,
-                   if_match: int | None = None) -> Accepted:
+                   if_match: int | None = None,
+                   idempotency: IdempotencyKey | None = None) -> Accepted:
         """Take the VM into the operator quarantine now (no job: a stuck job must not stand
         in the way); its queued jobs are canceled, and so is a job running on it
         (``Vm.record_quarantined``). Quarantining a quarantined VM changes
         nothing. Raises ``InvalidTransitionError`` (a destroyed VM), ``VmNotFoundError``,
-        ``VersionMismatchError``."""
+        ``VersionMismatchError``, ``IdempotencyKeyReusedError`` (a repeat of
+        ``idempotency`` answers the first's outcome)."""
 
         def decide(vm: Vm) -> None:
             if rules.require(VmState(vm.state), Action.QUARANTINE,
@@ -50,10 +53,10 @@ class Quarantine:
                 return
             vm.record_quarantined(reason, cause=cause)
 
-        _, vm, position, _ = self.commands.change(Vm, vm_uuid, decide, if_match=if_match)
-        return Accepted(str(vm.id), None, vm.version, position)
+        return self._changed(vm_uuid, decide, if_match, idempotency)
 
-    def release(self, vm_uuid: str, *, cause: Cause, if_match: int | None = None) -> Accepted:
+    def release(self, vm_uuid: str, *, cause: Cause, if_match: int | None = None,
+                idempotency: IdempotencyKey | None = None) -> Accepted:
         """Give a quarantined VM back to its owner in the state it had (a VM given back in
         ``provisioning`` gets its provision queued again). Raises ``InvalidTransitionError``
         when it is not quarantined."""
@@ -67,7 +70,17 @@ class Quarantine:
             vm.queue_provision(job_uuid=str(uuidlib.uuid4()),
                                params={"args": {}, "if_already": "succeed"}, cause=cause)
 
-        _, vm, position, _ = self.commands.change(Vm, vm_uuid, decide, if_match=if_match)
+        return self._changed(vm_uuid, decide, if_match, idempotency)
+
+    def _changed(self, vm_uuid: str, decide: Callable[[Vm], None], if_match: int | None,
+                 idempotency: IdempotencyKey | None) -> Accepted:
+        """Change the VM with ``decide`` (no job); a repeat of ``idempotency`` is answered
+        with the first's outcome."""
+        _, vm, position, replayed = self.commands.change(
+            Vm, vm_uuid, decide, if_match=if_match, idempotency_key=idempotency,
+            outcome=lambda _decision, vm: Accepted(str(vm.id), None, vm.version, None))
+        if replayed is not None:
+            return replayed
         return Accepted(str(vm.id), None, vm.version, position)
 
     def quarantine_if_stuck(self, vm_uuid: str) -> bool:
