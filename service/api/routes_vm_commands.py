@@ -64,18 +64,21 @@ NIC_ACTIONS = ("add_nics", "remove_nics")
 @router.post("/vms", status_code=202)
 async def create_vm(request: Request, data: dict[str, Any] | None = Body(None)
                     ) -> JSONResponse:
-    """CreateVm: records the VM and queues its provision job."""
-    Query(request, {"sync"}).check()
+    """CreateVm: records the VM and queues its provision job (``sync``: answered once the
+    provision ended; VMAPI createVm refuses a ``sync`` that is not a boolean, naming it)."""
+    query = Query(request, {"sync"})
+    sync = query.boolean("sync")
+    query.check()
     spec_in = parse_body(request, CreateVmRequest, data, message=CREATE_MESSAGE)
     require_owner(request, str(spec_in.owner_uuid))
     try:
-        return await _create(request, spec_in, data)
+        return await _create(request, spec_in, data, sync=sync)
     except ValidationError as error:  # networks, volumes: VMAPI's top-level text
         raise invalid_parameters(request, error.errors, message=CREATE_MESSAGE) from None
 
 
-async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, Any] | None
-                  ) -> JSONResponse:
+async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, Any] | None,
+                  *, sync: bool) -> JSONResponse:
     networks = (await run_in_threadpool(_networks, request, spec_in.networks)
                 if spec_in.networks is not None else [])
     spec = VmSpec(
@@ -99,7 +102,7 @@ async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, An
     idempotency, context = idempotency_of(request, data, cause), _x_context(request)
     result = await command(request, lambda: services.commands.create_vm(
         spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))
-    return await _answer(request, result, sync=request.query_params.get("sync") == "true")
+    return await _answer(request, result, sync=sync)
 
 
 @router.post("/vms/{vm_uuid}")

@@ -228,6 +228,26 @@ def test_sync_create_answers_once_the_provision_has_ended(client, services) -> N
     assert job["execution"] == "succeeded"
 
 
+@pytest.mark.parametrize("value", ["1", "TRUE"])
+def test_sync_create_reads_sync_as_the_actions_do(client, services, value) -> None:
+    # it read only "true": sync=1 answered before the provision ended (found by a tester)
+    assert client.put("/sim/latency", json={"seconds": 0.05}).status_code == 200
+    response = client.post("/vms", json=vm_body(), params={"sync": value})
+    assert response.status_code == 202
+    assert services.jobs.get(response.json()["job_uuid"])["execution"] == "succeeded"
+
+
+@pytest.mark.parametrize("value", ["yes", "", "2"])
+def test_a_create_whose_sync_is_no_boolean_is_refused_naming_it(client, services,
+                                                                 value) -> None:
+    # VMAPI createVm refuses it too; it was taken as false, and the VM created
+    head = services.commands.head_position()
+    body = assert_error(client.post("/vms", json=vm_body(), params={"sync": value}), 409,
+                        "ValidationFailed")
+    assert error_fields(body) == {"sync": "Invalid"}, body
+    assert services.commands.head_position() == head
+
+
 def test_create_appends_created_then_the_provision_jobs_queued_event(paused, services) -> None:
     head = services.commands.head_position()
     created = create_vm(paused.http)
