@@ -20,6 +20,7 @@ idle (docs/performance.md, "P3 in session 6").
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import queue
 import traceback
 from collections.abc import Callable, Sequence
@@ -133,7 +134,9 @@ class _Relay:
                     return
                 continue
             if kind == "failed":
-                raise RebuildFailed(f"rebuilding {_names(self.groups[n])} failed:\n{value}")
+                said, error = value
+                raise RebuildFailed(f"rebuilding {_names(self.groups[n])} failed:\n{said}"
+                                    ) from error
             if kind == "done":
                 self.totals[n] = value
             else:
@@ -157,16 +160,27 @@ def _build_group(open_runner: OpenRunner, names: Sequence[str], n: int, messages
     """A child process: build read models ``names`` beside with a runner of its own, in
     batches of ``batch_size`` (the parent runner's ``rebuild_batch_size``), telling the
     parent ``("progress", n, events)`` after each batch, then ``("done", n, applied)``, or
-    ``("failed", n, traceback)``."""
+    ``("failed", n, (traceback, error))``, the error itself when it pickles (else None), so
+    that the parent's ``RebuildFailed`` is raised from it (the command tells a database lost
+    from a bug by it)."""
     try:
         with open_runner() as runner:
             runner.rebuild_batch_size = batch_size
             lives = [runner.read_models[name] for name in names]
             total = build_beside(runner, lives,
                                  lambda events: messages.put(("progress", n, events)))
-    except BaseException:  # noqa: BLE001 - every failure is the parent's to report
-        messages.put(("failed", n, traceback.format_exc()))
+    except BaseException as error:  # noqa: BLE001 - every failure is the parent's to report
+        messages.put(("failed", n, (traceback.format_exc(), _picklable(error))))
         messages.close()
         messages.join_thread()  # the message must reach the parent before the exit
         raise SystemExit(1) from None
     messages.put(("done", n, total))
+
+
+def _picklable(error: BaseException) -> BaseException | None:
+    """``error`` if it survives pickling (without its chain: pickle drops it), else None."""
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:  # noqa: BLE001 - any error's own pickling may fail any way
+        return None
+    return error

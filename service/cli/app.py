@@ -18,11 +18,13 @@ from domain.errors import DamagedStreamError
 from projections.parallel_rebuild import RebuildFailed
 from projections.tracking import ProjectionConflictError
 from service.cli.changes import changes_command
+from service.cli.endings import database_ending
 from service.cli.preflight import check_database, checked_services
 from service.cli.progress import finish, progress_bar
 from service.cli.replay import replay_command
 from service.cli.tokens import token_create
 from service.container import READ_MODEL_NAMES, Services
+from service.database_failures import database_failure
 from service.logs import Throttled, database_shown, setup_command_logging, setup_logging
 from service.metrics import serve_process_metrics
 from service.rebuild_lock import RebuildRunningError, one_rebuild_at_a_time
@@ -199,6 +201,8 @@ def rebuild(
                    "names every such event); the live read models are as they were", err=True)
         raise typer.Exit(1) from None
     except RebuildFailed as error:  # a child process's failure, its traceback as text
+        if database_failure(error) is not None:
+            raise  # the database lost in a child: main's one line, as in this process
         said = str(error).splitlines()
         cause = f": {said[-1]}" if len(said) > 1 else ""
         typer.echo(f"vmledger rebuild: {said[0].rstrip(':')}{cause}; nothing was switched "
@@ -285,12 +289,14 @@ def main() -> None:
     """Entry point of the ``vmledger`` console script. Bad settings end any command with one
     line per problem naming the variable, and status 2, never with a traceback (which would
     also print the values given, a database password included); so does a privilege the
-    database role lacks, naming the role. Logs only errors, one line each, unless the
-    command sets up its own logging (``setup_command_logging``)."""
-    from eventsourcing.persistence import PersistenceError
+    database role lacks, naming the role. A database that could not be reached or was lost
+    (``service.database_failures``) ends any command that ends on it with one line naming
+    the database and the error, and status 1; ``serve``, ``work`` and ``project`` retry
+    through an outage instead (docs/operations.md). Logs only errors, one line each, unless
+    the command sets up its own logging (``setup_command_logging``)."""
     from pydantic import ValidationError
 
-    from service.schema_check import PrivilegeError, lacks_privilege
+    from service.schema_check import PrivilegeError
 
     from service.cli.help import unwrapped
 
@@ -300,21 +306,17 @@ def main() -> None:
     except PrivilegeError as refused:  # a table missing that the role may not create
         typer.echo(f"vmledger: {refused}", err=True)
         raise SystemExit(2) from None
-    except PersistenceError as error:
-        if not lacks_privilege(error):
-            raise
-        # a read or a write the role may not make (a worker's role that may only SELECT)
-        said = str(error).strip().splitlines() or ["permission denied"]  # its first line: no SQL
-        typer.echo(f"vmledger: {PrivilegeError(_role(), 'a privilege', said[0])}", err=True)
-        raise SystemExit(2) from None
     except ValidationError as error:
         for problem in error.errors(include_input=False, include_url=False):
             name = "_".join(str(part) for part in problem["loc"]).upper()
             typer.echo(f"VMLEDGER_{name}: {problem['msg']}" if name else problem["msg"],
                        err=True)
         raise SystemExit(2) from None
+    except Exception as error:  # noqa: BLE001 - a bug is raised again, with its traceback
+        ending = database_ending(error)
+        if ending is None:
+            raise
+        line, status = ending
+        typer.echo(line, err=True)
+        raise SystemExit(status) from None
 
-
-def _role() -> str:
-    """The PostgreSQL role the settings connect as (the settings were read once already)."""
-    return Settings().postgres_target().user

@@ -11,11 +11,27 @@ from rich.progress import (
 )
 
 
+class _Bar(Progress):
+    """A ``Progress`` left drawn when its block ends well, and cleared when it ends in an
+    error: the command says what went wrong in its own line, which is then all its stderr
+    holds (its bar was drawn again above that line, a second line, when stderr is a file)."""
+
+    def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
+        if exc_type is None:
+            super().__exit__(exc_type, exc_val, exc_tb)
+        elif not self.disable:
+            # not Progress.stop, which ends the bar's line with a newline when stderr is no
+            # terminal, a bar cleared or not
+            self.live.transient = True
+            self.live.stop()
+
+
 def progress_bar(console: Console | None = None) -> Progress:
     """The progress bar every long command shows: the task's description, a bar, done/total
-    and the time elapsed, drawn on ``console`` (stderr when None)."""
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console or Console(stderr=True))
+    and the time elapsed, drawn on ``console`` (stderr when None); cleared if the block it
+    draws ends in an error (``_Bar``)."""
+    return _Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TimeElapsedColumn(), console=console or Console(stderr=True))
 
 
 def finish(bar: Progress, task: TaskID, description: str | None = None) -> int:

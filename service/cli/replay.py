@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sqlite3
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,6 +14,7 @@ from rich.table import Table
 
 from service.cli.preflight import checked_services
 from service.cli.progress import progress_bar
+from service.database_failures import database_failure
 
 if TYPE_CHECKING:
     from service.replay.replayer import Summary
@@ -91,31 +91,6 @@ def replay_command(
         typer.echo(json.dumps(summary.as_dict(), indent=2))
     else:
         _print(summary, Console())
-
-
-def database_failure(error: BaseException) -> str | None:
-    """The database's own words if ``error`` (or an error it was raised from) says the
-    database could not be reached or is not what the replay built (dropped under it); else
-    None. A database error that is a bug (bad SQL, a stream written twice) is not one."""
-    from eventsourcing.persistence import InterfaceError, OperationalError
-    from psycopg import InterfaceError as PgInterfaceError
-    from psycopg import OperationalError as PgOperationalError
-
-    from service.schema_errors import missing_schema
-
-    unreachable = (OperationalError, InterfaceError, PgOperationalError, PgInterfaceError,
-                   sqlite3.OperationalError)
-    missing = missing_schema(error)
-    if missing is not None:
-        return missing
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, unreachable):  # psycopg_pool's PoolTimeout is one too
-            return str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-        cause = cause.__cause__ or cause.__context__
-    return None
 
 
 def trace_problem(trace: Path) -> str | None:

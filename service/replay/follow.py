@@ -54,8 +54,8 @@ class Follower:
     def finish(self, while_waiting: Callable[[], None] | None = None) -> bool:
         """Tell the follower that the replay has committed everything, and wait until its
         last pass has ended, calling ``while_waiting`` (a progress bar) every half second.
-        True if it ended well; a failure is logged (its traceback is on stderr) and leaves
-        its work to the caller's catch-up."""
+        True if it ended well; a failure is logged as a warning (a bug's traceback is on
+        stderr) and leaves its work to the caller's catch-up."""
         self._done.set()
         while self._process.is_alive():
             self._process.join(0.5)
@@ -82,11 +82,18 @@ class Follower:
 def _follower(settings: Settings, done: multiprocessing.synchronize.Event,
               applied: Any) -> None:
     """The follower process's target: ``follow``, logging as the replay command does (errors
-    only, one line each)."""
+    only, one line each), and ending with status 1 and no traceback when the database could
+    not be reached or was lost: the replay says so itself, in one line."""
+    from service.database_failures import database_failure
     from service.logs import setup_command_logging
 
     setup_command_logging()
-    follow(settings, done, applied)
+    try:
+        follow(settings, done, applied)
+    except Exception as error:
+        if database_failure(error) is None:
+            raise  # a bug: its traceback, on stderr
+        raise SystemExit(1) from None
 
 
 def follow(settings: Settings, done: multiprocessing.synchronize.Event,
