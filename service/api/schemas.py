@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import (
-    AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, field_validator,
-    model_validator,
+    AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field,
+    field_validator, model_validator,
 )
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -38,6 +38,20 @@ def _vmapi_brand(value: str) -> str:
 CreatableBrand = Annotated[str, AfterValidator(_vmapi_brand),
                            Field(json_schema_extra={"enum": list(VMAPI_BRANDS)})]
 Scalar = str | int | float | bool
+
+
+def _true_or_false(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError("must be true or false")
+
+
+#: A boolean a body gives: ``true``/``false`` or ``"true"``/``"false"``, nothing else (VMAPI's
+#: startVm/stopVm take only these; pydantic's own ``bool`` read ``"yes"``, ``"on"``, ``1`` as
+#: true, where the same parameter in the query is refused).
+Boolean = Annotated[bool, BeforeValidator(_true_or_false)]
 
 
 def _writable_in_utc(value: datetime) -> datetime:
@@ -167,8 +181,8 @@ class UpdateVmRequest(MetadataFields):
     """``POST /vms/{uuid}?action=update``: the fields to change."""
 
     owner_uuid: UUID | None = None
-    idempotent: bool | None = None
-    sync: bool | None = None
+    idempotent: Boolean | None = None
+    sync: Boolean | None = None
     context: dict[str, Any] | None = None
 
 
@@ -176,8 +190,8 @@ class ActionBody(StrictModel):
     """The optional body of start, stop, kill, reboot (the VMAPI client may send these)."""
 
     owner_uuid: UUID | None = None
-    idempotent: bool | None = None
-    sync: bool | None = None
+    idempotent: Boolean | None = None
+    sync: Boolean | None = None
     context: dict[str, Any] | None = None
 
 

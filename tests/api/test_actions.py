@@ -244,6 +244,34 @@ def test_stop_on_a_stopped_vm_fails_in_v1_and_succeeds_with_idempotent_or_in_v2(
     assert get_vm(client, vm_uuid)["state"] == "stopped"
 
 
+@pytest.mark.parametrize("field", ["idempotent", "sync"])
+@pytest.mark.parametrize("value", ["yes", "on", "t", "True", 1, 0, "no", "", None])
+def test_a_body_boolean_is_true_or_false_and_nothing_else(paused, services, field,
+                                                          value) -> None:
+    """Found by a tester: the body's booleans took pydantic's lax ones ("yes", "on", 1 read
+    as true), where the query refuses them and VMAPI takes only true and "true"."""
+    vm_uuid = create_vm(paused.http)["vm_uuid"]
+    paused.run_jobs()  # running, its stop queued and never run
+    head = services.commands.head_position()
+    response = paused.http.post(f"/vms/{vm_uuid}?action=stop", json={field: value})
+    if value is None:  # null is the field not given
+        assert response.status_code == 202, response.text
+        return
+    body = assert_error(response, 409, "ValidationFailed")
+    assert error_fields(body) == {field: "Invalid"}, body
+    assert body["errors"][0]["message"] == "must be true or false"
+    assert services.commands.head_position() == head
+
+
+@pytest.mark.parametrize("value", [True, "true", False, "false"])
+def test_a_body_boolean_may_be_json_or_text(paused, value) -> None:
+    vm_uuid = create_vm(paused.http)["vm_uuid"]
+    paused.run_jobs()
+    response = paused.http.post(f"/vms/{vm_uuid}?action=update",
+                                json={"alias": "b", "idempotent": value})
+    assert response.status_code == 202, response.text
+
+
 def test_start_on_a_running_vm_fails_in_v1_and_succeeds_in_v2(client) -> None:
     vm_uuid = create_running_vm(client)
     assert act_and_wait(client, vm_uuid, "start")["error"] == (
