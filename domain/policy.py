@@ -46,9 +46,23 @@ PRESETS: Mapping[str, Mapping[Happening, Response]] = {
 }
 DEFAULT_PRESET = "persistent"
 
+#: The responses vmledger carries out for each happening (service/commands/agents.py): a row
+#: set one by one takes one of these, so no policy asks for what would silently not happen.
+#: A guest that shut itself down is left stopped or destroyed (its start is the owner's); an
+#: agent that forgot a VM always gets it quarantined: the VM may still run where it was, so
+#: nothing may start or destroy another copy.
+CARRIED_OUT: Mapping[Happening, tuple[Response, ...]] = {
+    Happening.HOST_REBOOT: (Response.RESTART, Response.STAY_STOPPED, Response.DESTROY),
+    Happening.GUEST_SHUTDOWN: (Response.STAY_STOPPED, Response.DESTROY),
+    Happening.GUEST_CRASH: (Response.RESTART, Response.STAY_STOPPED, Response.DESTROY),
+    Happening.AGENT_FORGOT: (Response.QUARANTINE,),
+}
+
 
 def validate(persistence: Any) -> str | dict[str, str]:
-    """The policy as given, if valid. Raises ``ValueError`` naming what is wrong."""
+    """The policy as given, if valid: a preset name, or a mapping of an optional ``preset``
+    and happenings to responses, each among those ``CARRIED_OUT`` for it. Raises
+    ``ValueError`` naming what is wrong."""
     if isinstance(persistence, str):
         if persistence not in PRESETS:
             raise ValueError(f"unknown preset {persistence!r}; one of {', '.join(PRESETS)}")
@@ -62,6 +76,10 @@ def validate(persistence: Any) -> str | dict[str, str]:
         elif key in {h.value for h in Happening}:
             if value not in {r.value for r in Response}:
                 raise ValueError(f"{key}: unknown response {value!r}")
+            carried_out = CARRIED_OUT[Happening(key)]
+            if value not in carried_out:
+                raise ValueError(f"{key}: {value} is not carried out for it; one of "
+                                 f"{', '.join(carried_out)}")
         else:
             raise ValueError(f"unknown happening {key!r}")
         checked[str(key)] = str(value)

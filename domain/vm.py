@@ -14,7 +14,8 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
-from domain import chain, transitions, vm_events, vm_nics, vm_reports
+from domain import chain, policy, transitions, vm_events, vm_nics, vm_reports
+from domain.errors import ValidationError
 from domain.events import Cause, make_cause
 from domain.job_queue import ActiveJob, JobQueue
 from domain.lifecycle import Lifecycle
@@ -60,7 +61,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         ram: int
         cpu_cap: int | None
         image_uuid: str | None
-        persistence: str
+        persistence: str | dict[str, str]  # a preset, or rows set one by one (domain/policy.py)
         customer_metadata: dict[str, Any]
         internal_metadata: dict[str, Any]
         tags: dict[str, Any]
@@ -297,14 +298,21 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         alias: str | None = None,
         cpu_cap: int | None = None,
         image_uuid: str | None = None,
-        persistence: str = "persistent",
+        persistence: str | dict[str, str] = "persistent",
         customer_metadata: dict[str, Any] | None = None,
         internal_metadata: dict[str, Any] | None = None,
         tags: dict[str, Any] | None = None,
         volumes: list[dict[str, str]] | None = None,
         provision_params: dict[str, Any] | None = None,
     ) -> Vm:
-        """Record a new VM in ``provisioning`` with its provision job queued (two events)."""
+        """Record a new VM in ``provisioning`` with its provision job queued (two events).
+        Raises ``ValidationError`` (field ``persistence``) for a policy ``domain.policy``
+        does not take (an unknown preset, happening or response, or a row it does not carry
+        out)."""
+        try:
+            persistence = policy.validate(persistence)
+        except ValueError as bad:
+            raise ValidationError("persistence", "Invalid", str(bad)) from None
         vm = cls._create(
             cls.Created,
             id=vm_uuid,

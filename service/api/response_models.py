@@ -66,7 +66,7 @@ class Vm(_Open):
     cpu_cap: int | None
     state: str
     desired_state: str
-    persistence: str
+    persistence: str | dict[str, str]  # a preset, or rows set one by one
     customer_metadata: dict[str, Any]
     internal_metadata: dict[str, Any]
     tags: dict[str, Any]

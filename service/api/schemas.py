@@ -159,7 +159,10 @@ class CreateVmRequest(MetadataFields):
     image_uuid: UUID | None = None
     cpu_cap: CpuCap | None = None
     server_uuid: UUID | None = None
-    persistence: Literal["persistent", "ephemeral"] = "persistent"
+    # A preset, or its rows set one by one ({"preset": "persistent", "guest_crash":
+    # "destroy"}), which Vm.create checks against domain/policy.py (ValidationFailed naming
+    # persistence: an unknown row or response, or one not carried out).
+    persistence: Literal["persistent", "ephemeral"] | dict[str, str] = "persistent"
     volumes: list[VolumeMount] = Field(default_factory=list, max_length=MAX_VOLUMES)
     uuid: UUID | None = None
     # Sent by the VMAPI client for its caller (cloudapi does); validated, not recorded.

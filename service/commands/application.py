@@ -79,7 +79,7 @@ class VmSpec:
     alias: str | None = None
     image_uuid: str | None = None
     cpu_cap: int | None = None
-    persistence: str = "persistent"
+    persistence: str | dict[str, str] = "persistent"  # a preset, or rows (domain/policy.py)
     customer_metadata: dict[str, Any] = field(default_factory=dict)
     internal_metadata: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, Any] = field(default_factory=dict)

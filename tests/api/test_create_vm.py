@@ -260,3 +260,35 @@ def test_create_appends_created_then_the_provision_jobs_queued_event(paused, ser
 def test_uuids_given_in_upper_case_are_stored_lower_case(client) -> None:
     created = create_vm(client, owner_uuid=OWNER.upper())
     assert get_vm(client, created["vm_uuid"])["owner_uuid"] == OWNER
+
+
+@pytest.mark.parametrize("persistence", [
+    {"preset": "persistent", "guest_crash": "destroy"},
+    {"host_reboot": "stay_stopped"},  # rows alone: the rest as the default preset
+    {"preset": "ephemeral", "guest_shutdown": "stay_stopped", "agent_forgot": "quarantine"},
+])
+def test_a_persistence_policy_set_row_by_row_is_taken_and_shown(client, persistence) -> None:
+    created = create_vm(client, persistence=persistence, headers=V2)
+    assert get_vm(client, created["vm_uuid"])["persistence"] == persistence
+
+
+@pytest.mark.parametrize("persistence, message", [
+    ("persistant", "Input should be 'persistent' or 'ephemeral'"),
+    ({"preset": "nope"}, "unknown preset 'nope'; one of persistent, ephemeral"),
+    ({"cosmic_ray": "restart"}, "unknown happening 'cosmic_ray'"),
+    ({"guest_crash": "explode"}, "guest_crash: unknown response 'explode'"),
+    ({"guest_shutdown": "restart"},
+     "guest_shutdown: restart is not carried out for it; one of stay_stopped, destroy"),
+    ({"agent_forgot": "restart"},
+     "agent_forgot: restart is not carried out for it; one of quarantine"),
+    ({"guest_crash": 5}, "Input should be a valid string"),
+])
+def test_a_persistence_policy_vmapi_cannot_carry_out_is_refused_naming_it_and_appends_nothing(
+        client, services, persistence, message) -> None:
+    head = services.commands.head_position()
+    body = assert_error(client.post("/vms", json=vm_body(persistence=persistence), headers=V2),
+                        422, "ValidationFailed")
+    [error] = body["errors"]
+    assert error["field"].split(".")[0] == "persistence", body
+    assert error["message"].startswith(message), body
+    assert services.commands.head_position() == head
