@@ -5,7 +5,9 @@ console start from it. So a snapshot carries a seal: SHA-256 over its stream, ve
 and state. A load refuses a snapshot (logs it, and folds from the stream's first event
 instead) when the seal is missing or does not match, or when the snapshot's ``chain_head`` is
 not the ``chain`` of the stored event at its version. The second check costs nothing extra:
-the events after the snapshot are read from its version rather than after it.
+the events after the snapshot are read from its version rather than after it. A snapshot an
+older version of its aggregate class took is not used either (quietly, as one from before
+seals): its upcast can only guess what that version did not keep (a VM's ``state_since``).
 
 Neither check reads the events before the snapshot, so a gap there (an event deleted) is not
 seen by a load that starts from the snapshot; counting them would cost each load a second
@@ -26,9 +28,13 @@ from typing import Any
 
 from eventsourcing.application import AggregateNotFoundError, Repository
 from eventsourcing.domain import Snapshot
+from eventsourcing.utils import resolve_topic
 
 SEAL = "snapshot_seal"
 NO_SEAL = "it has no seal"
+OLDER_CLASS = "an older version of its aggregate took it"
+# not signs of an edit: such a snapshot is only not used (its stream is folded instead)
+_UNUSED_ONLY = frozenset({NO_SEAL, OLDER_CLASS})
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
@@ -94,9 +100,10 @@ class SealCheckingRepository(Repository[Any]):
             recorded = snapshots[0].state.pop(SEAL, None)
             problem = self._problem(snapshots[0], recorded, events[0] if events else None)
             if problem:
-                # a snapshot from before seals is no finding: it is only not used; any other
-                # refusal means the snapshot was changed, which an operator should hear of
-                level = logging.DEBUG if problem == NO_SEAL else logging.WARNING
+                # a snapshot from before seals, or an older class version, is no finding: it
+                # is only not used; any other refusal means the snapshot was changed, which
+                # an operator should hear of
+                level = logging.DEBUG if problem in _UNUSED_ONLY else logging.WARNING
                 log.log(level, "snapshot of %s at version %s refused (%s): folding its events "
                         "from the first", aggregate_id, at, problem)
                 snapshots = []
@@ -115,6 +122,11 @@ class SealCheckingRepository(Repository[Any]):
         out of its state; ``event``: the stored event at its version), or None."""
         if recorded is None:
             return NO_SEAL
+        # what an older version of the class never kept, its upcast can only guess (a VM's
+        # state_since, from which a stuck VM is timed): the fold knows it
+        if snapshot.state.get("class_version", 1) < getattr(resolve_topic(snapshot.topic),
+                                                            "class_version", 1):
+            return OLDER_CLASS
         if recorded != seal(self.transcoder, snapshot):
             return "its seal does not match its content"
         if event is None or event.originator_version != snapshot.originator_version:

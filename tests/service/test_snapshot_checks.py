@@ -98,6 +98,26 @@ def _seal_as_first_defined(transcoder, snapshot) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def test_a_snapshot_an_older_class_version_took_is_not_used_and_not_warned_of(
+        services, caplog, monkeypatch):
+    """Its upcast can only guess what that version did not keep (a VM's state_since): loads
+    fold the events, quietly, as for a snapshot from before seals."""
+    vm_uuid = _vm_with_history(services)
+    vm_class = type(services.commands.load(vm_uuid))
+    with monkeypatch.context() as older:
+        older.setattr(vm_class, "class_version", 1)  # sealed, with no class_version
+        services.app.take_snapshot(UUID(vm_uuid))
+    [snapshot] = services.app.snapshots.get(UUID(vm_uuid))
+    assert "class_version" not in snapshot.state and SEAL in snapshot.state
+    version = snapshot.originator_version
+    with caplog.at_level(logging.DEBUG, logger="vmledger"):
+        loaded = services.app.repository.get(UUID(vm_uuid), version=version)
+    assert state(loaded) == state(folded(services, vm_uuid, version))
+    [record] = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert record.levelno == logging.DEBUG
+    assert "an older version of its aggregate took it" in record.getMessage()
+
+
 def test_the_seal_is_the_one_stored_seals_were_made_with(services):
     vm_uuid, _ = _snapshot_then_more(services)
     services.commands.change(type(services.commands.load(vm_uuid)), UUID(vm_uuid),
