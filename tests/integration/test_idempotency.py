@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from domain.vm import Vm, make_cause
-from service.commands.application import VmSpec
+from service.commands.application import Accepted, VmSpec
 from service.commands.idempotency import IdempotencyKey, IdempotencyKeyReusedError
 
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
@@ -93,7 +93,9 @@ def test_a_key_is_stored_only_with_the_events_of_its_command(services):
     services.app.save(winner)
     stale.update_metadata({"alias": "loser"}, cause=make_cause())
     key = IdempotencyKey("anonymous", "lost", "fingerprint")
-    record = services.commands.keys.record(key, 202, services.commands.load(vm_uuid))
+    # the outcome a command stores with its key (an Accepted), not the VM: a VM holds
+    # datetimes (state_since) that no key's JSON column takes
+    record = services.commands.keys.record(key, 202, Accepted(vm_uuid, None, stale.version, None))
     with pytest.raises(Exception, match="(?i)unique|duplicate|integrity"):
         services.app.save(stale, idempotency=record, idempotency_expired_before=0)
     assert services.commands.keys.find(key) is None
