@@ -142,12 +142,25 @@ def _bounded_networks(value: list[Any] | str) -> list[Any] | str:
 Networks = Annotated[list[str | dict[str, Any]] | str, AfterValidator(_bounded_networks)]
 
 
+def directory_of(mountpoint: str) -> str:
+    """The directory ``mountpoint`` names, spelt one way: ``/a//b/`` is ``/a/b``."""
+    return "/" + "/".join(part for part in mountpoint.split("/") if part)
+
+
 class VolumeMount(StrictModel):
-    """A volume a VM mounts: which one, and where (an absolute path)."""
+    """A volume a VM mounts: which one, and where (an absolute path, with no ``.`` or ``..``
+    part: ``/a/c/../b`` is ``/a/b`` spelt otherwise, or outside the VM's root)."""
 
     volume_uuid: UUID
     mountpoint: str = Field(min_length=2, max_length=255,
                             pattern=r"^/[A-Za-z0-9._-][A-Za-z0-9._/-]*$")
+
+    @field_validator("mountpoint")
+    @classmethod
+    def _no_dot_parts(cls, value: str) -> str:
+        if any(part in (".", "..") for part in value.split("/")):
+            raise ValueError("a mountpoint may not have a . or .. part")
+        return value
 
 
 class CreateVmRequest(MetadataFields):
@@ -174,7 +187,8 @@ class CreateVmRequest(MetadataFields):
     @field_validator("volumes")
     @classmethod
     def _one_volume_per_mountpoint(cls, value: list[VolumeMount]) -> list[VolumeMount]:
-        mountpoints = [mount.mountpoint.rstrip("/") for mount in value]
+        # one directory however spelt: /a/b, /a//b and /a/b/ are one mountpoint
+        mountpoints = [directory_of(mount.mountpoint) for mount in value]
         if len(set(mountpoints)) != len(mountpoints):
             raise ValueError("two volumes cannot share a mountpoint")
         return value

@@ -225,6 +225,14 @@ def test_create_vm_refuses_a_volume_that_does_not_exist_naming_volumes(client, s
     [{"volume_uuid": NET_A}],
     [{"volume_uuid": NET_A, "mountpoint": "/data", "mode": "rw"}],
     [{"volume_uuid": NET_A, "mountpoint": "/data"}, {"volume_uuid": NET_B, "mountpoint": "/data/"}],
+    # one directory spelt two ways (found by a tester: only a trailing / was seen)
+    [{"volume_uuid": NET_A, "mountpoint": "/a/b"}, {"volume_uuid": NET_B, "mountpoint": "/a//b"}],
+    [{"volume_uuid": NET_A, "mountpoint": "/a/b"}, {"volume_uuid": NET_B, "mountpoint": "//a/b"}],
+    # a . or .. part: another directory than it spells, or outside the VM's root
+    [{"volume_uuid": NET_A, "mountpoint": "/a/./b"}],
+    [{"volume_uuid": NET_A, "mountpoint": "/a/c/../b"}],
+    [{"volume_uuid": NET_A, "mountpoint": "/.."}],
+    [{"volume_uuid": NET_A, "mountpoint": "/a/."}],
     [{"volume_uuid": NET_A, "mountpoint": f"/m{n}"} for n in range(17)],
 ])
 def test_create_vm_refuses_malformed_mounts_naming_volumes(client, services, volumes):
@@ -233,6 +241,14 @@ def test_create_vm_refuses_malformed_mounts_naming_volumes(client, services, vol
     fields = error_fields(assert_error(response, 409, "ValidationFailed"))
     assert all(field.startswith("volumes") for field in fields), fields
     assert services.commands.head_position() == head
+
+
+def test_mountpoints_with_dots_in_their_names_are_taken(client):
+    one, two = create_volume(client), create_volume(client)
+    response = client.post("/vms", json=vm_body(volumes=[
+        {"volume_uuid": one["uuid"], "mountpoint": "/a/.b"},
+        {"volume_uuid": two["uuid"], "mountpoint": "/a/..b/c..d"}]))
+    assert response.status_code == 202, response.text
 
 
 def test_a_repeated_create_with_a_chosen_uuid_and_the_same_volumes_returns_the_first(client):
