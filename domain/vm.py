@@ -114,6 +114,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
 
     AgentReported = vm_reports.AgentReported
     CopyLost = vm_reports.CopyLost
+    CopyFound = vm_reports.CopyFound
     NicsAdded = vm_nics.NicsAdded
     NicsRemoved = vm_nics.NicsRemoved
     JobQueued = vm_events.JobQueued

@@ -10,9 +10,11 @@ recorded it of.
 
 - A host reboot takes every VM on the host with it. A running VM records it as ``Failed``; a
   stopped or quarantined one changes no state, so it records ``CopyLost`` (the server and its
-  new boot id) until it boots again (``Provisioned``, ``Started``, ``Rebooted`` clear it). A
-  later report that no longer lists it is then read as that reboot, not as an agent that
-  forgot it (``service/commands/agents.py``).
+  new boot id) until it boots again (``Provisioned``, ``Started``, ``Rebooted`` clear it) or a
+  report of that server lists it again (``CopyFound``: a copy started there by other means,
+  an operator's by hand). A later report of that server under that boot id that no longer
+  lists it is then read as that reboot, not as an agent that forgot it
+  (``service/commands/agents.py``).
 
 A mixin of ``domain.vm.Vm``; the events are named on it (``Vm.Discovered``, a kind of
 ``Vm.Created``, so every read model folds it as a creation).
@@ -64,6 +66,19 @@ class CopyLost(VmEvent):
         vm.lost_copy = {"server_uuid": self.server_uuid, "boot_id": self.boot_id}
 
 
+class CopyFound(VmEvent):
+    """A report of ``server_uuid`` (under ``boot_id``) lists the VM again after a reboot there
+    took its copy (``CopyLost``): a copy is there once more, though no boot of it was
+    recorded (an operator started it by hand), so the reboot no longer explains its absence."""
+
+    TOPIC = "vm.copy_found"
+    server_uuid: str
+    boot_id: str
+
+    def apply(self, vm: Reports) -> None:
+        vm.lost_copy = None
+
+
 def boots(vm: Reports) -> None:
     """What every boot of the VM (``Provisioned``, ``Started``, ``Rebooted``) also does: the
     copy a host reboot took is replaced by the one that runs now."""
@@ -110,8 +125,19 @@ class Reports:
         self.trigger_event(CopyLost, cause=cause, server_uuid=server_uuid, boot_id=boot_id)
         return True
 
-    def copy_lost_on(self, server_uuid: str) -> bool:
-        """Whether a reboot of ``server_uuid`` took the VM's copy there since it last booted."""
-        # A VM stored before CopyLost existed (a snapshot without the field) lost none.
+    def record_copy_found(self, server_uuid: str, boot_id: str, *, cause: Cause) -> bool:
+        """Record that a report of ``server_uuid`` (now ``boot_id``) lists the VM, whose copy
+        there a reboot took; False (nothing recorded) when no copy there is known lost."""
         lost = getattr(self, "lost_copy", None) or {}
-        return lost.get("server_uuid") == server_uuid
+        if lost.get("server_uuid") != server_uuid:
+            return False
+        self.trigger_event(CopyFound, cause=cause, server_uuid=server_uuid, boot_id=boot_id)
+        return True
+
+    def copy_lost_on(self, server_uuid: str, boot_id: str) -> bool:
+        """Whether the reboot of ``server_uuid`` that gave it ``boot_id`` took the VM's copy
+        there, and no boot nor report since found it there again. Only under that boot id:
+        after another reboot the reports say afresh what the host has (api.md)."""
+        # A VM stored before CopyLost existed (a snapshot without the field) lost none.
+        return getattr(self, "lost_copy", None) == {"server_uuid": server_uuid,
+                                                    "boot_id": boot_id}

@@ -116,9 +116,10 @@ class Agents:
                 if vm is None or vm.server_uuid != server_uuid:
                     continue  # unknown to the log, or placed elsewhere since
                 what = self._react(vm, happening, cause, server)
-                if what and vm.pending_events:
-                    outcome[vm_uuid] = what
+                if vm.pending_events:  # CopyFound alone is a change with nothing to answer
                     changed.append(vm)
+                    if what:
+                        outcome[vm_uuid] = what
             if generation is not None and (changed or server.pending_events):
                 server.record_report(generation, cause=cause)
             return outcome, changed
@@ -143,6 +144,11 @@ class Agents:
         state = str(vm.state)
         if state in (VmState.DESTROYED, VmState.PROVISIONING):
             return None  # never revived; or its provision decides
+        if server is not None and not isinstance(happening, Happening):
+            # Listed on the server a reboot took its copy from (a copy started there by hand,
+            # while quarantined say): that reboot no longer explains a later absence, which
+            # is then an agent forgetting a copy that may run (CopyFound).
+            vm.record_copy_found(str(server.id), server.boot_id, cause=cause)
         if state == VmState.QUARANTINED:
             # An operator's: no report changes its state. But a reboot that took its copy is
             # remembered, so that once released a report without it reads as that reboot.
@@ -162,7 +168,7 @@ class Agents:
                 return "started"
             happening = Happening(happening_or_start)
         if happening is Happening.AGENT_FORGOT and server is not None and \
-                vm.copy_lost_on(str(server.id)):
+                vm.copy_lost_on(str(server.id), server.boot_id):
             # The host rebooted since the VM last booted there (CopyLost, recorded while it
             # was stopped or quarantined): that reboot took it; the agent forgot nothing. Only
             # a VM the log says runs has anything left to react to.

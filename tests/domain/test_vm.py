@@ -430,3 +430,23 @@ def test_replay_up_to_a_version_gives_the_vm_as_it_was():
     app.save(vm)
     assert app.repository.get(vm.id, version=2).state == VmState.PROVISIONING
     assert app.repository.get(vm.id, version=2).active_jobs[0]["name"] == "provision"
+
+
+# -- a copy a host reboot took ------------------------------------------------------------
+
+
+def test_a_lost_copy_is_of_one_boot_of_one_server_and_a_report_listing_the_vm_clears_it():
+    """CopyLost names the server and the boot id that took the copy (api.md, agent reports):
+    only a report of that server under that boot id reads a missing VM as that reboot; a
+    report of that server that lists the VM again (a copy an operator started by hand)
+    records CopyFound, so a later report without it is an agent that forgot it."""
+    vm = vm_in(VmState.STOPPED)
+    assert vm.record_copy_lost("s1", "boot-2", cause=cause())
+    assert vm.copy_lost_on("s1", "boot-2")
+    assert not vm.copy_lost_on("s1", "boot-3") and not vm.copy_lost_on("s2", "boot-2")
+    assert not vm.record_copy_found("s2", "boot-2", cause=cause())  # another server's
+    assert recorded(vm) == ["CopyLost"]
+    assert vm.record_copy_found("s1", "boot-2", cause=cause())
+    assert recorded(vm) == ["CopyFound"]
+    assert vm.lost_copy is None and not vm.copy_lost_on("s1", "boot-2")
+    assert not vm.record_copy_found("s1", "boot-2", cause=cause())  # nothing left to clear

@@ -230,3 +230,27 @@ def test_a_stopped_vm_a_host_reboot_took_is_not_quarantined_by_the_next_report(s
     services.fleet.restart_agent(vm.server_uuid)
     assert report(services, vm.server_uuid) == {vm_uuid: "agent_forgot"}
     assert services.commands.load(vm_uuid).state == "quarantined"
+
+
+def test_a_copy_started_by_hand_after_a_host_reboot_is_not_read_as_that_reboot_again(services):
+    """The reboot took the quarantined VM's copy (CopyLost); the operator starts it by hand on
+    the host and the reports list it again (CopyFound), so once released as running an agent
+    that forgets it has forgotten a copy that may still run: quarantined, never started on
+    another server beside it."""
+    vm_uuid = running_vm(services)
+    server = services.commands.load(vm_uuid).server_uuid
+    services.quarantine.quarantine(vm_uuid, "inspect", cause=make_cause())
+    services.fleet.reboot_server(server)
+    assert report(services, server) == {vm_uuid: "host_reboot"}
+    services.fleet.ensure_registered(server, vm_uuid, ram_mib=512, metadata={})
+    services.fleet.ensure_state(server, vm_uuid, "running")  # the operator, by hand
+    report(services, server)
+    assert event_types(services, vm_uuid)[-1] == "CopyFound"
+    assert services.commands.load(vm_uuid).lost_copy is None
+    services.quarantine.release(vm_uuid, cause=make_cause())
+    assert services.commands.load(vm_uuid).state == "running"
+    services.fleet.restart_agent(server)
+    assert report(services, server) == {vm_uuid: "agent_forgot"}
+    settle(services)
+    assert services.commands.load(vm_uuid).state == "quarantined"
+    assert services.fleet.running_copies(vm_uuid) == 1
