@@ -257,7 +257,9 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
                 if stuck is not None and VmState(vm.state) is not VmState.QUARANTINED:
                     return self._quarantine_instead(vm, stuck, {**cause, "job_uuid": None})
             # removed: every server a copy of it may be on (a quarantine during its
-            # provision leaves a copy where only its claim tells: Vm.copy_servers)
+            # provision leaves a copy where only its claim tells: Vm.copy_servers); with one
+            # live, a job removes the copy there, passing the removed ones over
+            # (service/jobs/copies.py)
             copies = vm.copy_servers
             server_removed = (action is Action.DESTROY and bool(copies) and all(
                 self.server_status(server) == "removed" for server in copies))

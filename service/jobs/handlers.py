@@ -13,7 +13,7 @@ from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
 from domain.vm import Vm
 from service.commands.agents import record_happening
-from service.jobs import effects, takeovers
+from service.jobs import copies, effects, takeovers
 from service.jobs.compute.driver import ComputeError
 from service.jobs.placing import (
     claim_a_server, place_and_register, placed_by_an_earlier_attempt,
@@ -168,22 +168,21 @@ def reboot(job: JobRun) -> None:
 
 
 def _reconfigure(job: JobRun, step: str, changes: dict, result: object) -> None:
-    """Ask each server a copy of the VM may be on (``Vm.copy_servers``) to apply ``changes``
-    as step ``step`` (recording ``result``), so a removed or unreachable server fails the job
-    as any other step there would; a server without the copy changes nothing. A VM on no
+    """Ask each server a copy of the VM may be on (``Vm.copy_servers``) to apply ``changes``,
+    one step ``step`` each (recording ``result``), so a removed or unreachable server fails the
+    job as any other step there would; a server without the copy changes nothing, and a
+    removed one is passed over while another is live (service/jobs/copies.py). A VM on no
     server and holding no claim (its provision failed before placing it) has no node to ask."""
-    servers = job.vm.copy_servers
-    if not servers:
+    if not job.vm.copy_servers:
         job.record_step(step, result=result)
         return
     vm_uuid = str(job.vm.id)
 
-    def apply() -> object:
-        for server_uuid in servers:
-            job.driver.reconfigure(server_uuid, vm_uuid, changes)
+    def apply(server_uuid: str) -> object:
+        job.driver.reconfigure(server_uuid, vm_uuid, changes)
         return result
 
-    job.step(step, apply)
+    copies.on_each_copy_server(job, step, apply, "no copy to change")
 
 
 def update(job: JobRun) -> None:
@@ -199,18 +198,17 @@ def update(job: JobRun) -> None:
 def destroy(job: JobRun) -> None:
     """Remove the VM from every server a copy of it may be on (``Vm.copy_servers``: its
     server, and the server it holds a claim on, where a provision canceled by a quarantine
-    left its copy before recording the server) and mark it destroyed; with neither, only
-    mark it."""
+    left its copy before recording the server; a removed one is passed over while another is
+    live: service/jobs/copies.py) and mark it destroyed; with neither, only mark it."""
     vm = job.vm
     if verdict(VmState(vm.state), Action.DESTROY) is Verdict.ALREADY:
         _already(job, "destroy")
         return
-    servers = vm.copy_servers
-    if not servers:
+    if not vm.copy_servers:
         job.record_step("mark_destroyed", result="no server: no compute node was touched")
-    for server_uuid in servers:
-        job.step("unregister", lambda server=server_uuid: job.driver.unregister(
-            server, str(vm.id)))
+    copies.on_each_copy_server(
+        job, "unregister", lambda server: job.driver.unregister(server, str(vm.id)),
+        "no copy to remove")
     job.succeed(lambda v: v.record_destroyed(cause=job.cause))
 
 

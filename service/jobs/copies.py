@@ -1,0 +1,46 @@
+"""The steps that must find a VM's copy wherever it may be (``Vm.copy_servers``: its server,
+then the server it holds a claim on): the destroy's ``unregister``, and the ``reconfigure`` of
+an update or a NIC change (service/jobs/handlers.py; docs/jobs.md, "Removed servers").
+
+A removed server is passed over while another of them is live: a start that placed the VM
+anew and was canceled (a quarantine) before it recorded ``Started`` leaves the VM's server
+the one its host rebooted, and its copy on the server it claimed; once the first is removed,
+asking it would fail every later destroy, and the VM could not be deleted until the other
+was removed too. Every one removed, each is asked as before, so the job fails there
+(api.md, DeleteVm version 1: "a destroy job that fails"; version 2 destroys at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from service.jobs.compute.driver import ComputeError
+from service.jobs.compute.recorded_removals import REMOVED
+from service.jobs.run import JobRun
+
+
+def is_removed(job: JobRun, server_uuid: str) -> bool:
+    """Whether the job's driver describes ``server_uuid`` as removed (its node reports it
+    gone, or an operator recorded it: ``RecordedRemovalsRefused``). A server it cannot
+    describe is not counted removed: a step there fails as it would have."""
+    try:
+        return job.driver.server_info(server_uuid).status == REMOVED
+    except ComputeError:
+        return False
+
+
+def on_each_copy_server(job: JobRun, step: str, operation: Callable[[str], object],
+                        passed_over: str) -> None:
+    """Run ``operation(server_uuid)`` as step ``step`` on each of the VM's copy servers, in
+    order. While one of them is live, a removed one is not asked: its step is recorded with
+    the result ``"server <uuid> removed: <passed_over>"``. Raises ``StepFailedError`` as
+    ``JobRun.step`` does (every one removed: ``server <uuid> is removed``, for the first)."""
+    servers = job.vm.copy_servers
+    removed = {server for server in servers if is_removed(job, server)}
+    if removed == set(servers):
+        removed = set()  # nowhere else to look: asked, each fails as a removed server does
+    for server_uuid in servers:
+        if server_uuid in removed:
+            job.record_step(step, result=f"server {server_uuid} removed: {passed_over}")
+        else:
+            job.step(step, lambda server=server_uuid: operation(server))
