@@ -11,7 +11,8 @@ from pydantic import Field
 
 from domain.errors import VmNotFoundError
 from service.api.deps import (
-    cause_of, idempotency_of, if_match_of, parse_body, read_your_writes, services_of,
+    behaviour_of, cause_of, idempotency_of, if_match_of, parse_body, read_your_writes,
+    services_of,
 )
 from service.api.params import Query
 from service.api.schemas import StrictModel
@@ -34,11 +35,13 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any) -> JSONResponse
     if request.query_params["action"] == "quarantine":
         reason = parse_body(request, QuarantineRequest, data).reason
         services.quarantine.quarantine(vm_uuid.lower(), reason, cause=cause, if_match=if_match,
-                                       idempotency=idempotency_of(request, data, cause))
+                                       idempotency=idempotency_of(request, data, cause),
+                                       behaviour=behaviour_of(request))
     else:
         parse_body(request, StrictModel, data)
         services.quarantine.release(vm_uuid.lower(), cause=cause, if_match=if_match,
-                                    idempotency=idempotency_of(request, data, cause))
+                                    idempotency=idempotency_of(request, data, cause),
+                                    behaviour=behaviour_of(request))
     read_your_writes(request, services, ("vm_view",), eventual=False)
     vm = services.vms.get(vm_uuid.lower())
     if vm is None:

@@ -18,7 +18,7 @@ import uuid as uuidlib
 from typing import Any
 
 from domain.errors import InvalidTransitionError, UnallocatedVmError, VmNotFoundError
-from domain.rules import allowed_actions, refused
+from domain.rules import refused
 from domain.states import Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.application import Accepted, Commands
@@ -54,7 +54,7 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
         if state is VmState.PROVISIONING and behaviour.major < 2:
             raise UnallocatedVmError(state, name.value)
         if refused(state, Action.UPDATE):
-            raise InvalidTransitionError(state, name.value, allowed_actions(
+            raise InvalidTransitionError(state, name.value, behaviour.allowed_actions(
                 state, has_server=vm.has_server))
         if add is not None:
             claimed.extend(commands.allocate(vm, add, cause=job_cause))

@@ -8,13 +8,13 @@ import uuid as uuidlib
 from collections.abc import Callable
 from datetime import datetime
 
-from domain import rules
 from domain.rules import Verdict
 from domain.states import Action, VmState
 from domain.stuck import StuckThresholds, stuck_reason
 from domain.vm import Cause, Vm, make_cause
 from service.commands.application import Accepted, Commands
 from service.commands.idempotency import IdempotencyKey
+from service.commands.versioning import OLDEST, Behaviour
 
 
 class StuckCheck:
@@ -38,8 +38,8 @@ class Quarantine:
         self.stuck = stuck
 
     def quarantine(self, vm_uuid: str, reason: str, *, cause: Cause,
-                   if_match: int | None = None,
-                   idempotency: IdempotencyKey | None = None) -> Accepted:
+                   if_match: int | None = None, idempotency: IdempotencyKey | None = None,
+                   behaviour: Behaviour = OLDEST) -> Accepted:
         """Take the VM into the operator quarantine now (no job: a stuck job must not stand
         in the way); its queued jobs are canceled, and so is a job running on it
         (``Vm.record_quarantined``). Quarantining a quarantined VM changes
@@ -48,22 +48,23 @@ class Quarantine:
         ``idempotency`` answers the first's outcome)."""
 
         def decide(vm: Vm) -> None:
-            if rules.require(VmState(vm.state), Action.QUARANTINE,
-                             has_server=vm.has_server) is Verdict.ALREADY:
+            if behaviour.require(VmState(vm.state), Action.QUARANTINE,
+                                 has_server=vm.has_server) is Verdict.ALREADY:
                 return
             vm.record_quarantined(reason, cause=cause)
 
         return self._changed(vm_uuid, decide, if_match, idempotency)
 
     def release(self, vm_uuid: str, *, cause: Cause, if_match: int | None = None,
-                idempotency: IdempotencyKey | None = None) -> Accepted:
+                idempotency: IdempotencyKey | None = None,
+                behaviour: Behaviour = OLDEST) -> Accepted:
         """Give a quarantined VM back to its owner in the state it had (a VM given back in
         ``provisioning`` gets its provision queued again). Raises ``InvalidTransitionError``
         when it is not quarantined."""
 
         def decide(vm: Vm) -> None:
             # only a quarantined VM; a refusal names what this VM allows
-            rules.require(VmState(vm.state), Action.RELEASE, has_server=vm.has_server)
+            behaviour.require(VmState(vm.state), Action.RELEASE, has_server=vm.has_server)
             vm.record_released(cause=cause)
             # Given back still provisioning, its provision canceled by the quarantine: queue
             # a new one, or it would stay provisioning with no job for ever.

@@ -202,9 +202,47 @@ class Behaviour:
         action carried out on the VM's server (start, stop, kill, reboot) of a VM on none is
         ``UnallocatedVmError`` in version 1 and ``InvalidTransitionError`` in version 2
         (``Verdict.UNALLOCATED``).
-        Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
-        server) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
+        Raises ``InvalidTransitionError`` (both versions; its ``allowed_actions`` are this
+        version's: ``allowed_actions``), ``UnallocatedVmError`` (v1, no server) or
+        ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
         """
+        try:
+            return self._plan(state, action, vm_uuid=vm_uuid, idempotent=idempotent,
+                              server_removed=server_removed, has_server=has_server)
+        except InvalidTransitionError as refusal:
+            refusal.allowed_actions = self.allowed_actions(state, has_server=has_server)
+            raise
+
+    def require(self, state: VmState, action: Action, *, has_server: bool) -> Verdict:
+        """``rules.require``, its refusal naming the actions this version admits (the
+        quarantine's, which no version answers otherwise)."""
+        try:
+            return rules.require(state, action, has_server=has_server)
+        except InvalidTransitionError as refusal:
+            refusal.allowed_actions = self.allowed_actions(state, has_server=has_server)
+            raise
+
+    def allowed_actions(self, state: VmState, *, has_server: bool) -> list[str]:
+        """The actions of the rules table that this version admits for a VM in ``state``
+        (on a server or not: ``has_server``), in table order: what a refusal names, only
+        what would be accepted (api.md). The table's own list but for what the version
+        refuses: version 1 what waits for the provision (a quarantine aside) and deleting a
+        running or stopped VM on no server; version 2 deleting a destroyed VM."""
+        return [name for name in rules.allowed_actions(state, has_server=has_server)
+                if self._admits(state, Action(name), has_server)]
+
+    def _admits(self, state: VmState, action: Action, has_server: bool) -> bool:
+        try:
+            self._plan(state, action, vm_uuid="", has_server=has_server)
+        except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError):
+            return False
+        return True
+
+    def _plan(
+        self, state: VmState, action: Action, *, vm_uuid: str, idempotent: bool = False,
+        server_removed: bool = False, has_server: bool = True,
+    ) -> JobPlan:
+        """``admit``'s decision; a refusal names the rules table's allowed actions."""
         try:
             verdict = rules.require(state, action, has_server=has_server)
         except InvalidTransitionError as refusal:

@@ -183,7 +183,36 @@ def test_an_impossible_action_is_an_invalid_transition_in_both_versions(behaviou
     with pytest.raises(InvalidTransitionError) as refused:
         behaviour.admit(state, action, vm_uuid=VM)
     assert refused.value.state == state.value
-    assert refused.value.allowed_actions == allowed_actions(state, has_server=True)
+    assert refused.value.allowed_actions == behaviour.allowed_actions(state, has_server=True)
+    assert set(refused.value.allowed_actions) <= set(allowed_actions(state, has_server=True))
+
+
+@pytest.mark.parametrize("has_server", [True, False], ids=["on a server", "on none"])
+@pytest.mark.parametrize("state", list(VmState), ids=str)
+@pytest.mark.parametrize("behaviour", [V1, V2], ids=["v1", "v2"])
+def test_a_version_lists_exactly_the_actions_it_admits(behaviour, state, has_server):
+    """Found by a tester: a version 2 refusal on a destroyed VM listed destroy, which version
+    2 refuses (VmAlreadyDestroyed), and version 1 listed start on a provisioning VM, which it
+    refuses (UnallocatedVM): the list was the rules table's, not the version's."""
+    listed = behaviour.allowed_actions(state, has_server=has_server)
+    for action in Action:
+        if action.value not in ("start", "stop", "kill", "reboot", "update", "destroy",
+                                "quarantine", "release"):
+            continue
+        try:
+            behaviour.admit(state, action, vm_uuid=VM, has_server=has_server)
+        except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError):
+            assert action.value not in listed, (action, listed)
+        else:
+            assert action.value in listed, (action, listed)
+
+
+def test_the_lists_that_differ_by_version() -> None:
+    assert V1.allowed_actions(VmState.DESTROYED, has_server=True) == ["destroy"]
+    assert V2.allowed_actions(VmState.DESTROYED, has_server=True) == []
+    assert V1.allowed_actions(VmState.PROVISIONING, has_server=False) == ["quarantine"]
+    assert "destroy" not in V1.allowed_actions(VmState.RUNNING, has_server=False)
+    assert "destroy" in V2.allowed_actions(VmState.RUNNING, has_server=False)
 
 
 @pytest.mark.parametrize("state", [VmState.RUNNING, VmState.STOPPED, VmState.FAILED], ids=str)
