@@ -152,6 +152,27 @@ def test_an_action_on_a_vm_on_no_server_is_refused_up_front_and_appends_nothing(
     assert services.commands.head_position() == head
 
 
+def test_a_reboot_on_no_server_is_unallocated_only_where_the_state_allows_a_reboot(
+        client, services) -> None:
+    """docs/api.md's row of a VM on no server: a running one's reboot is UnallocatedVM in
+    version 1; a failed one's is impossible in its state first, in both versions."""
+    running = str(uuid.uuid4())  # reported running by its agent, on no server
+    assert client.put(f"/vms/{running}", json={"uuid": running, "state": "running"}
+                      ).status_code == 200
+    head = services.commands.head_position()
+    assert_error(act(client, running, "reboot"), 409, "UnallocatedVM")
+    assert_error(act(client, running, "reboot", headers=V2), 409, "InvalidTransition")
+    assert services.commands.head_position() == head
+    created = create_vm(client, internal_metadata={"force_provision_failure": True})
+    assert wait_job(client, created["job_uuid"])["execution"] == "failed"
+    head = services.commands.head_position()
+    for headers in ({}, V2):
+        body = assert_error(act(client, created["vm_uuid"], "reboot", headers=headers), 409,
+                            "InvalidTransition")
+        assert body["message"] == "Cannot reboot a VM in state 'failed'", body
+    assert services.commands.head_position() == head
+
+
 def test_v2_action_on_a_provisioning_vm_is_queued_behind_the_provision(paused) -> None:
     http = paused.http
     created = create_vm(http)
