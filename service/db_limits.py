@@ -33,7 +33,8 @@ log = logging.getLogger(f"vmledger.{__name__}")
 # The recorder calls the library retries 10 times, 0.2 s apart, each try waiting up to the
 # pool's timeout: with the database down a request took 42-52 s to fail (issue #13).
 _RETRIED_CALLS = ("insert_events", "select_events", "select_notifications",
-                  "max_notification_id", "insert_batch", "select_stream")
+                  "max_notification_id", "insert_batch", "select_stream",
+                  "select_versions")
 
 
 # How long a database call made for an HTTP request waits for the server's answer (None:

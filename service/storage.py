@@ -1,6 +1,7 @@
 """The event store: the ``eventsourcing`` recorders, extended with a group commit (SQLite's
 here, PostgreSQL's in service/group_commit.py), a stream read that keeps each event's global
-position (for ``GET /vms/{uuid}/history``), and a wake-up on other processes' appends (the
+position (for ``GET /vms/{uuid}/history``), a read of the versions of a stream's events of
+some topics (the console's quarantines, service/audit/history.py), and a wake-up on other processes' appends (the
 bounds on every wait for the database are in service/db_limits.py).
 
 Selected by ``Settings.eventsourcing_env`` through ``APPLICATION_RECORDER_TOPIC``.
@@ -75,6 +76,19 @@ class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
             )
             return _stream_notifications(originator_id, c.fetchall())
 
+    def select_versions(self, originator_id: UUID, topics: Sequence[str], up_to_version: int
+                        ) -> list[tuple[int, str]]:
+        """``(version, topic)`` of one stream's events of ``topics`` up to ``up_to_version``,
+        oldest first; nothing decoded."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT originator_version, topic FROM {self.events_table_name} "
+                "WHERE originator_id = ? AND originator_version <= ? "
+                f"AND topic IN ({', '.join('?' * len(topics))}) ORDER BY originator_version",
+                (originator_id.hex, up_to_version, *topics),
+            )
+            return [(row["originator_version"], row["topic"]) for row in c.fetchall()]
+
 
 class PostgresLedgerRecorder(PostgresApplicationRecorder):
     """PostgreSQL event store (the library's gap-free insert under a table lock)."""
@@ -136,6 +150,21 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
             curs.execute(statement, (originator_id, after_version, limit))
             return _stream_notifications(originator_id, curs.fetchall())
 
+    def select_versions(self, originator_id: UUID, topics: Sequence[str], up_to_version: int
+                        ) -> list[tuple[int, str]]:
+        """``(version, topic)`` of one stream's events of ``topics`` up to ``up_to_version``,
+        oldest first; nothing decoded."""
+        statement = SQL(
+            "SELECT originator_version, topic FROM {schema}.{table} "
+            "WHERE originator_id = %s AND originator_version <= %s AND topic = ANY(%s) "
+            "ORDER BY originator_version"
+        ).format(
+            schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+        )
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(statement, (originator_id, up_to_version, list(topics)))
+            return [(row["originator_version"], row["topic"]) for row in curs.fetchall()]
+
 
 def _stream_notifications(originator_id: UUID, rows: Sequence[Any]) -> list[Notification]:
     """The rows of ``select_stream``, either backend's, as notifications."""
@@ -153,3 +182,12 @@ def select_stream(recorder: object, originator_id: UUID, after_version: int, lim
     """Dispatch to whichever ledger recorder the application was built with."""
     assert isinstance(recorder, SQLiteLedgerRecorder | PostgresLedgerRecorder), recorder
     return recorder.select_stream(originator_id, after_version, limit)
+
+
+def select_versions(recorder: object, originator_id: UUID, topics: Sequence[str],
+                    up_to_version: int) -> list[tuple[int, str]]:
+    """``(version, topic)`` of one stream's events of ``topics`` up to ``up_to_version``,
+    oldest first, from whichever ledger recorder the application was built with: a read of
+    the stream's rows by key that decodes no event."""
+    assert isinstance(recorder, SQLiteLedgerRecorder | PostgresLedgerRecorder), recorder
+    return recorder.select_versions(originator_id, topics, up_to_version)

@@ -9,10 +9,11 @@ from uuid import UUID
 
 from domain.errors import StreamGapError, VmNotFoundError
 from domain.visibility import owner_sees
+from domain.vm import Vm
 from projections.formats import rfc3339
 from service.commands.application import Commands
 from service.commands.aggregate_cache import fold_stream
-from service.storage import select_stream
+from service.storage import select_stream, select_versions
 
 _ENVELOPE = {"originator_id", "originator_version", "timestamp", "cause", "originator_topic"}
 
@@ -56,6 +57,31 @@ def vm_history(
                     return entries
         notifications = select_stream(app.recorder, vm_id, vm.version, limit)
     return entries
+
+
+def hidden_from_its_owner(commands: Commands, vm_uuid: str, up_to_version: int
+                          ) -> list[tuple[int, int]]:
+    """The runs ``(first, last)`` of the versions, up to ``up_to_version``, that the VM's
+    owner may not see (``domain.visibility``): each quarantine's, from its ``Quarantined`` to
+    the version before its ``Released``, or to ``up_to_version`` while it lasts; ascending.
+
+    Read from those two events' versions alone (``storage.select_versions``, no event
+    decoded), however long the stream: the VM's owner changes only at them (domain/vm.py), so
+    to whoever owns it outside its quarantines every other version is visible, as
+    ``vm_history``'s fold with ``scope_owner`` finds it, event by event."""
+    marks = select_versions(commands.app.recorder, UUID(vm_uuid),
+                            (Vm.Quarantined.TOPIC, Vm.Released.TOPIC), up_to_version)
+    runs: list[tuple[int, int]] = []
+    since: int | None = None
+    for version, topic in marks:
+        if topic == Vm.Quarantined.TOPIC:
+            since = version if since is None else since
+        elif since is not None:
+            runs.append((since, version - 1))
+            since = None
+    if since is not None:
+        runs.append((since, up_to_version))
+    return runs
 
 
 def _follow_each_other(vm_id: UUID, notifications: Any, after_version: int) -> None:

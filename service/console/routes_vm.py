@@ -17,7 +17,7 @@ from service.api.deps import read_your_writes, services_of
 from service.api.params import Query
 # GetVm's own time travel, so the console shows exactly what ?version= and ?at= answer
 from service.api.time_travel import as_it_was, owned_now, version_or_instant
-from service.audit.history import vm_history
+from service.audit.history import hidden_from_its_owner, vm_history
 from service.audit.streams import MAX_PAGE, fleet_page, verify_vms
 from service.console.render import differences, fragment
 
@@ -34,11 +34,14 @@ def _visible(request: Request, query: Query, vm_uuid: str) -> Any:
     return owned_now(services_of(request), vm_uuid, query.owner_uuid)
 
 
-def _hidden(versions: list[int]) -> list[tuple[int, int]]:
-    """The runs ``(first, last)`` of versions missing between ``versions`` (ascending): the
-    ones an owner's scoped history left out."""
-    return [(before + 1, after - 1) for before, after in zip(versions, versions[1:], strict=False)
-            if after > before + 1]
+def _visible_before(version: int, hidden: list[tuple[int, int]]) -> int:
+    """The newest version before ``version`` outside the runs ``hidden`` (``version`` itself
+    for version 1: nothing is before it). Version 1 (``Created``) is never hidden."""
+    previous = max(version - 1, 1)
+    for first, last in reversed(hidden):
+        if first <= previous <= last:
+            previous = first - 1
+    return previous
 
 
 @router.get("/console/fragments/vms/{vm_uuid}", response_class=HTMLResponse)
@@ -53,14 +56,13 @@ def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
     read_your_writes(request, services, ("vm_view", "volume_mounts", "job_view"),
                      eventual=query.eventual)
     vm = services.vms.get(str(current.id))
+    events = vm_history(services.commands, str(current.id), limit=TIMELINE,
+                        scope_owner=query.owner_uuid)
     # an owner may not see the versions of a quarantine (domain.visibility): the slider and
-    # the diff's defaults offer only the versions its whole scoped history holds
-    seen = vm_history(services.commands, str(current.id),
-                      limit=TIMELINE if query.owner_uuid is None else current.version,
-                      scope_owner=query.owner_uuid)
-    events = seen[:TIMELINE]
-    versions = ([e["version"] for e in seen if e["version"] <= current.version]
-                if query.owner_uuid is not None else list(range(1, current.version + 1)))
+    # the diff's defaults offer only the others, found from the quarantines' versions alone
+    # (folding the whole stream for them grew every view with the VM's reports)
+    hidden = ([] if query.owner_uuid is None
+              else hidden_from_its_owner(services.commands, str(current.id), current.version))
     jobs, jobs_total = services.jobs.newest_of_vm(str(current.id), JOBS)
     # an owner's timeline leaves out the quarantine's events, so count by the last version
     # shown, not by how many are shown
@@ -68,8 +70,8 @@ def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
     return fragment("vm.html", vm=vm or render_vm(current), events=events,
                     head=head,
                     version=current.version, truncated=current.version > last_shown, jobs=jobs,
-                    jobs_total=jobs_total, hidden=_hidden(versions), first=versions[0],
-                    previous=versions[-2] if len(versions) > 1 else versions[-1])
+                    jobs_total=jobs_total, hidden=hidden, first=1,
+                    previous=_visible_before(current.version, hidden))
 
 
 @router.get("/console/fragments/vms/{vm_uuid}/state", response_class=HTMLResponse)

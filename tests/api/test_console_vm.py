@@ -10,6 +10,8 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
+from service.audit import history
+from service.audit.history import vm_history
 from service.console import routes_vm
 from service.console.render import differences
 from tests.api.helpers import act_and_wait, create_running_vm, get_vm
@@ -105,3 +107,68 @@ def test_an_owner_is_offered_only_the_versions_it_may_see(authed: TestClient) ->
     # the operator sees every version
     page = authed.get(f"/console/fragments/vms/{vm_uuid}").text
     assert _offered(page) == ("1", str(newest), "", str(newest - 1), str(newest))
+
+
+def _rows_read(services, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of events each stream read of the history returns (appended to)."""
+    recorder, read = services.app.recorder, []
+    select = recorder.select_stream
+
+    def counted(*args, **kwargs):
+        rows = select(*args, **kwargs)
+        read.append(len(rows))
+        return rows
+    monkeypatch.setattr(recorder, "select_stream", counted)
+    return read
+
+
+def test_an_owners_page_reads_no_more_of_the_stream_than_its_timeline(
+        authed: TestClient, services, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the owner's page folded the VM's whole stream to find the versions it may not see, so
+    # every view grew slower with the VM's reports; those versions are the quarantines'
+    authed.headers.update(bearer("operator"))
+    vm_uuid = create_running_vm(authed)
+    for action, body in (("quarantine", {"reason": "lost"}), ("release", {})):
+        assert authed.post(f"/vms/{vm_uuid}", params={"action": action},
+                           json=body).status_code == 200
+    history = authed.get(f"/vms/{vm_uuid}/history").json()
+    quarantined = next(e["version"] for e in history if e["type"] == "Quarantined")
+    released = next(e["version"] for e in history if e["type"] == "Released")
+    for n in range(3):
+        act_and_wait(authed, vm_uuid, "update", json={"tags": {"n": n}})
+    newest = get_vm(authed, vm_uuid)["version"]
+    monkeypatch.setattr(routes_vm, "TIMELINE", 4)  # the quarantine is past the timeline
+    read = _rows_read(services, monkeypatch)
+    page = authed.get(f"/console/fragments/vms/{vm_uuid}", headers=bearer("owner")).text
+    assert sum(read) <= routes_vm.TIMELINE, read
+    assert _offered(page) == ("1", str(newest), f"{quarantined}-{released - 1}",
+                              str(newest - 1), str(newest))
+    shown = re.findall(r'<li class="kind-[^"]*" data-version="(\d+)"', page)
+    assert shown == [str(v) for v in range(1, routes_vm.TIMELINE + 1)]
+    assert f"the first {routes_vm.TIMELINE} of {newest}" in page
+
+
+def test_the_versions_hidden_from_an_owner_are_those_its_scoped_history_leaves_out(
+        client: TestClient, services) -> None:
+    # read from the quarantines' versions alone, they must agree with the fold, event by event
+    vm_uuid = create_running_vm(client)
+    owner = get_vm(client, vm_uuid)["owner_uuid"]
+    for n, action in enumerate(("quarantine", "release", "update", "quarantine", "release",
+                                "update", "quarantine")):  # the last still lasts
+        if action == "update":
+            act_and_wait(client, vm_uuid, "update", json={"tags": {"n": n}})
+            continue
+        body = {"reason": "look"} if action == "quarantine" else {}
+        assert client.post(f"/vms/{vm_uuid}", params={"action": action},
+                           json=body).status_code == 200
+    newest = services.commands.load(vm_uuid).version
+    seen = {e["version"] for e in vm_history(services.commands, vm_uuid, limit=newest,
+                                             scope_owner=owner)}
+    hidden = history.hidden_from_its_owner(services.commands, vm_uuid, newest)
+    assert len(hidden) == 3
+    assert {v for first, last in hidden for v in range(first, last + 1)} == \
+        set(range(1, newest + 1)) - seen
+    # up to its own Quarantined, a quarantine that ended later still lasts there
+    first = hidden[1][0]
+    assert history.hidden_from_its_owner(services.commands, vm_uuid, first) == \
+        [hidden[0], (first, first)]
