@@ -1,5 +1,5 @@
 """The checks every request's URL gets before any route: text no route could look up or
-store, a query parameter given twice. The envelope makes them on every HTTP request
+store, a query parameter given twice; and one of the headers that take one value given twice. The envelope makes them on every HTTP request
 (service/api/envelope.py); ``auth.authorize`` on the changefeed's WebSocket upgrade, which
 the envelope does not see, before the upgrade is accepted.
 """
@@ -14,12 +14,14 @@ from domain.json_input import printable, unstorable
 
 def url_refusal(connection: HTTPConnection) -> ApiError | None:
     """The ``ValidationFailed`` error naming the first thing wrong with ``connection``'s URL
-    (``unstorable_in_url``, then ``repeated_in_query``), or None. Its top-level message is
+    (``unstorable_in_url``, then ``repeated_in_query``, then ``repeated_header``), or None. Its top-level message is
     the one the route the request goes to gives its own refusals: ListVms' and CountVms'
     (GET and HEAD ``/vms``) is VMAPI's ``LIST_MESSAGE``, every other route's the default."""
     problem = unstorable_in_url(connection)
     if problem is None and b"&" in connection.scope.get("query_string", b""):
         problem = repeated_in_query(connection)  # two parameters or more
+    if problem is None:
+        problem = repeated_header(connection)
     if problem is None:
         return None
     lists_vms = (connection.scope.get("method") in ("GET", "HEAD")
@@ -55,4 +57,21 @@ def repeated_in_query(request: HTTPConnection) -> tuple[str, str] | None:
         if name in seen:
             return printable(name), "may be given only once"
         seen.add(name)
+    return None
+
+
+# The headers that carry one value each: which of two a route (or the token check) should
+# take would be a guess, as for a query parameter, so a second one is refused, not ignored.
+SINGLE_HEADERS = {b"authorization": "Authorization", b"if-match": "If-Match",
+                  b"idempotency-key": "Idempotency-Key", b"x-context": "x-context"}
+
+
+def repeated_header(request: HTTPConnection) -> tuple[str, str] | None:
+    """The first of ``SINGLE_HEADERS`` given more than once, as (field, message), or None."""
+    seen: set[bytes] = set()
+    for name, _value in request.scope.get("headers", ()):
+        if name in SINGLE_HEADERS:
+            if name in seen:
+                return SINGLE_HEADERS[name], "may be given only once"
+            seen.add(name)
     return None

@@ -73,3 +73,25 @@ def test_the_changefeeds_reads_refuse_an_unknown_parameter_by_name(client, url, 
     assert error_fields(body) == {name: "Invalid"}
     assert_error(client.get(url, headers=V2), 422, "ValidationFailed")
     assert client.get(url.partition("?")[0]).status_code == 200
+
+
+@pytest.mark.parametrize(("name", "values"), [
+    ("If-Match", ['"1"', '"99"']),
+    ("Idempotency-Key", ["a", "b"]),
+    ("Authorization", ["Bearer one", "Bearer two"]),
+    ("x-context", ['{"a": 1}', '{"a": 2}']),
+])
+def test_a_header_that_takes_one_value_given_twice_is_refused_naming_it(
+        client, services, name, values):
+    """Found by a tester: the second was silently ignored (a client's second If-Match, say,
+    which it may have meant), where a query parameter given twice is refused."""
+    vm = create_running_vm(client)
+    head = services.commands.head_position()
+    for version, status in (([], 409), (list(V2.items()), 422)):
+        response = client.post(f"/vms/{vm}?action=stop",
+                               headers=[*version, *((name, value) for value in values)])
+        body = assert_error(response, status, "ValidationFailed")
+        assert error_fields(body) == {name: "Invalid"}, body
+        assert body["errors"][0]["message"] == "may be given only once"
+    assert services.commands.head_position() == head
+    assert get_vm(client, vm)["state"] == "running"
