@@ -13,7 +13,8 @@ from pydantic import Field
 
 from service.api.auth import authorized_router
 from service.api.deps import (
-    cause_of, idempotency_of, parse_body, read_one, read_your_writes, services_of,
+    cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes,
+    services_of,
 )
 from service.api.errors import ApiError
 from service.api.params import Query
@@ -45,6 +46,7 @@ def _network(request: Request, network_uuid: str) -> dict[str, Any]:
 def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Record a network; 201 with the network object and ``Location``."""
     Query(request, set()).check()
+    if_match_of(request)  # checked as every command's is; a new network has no version yet
     asked = parse_body(request, CreateNetworkRequest, data)
     services, cause = services_of(request), cause_of(request)
     network, position = services.commands.create_network(

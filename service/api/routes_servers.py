@@ -13,7 +13,8 @@ from pydantic import Field
 from domain.errors import ServerNotFoundError
 from service.api.auth import authorized_router
 from service.api.deps import (
-    cause_of, idempotency_of, parse_body, read_one, read_your_writes, services_of,
+    cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes,
+    services_of,
 )
 from service.api.params import Query
 from service.api.schemas import StrictModel
@@ -62,6 +63,7 @@ def create_server(request: Request, data: dict[str, Any] | None = Body(None)) ->
     """Record a compute node (201); an existing uuid with the same hostname, RAM and CPUs is
     200, with others ``ValidationFailed`` naming ``uuid`` (``Duplicate``), nothing recorded."""
     Query(request, set()).check()
+    if_match_of(request)  # checked as every command's is; a new server has no version yet
     asked = parse_body(request, CreateServerRequest, data)
     services, cause = services_of(request), cause_of(request)
     server_uuid, created = services.commands.register_server_keyed(

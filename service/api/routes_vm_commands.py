@@ -69,6 +69,8 @@ async def create_vm(request: Request, data: dict[str, Any] | None = Body(None)
     query = Query(request, {"sync"})
     sync = query.boolean("sync")
     query.check()
+    # checked as every command's is; a VM not yet created has no version for it to match
+    if_match_of(request)
     spec_in = parse_body(request, CreateVmRequest, data, message=CREATE_MESSAGE)
     require_owner(request, str(spec_in.owner_uuid))
     try:

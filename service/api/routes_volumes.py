@@ -86,6 +86,7 @@ def get_volume(volume_uuid: str, request: Request) -> JSONResponse:
 def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """CreateVolume (201): a volume on the given networks."""
     Query(request, set()).check()
+    if_match_of(request)  # checked as every command's is; a new volume has no version yet
     asked = parse_body(request, CreateVolumeRequest, data)
     services, cause = services_of(request), cause_of(request)
     volume, position = services.commands.create_volume(

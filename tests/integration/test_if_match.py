@@ -131,3 +131,29 @@ def test_add_nics_accepts_the_current_if_match(client, running_vm, network):
                            headers={"If-Match": etag, "Accept-Version": "~2"})
     assert accepted.status_code == 202, accepted.json()
     assert int(accepted.headers["etag"].strip('"')) > int(etag.strip('"'))
+
+
+# The creates: what they make has no version yet, but the header is checked as every
+# command's is (found by a tester: CreateVm took "If-Match: garbage" without a word).
+CREATES = {
+    "CreateVm": ("/vms", {"owner_uuid": OWNER, "brand": "bhyve", "ram": 256}),
+    "CreateVolume": ("/volumes", {"name": "vol"}),
+    "CreateNetwork": ("/networks", {"name": "n", "subnet": "10.8.0.0/28",
+                                    "provision_start_ip": "10.8.0.2",
+                                    "provision_end_ip": "10.8.0.5"}),
+    "CreateServer": ("/servers", {"hostname": "cn-if", "ram_mib": 1024, "cpus": 2}),
+}
+
+
+@pytest.mark.parametrize(("path", "body"), CREATES.values(), ids=CREATES.keys())
+@pytest.mark.parametrize(("version", "status"), [("~1", 409), ("~2", 422)])
+def test_a_create_refuses_a_malformed_if_match_and_takes_a_well_formed_one(
+        client, services, path, body, version, status):
+    head = services.commands.head_position()
+    refused = client.post(path, json=body,
+                          headers={"If-Match": "garbage", "Accept-Version": version})
+    assert refused.status_code == status, refused.json()
+    assert [e["field"] for e in refused.json()["errors"]] == ["If-Match"]
+    assert services.commands.head_position() == head
+    taken = client.post(path, json=body, headers={"If-Match": "*", "Accept-Version": version})
+    assert taken.status_code in (201, 202), taken.json()
