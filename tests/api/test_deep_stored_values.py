@@ -7,6 +7,7 @@ raised RecursionError, so its commands answered 500 and no job of any VM ran aga
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from domain.states import Action
 from domain.vm import make_cause
@@ -39,7 +40,13 @@ def test_a_vm_holding_a_deep_value_an_older_version_stored_still_serves(
     assert get_vm(client, vm_uuid)["alias"] == "after"
     assert client.get(f"/vms/{vm_uuid}", params={"version": stored.version}).status_code == 200
     assert client.get(f"/vms/{vm_uuid}/history").status_code == 200
-    assert client.get(f"/console/vms/{vm_uuid}").status_code == 200
+    fragments = f"/console/fragments/vms/{vm_uuid}"
+    for page in (fragments, f"{fragments}/state?version={stored.version}",
+                 f"{fragments}/diff?from={stored.version - 1}&to={stored.version}"):
+        assert client.get(page).status_code == 200, page
+    # a snapshot of the VM holding it, and a load from that snapshot
+    services.app.take_snapshot(UUID(vm_uuid), version=stored.version)
+    assert services.commands.load(vm_uuid, stored.version).head_job["uuid"] == stored.job_uuid
     # and every other VM's jobs still run
     other = create_vm(client)
     assert wait_job(client, other["job_uuid"])["execution"] == "succeeded"
