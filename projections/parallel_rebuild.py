@@ -12,7 +12,8 @@ and only then switches every read model (``rebuild.switch_all``), as a serial re
 
 A child that fails (an exception, or it dies) fails the rebuild: the parent's own build and
 the other children are stopped and nothing is switched; the live tables keep serving, and
-the next rebuild drops the shadows left beside. Each process reads and decodes the whole
+the next rebuild drops the shadows left beside. A child whose parent is gone (killed, even
+with SIGKILL) ends itself at once, so that no build outlives the rebuild's lock. Each process reads and decodes the whole
 log: more CPU in all than one process, so it is faster only where a core would otherwise be
 idle (docs/performance.md, "P3 in session 6").
 """
@@ -20,8 +21,10 @@ idle (docs/performance.md, "P3 in session 6").
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import queue
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -32,6 +35,8 @@ from projections.rebuild import Runner, build_beside, switch_all
 
 # How often the parent looks whether a child died without saying so (seconds).
 _POLL_S = 0.2
+# A child's exit status once its parent is gone.
+_PARENT_GONE = 1
 
 OpenRunner = Callable[[], AbstractContextManager[Runner]]
 
@@ -162,7 +167,8 @@ def _build_group(open_runner: OpenRunner, names: Sequence[str], n: int, messages
     parent ``("progress", n, events)`` after each batch, then ``("done", n, applied)``, or
     ``("failed", n, (traceback, error))``, the error itself when it pickles (else None), so
     that the parent's ``RebuildFailed`` is raised from it (the command tells a database lost
-    from a bug by it)."""
+    from a bug by it). Ends itself as soon as its parent is gone (``_end_with_parent``)."""
+    _end_with_parent()
     try:
         with open_runner() as runner:
             runner.rebuild_batch_size = batch_size
@@ -184,3 +190,22 @@ def _picklable(error: BaseException) -> BaseException | None:
     except Exception:  # noqa: BLE001 - any error's own pickling may fail any way
         return None
     return error
+
+
+def _end_with_parent() -> None:
+    """End this child process as soon as its parent is gone, however the parent ended (a
+    SIGKILL, an out-of-memory kill): a child left building raced the next rebuild over the
+    same shadows once the parent's rebuild lock was gone with it (a deadlock, or "another
+    runner moved the position past 0 first"). A daemon thread waits on the parent's
+    sentinel (*spawn*'s pipe from the parent, which reads as closed once no process holds
+    its other end), then ends the process at once: its open transaction is rolled back as
+    its connection closes, and the next rebuild drops the shadows it left."""
+    parent = multiprocessing.parent_process()
+    if parent is None:  # not a child (a test calling it in-process)
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(_PARENT_GONE)
+
+    threading.Thread(target=watch, name="vmledger-rebuild-parent-watch", daemon=True).start()

@@ -21,6 +21,7 @@ from service.cli.changes import changes_command
 from service.cli.endings import database_ending
 from service.cli.preflight import check_database, checked_services
 from service.cli.progress import finish, progress_bar
+from service.cli.rebuild_signals import RebuildStopped, restore_signals, stop_rebuild_on_signals
 from service.cli.replay import replay_command
 from service.cli.tokens import token_create
 from service.container import READ_MODEL_NAMES, Services
@@ -180,6 +181,7 @@ def rebuild(
     services = _services(register_fleet=False)
     if processes is not None:
         services.projections.rebuild_processes = processes
+    handlers = stop_rebuild_on_signals()
     try:
         with one_rebuild_at_a_time(services.settings), progress_bar() as bar:
             task = bar.add_task(f"rebuilding {', '.join(chosen)}",
@@ -188,6 +190,12 @@ def rebuild(
             events = finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
                    f"({_count(len(chosen), 'read model')}), {events} events in the log")
+    except RebuildStopped as stopped:
+        # the process's own build and its children are stopped on the way here (the
+        # ``finally`` of projections.parallel_rebuild), before its lock goes with it
+        typer.echo(f"vmledger rebuild: stopped by {stopped}: a read model not yet switched "
+                   "is as it was (the next rebuild clears what this one left)", err=True)
+        raise typer.Exit(128 + stopped.signum) from None
     except RebuildRunningError as error:
         typer.echo(f"vmledger rebuild: {error}: run one at a time; the live read models are "
                    "as they were", err=True)
@@ -209,6 +217,7 @@ def rebuild(
                    "(the live read models are as they were)", err=True)
         raise typer.Exit(1) from None
     finally:
+        restore_signals(handlers)
         services.close()
 
 
