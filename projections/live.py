@@ -12,6 +12,7 @@ loop reads both afresh.
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -66,6 +67,11 @@ class LiveState:
         return found
 
 
+# While passes fail, the lag is read at most this often (seconds): as often as the log says
+# the failure (service.logs.Throttled), not after every pass.
+FAILING_LAG_S = 10.0
+
+
 class BackgroundLoop:
     """The runner's loop (``projections.runner.ProjectionRunner`` is one): it needs the
     runner's ``catch_up``, ``positions``, ``report_lag``, ``mend_stale_tables``, ``wake``
@@ -75,6 +81,7 @@ class BackgroundLoop:
     catch_up: Callable[..., int]
     positions: Callable[[], dict[str, int]]
     report_lag: Callable[..., None]
+    lag_interval_s: float
     mend_stale_tables: Callable[[], None]
     wake: Callable[[], None]
 
@@ -97,6 +104,7 @@ class BackgroundLoop:
         collector's full collections between passes."""
         live = LiveState()
         mended = False
+        failing_lag_at = -math.inf  # when the lag was last read after a failing pass
         while not stop.is_set():
             if frozen is not None:
                 frozen.tick()
@@ -114,11 +122,16 @@ class BackgroundLoop:
                 if on_error:
                     on_error(error)
                 # a failing pass leaves its read models behind: the lag says how far (unless
-                # the database cannot even say that)
-                with contextlib.suppress(Exception):
-                    self.report_lag(force=False)
+                # the database cannot even say that). Not every pass: in an outage each read
+                # of the head waits out its retries and gives up with a warning
+                if time.monotonic() - failing_lag_at >= max(FAILING_LAG_S,
+                                                            self.lag_interval_s):
+                    failing_lag_at = time.monotonic()
+                    with contextlib.suppress(Exception):
+                        self.report_lag()
                 stop.wait(poll_s)
                 continue
+            failing_lag_at = -math.inf  # the next failure, after this success, says it
             if not applied:
                 live.forget()
             elif live.ahead:

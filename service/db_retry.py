@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from eventsourcing.persistence import InterfaceError, OperationalError
+
+from service.logs import Throttled
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
@@ -43,7 +46,9 @@ def retry_transient(call: Callable[[], R], *, until: Callable[[], float],
 
     The first failure is logged at ``level`` naming ``what``, or, given ``report``, passed to
     it as one line (``WHAT failed (ERROR: its first line); retrying``: a command's own line
-    on stderr); giving up, at WARNING. Raises
+    on stderr); giving up, at WARNING, at most once every 10 s for each ``what`` (a loop
+    that keeps calling through an outage, the projection runner's lag, gives up every few
+    seconds: ``service.logs.Throttled`` says how many it left out). Raises
     the last error once ``until()`` has passed, and anything else ``call`` raises at once, or
     ``sleep`` (which may raise to end the retries: a stop asked for)."""
     wait = first_wait_s
@@ -55,8 +60,7 @@ def retry_transient(call: Callable[[], R], *, until: Callable[[], float],
             tries += 1
             pause = min(wait, longest_wait_s) * random.uniform(0.5, 1.0)
             if time.monotonic() + pause >= until():
-                log.warning("%s failed %d times; giving up before its deadline: %s",
-                            what, tries, error)
+                _gave_up(what)(f"{error} (after {tries} tries)")
                 raise
             if tries == 1 and report is not None:
                 # libpq's messages run over lines ("... unexpectedly" + "\n\tThis probably
@@ -68,3 +72,17 @@ def retry_transient(call: Callable[[], R], *, until: Callable[[], float],
                         error)
             sleep(pause)
             wait *= 2
+
+
+_GIVE_UPS: dict[str, Throttled] = {}
+_GIVE_UPS_LOCK = threading.Lock()
+
+
+def _gave_up(what: str) -> Throttled:
+    """The throttled warning of the calls named ``what`` that gave up (one for each name:
+    the names are the service's own, a few dozen at most)."""
+    with _GIVE_UPS_LOCK:
+        if what not in _GIVE_UPS:
+            _GIVE_UPS[what] = Throttled(log, f"{what} failed; giving up before its deadline",
+                                        level=logging.WARNING)
+        return _GIVE_UPS[what]

@@ -11,6 +11,7 @@ from projections.job_view import JobView
 from projections.runner import ProjectionRunner
 from projections.vm_view import VmView
 from tests.builders import create
+from tests.waiting import wait_until
 
 
 class FailingJobView(JobView):
@@ -61,3 +62,25 @@ def test_a_read_model_past_the_head_shows_a_negative_lag(services):
                    (head + 5,))
     runner.report_lag()
     assert lags[-1] == ("vm_view", -5)
+
+
+def test_while_passes_fail_the_head_is_read_once_every_10_s_not_every_pass(services):
+    # tester: in an outage each pass's lag read of the head waited out its retries and gave
+    # up with a warning, one every ~2 s beside the runner's throttled line
+    create(services)
+    runner = ProjectionRunner(services.db, services.app.recorder, services.app.mapper,
+                              [FailingJobView()], on_lag=lambda name, lag: None,
+                              lag_interval_s=0)
+    reads: list[int] = []
+    real_head = runner.head
+    runner.head = lambda: reads.append(1) or real_head()  # type: ignore[method-assign]
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    loop = threading.Thread(target=runner.run_forever, args=(stop, 0.01, errors.append))
+    loop.start()
+    try:
+        wait_until(lambda: len(errors) >= 20, "20 failing passes")
+    finally:
+        stop.set()
+        loop.join(10)
+    assert len(reads) == 1  # the first failing pass's; the next comes 10 s after it

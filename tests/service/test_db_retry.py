@@ -3,6 +3,7 @@ that double up to a bound, until its deadline; any other error at once."""
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 
@@ -67,3 +68,21 @@ def test_other_errors_and_a_raising_sleep_end_it_at_once():
     with pytest.raises(Stopped):
         retry_transient(flaky, until=lambda: math.inf, sleep=stopped)
     assert flaky.calls == 1
+
+
+def test_giving_up_is_logged_at_most_once_every_10_s_for_each_call(caplog):
+    # tester: vmledger project, in an outage, logged "the event store's max_notification_id
+    # failed 1 times; giving up before its deadline" every ~2 s beside its throttled line
+    caplog.set_level(logging.WARNING, logger="vmledger.service.db_retry")
+    for _ in range(5):
+        with pytest.raises(OperationalError):
+            retry_transient(Flaky(math.inf, OperationalError("connection refused")),
+                            until=time.monotonic, what="a test's head read")
+    [record] = caplog.records
+    assert record.getMessage() == ("a test's head read failed; giving up before its deadline: "
+                                   "connection refused (after 1 tries)")
+    # another call's give-up is its own line
+    with pytest.raises(OperationalError):
+        retry_transient(Flaky(math.inf, OperationalError("refused")), until=time.monotonic,
+                        what="a test's other read")
+    assert len(caplog.records) == 2
