@@ -1,15 +1,18 @@
 """The console's header and live counter in Chromium: signing out stops the changefeed and
 hides the counter; the fleet page counts only changes to the VMs of its owner filter; the
 count survives the feed's cuts and failures, resuming after the last position seen and
-saying it is reconnecting meanwhile; a refused parameter names its field; a narrow window does
+saying it is reconnecting meanwhile, except after a refusal asking again cannot help; a refused parameter names its field; a narrow window does
 not scroll sideways. (Found by a new user of the console, and a tester.)"""
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import pytest
 
 from tests.browser.conftest import THIRD_OWNER, Console, screenshot, sign_in
 
@@ -98,6 +101,69 @@ def test_the_live_counter_keeps_its_count_across_cuts_and_failed_resumes(
     assert page.get_by_test_id("live-state").is_hidden()
     assert count.inner_text() == "4"
     assert asked[:5] == [asked[0], "102", "102", "102", "104"], asked
+
+
+def _refused(status: int) -> Callable[[Any], None]:
+    """An answer of the feed refusing the request with ``status`` (a VMAPI-shaped body)."""
+    return lambda route: route.fulfill(status=status, content_type="application/json",
+                                       body=json.dumps({"code": "Refused", "message": "no"}))
+
+
+def _feed_answering(page: Any, *answers: Callable[[Any], None]) -> list[str | None]:
+    """Answer the page's feed requests with ``answers`` in turn, then with the service's own
+    feed from the page's position (open, quiet); returns each request's after=."""
+    asked: list[str | None] = []
+
+    def answer(route: Any) -> None:
+        asked.append(parse_qs(urlsplit(route.request.url).query).get("after", [None])[0])
+        if len(asked) <= len(answers):
+            answers[len(asked) - 1](route)
+        else:
+            route.continue_(url=route.request.url.replace(f"after={asked[-1]}",
+                                                          f"after={asked[0]}"))
+    page.route("**/changes?*", answer)
+    return asked
+
+
+def _cut_after_two(route: Any) -> None:
+    route.fulfill(status=200, content_type="text/event-stream", body=_stream(101, 102, cut=True))
+
+
+@pytest.mark.parametrize("status", [400, 404, 422])
+def test_a_resume_the_feed_refuses_hides_the_counter_and_is_not_tried_again(
+        page: Any, console: Console, status: int) -> None:
+    # a refusal other than 401/403 (an ``after`` refused or expired: 400, 404, 422) was tried
+    # again every 30 s for good, the counter saying it was reconnecting; asking again cannot
+    # help, so the counter is hidden, as for a role the feed refuses
+    page.clock.install()  # the resumes' timers run when the test says
+    asked = _feed_answering(page, _cut_after_two, _refused(status))
+    sign_in(page, console, "auditor")
+    page.locator("[data-testid=live][data-stale]").wait_for()  # the stream ended: resuming
+    with page.expect_response(lambda r: "/changes?" in r.url and r.status == status):
+        page.clock.run_for(1000)  # the first resume, refused
+    page.get_by_test_id("live").wait_for(state="hidden")
+    page.clock.run_for(10 * 30_000)  # every resume a retry would have made
+    assert page.get_by_test_id("live").is_hidden()
+    assert asked == [asked[0], "102"], asked
+
+
+@pytest.mark.parametrize("status", [408, 429, 500])
+def test_a_resume_answered_with_a_timeout_too_many_requests_or_a_5xx_is_tried_again(
+        page: Any, console: Console, status: int) -> None:
+    # 408 and 429 say to ask again later, as a 5xx may: the counter says it is reconnecting
+    # and resumes after the last position seen, 2 s later, keeping its count
+    page.clock.install()
+    asked = _feed_answering(page, _cut_after_two, _refused(status))
+    sign_in(page, console, "auditor")
+    page.locator("[data-testid=live][data-stale]").wait_for()
+    with page.expect_response(lambda r: "/changes?" in r.url and r.status == status):
+        page.clock.run_for(1000)
+    assert page.locator("[data-testid=live][data-stale]").is_visible()  # still reconnecting
+    with page.expect_response(lambda r: "/changes?" in r.url and r.status == 200):
+        page.clock.run_for(2000)
+    page.locator("[data-testid=live]:not([data-stale])").wait_for()  # following again
+    assert page.get_by_test_id("live-count").inner_text() == "2"
+    assert asked == [asked[0], "102", "102"], asked
 
 
 def test_a_refused_parameter_is_named_on_the_page(page: Any, console: Console) -> None:

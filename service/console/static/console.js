@@ -157,12 +157,21 @@ function wireStepper(stepper) {
 // goes in the Authorization header and never in a URL, counts the changes the page does not
 // show yet, and "refresh" loads the fragment again. A role the feed refuses sees no counter.
 // When a stream ends (the service's cut, a restart) or cannot be opened (connection refused,
-// 503 at the stream limit), the script resumes after the last position it saw, keeping the
-// count, 1 s later and then twice as long after each failure, up to 30 s apart; meanwhile
-// the counter says it is reconnecting (the count may be behind), never a silently stale number.
+// 503 at the stream limit, a 408 or 429), the script resumes after the last position it saw,
+// keeping the count, 1 s later and then twice as long after each failure, up to 30 s apart;
+// meanwhile the counter says it is reconnecting (the count may be behind), never a silently
+// stale number.
 const RESUME_MS = 1000;
 const MAX_RESUME_MS = 30000;
 let following = null;  // the feed followed: {controller, timer, after, unseen, delay}
+
+// A refusal that asking again cannot overcome: any 4xx but 408 (Request Timeout) and 429
+// (Too Many Requests), which say to ask again later: a role the feed refuses or a token no
+// longer known (401, 403), an `after` refused or expired (400, 404, 422). The counter is
+// hidden then and the feed not resumed; a 5xx or a network error is retried.
+function refusedForGood(status) {
+  return status >= 400 && status < 500 && status !== 408 && status !== 429;
+}
 
 function showCount(indicator, feed) {
   indicator.querySelector("[data-testid=live-count]").textContent = String(feed ? feed.unseen : 0);
@@ -201,8 +210,8 @@ async function read(feed, url, indicator) {
   try {
     const response = await fetch(url, { headers: { ...headers(), Accept: "text/event-stream" },
                                         signal: feed.controller.signal });
-    if (response.status === 401 || response.status === 403) {
-      indicator.hidden = true;  // a role the feed refuses, or a token no longer known
+    if (refusedForGood(response.status)) {
+      indicator.hidden = true;
       return;
     }
     if (response.ok) {
