@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,10 +23,32 @@ MAX_PORT = 65535
 MAX_SECONDS = 31_536_000
 
 
+class EnvFileError(ValueError):
+    """The ``.env`` file of the working directory cannot be read as settings; the message
+    names it and says why."""
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    """A configuration file's decoding error in words: the byte, where, and the fix."""
+    byte = error.object[error.start:error.start + 1].hex()
+    return (f"is not UTF-8 text (byte 0x{byte} at offset {error.start}): save it as UTF-8")
+
+
 class Settings(BaseSettings):
     """Everything an operator can configure (api.md, "Running and configuration")."""
 
-    model_config = SettingsConfigDict(env_prefix="VMLEDGER_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="VMLEDGER_", env_file=".env",
+                                      env_file_encoding="utf-8", extra="ignore")
+
+    def __init__(self, **values: Any) -> None:
+        """Read the settings from ``values``, the environment and ``.env``. Raises
+        ``EnvFileError`` when ``.env`` is not UTF-8 text (a latin-1 byte in a comment ended
+        every command in a traceback), pydantic's ``ValidationError`` for a bad value."""
+        try:
+            super().__init__(**values)
+        except UnicodeDecodeError as error:  # .env is the one file read here
+            raise EnvFileError(f".env ({Path('.env').resolve()}): {not_utf8(error)}"
+                               ) from None
 
     database_url: str = Field(
         "sqlite:///vmledger.db",

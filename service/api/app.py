@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -166,12 +167,13 @@ def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:
     """Check the tokens before serving: bad tokens stop start-up with a message naming the
     entry, and with no tokens configured only loopback is allowed (api.md, "Roles").
 
-    Raises ``SystemExit`` with the reason.
+    Raises ``SystemExit`` with the reason (status 2 for bad tokens, the reason on stderr).
     """
     try:
         Tokens.from_settings(settings)
-    except TokenFileError as error:
-        raise SystemExit(f"vmledger: {error}") from None
+    except TokenFileError as error:  # a bad setting: status 2, as pydantic's are
+        print(f"vmledger: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     if settings.tokens_configured:
         return
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from service.api.errors import UnauthorizedError
-from service.settings import Settings
+from service.settings import Settings, not_utf8
 
 OPERATOR, OWNER, AGENT, AUDITOR, ANALYST = "operator", "owner", "agent", "auditor", "analyst"
 ROLES = (OPERATOR, OWNER, AGENT, AUDITOR, ANALYST)
@@ -81,9 +81,11 @@ class Tokens:
             return cls([])
         source = f"tokens file {path}"
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as error:
             raise TokenFileError(f"{source}: {error}") from None
+        except UnicodeDecodeError as error:  # TOML and JSON are UTF-8 text (a traceback once)
+            raise TokenFileError(f"{source}: {not_utf8(error)}") from None
         if str(path).endswith(".json"):
             return cls.from_json(text, source=source)
         return cls.from_toml(text, source=source)

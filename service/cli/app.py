@@ -297,8 +297,8 @@ token.command("create")(token_create)
 def main() -> None:
     """Entry point of the ``vmledger`` console script. Bad settings end any command with one
     line per problem naming the variable, and status 2, never with a traceback (which would
-    also print the values given, a database password included); so does a privilege the
-    database role lacks, naming the role. A database that could not be reached or was lost
+    also print the values given, a database password included); so do a ``.env`` that is
+    not UTF-8 text, naming it, and a privilege the database role lacks, naming the role. A database that could not be reached or was lost
     (``service.database_failures``) ends any command that ends on it with one line naming
     the database and the error, and status 1; ``serve``, ``work`` and ``project`` retry
     through an outage instead (docs/operations.md). Logs only errors, one line each, unless
@@ -306,12 +306,16 @@ def main() -> None:
     from pydantic import ValidationError
 
     from service.schema_check import PrivilegeError
+    from service.settings import EnvFileError
 
     from service.cli.help import unwrapped
 
     setup_command_logging()  # serve, work and project set up their own
     try:
         unwrapped(typer.main.get_command(cli))(prog_name="vmledger")
+    except EnvFileError as error:
+        typer.echo(str(error), err=True)
+        raise SystemExit(2) from None
     except PrivilegeError as refused:  # a table missing that the role may not create
         typer.echo(f"vmledger: {refused}", err=True)
         raise SystemExit(2) from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import pytest
 from fastapi.testclient import TestClient
@@ -84,16 +85,19 @@ def test_the_object_form_of_a_json_tokens_file_is_accepted_too(monkeypatch) -> N
     (json.dumps([ENTRIES[0], ENTRIES[0]]), r"VMLEDGER_TOKENS: duplicate names \['env-auditor'\]"),
 ])
 def test_a_malformed_vmledger_tokens_is_refused_naming_the_problem(
-    monkeypatch, value: str, complaint: str
+    monkeypatch, capsys, value: str, complaint: str
 ) -> None:
     settings = env_settings(monkeypatch, value)
     with pytest.raises(TokenFileError, match=complaint):
         Tokens.from_settings(settings)
     with pytest.raises(TokenFileError, match=complaint):
         create_app(settings)
-    # `serve` checks before it starts: a one-line message, whatever the host.
-    with pytest.raises(SystemExit, match=complaint):
+    # `serve` checks before it starts: a one-line message, whatever the host, status 2
+    with pytest.raises(SystemExit) as ended:
         refuse_open_bind_without_tokens(settings, "127.0.0.1")
+    assert ended.value.code == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert re.search(complaint, line), line
 
 
 def test_serve_with_a_malformed_vmledger_tokens_exits_with_the_message(monkeypatch) -> None:
@@ -103,7 +107,7 @@ def test_serve_with_a_malformed_vmledger_tokens_exits_with_the_message(monkeypat
 
     monkeypatch.setenv("VMLEDGER_TOKENS", "[{oops}]")
     result = CliRunner().invoke(cli, ["serve", "--host", "0.0.0.0"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a bad setting's status
     assert "VMLEDGER_TOKENS: not valid JSON" in result.output
 
 

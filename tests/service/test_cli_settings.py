@@ -35,3 +35,30 @@ def test_a_setting_past_what_it_can_mean_ends_the_command_in_one_line(
     assert done.returncode == 2
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"{name}: ") and message in line
+
+
+@pytest.mark.parametrize("command", [["audit", "verify"], ["serve", "--port", "0"],
+                                     ["changes"]], ids=lambda c: c[0])
+def test_a_dotenv_that_is_not_utf8_ends_any_command_in_one_line_naming_it(
+        tmp_path, command: list[str]) -> None:
+    # tester: a latin-1 byte in the working directory's .env was a UnicodeDecodeError
+    # traceback from every command
+    (tmp_path / ".env").write_bytes(b"VMLEDGER_SIM_SERVERS=3\nX=caf\xe9\n")
+    done = vmledger(*command, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line == (f".env ({tmp_path / '.env'}): is not UTF-8 text (byte 0xe9 at offset 28): "
+                    "save it as UTF-8")
+
+
+@pytest.mark.parametrize("name", ["tokens.toml", "tokens.json"])
+def test_a_tokens_file_that_is_not_utf8_stops_serve_in_one_line_naming_it(
+        tmp_path, name: str) -> None:
+    # tester: a UnicodeDecodeError traceback (the read was guarded for OSError only)
+    (tmp_path / name).write_bytes(b"\xff\xfe")
+    done = vmledger("serve", "--port", "0", cwd=tmp_path, timeout=60,
+                    env={"VMLEDGER_TOKENS_FILE": str(tmp_path / name)})
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line == (f"vmledger: tokens file {tmp_path / name}: is not UTF-8 text (byte 0xff "
+                    "at offset 0): save it as UTF-8")
