@@ -17,6 +17,7 @@ from projections.db import Database, Dialect, Tx, declared_columns
 from projections.read_model import ReadModel
 from projections.tracking import TRACKING_DDL, applied_read_models
 from service.commands import idempotency
+from service.jobs.compute.simulated import ADDED_COLUMNS as FLEET_ADDED_COLUMNS
 from service.jobs.compute.simulated import DDL as FLEET_DDL
 from service.service_read_models import read_models
 from service.settings import Settings
@@ -55,10 +56,12 @@ class ForeignTableError(Exception):
 
 def check_tables(settings: Settings, *, writes: bool = True) -> None:
     """Raise ``ForeignTableError`` for the first table of the service's (the event store's,
-    the read models', the idempotency keys') that exists without a column the service
-    needs. Creates nothing; a missing table is fine (it is made at start-up), and so is a
-    read model's table that lacks a column where the read model has applied events (an older
-    version's: the projection runner rebuilds it when it starts). On PostgreSQL, raise
+    the read models', the idempotency keys', the simulated fleet's) that exists without a
+    column the service needs. Creates nothing; a missing table is fine (it is made at
+    start-up), and so is a read model's table that lacks a column where the read model has
+    applied events (an older version's: the projection runner rebuilds it when it starts),
+    and a fleet table that lacks only columns the fleet adds to an older one
+    (``simulated.ADDED_COLUMNS``). On PostgreSQL, raise
     ``PrivilegeError`` when a table is missing and the role may not create it (no CREATE on
     the schema: PostgreSQL 15's default for an ordinary role), and, for a command that
     ``writes``, when the role may not read and write the rows of one that exists. Reads the
@@ -86,9 +89,9 @@ def check_tables(settings: Settings, *, writes: bool = True) -> None:
             if writes:
                 _refuse_unwritable(db, tx, [table for table in tables if present[table]])
         needed = dict(tables)
-        # (not the simulated fleet's: it adds the columns an older table lacks)
-        for table in _fleet_tables():
-            del needed[table]
+        # the simulated fleet adds the columns an older table of its own lacks
+        for table, column, _kind in FLEET_ADDED_COLUMNS:
+            needed[table] = [each for each in needed[table] if each != column]
         for model in _read_models():
             if model.name in applied:
                 for table in model.declared_columns(db):

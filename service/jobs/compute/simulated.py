@@ -44,8 +44,16 @@ DDL = (
     *FENCES_DDL,
 )
 
-# Columns added since the tables were first made: (table, column, type), added where missing.
-_ADDED_COLUMNS = (("sim_vms", "booted_by", "TEXT"), ("sim_vms", "config", "TEXT"))
+# Columns added since the tables were first made (git log -p of this file): (table, column,
+# type), added where missing; the schema check (service/schema_check.py) lets an older table
+# lack them, and no other.
+ADDED_COLUMNS = (
+    ("sim_servers", "status", "TEXT NOT NULL DEFAULT 'running'"),
+    ("sim_servers", "generation", "BIGINT NOT NULL DEFAULT 0"),
+    ("sim_vms", "known", "INTEGER NOT NULL DEFAULT 1"),
+    ("sim_vms", "booted_by", "TEXT"),
+    ("sim_vms", "config", "TEXT"),
+)
 
 
 def simulated_server_uuid(index: int) -> str:
@@ -65,7 +73,7 @@ class SimulatedFleet:
         with self.db.transaction() as tx:
             for statement in DDL:
                 tx.execute(statement)
-            for table, column, kind in _ADDED_COLUMNS:
+            for table, column, kind in ADDED_COLUMNS:
                 if column not in self.db.columns(tx, table):
                     tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
