@@ -116,10 +116,11 @@ class NothingToUpdateError(ValidationError):
 
 class IllegalTransitionError(DomainError):
     """An event that the transition table does not allow in this state (an invariant).
-    ``has_server``: whether the VM is on a server, when the raiser knows (None: unknown), so
-    that the actions a refusal names are ones the VM allows."""
+    ``has_server``: whether the VM is on a server (``Vm.has_server``), which every raiser
+    knows and passes, so that the actions a refusal names are the ones this VM allows
+    (``rules.allowed_actions``)."""
 
-    def __init__(self, state: str, event_name: str, *, has_server: bool | None = None):
+    def __init__(self, state: str, event_name: str, *, has_server: bool):
         super().__init__(f"{event_name} cannot happen to a VM in state '{state}'")
         self.state = str(state)
         self.event_name = event_name

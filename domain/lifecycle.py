@@ -49,9 +49,10 @@ class Lifecycle:
     claim: dict[str, Any] | None
     ram: int
     cpu_cap: int | None
+    has_server: bool
 
     def _check(self, event_name: str) -> None:
-        transitions.after(VmState(self.state), event_name)
+        transitions.after(VmState(self.state), event_name, has_server=self.has_server)
 
     @property
     def cpus(self) -> int:
@@ -65,12 +66,14 @@ class Lifecycle:
         already holds them there. Raises ``IllegalTransitionError`` on a destroyed VM and
         when it holds a claim on another server."""
         if VmState(self.state) is VmState.DESTROYED:
-            raise IllegalTransitionError(self.state, "CapacityClaimed")
+            raise IllegalTransitionError(self.state, "CapacityClaimed",
+                                         has_server=self.has_server)
         if self.claim is not None:
             if self.claim["server_uuid"] == server_uuid:
                 return False
             raise IllegalTransitionError(self.state, "CapacityClaimed (holds a claim on "
-                                         f"{self.claim['server_uuid']})")
+                                         f"{self.claim['server_uuid']})",
+                                         has_server=self.has_server)
         self.trigger_event(self.CapacityClaimed, cause=cause, server_uuid=server_uuid,
                            ram_mib=self.ram, cpus=self.cpus)
         return True
@@ -146,7 +149,7 @@ class Lifecycle:
     def record_released(self, *, cause: Cause) -> None:
         """Give a quarantined VM back. Raises ``IllegalTransitionError``."""
         if VmState(self.state) is not VmState.QUARANTINED:
-            raise IllegalTransitionError(self.state, "Released")
+            raise IllegalTransitionError(self.state, "Released", has_server=self.has_server)
         self.trigger_event(self.Released, cause=cause)
 
     def update_metadata(self, changes: dict[str, Any], *, cause: Cause) -> bool:
@@ -155,7 +158,8 @@ class Lifecycle:
         quarantined VM (the rules table refuses ``update`` in both) and ``ValidationError``
         for a field that cannot be updated."""
         if rules.refused(VmState(self.state), Action.UPDATE):
-            raise IllegalTransitionError(self.state, "MetadataUpdated")
+            raise IllegalTransitionError(self.state, "MetadataUpdated",
+                                         has_server=self.has_server)
         unknown = sorted(set(changes) - self.UPDATABLE_FIELDS)
         if unknown:
             # A domain refusal, not a ValueError: the worker fails the job with it instead

@@ -69,9 +69,10 @@ RULES: Mapping[tuple[VmState, Action], Verdict] = {
 ON_ITS_SERVER = frozenset({Action.START, Action.STOP, Action.KILL, Action.REBOOT})
 
 
-def verdict(state: VmState, action: Action, *, has_server: bool = True) -> Verdict:
+def verdict(state: VmState, action: Action, *, has_server: bool) -> Verdict:
     """The verdict of the rules table for ``action`` on a VM in ``state``; ``UNALLOCATED``
-    for one it allows that acts on the VM's server when the VM has none (``has_server``)."""
+    for one it allows that acts on the VM's server when the VM has none (``has_server``,
+    never assumed: every caller knows the VM)."""
     found = RULES[(state, action)]
     if found is Verdict.ALLOWED and not has_server and action in ON_ITS_SERVER:
         return Verdict.UNALLOCATED

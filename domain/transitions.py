@@ -61,17 +61,21 @@ TRANSITIONS: Mapping[tuple[VmState, str], VmState | str] = {
 }
 
 
-def after(state: VmState, event_name: str, previous: VmState | None = None) -> VmState:
+def after(state: VmState, event_name: str, previous: VmState | None = None, *,
+          has_server: bool) -> VmState:
     """Return the state a VM in ``state`` reaches when ``event_name`` happens.
 
     ``previous`` is the state to restore for ``Released``. Raises ``IllegalTransitionError``
-    for every pair the table does not list.
+    for every pair the table does not list, saying whether the VM is on a server
+    (``has_server``: the table does not depend on it, the refusal's allowed actions do).
     """
     target = TRANSITIONS.get((state, event_name))
     if target is None:
-        raise IllegalTransitionError(state=state, event_name=event_name)
+        raise IllegalTransitionError(state=state, event_name=event_name,
+                                     has_server=has_server)
     if target == PREVIOUS:
         if previous is None:
-            raise IllegalTransitionError(state=state, event_name=event_name)
+            raise IllegalTransitionError(state=state, event_name=event_name,
+                                         has_server=has_server)
         return previous
     return VmState(target)

@@ -132,7 +132,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         server_uuid: str
 
         def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Provisioned")
+            vm.state = transitions.after(vm.state, "Provisioned", has_server=vm.has_server)
             vm.server_uuid = self.server_uuid
             vm.error = None
             vm_reports.boots(vm)
@@ -144,7 +144,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         error: str
 
         def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "ProvisionFailed")
+            vm.state = transitions.after(vm.state, "ProvisionFailed", has_server=vm.has_server)
             vm.error = {"reason": "provision_failed", "message": self.error}
 
     class Started(Event):
@@ -154,7 +154,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         server_uuid: str | None
 
         def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Started")
+            vm.state = transitions.after(vm.state, "Started", has_server=vm.has_server)
             if self.server_uuid is not None:
                 vm.server_uuid = self.server_uuid
             vm.error = None
@@ -166,7 +166,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         TOPIC = "vm.stopped"
 
         def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Stopped")
+            vm.state = transitions.after(vm.state, "Stopped", has_server=vm.has_server)
             vm.error = None
 
     class Rebooted(Event):
@@ -175,7 +175,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         TOPIC = "vm.rebooted"
 
         def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Rebooted")
+            vm.state = transitions.after(vm.state, "Rebooted", has_server=vm.has_server)
             vm_reports.boots(vm)
 
     class Failed(Event):
@@ -187,7 +187,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         message: str
 
         def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Failed")
+            vm.state = transitions.after(vm.state, "Failed", has_server=vm.has_server)
             vm.error = {"reason": self.reason, "message": self.message}
 
     class Destroyed(Event):
@@ -196,7 +196,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         TOPIC = "vm.destroyed"
 
         def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Destroyed")
+            vm.state = transitions.after(vm.state, "Destroyed", has_server=vm.has_server)
             vm.desired_state = DesiredState.DESTROYED
             vm.destroyed_at = self.timestamp
 
@@ -208,7 +208,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
 
         def apply(self, vm: Vm) -> None:
             previous_state = vm.state
-            vm.state = transitions.after(vm.state, "Quarantined")
+            vm.state = transitions.after(vm.state, "Quarantined", has_server=vm.has_server)
             vm.quarantine = {
                 "reason": self.reason,
                 "since": self.timestamp,
@@ -227,7 +227,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
         def apply(self, vm: Vm) -> None:
             quarantine = vm.quarantine
             vm.state = transitions.after(
-                vm.state, "Released", VmState(quarantine["previous_state"])
+                vm.state, "Released", VmState(quarantine["previous_state"]),
+                has_server=vm.has_server,
             )
             vm.owner_uuid = quarantine["previous_owner_uuid"]
             vm.quarantine = None

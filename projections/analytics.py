@@ -147,7 +147,8 @@ class AnalyticsView(ReadModel):
         ``vm_current`` row after it."""
         before = VmState(vm["state"])
         previous = VmState(vm["quarantined_from"]) if vm["quarantined_from"] else None
-        after = transitions.after(before, kind, previous)
+        after = transitions.after(before, kind, previous,
+                                  has_server=vm["server_uuid"] is not None)
         at_ms = epoch_ms(event.timestamp)
         server_uuid = getattr(event, "server_uuid", None) or vm["server_uuid"]
         reason, message = _failure(event)

@@ -156,11 +156,9 @@ VALIDATION = 0  # the status of bad input depends on the API version (validation
 
 def _state_refusal(error: InvalidTransitionError | IllegalTransitionError) -> dict[str, Any]:
     allowed = getattr(error, "allowed_actions", None)
-    if allowed is None:  # a lifecycle fact the state does not allow: what actions it does
-        # On a server or not, as the raiser knew; not knowing, only the actions allowed
-        # either way: a refusal never names an action the VM would refuse.
-        has_server = getattr(error, "has_server", None)
-        allowed = rules.allowed_actions(VmState(error.state), has_server=bool(has_server))
+    if allowed is None:  # a lifecycle fact the state does not allow: what actions it does,
+        # on a server or not as the raiser said (IllegalTransitionError.has_server)
+        allowed = rules.allowed_actions(VmState(error.state), has_server=error.has_server)
     return {"state": error.state, "allowed_actions": allowed}
 
 

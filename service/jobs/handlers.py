@@ -201,7 +201,7 @@ def destroy(job: JobRun) -> None:
     left its copy before recording the server; a removed one is passed over while another is
     live: service/jobs/copies.py) and mark it destroyed; with neither, only mark it."""
     vm = job.vm
-    if verdict(VmState(vm.state), Action.DESTROY) is Verdict.ALREADY:
+    if verdict(VmState(vm.state), Action.DESTROY, has_server=vm.has_server) is Verdict.ALREADY:
         _already(job, "destroy")
         return
     if not vm.copy_servers:

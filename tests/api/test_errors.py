@@ -23,7 +23,11 @@ from domain.errors import (
 )
 from domain.network import NetworkFullError
 from domain.server import InsufficientCapacityError
+from domain import rules
+from domain.states import VmState
 from service.api import error_handlers, errors
+from tests.builders import cause, vm_in
+from tests.domain.test_vm import _stopped_on_no_server
 from service.commands.networks import NetworkNotFoundError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +41,7 @@ SAMPLES: dict[type[DomainError], DomainError] = {
     ServerNotFoundError: ServerNotFoundError("server-1"),
     VolumeNotFoundError: VolumeNotFoundError("volume-1"),
     InvalidTransitionError: InvalidTransitionError("destroyed", "start", []),
-    IllegalTransitionError: IllegalTransitionError("stopped", "Failed"),
+    IllegalTransitionError: IllegalTransitionError("stopped", "Failed", has_server=False),
     UnallocatedVmError: UnallocatedVmError("provisioning", "stop"),
     VmAlreadyDestroyedError: VmAlreadyDestroyedError("vm-1"),
     DuplicateVmError: DuplicateVmError("vm-1"),
@@ -132,7 +136,7 @@ def test_a_domain_error_with_no_row_is_a_logged_500(raising, caplog) -> None:
 def test_state_refusals_carry_the_state_and_the_allowed_actions(raising) -> None:
     body = raising.get("/raise/IllegalTransitionError").json()
     assert body["code"] == "InvalidTransition" and body["state"] == "stopped"
-    # not known to be on a server: only the actions a stopped VM allows on one or on none
+    # a stopped VM on no server: what it allows, not what one on a server would
     on_none = ["stop", "kill", "update", "destroy", "quarantine"]  # stop, kill: already
     assert body["allowed_actions"] == on_none
     for has_server, allowed in ((True, ["start", *on_none]), (False, on_none)):
@@ -141,3 +145,15 @@ def test_state_refusals_carry_the_state_and_the_allowed_actions(raising) -> None
     body = raising.get("/raise/VersionMismatchError")
     assert body.status_code == 412 and body.json()["current_version"] == 4
     assert body.headers["etag"] == '"4"'
+
+
+@pytest.mark.parametrize("on_a_server", [True, False])
+def test_a_refusal_of_a_vm_lists_what_that_vm_allows(on_a_server) -> None:
+    """A lifecycle fact refused (IllegalTransitionError, its raiser's has_server) answers with
+    the actions this VM allows: start for a stopped VM on a server, not for one on none."""
+    vm = vm_in(VmState.STOPPED) if on_a_server else _stopped_on_no_server()
+    with pytest.raises(IllegalTransitionError) as refused:
+        vm.record_released(cause=cause())
+    allowed = errors._state_refusal(refused.value)["allowed_actions"]
+    assert allowed == rules.allowed_actions(VmState.STOPPED, has_server=on_a_server)
+    assert ("start" in allowed) is on_a_server

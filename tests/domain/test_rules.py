@@ -66,7 +66,7 @@ def test_the_table_has_a_verdict_for_every_state_and_action_and_nothing_else():
 @pytest.mark.parametrize("pair", ALL_PAIRS, ids=lambda p: f"{p[0].value}-{p[1].value}")
 def test_each_state_and_action_gets_the_expected_verdict(pair):
     state, action = pair
-    assert verdict(state, action) is EXPECTED[state][action]
+    assert verdict(state, action, has_server=True) is EXPECTED[state][action]
 
 
 @pytest.mark.parametrize("state", list(VmState), ids=str)
@@ -88,7 +88,7 @@ IMMEDIATE_STATE_CHANGES = [
 )
 def test_an_action_allowed_at_once_leads_to_a_transition_the_state_machine_permits(pair):
     state, action = pair
-    assert rules.verdict(state, action) is ok
+    assert rules.verdict(state, action, has_server=True) is ok
     assert (state, EVENT_OF_ACTION[action]) in TRANSITIONS
 
 

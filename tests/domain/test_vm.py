@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import itertools
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -331,7 +332,7 @@ def test_a_quarantined_vm_refuses_a_metadata_update_as_the_rules_table_refuses_u
     with pytest.raises(IllegalTransitionError):
         vm.update_metadata({"alias": "renamed"}, cause=cause())
     assert recorded(vm) == []
-    assert verdict(VmState.QUARANTINED, Action.UPDATE) is Verdict.REFUSED
+    assert verdict(VmState.QUARANTINED, Action.UPDATE, has_server=True) is Verdict.REFUSED
 
 
 def test_release_of_a_vm_not_in_quarantine_is_refused():
@@ -450,3 +451,30 @@ def test_a_lost_copy_is_of_one_boot_of_one_server_and_a_report_listing_the_vm_cl
     assert recorded(vm) == ["CopyFound"]
     assert vm.lost_copy is None and not vm.copy_lost_on("s1", "boot-2")
     assert not vm.record_copy_found("s1", "boot-2", cause=cause())  # nothing left to clear
+
+
+# -- refusals name the VM's own allowed actions -------------------------------------------
+
+
+def _stopped_on_no_server() -> Vm:
+    vm = Vm.discover(vm_uuid=uuid.uuid4(), state="stopped", server_uuid=None, owner_uuid=OWNER,
+                     brand="bhyve", ram=512, cause=cause())
+    vm.collect_events()
+    return vm
+
+
+def test_every_illegal_transition_says_whether_the_vm_is_on_a_server():
+    """A refusal names the actions the VM allows (domain/rules.allowed_actions), which depend
+    on whether it is on a server: every raiser says so, none leaves it to be assumed."""
+    destroyed = vm_in(VmState.DESTROYED)
+    for vm in (vm_in(VmState.STOPPED), _stopped_on_no_server(), destroyed):
+        refusals = [lambda: vm.record_released(cause=cause()),
+                    lambda: vm.record_rebooted(cause=cause())]
+        if vm is destroyed:
+            refusals += [lambda: vm.claim_capacity("s1", cause=cause()),
+                         lambda: vm.update_metadata({"alias": "x"}, cause=cause())]
+        for refuse in refusals:
+            with pytest.raises(IllegalTransitionError) as refused:
+                refuse()
+            assert refused.value.has_server is vm.has_server
+    assert _stopped_on_no_server().has_server is False
