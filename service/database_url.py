@@ -36,10 +36,21 @@ class PostgresTarget:
 
 
 def sqlite_path(url: str) -> str:
-    """The file of a ``sqlite:///PATH`` URL. Raises ``ValueError`` when it names none."""
+    """The file of a ``sqlite:///PATH`` URL. Raises ``ValueError`` when it names none, when
+    the path has spaces around it (``sqlite:///a.db `` made a file named "a.db "), or when
+    it names an in-memory database (``:memory:``, ``file:...?mode=memory``), which each of
+    the service's connections would make anew, empty: the service accepted writes it could
+    never read back."""
     path = url.removeprefix("sqlite:///")
     if not path.strip():
         raise ValueError("names no file: sqlite:///PATH, e.g. sqlite:///vmledger.db")
+    if path != path.strip():
+        raise ValueError("has spaces around the file's name: remove them (a file name that "
+                         "begins or ends with a space is taken for a mistake)")
+    if ":memory:" in path or "mode=memory" in path:
+        raise ValueError("names an in-memory database, which each connection makes anew and "
+                         "empty (what one writes, the others never read): name a file, e.g. "
+                         "sqlite:///vmledger.db")
     return path
 
 

@@ -176,6 +176,8 @@ class Settings(BaseSettings):
     def _known_scheme(cls, url: str) -> str:
         # the whole URL is read here, so that a bad one stops the process naming the setting
         # before anything connects (service/database_url.py)
+        if url != url.strip():  # "…/a.db " made a file named "a.db ", "…/vm " a database
+            raise ValueError("has spaces before or after it: remove them")
         if url.startswith("sqlite:///"):
             folder = Path(sqlite_path(url)).parent
             if not folder.is_dir():  # SQLite would say only "unable to open database file"

@@ -30,6 +30,15 @@ from tests.cli import vmledger
     ("postgresql://u:pa#ss@127.0.0.1/x", "port must be a number"),  # '#' not encoded
     ("postgresql://u:p@127.0.0.1/x?sslmode=require", "has a query"),
     ("sqlite:///", "names no file"),
+    # found by a tester: accepted, and the service then took writes it never read back
+    ("sqlite:///:memory:", "names an in-memory database"),
+    ("sqlite:///file::memory:?cache=shared", "names an in-memory database"),
+    ("sqlite:///file:x?mode=memory", "names an in-memory database"),
+    # found by a tester: a file named "a.db " was made (a leading space was refused)
+    ("sqlite:///a.db ", "has spaces before or after it"),
+    (" sqlite:///a.db", "has spaces before or after it"),
+    ("sqlite:/// a.db", "has spaces around the file's name"),
+    ("postgresql://postgres@127.0.0.1:5432/vmledger\t", "has spaces before or after it"),
 ])
 def test_a_malformed_database_url_is_refused_with_what_is_wrong(url: str, problem: str) -> None:
     with pytest.raises(ValidationError) as refused:
@@ -64,6 +73,7 @@ def test_a_good_url_gives_the_event_store_what_libpq_would_read(url: str, expect
 
 
 @pytest.mark.parametrize("url", [
+    "sqlite:///:memory:", "sqlite:///a.db ",
     "postgresql://postgres@127.0.0.1:1/",  # port 1: before the fix, nothing was written
     "postgresql://postgres@127.0.0.1:notaport/x", "postgresql://postgres@127.0.0.1:99999/x",
 ])
