@@ -112,8 +112,11 @@ class Lifecycle:
         self.trigger_event(self.Rebooted, cause=cause)
 
     def record_failed(self, reason: str, message: str, *, cause: Cause) -> None:
-        """The VM failed (``reason``: ``evicted``, ``crashed``, ...); it gives back its
-        capacity (design.md: failure releases). Raises ``IllegalTransitionError``."""
+        """The VM failed; it gives back its capacity (design.md: failure releases).
+        ``reason``: ``host_reboot`` when its host rebooted, ``crashed`` when its guest died, as
+        its agent's reports tell (``service.commands.agents.record_happening``, through the
+        API); ``evicted`` comes only from the trace replay, whose task was evicted
+        (service/replay/replayer.py). Raises ``IllegalTransitionError``."""
         self._check("Failed")
         self.release_capacity(cause=cause)
         self.trigger_event(self.Failed, cause=cause, reason=reason, message=message)

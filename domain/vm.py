@@ -10,25 +10,27 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, ClassVar
-from uuid import UUID, uuid5
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain import chain, policy, transitions, vm_events, vm_nics, vm_reports
+from domain import (
+    chain, policy, transitions, vm_events, vm_nics, vm_placement, vm_quarantine, vm_reports,
+)
 from domain.errors import ValidationError
 from domain.events import Cause, make_cause
 from domain.job_queue import ActiveJob, JobQueue
 from domain.lifecycle import Lifecycle
 from domain.states import DesiredState, JobName, VmState
+from domain.vm_quarantine import QUARANTINE_OWNER_UUID
 
-# Cause and make_cause are defined in domain.events; imported from here too.
+# Cause and make_cause are defined in domain.events, QUARANTINE_OWNER_UUID in
+# domain.vm_quarantine; imported from here too.
 __all__ = ["QUARANTINE_OWNER_UUID", "Cause", "Vm", "make_cause"]
 
-# The operator quarantine takes over a quarantined VM (design.md, lesson 3).
-QUARANTINE_OWNER_UUID = str(uuid5(UUID(int=0), "vmledger:quarantine"))
 
-
-class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, Aggregate):
+class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.Reports,
+         vm_nics.Nics, Aggregate):
     """A VM: its spec, its state and desired state, and its queue of active jobs.
 
     ``active_jobs`` holds the queued and running jobs, head first; only the head may run (the
@@ -200,39 +202,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
             vm.desired_state = DesiredState.DESTROYED
             vm.destroyed_at = self.timestamp
 
-    class Quarantined(Event):
-        """The VM was taken from its owner into the operator quarantine."""
-
-        TOPIC = "vm.quarantined"
-        reason: str
-
-        def apply(self, vm: Vm) -> None:
-            previous_state = vm.state
-            vm.state = transitions.after(vm.state, "Quarantined", has_server=vm.has_server)
-            vm.quarantine = {
-                "reason": self.reason,
-                "since": self.timestamp,
-                "previous_owner_uuid": vm.owner_uuid,
-                "previous_state": previous_state.value
-                if isinstance(previous_state, VmState)
-                else previous_state,
-            }
-            vm.owner_uuid = QUARANTINE_OWNER_UUID
-
-    class Released(Event):
-        """The VM was given back to its owner in the state it had."""
-
-        TOPIC = "vm.released"
-
-        def apply(self, vm: Vm) -> None:
-            quarantine = vm.quarantine
-            vm.state = transitions.after(
-                vm.state, "Released", VmState(quarantine["previous_state"]),
-                has_server=vm.has_server,
-            )
-            vm.owner_uuid = quarantine["previous_owner_uuid"]
-            vm.quarantine = None
-
+    Quarantined = vm_quarantine.Quarantined
+    Released = vm_quarantine.Released
     CapacityClaimed = vm_events.CapacityClaimed
     CapacityReleased = vm_events.CapacityReleased
     MetadataUpdated = vm_events.MetadataUpdated
@@ -269,21 +240,6 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_reports.Reports, vm_nics.Nics, A
 
     def __init__(self) -> None:
         """State is set by ``Created.apply``; create VMs with ``Vm.create``."""
-
-    @property
-    def has_server(self) -> bool:
-        """Whether the VM is on a compute node (the rules table's ``has_server``)."""
-        return self.server_uuid is not None
-
-    @property
-    def copy_servers(self) -> list[str]:
-        """The servers a copy of the VM may be on, each once: its server (``server_uuid``),
-        then the server it holds a claim on. A provision, or a start that places the VM anew,
-        creates the copy on the server it claimed before it records that server, so a job
-        ended between the two (canceled by a quarantine, say) leaves a copy where only the
-        claim tells. Empty when neither is known: no compute node was touched."""
-        servers = [self.server_uuid, (self.claim or {}).get("server_uuid")]
-        return list(dict.fromkeys(server for server in servers if server is not None))
 
     # -- creation ---------------------------------------------------------------------------
 

@@ -1,0 +1,30 @@
+"""Where a VM is: the server it is on and the servers a copy of it may be on. A mixin of
+``domain.vm.Vm``, read by the rules table (``has_server``) and by the jobs that must find the
+VM's copy (service/jobs/copies.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Placement:
+    """The VM's server and claim, read together."""
+
+    # Provided by ``Vm``.
+    server_uuid: str | None
+    claim: dict[str, Any] | None
+
+    @property
+    def has_server(self) -> bool:
+        """Whether the VM is on a compute node (the rules table's ``has_server``)."""
+        return self.server_uuid is not None
+
+    @property
+    def copy_servers(self) -> list[str]:
+        """The servers a copy of the VM may be on, each once: its server (``server_uuid``),
+        then the server it holds a claim on. A provision, or a start that places the VM anew,
+        creates the copy on the server it claimed before it records that server, so a job
+        ended between the two (canceled by a quarantine, say) leaves a copy where only the
+        claim tells. Empty when neither is known: no compute node was touched."""
+        servers = [self.server_uuid, (self.claim or {}).get("server_uuid")]
+        return list(dict.fromkeys(server for server in servers if server is not None))
