@@ -243,19 +243,6 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         def decide(vm: Vm) -> str | None:
             if owner_uuid is not None and vm.owner_uuid != owner_uuid:
                 raise VmNotFoundError(vm_uuid)
-            existing = vm.matching_active_job(
-                name.value, args, behaviour.if_already(action, idempotent=idempotent).value)
-            if existing is not None:
-                # A repeat only where this request is admitted in the VM's state now: its
-                # version's refusal answers first (a v2 DELETE of a destroyed VM is
-                # VmAlreadyDestroyed, whatever a v1 DELETE queued; api.md).
-                behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
-                                idempotent=idempotent, has_server=vm.has_server)
-                return existing["uuid"]
-            if action is Action.DESTROY:
-                stuck = self.is_stuck(vm)
-                if stuck is not None and VmState(vm.state) is not VmState.QUARANTINED:
-                    return self._quarantine_instead(vm, stuck, {**cause, "job_uuid": None})
             # removed: every server a copy of it may be on (a quarantine during its
             # provision leaves a copy where only its claim tells: Vm.copy_servers); with one
             # live, a job removes the copy there, passing the removed ones over
@@ -263,6 +250,22 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
             copies = vm.copy_servers
             server_removed = (action is Action.DESTROY and bool(copies) and all(
                 self.server_status(server) == "removed" for server in copies))
+            existing = vm.matching_active_job(
+                name.value, args, behaviour.if_already(action, idempotent=idempotent).value)
+            if existing is not None:
+                # A repeat only where this request is admitted in the VM's state now: its
+                # version's refusal answers first (a v2 DELETE of a destroyed VM is
+                # VmAlreadyDestroyed, whatever a v1 DELETE queued; api.md), and where it is
+                # admitted as a job: a v2 DELETE once the servers were removed destroys at
+                # once, as a first one would, rather than answer a job that would fail there.
+                if not behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
+                                       idempotent=idempotent, server_removed=server_removed,
+                                       has_server=vm.has_server).destroy_now:
+                    return existing["uuid"]
+            if action is Action.DESTROY:
+                stuck = self.is_stuck(vm)
+                if stuck is not None and VmState(vm.state) is not VmState.QUARANTINED:
+                    return self._quarantine_instead(vm, stuck, {**cause, "job_uuid": None})
             plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
                                    idempotent=idempotent, server_removed=server_removed,
                                    has_server=vm.has_server)

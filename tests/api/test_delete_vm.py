@@ -186,3 +186,23 @@ def test_v2_delete_of_a_vm_whose_server_was_removed_destroys_it_at_once_with_no_
     assert vm["state"] == "destroyed"
     assert response.headers["etag"] == f'"{vm["version"]}"'
     assert [j["name"] for j in client.get(f"/vms/{vm_uuid}/jobs").json()] == ["provision"]
+
+
+@pytest.mark.parametrize("route", REMOVALS.values(), ids=REMOVALS.keys())
+def test_a_v2_delete_repeated_after_the_server_was_removed_destroys_it_at_once(
+        paused, services, route) -> None:
+    """The first v2 DELETE queued a destroy job; the server is removed before it runs, so
+    the job would fail there. A repeat is admitted as it would be now (api.md): destroyed at
+    once, the queued job ended, as a first DELETE after the removal does."""
+    http = paused.http
+    created = create_vm(http)
+    paused.run_jobs()
+    vm_uuid = created["vm_uuid"]
+    first = http.delete(f"/vms/{vm_uuid}", headers=V2)
+    assert first.status_code == 202, first.text
+    _remove_server_of(http, vm_uuid, route)
+    again = http.delete(f"/vms/{vm_uuid}", headers=V2)
+    assert again.status_code == 204, again.text
+    assert get_vm(http, vm_uuid)["state"] == "destroyed"
+    job = http.get(f"/jobs/{first.json()['job_uuid']}").json()
+    assert job["execution"] == "canceled"
