@@ -1,5 +1,5 @@
 """``python -m service`` runs the ``vmledger`` command line."""
 
-from service.cli.app import main
+from service.cli import main
 
 main()

@@ -62,3 +62,27 @@ def test_a_tokens_file_that_is_not_utf8_stops_serve_in_one_line_naming_it(
     [line] = done.stderr.strip().splitlines()
     assert line == (f"vmledger: tokens file {tmp_path / name}: is not UTF-8 text (byte 0xff "
                     "at offset 0): save it as UTF-8")
+
+
+def test_a_ctrl_c_while_the_command_loads_ends_it_quietly_with_status_130(
+        monkeypatch, capsys) -> None:
+    # tester: Ctrl-C in the first ~1.5 s of any command (its imports) printed a
+    # KeyboardInterrupt traceback; the entry point imports the command line inside its guard
+    import service.cli
+    import service.cli.app
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(service.cli.app, "main", interrupted)
+    with pytest.raises(SystemExit) as ended:
+        service.cli.main()
+    assert ended.value.code == 130
+    assert capsys.readouterr() == ("", "")
+
+
+def test_the_console_script_imports_only_the_guarded_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    [script] = [e for e in entry_points(group="console_scripts") if e.name == "vmledger"]
+    assert script.value == "service.cli:main"
