@@ -59,9 +59,12 @@ class Worker:
         periodic: Callable[[], object] | None = None,
         periodic_s: float = 30.0,
         renew_leases: bool = True,
+        unfinished: str = "another worker takes it over once its lease expires",
     ):
         """``renew_leases``: False for a worker nothing competes with, whose jobs end long
-        before their lease (the trace replay, the only writer): no renewal thread a job."""
+        before their lease (the trace replay, the only writer): no renewal thread a job.
+        ``unfinished``: what becomes of a job this worker leaves unfinished, as its warning
+        says it (the trace replay's is no other worker's to take over)."""
         self.commands = commands
         self.driver = driver
         self.find_work = find_work
@@ -75,6 +78,7 @@ class Worker:
         self.max_attempts = max_attempts
         self.periodic = periodic  # the stuck-VM check, every ``periodic_s`` seconds
         self.periodic_s = periodic_s
+        self.unfinished = unfinished
         self.renew_leases = renew_leases
         self._periodic_at = 0.0
         self._wake = threading.Event()
@@ -151,7 +155,7 @@ class Worker:
                 log.info("job %s %s", run.job["name"], run.outcome,
                          extra={**fields, "outcome": run.outcome})
             elif run.outcome is None:
-                _log_unfinished(run, self.worker_id)
+                _log_unfinished(run, self.worker_id, self.unfinished)
         return True
 
     def left_in_hand(self) -> None:
@@ -163,7 +167,7 @@ class Worker:
         if run is not None and run.outcome is None:
             with log_context(actor=f"worker:{self.worker_id}", vm_uuid=str(run.vm.id),
                              job_uuid=run.job_uuid):
-                _log_unfinished(run, self.worker_id)
+                _log_unfinished(run, self.worker_id, self.unfinished)
         log.info("worker %s stopped: it takes no more jobs", self.worker_id)
 
     def run_pending(self, stop: threading.Event | None = None) -> int:
@@ -260,11 +264,12 @@ class Worker:
         log.info("worker %s stopped: it takes no more jobs", self.worker_id)
 
 
-def _log_unfinished(run: JobRun, worker_id: str) -> None:
-    """The warning for a job its worker gave up without ending it (an error, or stopped)."""
-    log.warning("job %s left unfinished: another worker takes it over once its lease expires",
-                run.job["name"], extra={"job_name": run.job["name"], "attempt": run.attempt,
-                                        "worker": worker_id, "outcome": "unfinished"})
+def _log_unfinished(run: JobRun, worker_id: str, unfinished: str) -> None:
+    """The warning for a job its worker gave up without ending it (an error, or stopped),
+    saying what becomes of it (``unfinished``)."""
+    log.warning("job %s left unfinished: %s", run.job["name"], unfinished,
+                extra={"job_name": run.job["name"], "attempt": run.attempt,
+                       "worker": worker_id, "outcome": "unfinished"})
 
 
 def stop_on_signals(worker: Worker) -> threading.Event:

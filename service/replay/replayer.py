@@ -82,7 +82,9 @@ class Replayer:
         # renewal, due after a third of the lease, would add an event only on a stalled
         # disk, making the log depend on the machine).
         self.worker = Worker(commands, self.driver, find_work=list, placement=self.placement,
-                             worker_id="replay", renew_leases=False)
+                             worker_id="replay", renew_leases=False,
+                             unfinished="the replay was stopped, and a replay cannot be "
+                             "resumed (no other worker runs its jobs)")
         self.tasks: dict[tuple[str, str], tuple[int, str]] = {}  # task -> (incarnation, vm)
         self.machines: set[str] = set()  # trace machines recorded as servers
         self.quarantine = Quarantine(commands, StuckCheck(StuckThresholds(), utcnow))

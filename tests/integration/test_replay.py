@@ -294,3 +294,21 @@ def test_a_change_that_raises_leaves_no_trace_of_its_decision_in_the_replays_cac
                                                              cause={"actor": "test"}))
     commands.flush()
     assert services.commands.load(vm_id).alias == "saved"  # no conflict with itself
+
+
+def test_a_replay_stopped_during_a_job_says_it_cannot_be_resumed(services, monkeypatch, caplog):
+    # tester: an interrupted replay logged "job provision left unfinished: another worker
+    # takes it over once its lease expires", though no other worker exists and a replay
+    # cannot be resumed
+    replayer = Replayer(ReplayCommands(services.commands), Summary(trace="test"))
+    replayer.apply(1, row(SUBMIT))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # Ctrl-C while the provision's compute call runs
+
+    monkeypatch.setattr(replayer.driver, "ensure_registered", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        replayer.apply(2, row(SCHEDULE, machine="42"))
+    [warning] = [r.getMessage() for r in caplog.records if "left unfinished" in r.getMessage()]
+    assert warning == ("job provision left unfinished: the replay was stopped, and a replay "
+                       "cannot be resumed (no other worker runs its jobs)")
