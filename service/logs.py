@@ -206,19 +206,26 @@ def setup_logging(settings: Settings) -> dict[str, Any]:
     return config
 
 
-# The lowest level a command that prints its result logs at (every command but ``serve``,
-# ``work`` and ``project``): its stderr is for its own lines, an outage's included.
-COMMAND_LOG_LEVEL = logging.ERROR
+# What a command that prints its result logs (every command but ``serve``, ``work`` and
+# ``project``): its own warnings (a snapshot refused, a damaged stream: an edited log an
+# operator must hear of) and errors, but of the loggers below, which an outage makes
+# reconnect and retry, only errors: the command says itself, in one line, what an outage
+# did to it.
+COMMAND_LOG_LEVEL = logging.WARNING
+OUTAGE_NOISE = ("psycopg",  # the pool's reconnects, psycopg.pool
+                "vmledger.service.append_wakeups",  # the LISTEN connection's
+                "vmledger.service.db_retry",  # a retry given up
+                "vmledger.service.db_limits")  # "connections found closed by the server"
 
 
 def setup_command_logging() -> None:
     """Configure the logging of a command that prints its result on stdout (``changes``,
     ``rebuild``, ``audit verify``, ...; ``serve``, ``work`` and ``project`` replace it with
-    ``setup_logging``), and of its child processes: only records at ``COMMAND_LOG_LEVEL`` and
-    above, each one text line on stderr (``TextFormatter``). The warnings of an outage (the
-    pool and the ``LISTEN`` connection reconnecting, a retry given up: 4 to 6 lines, one over
-    3 lines, under ``changes --follow``) are the long-running processes' to log; such a
-    command says itself, in one line, what the outage did to it (docs/operations.md,
+    ``setup_logging``), and of its child processes: records at ``COMMAND_LOG_LEVEL`` and
+    above, each one text line on stderr (``TextFormatter``), but only errors of
+    ``OUTAGE_NOISE``: the warnings of an outage (the pool and the ``LISTEN`` connection
+    reconnecting, a retry given up: 4 to 6 lines, one over 3 lines, under
+    ``changes --follow``) are the long-running processes' to log (docs/operations.md,
     "Logs"). Reads no settings: bad ones are the command's to report."""
     logging.config.dictConfig({
         "version": 1,
@@ -227,6 +234,7 @@ def setup_command_logging() -> None:
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "vmledger",
                                 "stream": "ext://sys.stderr"}},
         "root": {"level": COMMAND_LOG_LEVEL, "handlers": ["stderr"]},
+        "loggers": {name: {"level": logging.ERROR} for name in OUTAGE_NOISE},
     })
 
 

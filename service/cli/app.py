@@ -301,8 +301,9 @@ def main() -> None:
     not UTF-8 text, naming it, and a privilege the database role lacks, naming the role. A database that could not be reached or was lost
     (``service.database_failures``) ends any command that ends on it with one line naming
     the database and the error, and status 1; ``serve``, ``work`` and ``project`` retry
-    through an outage instead (docs/operations.md). Logs only errors, one line each, unless
-    the command sets up its own logging (``setup_command_logging``)."""
+    through an outage instead (docs/operations.md). Logs warnings and errors (of an
+    outage's reconnects, only errors), one line each, unless the command sets up its own
+    logging (``setup_command_logging``)."""
     from pydantic import ValidationError
 
     from service.schema_check import PrivilegeError

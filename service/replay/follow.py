@@ -81,8 +81,8 @@ class Follower:
 
 def _follower(settings: Settings, done: multiprocessing.synchronize.Event,
               applied: Any) -> None:
-    """The follower process's target: ``follow``, logging as the replay command does (errors
-    only, one line each), and ending with status 1 and no traceback when the database could
+    """The follower process's target: ``follow``, logging as the replay command does (warnings
+    and errors, one line each), and ending with status 1 and no traceback when the database could
     not be reached or was lost: the replay says so itself, in one line."""
     from service.database_failures import database_failure
     from service.logs import setup_command_logging
