@@ -194,8 +194,9 @@ class Worker:
             except DATABASE_ERRORS:
                 raise  # every VM's: the pass ends, and run_forever says so
             except Exception as error:  # noqa: BLE001 - that VM's alone: on to the next
-                failing[vm_uuid] = f"{type(error).__name__}: {error}"
-                self._note_failing(vm_uuid, failing[vm_uuid], error)
+                # said once per VM and kind: a message may differ every pass
+                failing[vm_uuid] = type(error).__name__
+                self._note_failing(vm_uuid, error)
             if stop is not None and stop.is_set():
                 break
         self._note_damaged(damaged)
@@ -216,14 +217,18 @@ class Worker:
         self._damaged = damaged
         metrics.DAMAGED_STREAMS_PASSED.set(len(damaged))
 
-    def _note_failing(self, vm_uuid: str, why: str, error: Exception) -> None:
+    def _note_failing(self, vm_uuid: str, error: Exception) -> None:
         """Say that this pass passed over VM ``vm_uuid`` because loading it or running its
-        job raised ``error`` (a bug, not the log's damage): a warning with its traceback when
-        it first fails (or fails otherwise), not every pass; the gauge
-        ``vmledger_worker_failing_vms`` counts such VMs (docs/jobs.md, "A VM that fails")."""
-        if self._failing.get(vm_uuid) != why:
-            log.warning("jobs of VM %s passed over: %s", vm_uuid, why, exc_info=error,
-                        extra={"vm_uuid": vm_uuid})
+        job raised ``error``, when it first fails so (or with another kind of error), not
+        every pass; the gauge ``vmledger_worker_failing_vms`` counts such VMs (docs/jobs.md,
+        "A VM that fails"). A value nested past Python's limit (``RecursionError``: data an
+        older version stored) is a warning; any other error is a bug in vmledger, an ERROR
+        with its traceback, which docs/operations.md says to alert on."""
+        if self._failing.get(vm_uuid) == type(error).__name__:
+            return
+        level = logging.WARNING if isinstance(error, RecursionError) else logging.ERROR
+        log.log(level, "jobs of VM %s passed over: %s: %s", vm_uuid, type(error).__name__,
+                error, exc_info=error, extra={"vm_uuid": vm_uuid})
 
     def _run_periodic(self) -> None:
         now = time.monotonic()

@@ -68,3 +68,41 @@ def test_a_database_error_still_ends_the_pass(services, monkeypatch) -> None:
     monkeypatch.setattr(services.commands, "load", unavailable)
     with pytest.raises(OperationalError):
         services.worker.run_pending()
+
+
+def test_a_bug_in_a_job_is_an_error_with_its_traceback_once_per_vm_and_kind(
+        services, caplog, monkeypatch) -> None:
+    """A value nested too deep (RecursionError) is the log's data, a warning; any other error
+    a VM's load or job raises (a TypeError in a handler) is a bug: logged at ERROR with its
+    traceback when the VM first fails so, whatever its message says each pass, and counted
+    (vmledger_worker_failing_vms, docs/operations.md's alert)."""
+    failing = _queued_vm(services)
+    services.projections.catch_up()
+    load, passes = services.commands.load, []
+
+    def load_with_a_bug(vm_uuid, *args):
+        if str(vm_uuid) == failing:
+            passes.append(None)
+            raise TypeError(f"unsupported operand (pass {len(passes)})")
+        return load(vm_uuid, *args)
+
+    monkeypatch.setattr(services.commands, "load", load_with_a_bug)
+    caplog.set_level("DEBUG", logger="vmledger")
+    for _ in range(3):
+        services.worker.run_pending()
+    said = [r for r in caplog.records if "passed over" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in said]
+    assert said[0].levelname == "ERROR" and said[0].exc_info[0] is TypeError
+    assert said[0].getMessage().startswith(f"jobs of VM {failing} passed over: TypeError: ")
+    assert _failing_gauge() == 1
+    caplog.clear()
+
+    def load_too_deep(vm_uuid, *args):  # another kind of failure: said again, as a warning
+        if str(vm_uuid) == failing:
+            raise RecursionError("maximum recursion depth exceeded")
+        return load(vm_uuid, *args)
+
+    monkeypatch.setattr(services.commands, "load", load_too_deep)
+    services.worker.run_pending()
+    [said] = [r for r in caplog.records if "passed over" in r.getMessage()]
+    assert said.levelname == "WARNING"
