@@ -34,7 +34,7 @@ from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.service_read_models import READ_MODEL_NAMES, read_models  # noqa: F401 - the
 # composition root's names, which the CLI and the audit import from here
 from service.settings import Settings
-from service.schema_check import lacks_privilege, refuse_missing, service_tables
+from service.schema_check import lacks_privilege, refuse_missing, refuse_undone, service_tables
 from service.db_limits import bound_waits
 from service.commands.quarantine import Quarantine, StuckCheck
 from service.jobs.worker import Worker, utcnow
@@ -64,14 +64,20 @@ class RebuildRunner:
 
 
 def _use_tables_made_by_another_role(app: VmLedger, db: Database) -> None:
-    """Go on over the tables another role made, when none is missing (raises
-    ``PrivilegeError`` naming the missing ones otherwise), with the event store's type
-    adapters its ``create_table`` would have registered."""
+    """Go on over the tables another role made, when none is missing and nothing the DDL
+    would change is stale (raises ``PrivilegeError`` naming what is otherwise:
+    ``refuse_missing``, ``refuse_undone``), with the event store's type adapters its
+    ``create_table`` would have registered; one warning says the DDL was skipped."""
     tables = service_tables(db, app.recorder.events_table_name,  # type: ignore[attr-defined]
                             app.snapshots.recorder.events_table_name)  # type: ignore[union-attr]
     with db.transaction(commit=False) as tx:
         present = db.columns_of(tx, tables)
         refuse_missing(db, tx, [table for table in tables if not present[table]])
+        # and nothing start-up's DDL would make or change is missing or stale: else a
+        # process fails later, far from the cause (service/schema_undone.py)
+        if refuse_undone(db, tx):
+            log.warning("the database role may not run DDL: start-up made no table, index, "
+                        "function or column (all there and current, made by their owner)")
     register = getattr(app.recorder.datastore, "register_type_adapters", None)  # PostgreSQL's
     if register is not None:
         register()

@@ -16,6 +16,7 @@ from eventsourcing.utils import Environment
 from projections.db import Database, Dialect, Tx, declared_columns
 from projections.read_model import ReadModel
 from projections.tracking import TRACKING_DDL, applied_read_models
+from service import schema_undone
 from service.commands import idempotency
 from service.jobs.compute.simulated import ADDED_COLUMNS as FLEET_ADDED_COLUMNS
 from service.jobs.compute.simulated import DDL as FLEET_DDL
@@ -64,7 +65,9 @@ def check_tables(settings: Settings, *, writes: bool = True) -> None:
     (``simulated.ADDED_COLUMNS``). On PostgreSQL, raise
     ``PrivilegeError`` when a table is missing and the role may not create it (no CREATE on
     the schema: PostgreSQL 15's default for an ordinary role), and, for a command that
-    ``writes``, when the role may not read and write the rows of one that exists. Reads the
+    ``writes``, when the role may not read and write the rows of one that exists; and when
+    the role may not run start-up's DDL over tables that DDL would change
+    (``refuse_undone``). Reads the
     catalogue over
     one connection of the library's own infrastructure for ``settings``, which names the
     event store's tables as the service's app does, without building an app and its pool."""
@@ -86,6 +89,8 @@ def check_tables(settings: Settings, *, writes: bool = True) -> None:
             present = db.columns_of(tx, tables)
             missing = [table for table in tables if not present[table]]
             refuse_missing(db, tx, missing)
+            if not missing:
+                refuse_undone(db, tx)
             if writes:
                 _refuse_unwritable(db, tx, [table for table in tables if present[table]])
         needed = dict(tables)
@@ -133,6 +138,24 @@ def refuse_missing(db: Database, tx: Tx, missing: Sequence[str]) -> None:
     if row is not None and not row["may"]:
         raise PrivilegeError(row["role"], f"CREATE on schema {row['schema']}",
                              f"{_some(missing)} missing, which it would make")
+
+
+def refuse_undone(db: Database, tx: Tx) -> bool:
+    """On PostgreSQL, where the role may not run start-up's DDL (``schema_undone.may_run_ddl``)
+    over tables that all exist: raise ``PrivilegeError`` when that DDL would change
+    something (``schema_undone.undone``: a database an older version made), saying to run
+    the command once as the tables' owner. Returns whether start-up's DDL is skipped (False
+    where the role may run it, and on SQLite)."""
+    if db.dialect is not Dialect.POSTGRES or schema_undone.may_run_ddl(tx):
+        return False
+    found = schema_undone.undone(db, tx, _read_models())
+    if found:
+        tx.execute("SELECT current_user AS role")
+        row = tx.fetchone()
+        raise PrivilegeError(row["role"] if row else "?", "ownership of the tables",
+                             f"{_some(found)} missing or stale, which start-up would make "
+                             "or change: run the command once as the tables' owner")
+    return True
 
 
 def _refuse_unwritable(db: Database, tx: Tx, tables: Sequence[str]) -> None:
