@@ -1,12 +1,12 @@
 """The ``vmledger`` command line: a thin layer over the same objects the HTTP API uses.
 
-``serve``, ``project``, ``work``, ``rebuild``, ``replay``, ``history``, ``changes`` (api.md,
-"Running and configuration").
+``serve``, ``project``, ``work``, ``rebuild``; ``replay``, ``history``, ``audit verify``,
+``changes`` and ``token create`` in modules of their own (api.md, "Running and
+configuration").
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
@@ -17,6 +17,7 @@ import typer
 from domain.errors import DamagedStreamError
 from projections.parallel_rebuild import RebuildFailed
 from projections.tracking import ProjectionConflictError
+from service.cli.audit import audit_verify_command, history_command
 from service.cli.changes import changes_command
 from service.cli.endings import database_ending
 from service.cli.preflight import check_database, checked_services
@@ -221,67 +222,6 @@ def rebuild(
         services.close()
 
 
-@cli.command()
-def history(vm_uuid: str) -> None:
-    """Print every event of a VM as JSON lines."""
-    from service.audit.history import vm_history
-
-    from domain.errors import VmNotFoundError
-
-    services = _services(register_fleet=False, writes=False)
-    try:
-        for entry in vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000):
-            typer.echo(json.dumps(entry))
-    except VmNotFoundError as error:
-        typer.echo(f"vmledger history: {error}", err=True)
-        raise typer.Exit(1) from None
-    except DamagedStreamError as error:  # the log was edited
-        typer.echo(f"vmledger history: {error}: the log needs repair (vmledger audit verify "
-                   "names what is wrong)", err=True)
-        raise typer.Exit(1) from None
-    finally:
-        services.close()
-
-
-audit = typer.Typer(help="Auditors' checks.", no_args_is_help=True)
-cli.add_typer(audit, name="audit")
-
-
-@audit.command("verify")
-def audit_verify() -> None:
-    """Replay every stream and check its hash chain, check every stored snapshot against a
-    fresh fold of its stream, and compare every read model with a fresh fold of the whole
-    log. Exit status 0 when all held, 1 when anything differed (docs/operations.md says what
-    it cannot find)."""
-    from service.audit.snapshots import verify_snapshots
-    from service.audit.read_models import verify_read_models
-    from service.audit.verify import verify_chains
-
-    services = _services(register_fleet=False, writes=False)
-    notes: list[str] = []
-    try:
-        with progress_bar() as bar:
-            task = bar.add_task("checking hash chains", total=services.commands.head_position())
-            differences = verify_chains(services.app, lambda n: bar.advance(task, n))
-            events = finish(bar, task)
-            differences += verify_snapshots(services.app)
-            task = bar.add_task("comparing read models with a fresh fold",
-                                total=events * len(services.projections.read_models))
-            differences += verify_read_models(services, lambda n: bar.advance(task, n), notes)
-            finish(bar, task)
-    finally:
-        services.close()
-    for note in notes:
-        typer.echo(f"note: {note}")
-    for difference in differences:
-        typer.echo(str(difference))
-    if differences:
-        typer.echo(f"audit verify: {_count(len(differences), 'difference')}")
-        raise typer.Exit(1)
-    typer.echo(f"audit verify: every stream's chain, every snapshot and every read model held "
-               f"({events} events)")
-
-
 token = typer.Typer(help="Bearer tokens (docs/operations.md, \"Tokens and roles\").",
                     no_args_is_help=True)
 cli.add_typer(token, name="token")
@@ -291,6 +231,10 @@ cli.add_typer(token, name="token")
 # never registers anything by itself.
 cli.command("replay")(replay_command)
 cli.command("changes")(changes_command)
+cli.command("history")(history_command)
+audit = typer.Typer(help="Auditors' checks.", no_args_is_help=True)
+cli.add_typer(audit, name="audit")
+audit.command("verify")(audit_verify_command)
 token.command("create")(token_create)
 
 

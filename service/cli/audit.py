@@ -1,0 +1,69 @@
+"""The auditor's commands: ``vmledger history VM`` (every event of a VM as JSON lines) and
+``vmledger audit verify`` (hash chains, snapshots and read models against the log). Both only
+read: they build the services without the simulated fleet and without writing
+(``checked_services(writes=False)``), so a SELECT-only role runs them (docs/operations.md,
+"Database privileges")."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from domain.errors import DamagedStreamError, VmNotFoundError
+from service.cli.preflight import checked_services
+from service.cli.progress import finish, progress_bar
+
+
+def history_command(vm_uuid: str) -> None:
+    """Print every event of a VM as JSON lines."""
+    from service.audit.history import vm_history
+
+    services = checked_services(register_fleet=False, writes=False)
+    try:
+        for entry in vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000):
+            typer.echo(json.dumps(entry))
+    except VmNotFoundError as error:
+        typer.echo(f"vmledger history: {error}", err=True)
+        raise typer.Exit(1) from None
+    except DamagedStreamError as error:  # the log was edited
+        typer.echo(f"vmledger history: {error}: the log needs repair (vmledger audit verify "
+                   "names what is wrong)", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        services.close()
+
+
+def audit_verify_command() -> None:
+    """Replay every stream and check its hash chain, check every stored snapshot against a
+    fresh fold of its stream, and compare every read model with a fresh fold of the whole
+    log. Exit status 0 when all held, 1 when anything differed (docs/operations.md says what
+    it cannot find)."""
+    from service.audit.read_models import verify_read_models
+    from service.audit.snapshots import verify_snapshots
+    from service.audit.verify import verify_chains
+
+    services = checked_services(register_fleet=False, writes=False)
+    notes: list[str] = []
+    try:
+        with progress_bar() as bar:
+            task = bar.add_task("checking hash chains", total=services.commands.head_position())
+            differences = verify_chains(services.app, lambda n: bar.advance(task, n))
+            events = finish(bar, task)
+            differences += verify_snapshots(services.app)
+            task = bar.add_task("comparing read models with a fresh fold",
+                                total=events * len(services.projections.read_models))
+            differences += verify_read_models(services, lambda n: bar.advance(task, n), notes)
+            finish(bar, task)
+    finally:
+        services.close()
+    for note in notes:
+        typer.echo(f"note: {note}")
+    for difference in differences:
+        typer.echo(str(difference))
+    if differences:
+        found = len(differences)
+        typer.echo(f"audit verify: {found} difference{'' if found == 1 else 's'}")
+        raise typer.Exit(1)
+    typer.echo(f"audit verify: every stream's chain, every snapshot and every read model held "
+               f"({events} events)")
