@@ -29,7 +29,7 @@ DAMAGES = {
 }
 
 
-def _queued_vm(services: Services) -> str:
+def queued_vm(services: Services) -> str:
     """A VM with its provision and an update queued (no worker has run): its uuid."""
     vm_uuid = services.commands.create_vm(
         VmSpec(owner_uuid=OWNER, brand="joyent", ram=256), cause=make_cause()).vm_uuid
@@ -45,7 +45,7 @@ def _damaged_gauge() -> float | None:
 @pytest.mark.parametrize(("damage", "words"), DAMAGES.values(), ids=DAMAGES.keys())
 def test_the_other_vms_jobs_run_and_the_damaged_one_is_said_once(
         services, settings, json_logs, damage, words) -> None:
-    damaged, healthy = _queued_vm(services), _queued_vm(services)
+    damaged, healthy = queued_vm(services), queued_vm(services)
     services.projections.catch_up()  # the worker finds both VMs' jobs
     damage(services, damaged)
     # a worker process started after the damage: this one decides on the folds it cached

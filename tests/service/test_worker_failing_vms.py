@@ -9,22 +9,7 @@ import pytest
 from eventsourcing.persistence import OperationalError
 from prometheus_client import REGISTRY
 
-from domain.states import Action
-from domain.vm import make_cause
-from service.commands.application import VmSpec
-from service.commands.versioning import NEWEST
-from service.container import Services
-
-OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
-
-
-def _queued_vm(services: Services) -> str:
-    """A VM with its provision and an update queued (no worker has run): its uuid."""
-    vm_uuid = services.commands.create_vm(
-        VmSpec(owner_uuid=OWNER, brand="joyent", ram=256), cause=make_cause()).vm_uuid
-    services.commands.request_action(vm_uuid, Action.UPDATE, behaviour=NEWEST,
-                                     cause=make_cause(), args={"alias": "later"})
-    return vm_uuid
+from tests.service.test_worker_damaged_streams import queued_vm
 
 
 def _failing_gauge() -> float | None:
@@ -33,7 +18,7 @@ def _failing_gauge() -> float | None:
 
 def test_the_other_vms_jobs_run_and_the_failing_one_is_said_once(
         services, json_logs, monkeypatch) -> None:
-    failing, healthy = _queued_vm(services), _queued_vm(services)
+    failing, healthy = queued_vm(services), queued_vm(services)
     services.projections.catch_up()  # the worker finds both VMs' jobs
     load = services.commands.load
 
@@ -59,7 +44,7 @@ def test_the_other_vms_jobs_run_and_the_failing_one_is_said_once(
 
 
 def test_a_database_error_still_ends_the_pass(services, monkeypatch) -> None:
-    _queued_vm(services)
+    queued_vm(services)
     services.projections.catch_up()
 
     def unavailable(*_args):
@@ -76,7 +61,7 @@ def test_a_bug_in_a_job_is_an_error_with_its_traceback_once_per_vm_and_kind(
     a VM's load or job raises (a TypeError in a handler) is a bug: logged at ERROR with its
     traceback when the VM first fails so, whatever its message says each pass, and counted
     (vmledger_worker_failing_vms, docs/operations.md's alert)."""
-    failing = _queued_vm(services)
+    failing = queued_vm(services)
     services.projections.catch_up()
     load, passes = services.commands.load, []
 
