@@ -219,14 +219,20 @@ def test_a_repeated_remove_nics_returns_the_queued_job_and_a_repeated_add_nics_a
     assert len(get_vm(http, vm_uuid)["nics"]) == 2  # the two added
 
 
-def test_nic_actions_on_a_provisioning_vm_are_unallocated_in_version_1_queued_in_2(
-        services) -> None:
-    # no worker runs here: the VM stays provisioning
+def _network_and_provisioning_vm(services):
+    """A network of two addresses (10.4.0.2-3) and a VM still provisioning (no worker runs)."""
     network, _ = services.commands.create_network(
         name="n", subnet="10.4.0.0/29", provision_start_ip="10.4.0.2",
         provision_end_ip="10.4.0.3", gateway=None, cause=make_cause())
     vm_uuid = services.commands.create_vm(VmSpec(owner_uuid=OWNER, brand="joyent", ram=128),
                                           cause=make_cause()).vm_uuid
+    return network, vm_uuid
+
+
+def test_nic_actions_on_a_provisioning_vm_are_unallocated_in_version_1_queued_in_2(
+        services) -> None:
+    # no worker runs here: the VM stays provisioning
+    network, vm_uuid = _network_and_provisioning_vm(services)
     asked = [NicRequest(str(network.id))]
     with pytest.raises(UnallocatedVmError):
         change_nics(services.commands, vm_uuid, behaviour=OLDEST, cause=make_cause(), add=asked)
@@ -241,11 +247,7 @@ def test_nic_actions_on_a_provisioning_vm_are_unallocated_in_version_1_queued_in
 
 def test_nic_actions_on_a_vm_whose_state_refuses_an_update_are_invalid_transitions(
         services) -> None:
-    network, _ = services.commands.create_network(
-        name="n", subnet="10.4.0.0/29", provision_start_ip="10.4.0.2",
-        provision_end_ip="10.4.0.3", gateway=None, cause=make_cause())
-    vm_uuid = services.commands.create_vm(VmSpec(owner_uuid=OWNER, brand="joyent", ram=128),
-                                          cause=make_cause()).vm_uuid
+    network, vm_uuid = _network_and_provisioning_vm(services)
     services.quarantine.quarantine(vm_uuid, "troubleshooting", cause=make_cause("operator"))
     for change in ({"add": [NicRequest(str(network.id))]}, {"remove": ["02:00:00:00:00:00"]}):
         with pytest.raises(InvalidTransitionError) as refused:

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import itertools
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -18,7 +17,7 @@ from domain.errors import (
 )
 from domain.rules import Verdict, allowed_actions, verdict
 from domain.states import JOB_FOR_ACTION, Action, DesiredState, Execution, JobName, VmState
-from domain.vm import QUARANTINE_OWNER_UUID, Vm
+from domain.vm import Vm
 from tests.domain.test_rules import EXPECTED
 from tests.builders import LEASE, OWNER, T0, cause, new_vm, queue, recorded, run_head_job, vm_in
 
@@ -249,99 +248,6 @@ def test_a_failed_vm_that_should_run_is_told_apart_from_one_stopped_on_purpose()
     assert vm.error == {"reason": "crashed", "message": "guest panic"}
 
 
-# -- lifecycle facts -------------------------------------------------------------------------
-
-
-def test_a_lifecycle_fact_the_state_machine_forbids_is_refused_and_records_nothing():
-    vm = vm_in(VmState.DESTROYED)
-    with pytest.raises(IllegalTransitionError):
-        vm.record_started(cause=cause())
-    with pytest.raises(IllegalTransitionError):
-        vm.record_provisioned("s", cause=cause())
-    assert recorded(vm) == []
-
-
-@pytest.mark.parametrize("state", [VmState.PROVISIONING, VmState.RUNNING, VmState.STOPPED,
-                                   VmState.FAILED], ids=str)
-def test_quarantine_and_release_give_the_vm_back_to_its_owner_in_its_state(state):
-    vm = vm_in(state)
-    vm.record_quarantined("stuck for 2h", cause=cause("operator"))
-    assert vm.state is VmState.QUARANTINED
-    assert vm.owner_uuid == QUARANTINE_OWNER_UUID
-    assert vm.quarantine["previous_owner_uuid"] == OWNER
-    assert vm.quarantine["reason"] == "stuck for 2h"
-    vm.record_released(cause=cause("operator"))
-    canceled = ["JobCanceled"] if state is VmState.PROVISIONING else []  # its provision
-    assert recorded(vm) == [*canceled, "Quarantined", "Released"]
-    assert vm.state == state and vm.owner_uuid == OWNER and vm.quarantine is None
-
-
-def test_a_copy_may_be_on_the_vms_server_and_on_the_server_it_holds_a_claim_on():
-    vm = new_vm()
-    assert vm.copy_servers == []  # no compute node touched yet
-    vm.claim_capacity("claimed", cause=cause())
-    assert vm.copy_servers == ["claimed"]  # created there before the server is recorded
-    run_head_job(vm, lambda v: v.record_provisioned("claimed", cause=cause()))
-    assert vm.copy_servers == ["claimed"]  # each once
-    vm.release_capacity(cause=cause())
-    vm.claim_capacity("elsewhere", cause=cause())  # a start placing it anew
-    assert vm.copy_servers == ["claimed", "elsewhere"]
-
-
-def test_quarantine_ends_every_active_job_first_the_running_one_too():
-    vm = vm_in(VmState.RUNNING)
-    running = queue(vm, Action.STOP)
-    waiting = queue(vm, Action.START)
-    claim(vm)
-    recorded(vm)
-    vm.record_quarantined("disk errors", cause=cause("operator"))
-    events = vm.collect_events()
-    assert [type(e).__name__ for e in events] == ["JobCanceled", "JobCanceled", "Quarantined"]
-    reasons = {e.job_uuid: e.reason for e in events[:2]}
-    assert reasons[waiting] == "canceled: the VM was quarantined"
-    assert reasons[running].startswith("canceled: the VM was quarantined while the job ran")
-    assert vm.active_jobs == []
-    # its worker can record nothing more: not a step, not an outcome
-    with pytest.raises(JobNotRunnableError):
-        vm.record_step(running, {"name": "ensure_state"}, cause=cause(), worker="w1")
-    with pytest.raises(JobNotRunnableError):
-        vm.succeed_job(running, cause=cause(), worker="w1")
-
-
-def test_a_destroy_without_a_job_ends_every_active_job_first_the_running_one_too():
-    vm = vm_in(VmState.RUNNING)
-    running = queue(vm, Action.STOP)
-    waiting = queue(vm, Action.START)
-    claim(vm)
-    recorded(vm)
-    vm.record_destroyed_without_job(cause=cause("owner"))
-    events = vm.collect_events()
-    assert [type(e).__name__ for e in events] == ["JobCanceled", "JobCanceled", "Destroyed"]
-    reasons = {e.job_uuid: e.reason for e in events[:2]}
-    assert reasons[waiting] == "canceled: the VM was destroyed"
-    assert "destroyed while the job ran" in reasons[running]
-    assert vm.state == VmState.DESTROYED and vm.active_jobs == []
-    with pytest.raises(JobNotRunnableError):  # its worker's next save
-        vm.record_step(running, {"name": "ensure_state"}, cause=cause(), worker="w1")
-
-
-def test_a_quarantined_vm_refuses_a_metadata_update_as_the_rules_table_refuses_update():
-    vm = vm_in(VmState.RUNNING)
-    vm.record_quarantined("disk errors", cause=cause("operator"))
-    recorded(vm)
-    with pytest.raises(IllegalTransitionError):
-        vm.update_metadata({"alias": "renamed"}, cause=cause())
-    assert recorded(vm) == []
-    assert verdict(VmState.QUARANTINED, Action.UPDATE, has_server=True) is Verdict.REFUSED
-
-
-def test_release_of_a_vm_not_in_quarantine_is_refused():
-    vm = vm_in(VmState.RUNNING)
-    with pytest.raises(IllegalTransitionError):
-        vm.record_released(cause=cause())
-    assert recorded(vm) == []
-
-
 # -- metadata --------------------------------------------------------------------------------
 
 
@@ -431,50 +337,3 @@ def test_replay_up_to_a_version_gives_the_vm_as_it_was():
     app.save(vm)
     assert app.repository.get(vm.id, version=2).state == VmState.PROVISIONING
     assert app.repository.get(vm.id, version=2).active_jobs[0]["name"] == "provision"
-
-
-# -- a copy a host reboot took ------------------------------------------------------------
-
-
-def test_a_lost_copy_is_of_one_boot_of_one_server_and_a_report_listing_the_vm_clears_it():
-    """CopyLost names the server and the boot id that took the copy (api.md, agent reports):
-    only a report of that server under that boot id reads a missing VM as that reboot; a
-    report of that server that lists the VM again (a copy an operator started by hand)
-    records CopyFound, so a later report without it is an agent that forgot it."""
-    vm = vm_in(VmState.STOPPED)
-    assert vm.record_copy_lost("s1", "boot-2", cause=cause())
-    assert vm.copy_lost_on("s1", "boot-2")
-    assert not vm.copy_lost_on("s1", "boot-3") and not vm.copy_lost_on("s2", "boot-2")
-    assert not vm.record_copy_found("s2", "boot-2", cause=cause())  # another server's
-    assert recorded(vm) == ["CopyLost"]
-    assert vm.record_copy_found("s1", "boot-2", cause=cause())
-    assert recorded(vm) == ["CopyFound"]
-    assert vm.lost_copy is None and not vm.copy_lost_on("s1", "boot-2")
-    assert not vm.record_copy_found("s1", "boot-2", cause=cause())  # nothing left to clear
-
-
-# -- refusals name the VM's own allowed actions -------------------------------------------
-
-
-def _stopped_on_no_server() -> Vm:
-    vm = Vm.discover(vm_uuid=uuid.uuid4(), state="stopped", server_uuid=None, owner_uuid=OWNER,
-                     brand="bhyve", ram=512, cause=cause())
-    vm.collect_events()
-    return vm
-
-
-def test_every_illegal_transition_says_whether_the_vm_is_on_a_server():
-    """A refusal names the actions the VM allows (domain/rules.allowed_actions), which depend
-    on whether it is on a server: every raiser says so, none leaves it to be assumed."""
-    destroyed = vm_in(VmState.DESTROYED)
-    for vm in (vm_in(VmState.STOPPED), _stopped_on_no_server(), destroyed):
-        refusals = [lambda: vm.record_released(cause=cause()),
-                    lambda: vm.record_rebooted(cause=cause())]
-        if vm is destroyed:
-            refusals += [lambda: vm.claim_capacity("s1", cause=cause()),
-                         lambda: vm.update_metadata({"alias": "x"}, cause=cause())]
-        for refuse in refusals:
-            with pytest.raises(IllegalTransitionError) as refused:
-                refuse()
-            assert refused.value.has_server is vm.has_server
-    assert _stopped_on_no_server().has_server is False

@@ -93,6 +93,16 @@ def test_a_role_that_may_not_create_the_missing_tables_is_one_line_naming_it(
     assert "vmledger_events" in line, line  # the tables it would have made
 
 
+def _refused(command: list[str], role_url: str) -> str:
+    """The one line ``vmledger COMMAND`` as ``role_url``'s role ends with, status 2."""
+    done = vmledger(*command, database_url=role_url,
+                    env={"VMLEDGER_LOG_FORMAT": "text", "VMLEDGER_SIM_SERVERS": "1"},
+                    timeout=60)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    return line
+
+
 @pytest.mark.parametrize("command", [["work"], ["serve", "--port", "0"]], ids=lambda c: c[0])
 def test_a_process_that_writes_with_a_role_that_may_only_read_is_one_line_naming_it(
         database_url: str, reader: str, command: list[str]) -> None:
@@ -100,11 +110,7 @@ def test_a_process_that_writes_with_a_role_that_may_only_read_is_one_line_naming
     # traceback (serve: "Application startup failed", status 3)
     _tables_made_by_the_owner(database_url)
     _grant_select(database_url, reader)
-    done = vmledger(*command, database_url=reader,
-                    env={"VMLEDGER_LOG_FORMAT": "text", "VMLEDGER_SIM_SERVERS": "1"},
-                    timeout=60)
-    assert done.returncode == 2, done.stderr
-    [line] = done.stderr.strip().splitlines()
+    line = _refused(command, reader)
     role = urlsplit(reader).username
     assert f'role "{role}" lacks INSERT, UPDATE, DELETE on ' in line, line
 
@@ -163,11 +169,7 @@ def test_a_role_that_may_not_run_ddl_refuses_an_older_versions_database_in_one_l
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(statement)
     _grant_rows(database_url, reader)
-    done = vmledger(*command, database_url=reader,
-                    env={"VMLEDGER_LOG_FORMAT": "text", "VMLEDGER_SIM_SERVERS": "1"},
-                    timeout=60)
-    assert done.returncode == 2, done.stderr
-    [line] = done.stderr.strip().splitlines()
+    line = _refused(command, reader)
     role = urlsplit(reader).username
     assert f'role "{role}" lacks ownership of the tables' in line, line
     assert named in line and "run the command once as the tables' owner" in line, line
