@@ -32,7 +32,7 @@ def starts_anew(before: str, after: str) -> bool:
 def in_state_since(vm: Any) -> datetime:
     """When ``vm`` entered its state: the event that last changed it (``Vm.state_since``;
     its creation for a VM folded from a snapshot taken before that was kept)."""
-    return getattr(vm, "state_since", None) or vm.created_on
+    return vm.state_since or vm.created_on
 
 
 def stuck_reason(vm: Any, now: datetime, thresholds: StuckThresholds) -> str | None:

@@ -120,7 +120,7 @@ class Reports:
     def record_copy_lost(self, server_uuid: str, boot_id: str, *, cause: Cause) -> bool:
         """Record that the reboot of ``server_uuid`` (now ``boot_id``) took the VM's copy
         there; False (nothing recorded) when this reboot is recorded already."""
-        if getattr(self, "lost_copy", None) == {"server_uuid": server_uuid, "boot_id": boot_id}:
+        if self.lost_copy == {"server_uuid": server_uuid, "boot_id": boot_id}:
             return False
         self.trigger_event(CopyLost, cause=cause, server_uuid=server_uuid, boot_id=boot_id)
         return True
@@ -128,7 +128,7 @@ class Reports:
     def record_copy_found(self, server_uuid: str, boot_id: str, *, cause: Cause) -> bool:
         """Record that a report of ``server_uuid`` (now ``boot_id``) lists the VM, whose copy
         there a reboot took; False (nothing recorded) when no copy there is known lost."""
-        lost = getattr(self, "lost_copy", None) or {}
+        lost = self.lost_copy or {}
         if lost.get("server_uuid") != server_uuid:
             return False
         self.trigger_event(CopyFound, cause=cause, server_uuid=server_uuid, boot_id=boot_id)
@@ -139,5 +139,5 @@ class Reports:
         there, and no boot nor report since found it there again. Only under that boot id:
         after another reboot the reports say afresh what the host has (api.md)."""
         # A VM stored before CopyLost existed (a snapshot without the field) lost none.
-        return getattr(self, "lost_copy", None) == {"server_uuid": server_uuid,
+        return self.lost_copy == {"server_uuid": server_uuid,
                                                     "boot_id": boot_id}
