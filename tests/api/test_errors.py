@@ -27,7 +27,7 @@ from domain import rules
 from domain.states import VmState
 from service.api import error_handlers, errors
 from tests.builders import cause, vm_in
-from tests.domain.test_vm import _stopped_on_no_server
+from tests.domain.test_vm_lifecycle import _stopped_on_no_server
 from service.commands.networks import NetworkNotFoundError
 
 ROOT = Path(__file__).resolve().parents[2]
