@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, TypedDict
+from uuid import UUID, uuid5
 
 from domain import rules
 from domain.events import Cause
 from domain.errors import JobNotRunnableError
 from domain.states import Action, Execution, JobName, VmState
+
+# A fence job's uuid is named after the job whose fence it raises: one per canceled job, the
+# same in every fold.
+_FENCE_JOBS = uuid5(UUID(int=0), "vmledger:fence-job")
 
 
 class ActiveJob(TypedDict, total=False):
@@ -50,6 +55,7 @@ class JobQueue:
     JobCanceled: Any
     trigger_event: Any
     give_back_added_nics: Any  # domain/vm_nics.py
+    copy_servers: list[str]  # domain/vm_placement.py
 
     @property
     def head_job(self) -> ActiveJob | None:
@@ -184,7 +190,8 @@ class JobQueue:
         for it: each of its saves checks the ticket first (``JobNotRunnableError``). Only
         ``end_active_jobs`` does this: a job that no longer holds the ticket must not change a
         VM taken from its owner, or gone. A running ``add_nics`` keeps
-        the NICs it recorded: its worker's call may still reach the node (docs/jobs.md)."""
+        the NICs it recorded: its worker's call may still reach the node, until the ``fence``
+        job queued in the same save has raised the VM's fence above it (``owed_fence``)."""
         head = self.head_job
         if head is None or head["execution"] != Execution.RUNNING.value:
             return None
@@ -212,6 +219,39 @@ class JobQueue:
         canceled = self.cancel_queued(queued_reason, cause=cause)
         running = self.cancel_running(running_reason, cause=cause)
         return canceled + ([running] if running is not None else [])
+
+    def owed_fence(self) -> dict[str, Any] | None:
+        """What ending the active jobs now leaves to do on the nodes, as a ``fence`` job's
+        ``args``, or None when nothing is owed. A running job's worker may still be in a
+        compute call, or paused before one, and the node admits that call until it has seen a
+        newer fence for the VM; an active ``fence`` job has not done its work yet. So:
+        ``{canceled_job_uuid, servers, macs}``, with the servers a copy may be on now and those
+        an active fence job named, and the MACs of the NICs to give back once the fence is up
+        (a running ``add_nics``'s, an active fence job's). Read it before the jobs end."""
+        head = self.head_job
+        running = head if head is not None and head["execution"] == Execution.RUNNING else None
+        fences = [job for job in self.active_jobs if job["name"] == JobName.FENCE]
+        if running is None and not fences:
+            return None
+        servers, macs = list(self.copy_servers), []
+        for job in fences:
+            servers += job["params"]["args"]["servers"]
+            macs += job["params"]["args"]["macs"]
+        if running is not None and running["name"] == JobName.ADD_NICS:
+            macs += [nic["mac"] for nic in running["params"].get("args", {}).get("nics", [])]
+        return {"canceled_job_uuid": (running or fences[-1])["uuid"],
+                "servers": list(dict.fromkeys(servers)), "macs": list(dict.fromkeys(macs))}
+
+    def queue_fence(self, owed: dict[str, Any], *, cause: Cause) -> str:
+        """Queue the ``fence`` job ``owed`` describes (``owed_fence``); returns its uuid. Its
+        claim appends a ``JobStarted`` after the cancel, so its fence is newer than the
+        canceled job's, and the node refuses the canceled worker's calls once it admits it
+        (service/jobs/fence_job.py)."""
+        job_uuid = str(uuid5(_FENCE_JOBS, owed["canceled_job_uuid"]))
+        self.trigger_event(self.JobQueued, cause=cause, job_uuid=job_uuid,
+                           name=JobName.FENCE.value,
+                           params={"args": owed, "if_already": "succeed"})
+        return job_uuid
 
     def _drop_job(self, job_uuid: str) -> None:
         self.active_jobs = [j for j in self.active_jobs if j["uuid"] != job_uuid]

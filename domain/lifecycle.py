@@ -46,6 +46,8 @@ class Lifecycle:
     CapacityReleased: Any
     trigger_event: Any
     end_active_jobs: Any
+    owed_fence: Any
+    queue_fence: Any
     claim: dict[str, Any] | None
     ram: int
     cpu_cap: int | None
@@ -131,23 +133,35 @@ class Lifecycle:
         """The VM is gone, recorded at once rather than by a destroy job (a version 2
         DeleteVm of a VM whose server was removed: no node is left to ask). Ends its active
         jobs first, the queued ones and the running one, in the same save (``end_active_jobs``),
-        so a worker still at work records nothing after ``Destroyed``. Raises
-        ``IllegalTransitionError``."""
+        so a worker still at work records nothing after ``Destroyed``. The servers being
+        removed refuse that worker's calls only where their node reports them gone, so a job
+        that ran is fenced off as a quarantine's is (``record_quarantined``): a ``fence`` job
+        is queued after ``Destroyed``, with no NICs to give back (``Destroyed`` releases every
+        address). Raises ``IllegalTransitionError``."""
         self._check("Destroyed")
+        owed = self.owed_fence()
         self.end_active_jobs(CANCELED_BY_DESTROY, CANCELED_BY_DESTROY_WHILE_RUNNING, cause=cause)
         self.record_destroyed(cause=cause)
+        if owed is not None:
+            self.queue_fence({**owed, "macs": []}, cause=cause)
 
     def record_quarantined(self, reason: str, *, cause: Cause) -> None:
         """Take the VM into the operator quarantine, ending its active jobs first (one
         ``JobCanceled`` each, in the same save: ``end_active_jobs``): the queued ones, and the
-        running one, whose worker then records nothing more, so no job changes the VM after its ``Quarantined``
-        (a stuck job must not block the operator, nor act on a VM taken for troubleshooting;
-        docs/api.md). Every writer that quarantines comes here: the operator's action, the
-        stuck check, a DELETE of a stuck VM, an agent that forgot the VM. Raises
-        ``IllegalTransitionError``."""
+        running one, whose worker then records nothing more, so none of them changes the VM
+        after its ``Quarantined`` (a stuck job must not block the operator, nor act on a VM
+        taken for troubleshooting; docs/api.md). Every writer that quarantines comes here: the
+        operator's action, the stuck check, a DELETE of a stuck VM, an agent that forgot the
+        VM. The running job's worker may still be in a compute call, so the same save queues a
+        ``fence`` job after ``Quarantined`` (``owed_fence``, ``queue_fence``): it raises the
+        VM's fence on its nodes above the canceled job's claim, then gives back a canceled
+        ``add_nics``'s NICs. Raises ``IllegalTransitionError``."""
         self._check("Quarantined")
+        owed = self.owed_fence()
         self.end_active_jobs(CANCELED_BY_QUARANTINE, CANCELED_WHILE_RUNNING, cause=cause)
         self.trigger_event(self.Quarantined, cause=cause, reason=reason)
+        if owed is not None:
+            self.queue_fence(owed, cause=cause)
 
     def record_released(self, *, cause: Cause) -> None:
         """Give a quarantined VM back. Raises ``IllegalTransitionError``."""

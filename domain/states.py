@@ -52,6 +52,10 @@ class JobName(StrEnum):
     QUARANTINE = "quarantine"
     ADD_NICS = "add_nics"  # the NICs are recorded when asked for; the job applies them
     REMOVE_NICS = "remove_nics"
+    # vmledger's own: queued by a quarantine or a destroy at once that cancels a running job,
+    # to raise the VM's fence above that job's claim on its nodes (docs/jobs.md, "A quarantine
+    # while a job runs")
+    FENCE = "fence"
 
 
 class Execution(StrEnum):

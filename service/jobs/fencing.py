@@ -52,6 +52,9 @@ class FencedDriver:
     def unregister(self, server_uuid: str, vm_uuid: str) -> None:
         self._fenced(lambda: self.driver.unregister(server_uuid, vm_uuid, fence=self.fence))
 
+    def raise_fence(self, server_uuid: str, vm_uuid: str) -> None:
+        self._fenced(lambda: self.driver.raise_fence(server_uuid, vm_uuid, fence=self.fence))
+
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object]) -> None:
         self._fenced(lambda: self.driver.reconfigure(
             server_uuid, vm_uuid, changes, fence=self.fence))

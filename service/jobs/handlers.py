@@ -13,7 +13,7 @@ from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
 from domain.vm import Vm
 from service.commands.agents import record_happening
-from service.jobs import copies, effects, takeovers
+from service.jobs import copies, effects, fence_job, takeovers
 from service.jobs.compute.driver import ComputeError
 from service.jobs.placing import (
     claim_a_server, place_and_register, placed_by_an_earlier_attempt,
@@ -243,5 +243,6 @@ _HANDLERS: dict[JobName, Callable[[JobRun], None]] = {
     JobName.DESTROY: destroy,
     JobName.ADD_NICS: nics_changed,
     JobName.REMOVE_NICS: nics_changed,
+    JobName.FENCE: fence_job.fence,
 }
 

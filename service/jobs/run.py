@@ -168,16 +168,20 @@ class JobRun:
             self.record_step(name, result=None, error=error)
             raise PreconditionFailedError(error)
 
-    def step(self, name: str, operation: Callable[[], Any]) -> Any:
+    def step(self, name: str, operation: Callable[[], Any], *,
+             whatever_the_state: bool = False) -> Any:
         """Run ``operation`` as step ``name`` and record it (a ``chain_results`` entry); a
         failed call is recorded and tried again, ``context.step_attempts`` times in all.
+        ``whatever_the_state``: run it even if the VM changed since the claim (a ``fence``
+        job's step, which is right in any state: service/jobs/fence_job.py).
 
         Raises ``StepFailedError`` when every attempt failed (``PreconditionFailedError`` when
         the VM changed under the job, before anything was run), and ``JobNotRunnableError`` if
         the job was taken from this worker.
         """
         for attempt in range(1, self.context.step_attempts + 1):
-            self._check_preconditions(name)
+            if not whatever_the_state:
+                self._check_preconditions(name)
             started = utcnow()
             try:
                 result = self.patiently(operation, f"step {name}")

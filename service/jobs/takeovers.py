@@ -21,10 +21,13 @@ def give_up(job: JobRun) -> None:
     did is adopted (a provision whose boot ran ends provisioned, a start or reboot that ran is
     recorded), and only what never took effect is failed (docs/jobs.md, "Takeovers")."""
     error = f"gave up after {job.attempt - 1} attempts: the workers running it were lost"
+    name = JobName(job.job["name"])
+    if name is JobName.FENCE:  # not the VM's provision, whatever its state
+        job.fail(error)
+        return
     if job.vm.state == VmState.PROVISIONING:
         reconcile_provision(job, str(job.vm.id), giving_up=error)
         return
-    name = JobName(job.job["name"])
     if name in (JobName.START, JobName.REBOOT) and _adopt_effect(job):
         return
     if name is JobName.STOP and _adopt_stop(job):

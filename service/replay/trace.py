@@ -265,6 +265,10 @@ class TraceDriver:
         if self._where.get(vm_uuid) == server_uuid:
             self.forget(vm_uuid)
 
+    def raise_fence(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
+        """The fence check alone (the replay quarantines, so a fence job may ask)."""
+        self._admit(vm_uuid, fence)
+
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
                     fence: Fence | None = None) -> None:
         """Nothing to do but the fence check: the trace has no configuration changes, and its

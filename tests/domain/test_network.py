@@ -161,7 +161,10 @@ def test_an_add_nics_canceled_before_it_ran_gives_back_its_nics_in_the_same_save
     assert [n["mac"] for n in vm.nic_list] == ["kept"]
 
 
-def test_a_running_add_nics_canceled_keeps_its_nics_its_call_may_still_reach_the_node() -> None:
+def test_a_running_add_nics_canceled_keeps_its_nics_until_its_fence_job_gives_them_back(
+        ) -> None:
+    # its call may still reach the node until the fence job has raised the VM's fence there
+    # (service/jobs/fence_job.py), which then gives the NICs back
     vm = vm_in(VmState.RUNNING)
     nic = {"ip": "10.0.0.10", "netmask": "255.255.255.0", "gateway": None, "network_uuid": "n"}
     vm.add_nics([{**nic, "mac": "asked", "primary": False}], cause=make_cause())
@@ -169,7 +172,22 @@ def test_a_running_add_nics_canceled_keeps_its_nics_its_call_may_still_reach_the
     vm.start_job(job_uuid, worker="w1", now=T0, lease_expires_at=T0 + LEASE, cause=make_cause())
     vm.collect_events()
     vm.record_quarantined("look", cause=make_cause("operator"))
-    assert [type(e).__name__ for e in vm.collect_events()] == ["JobCanceled", "Quarantined"]
+    events = vm.collect_events()
+    assert [type(e).__name__ for e in events] == ["JobCanceled", "Quarantined", "JobQueued"]
+    assert [n["mac"] for n in vm.nic_list] == ["asked"]
+    [fence] = vm.active_jobs
+    assert (fence["name"], fence["params"]["args"]) == ("fence", {
+        "canceled_job_uuid": job_uuid, "servers": vm.copy_servers, "macs": ["asked"]})
+
+    # released, then quarantined again before it ran: its duty passes to the next fence job
+    vm.record_released(cause=make_cause("operator"))
+    vm.record_quarantined("again", cause=make_cause("operator"))
+    assert [type(e).__name__ for e in vm.collect_events()] == [
+        "Released", "JobCanceled", "Quarantined", "JobQueued"]
+    [after] = vm.active_jobs
+    assert after["uuid"] != fence["uuid"]
+    assert after["params"]["args"] == {**fence["params"]["args"],
+                                       "canceled_job_uuid": fence["uuid"]}
     assert [n["mac"] for n in vm.nic_list] == ["asked"]
 
 

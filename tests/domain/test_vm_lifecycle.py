@@ -61,20 +61,27 @@ def test_a_copy_may_be_on_the_vms_server_and_on_the_server_it_holds_a_claim_on()
     (lambda vm: vm.record_destroyed_without_job(cause=cause("owner")), "Destroyed",
      "canceled: the VM was destroyed", "canceled: the VM was destroyed while the job ran"),
 ], ids=["quarantine", "destroy-without-a-job"])
-def test_taking_the_vm_out_of_jobs_reach_ends_every_active_job_first_the_running_one_too(
+def test_taking_the_vm_out_of_jobs_reach_ends_every_active_job_and_fences_the_running_one(
         end, event, waiting_reason, running_reason):
     vm = vm_in(VmState.RUNNING)
     running = queue(vm, Action.STOP)
     waiting = queue(vm, Action.START)
     claim(vm)
     recorded(vm)
+    servers = vm.copy_servers
     end(vm)
     events = vm.collect_events()
-    assert [type(e).__name__ for e in events] == ["JobCanceled", "JobCanceled", event]
+    assert [type(e).__name__ for e in events] == ["JobCanceled", "JobCanceled", event,
+                                                  "JobQueued"]
     reasons = {e.job_uuid: e.reason for e in events[:2]}
     assert reasons[waiting] == waiting_reason
     assert reasons[running].startswith(running_reason)
-    assert vm.active_jobs == []
+    # the running job's worker may still be in a compute call: a fence job raises the VM's
+    # fence above its claim on every server a copy may be on (service/jobs/fence_job.py)
+    [fence] = vm.active_jobs
+    assert (fence["name"], fence["execution"]) == ("fence", "queued")
+    assert fence["params"]["args"] == {"canceled_job_uuid": running, "servers": servers,
+                                       "macs": []}
     # its worker can record nothing more: not a step, not an outcome
     with pytest.raises(JobNotRunnableError):
         vm.record_step(running, {"name": "ensure_state"}, cause=cause(), worker="w1")

@@ -145,6 +145,7 @@ OPERATIONS: dict[str, Callable[[SimulatedFleet, str, Fence], object]] = {
     "unregister": lambda fleet, vm, fence: fleet.unregister(SERVER, vm, fence=fence),
     "reconfigure": lambda fleet, vm, fence: fleet.reconfigure(
         SERVER, vm, {"alias": "a"}, fence=fence),
+    "raise_fence": lambda fleet, vm, fence: fleet.raise_fence(SERVER, vm, fence=fence),
 }
 
 

@@ -102,7 +102,8 @@ def test_a_job_running_past_its_deadline_gets_its_vm_quarantined(services):
     services.worker.periodic()
     vm = services.commands.load(vm_uuid)
     assert vm.state == "quarantined" and "running since" in vm.quarantine["reason"]
-    assert vm.active_jobs == []  # the hung job no longer holds the ticket
+    # the hung job no longer holds the ticket: the fence job that fences it off does
+    assert [j["name"] for j in vm.active_jobs] == ["fence"]
     services.projections.catch_up()
     hung = services.jobs.get(head["uuid"])
     assert hung["execution"] == "canceled" and "while the job ran" in hung["error"]
@@ -196,10 +197,12 @@ def test_a_job_running_when_its_vm_is_quarantined_is_canceled_and_records_nothin
         assert services.worker.run_vm(vm_uuid)
     assert racing.landed
     names = event_names(services, vm_uuid)
-    # the quarantine ends the running job in its own save; the worker records nothing after
-    assert names[-2:] == ["JobCanceled", "Quarantined"], names
+    # the quarantine ends the running job in its own save, and queues the fence job that
+    # fences it off on the node; the worker records nothing after
+    assert names[-3:] == ["JobCanceled", "Quarantined", "JobQueued"], names
     vm = services.commands.load(vm_uuid)
-    assert vm.state == "quarantined" and vm.active_jobs == []
+    assert vm.state == "quarantined"
+    assert [j["name"] for j in vm.active_jobs] == ["fence"]
     services.projections.catch_up()
     job = services.jobs.get(job_uuid)
     assert job["execution"] == "canceled", job
@@ -251,10 +254,12 @@ def test_a_v2_delete_that_destroys_at_once_ends_the_running_job_which_records_no
         assert services.worker.run_vm(vm_uuid)
     assert racing.landed and deleted[0].job_uuid is None  # destroyed at once: the 204
     names = event_names(services, vm_uuid)
-    # the delete ends the running job in its own save; the worker records nothing after
-    assert names[-3:] == ["JobCanceled", "CapacityReleased", "Destroyed"], names
+    # the delete ends the running job in its own save, and queues the fence job that fences
+    # it off on the node; the worker records nothing after
+    assert names[-4:] == ["JobCanceled", "CapacityReleased", "Destroyed", "JobQueued"], names
     vm = services.commands.load(vm_uuid)
-    assert vm.state == "destroyed" and vm.active_jobs == []
+    assert vm.state == "destroyed"
+    assert [j["name"] for j in vm.active_jobs] == ["fence"]
     services.projections.catch_up()
     job = services.jobs.get(job_uuid)
     assert job["execution"] == "canceled", job

@@ -1,5 +1,6 @@
 """A server an operator recorded as removed is removed for the job worker too
-(service/jobs/compute/recorded_removals.py)."""
+(service/jobs/compute/recorded_removals.py), except for ``raise_fence``, which its node may
+still need (docs/jobs.md, "A quarantine while a job runs")."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ class RecordingDriver:
 
     def reconfigure(self, server_uuid, vm_uuid, changes, *, fence=None):
         self.calls.append(("reconfigure", server_uuid, fence))
+
+    def raise_fence(self, server_uuid, vm_uuid, *, fence=None):
+        self.calls.append(("raise_fence", server_uuid, fence))
 
 
 def _operations(driver, server_uuid):
@@ -97,5 +101,13 @@ def test_every_operation_of_the_protocol_on_a_vms_server_is_refused_and_tested()
     # BUG 3: update and NIC jobs asked no node at all, so nothing refused them).
     asked = {name for name in vars(ComputeDriver) if not name.startswith("_")
              and callable(vars(ComputeDriver)[name])} - {"servers", "server_info"}
-    assert asked == set(_operations(None, KEPT))
+    assert asked == {*_operations(None, KEPT), "raise_fence"}
     assert asked <= set(vars(RecordedRemovalsRefused))
+
+
+def test_a_fence_is_raised_on_a_server_recorded_removed_too(drivers) -> None:
+    # it changes nothing there and only refuses more; the node may still take a call a
+    # worker began before the removal
+    inner, refusing = drivers
+    refusing.raise_fence(GONE, "vm", fence=FENCE)
+    assert inner.calls == [("raise_fence", GONE, FENCE)]

@@ -110,8 +110,10 @@ class ComputeDriver(Protocol):
     - the same epoch or a newer one: the operation is done, and the fence is the newest seen.
 
     ``observe`` admits its fence as well: a takeover's first look at a VM is what fences off
-    the worker it took the job from. ``fence=None`` (a call outside any job: a test, an
-    operator's tool) is neither checked nor remembered.
+    the worker it took the job from. ``raise_fence`` admits it and does nothing else: the
+    ``fence`` job's call, which fences off a job a quarantine or a destroy canceled while it
+    ran. ``fence=None`` (a call outside any job: a test, an operator's tool) is neither
+    checked nor remembered.
     """
 
     def servers(self) -> list[ServerInfo]:
@@ -148,6 +150,14 @@ class ComputeDriver(Protocol):
 
     def unregister(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
         """Make sure the VM no longer exists on the server."""
+
+    def raise_fence(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
+        """Admit ``fence`` for the VM on the server and change nothing else: from then on an
+        operation with an older fence is refused there (docs/jobs.md, "A quarantine while a
+        job runs"). It only refuses more, so it is asked of a server an operator recorded
+        removed too (``RecordedRemovalsRefused`` lets it through): its node may still be up.
+        Raises ``ComputeError`` if the server cannot act (``UnknownServerError`` if it is not
+        the driver's or is removed by its own report: then it takes no call at all)."""
 
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
                     fence: Fence | None = None) -> None:

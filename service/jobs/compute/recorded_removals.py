@@ -19,9 +19,9 @@ REMOVED = "removed"
 class RecordedRemovalsRefused:
     """A ``ComputeDriver`` that acts as ``driver`` does, except on a server whose status in
     the log (``recorded_status(server_uuid)``: ``running``, ``unknown``, ``removed``, or
-    None for a server the log does not have) is ``removed``: every operation on it raises
-    ``ServerRemovedError("server <uuid> is removed")``, the error a driver gives for a server
-    it reports removed itself, and ``servers``/``server_info`` show it ``removed``. So a job
+    None for a server the log does not have) is ``removed``: every operation on it but
+    ``raise_fence`` raises ``ServerRemovedError("server <uuid> is removed")``, the error a
+    driver gives for a server it reports removed itself, and ``servers``/``server_info`` show it ``removed``. So a job
     step on such a server fails as it would had the node reported it gone (api.md,
     DeleteVm v1: "a destroy job that fails"). This holds for a job only as far as its steps
     call the driver: a handler must ask the node through it (``reconfigure`` for an update
@@ -75,6 +75,12 @@ class RecordedRemovalsRefused:
     def unregister(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
         self._refuse_removed(server_uuid)
         self.driver.unregister(server_uuid, vm_uuid, fence=fence)
+
+    def raise_fence(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
+        """Asked of a removed server too: a fence changes nothing there and only refuses more,
+        and the node of a server an operator recorded removed may still take a call that a
+        worker began before the removal (docs/jobs.md, "A quarantine while a job runs")."""
+        self.driver.raise_fence(server_uuid, vm_uuid, fence=fence)
 
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
                     fence: Fence | None = None) -> None:

@@ -198,6 +198,12 @@ class SimulatedFleet:
                 tx.execute("DELETE FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
                            (vm_uuid, server_uuid))
 
+    def raise_fence(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
+        with self.faults.around("inventory"):  # a look at the node, as ``observe``
+            self._require_running(server_uuid)
+            with self.db.transaction() as tx:
+                admit(tx, vm_uuid, fence)
+
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
                     fence: Fence | None = None) -> None:
         with self.faults.around("reconfigure"):

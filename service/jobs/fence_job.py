@@ -1,0 +1,70 @@
+"""The ``fence`` job: what a command that cancels a running job leaves to do on the nodes
+(``Vm.owed_fence``; docs/jobs.md, "A quarantine while a job runs").
+
+The canceled job's worker may still be in a compute call, or paused before one (a stopped
+process, a long pause, a network holding the call), and the node admits that call for as long
+as the newest fence it has seen for the VM is the canceled claim's. The fence job's claim is a
+later ``JobStarted`` than the cancel, so its fence is newer: it raises it on each server a
+copy may be on (``raise_fence``, ``ComputeDriver``'s contract), and from then on the canceled
+worker's calls are refused there. A canceled ``add_nics`` may have reached the node before
+that, so its NICs are asked to be dropped there under the new fence, and only then given back
+in the log, with their addresses: no address is held by two VMs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.jobs.compute.driver import ServerRemovedError, UnknownServerError
+from service.jobs.run import JobRun, StepFailedError
+
+
+def fence(job: JobRun) -> None:
+    """Raise the VM's fence on every server a copy may be on (those the cancel named, and the
+    VM's now), one step ``fence`` each, then give back the canceled ``add_nics``'s NICs
+    (``macs``) if every server dropped them or cannot have them. Any other failure, once the
+    step's attempts are spent, fails the job and gives nothing back: the NICs and their
+    addresses stay the VM's, as the node may have them."""
+    args = job.params.get("args", {})
+    macs: list[str] = args.get("macs", [])
+    vm_uuid = str(job.vm.id)
+    servers = list(dict.fromkeys([*args.get("servers", []), *job.vm.copy_servers]))
+    results: list[dict[str, Any]] = []
+    try:
+        if not servers:
+            job.record_step("fence", result="no server: no compute node was touched")
+        for server_uuid in servers:
+            results.append(job.step(
+                "fence", lambda server=server_uuid: _raise_on(job, server, vm_uuid, macs),
+                whatever_the_state=True))
+    except StepFailedError as failure:
+        job.fail(str(failure))
+        return
+    if all(result.get("nics_dropped", True) for result in results):
+        job.succeed(lambda vm: vm.remove_nics_it_has(macs, cause=job.cause) and None)
+    else:
+        job.succeed()  # a copy on a removed server may have them: the VM keeps them
+
+
+def _raise_on(job: JobRun, server_uuid: str, vm_uuid: str, macs: list[str]
+              ) -> dict[str, Any]:
+    """The fence step on one server: ``raise_fence``, then a look at the copy (``observe``),
+    and with ``macs``, the copy there asked to drop those NICs, under the same fence. The
+    result: the server and what it reports; ``refused`` when it takes no call at all (not
+    the driver's, or removed by its own report: the canceled job's call cannot land there
+    either); ``nics_dropped`` False when it took the fence but a removal recorded in the log
+    keeps it from being asked more."""
+    try:
+        job.driver.raise_fence(server_uuid, vm_uuid)
+    except UnknownServerError as unreachable:
+        return {"server_uuid": server_uuid, "refused": str(unreachable)}
+    try:
+        run = job.driver.observe(server_uuid, vm_uuid)
+        if run is not None and macs:
+            job.driver.reconfigure(server_uuid, vm_uuid, {"remove_nics": {"macs": macs}})
+    except ServerRemovedError as removed:  # recorded removed: the fence is up there all the same
+        return {"server_uuid": server_uuid, "fence": "raised", "refused": str(removed),
+                "nics_dropped": not macs}
+    if run is None:
+        return {"server_uuid": server_uuid, "state": "absent"}
+    return {"server_uuid": server_uuid, **run.as_result()}
