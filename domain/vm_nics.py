@@ -99,11 +99,15 @@ class Nics:
         return self.remove_nics_it_has(
             [nic["mac"] for nic in job["params"].get("args", {}).get("nics", [])], cause=cause)
 
-    def remove_nics_it_has(self, macs: list[str], *, cause: Cause) -> list[dict[str, Any]]:
-        """Record that those of the NICs ``macs`` the VM still has are gone; returns them,
-        and records nothing when it has none of them. For a job that asked first: another
-        job may have removed some since (a ``remove_nics`` job's success, a failed
-        ``add_nics``'s undo)."""
+    def macs_it_has(self, macs: list[str]) -> list[str]:
+        """Those of ``macs`` the VM has a NIC with, each once, in the order given (nothing is
+        recorded). For a job that asked first: another job may have removed some since (a
+        ``remove_nics`` job's success, a failed or canceled ``add_nics``'s give-back)."""
         have = {nic["mac"] for nic in self.nic_list}
-        present = [mac for mac in dict.fromkeys(macs) if mac in have]
+        return [mac for mac in dict.fromkeys(macs) if mac in have]
+
+    def remove_nics_it_has(self, macs: list[str], *, cause: Cause) -> list[dict[str, Any]]:
+        """Record that those of the NICs ``macs`` the VM still has (``macs_it_has``) are
+        gone; returns them, and records nothing when it has none of them."""
+        present = self.macs_it_has(macs)
         return self.remove_nics(present, cause=cause) if present else []

@@ -7,7 +7,9 @@ the MACs: its job records the NICs removed, and their addresses released, once t
 applied the removal, so a failed job leaves the NICs and their claims as they were.
 
 A repeated ``remove_nics`` (the same MACs) returns the VM's last job when that job is the same
-removal, and appends nothing (api.md's repeat rule, ``Vm.matching_active_job``). An
+removal, and appends nothing (api.md's repeat rule, ``Vm.matching_active_job``); one that is
+a new job (another queued between) removes, when it runs, only the NICs the VM still has
+(service/jobs/handlers.py, ``_remove_nics``). An
 ``add_nics`` asks for new NICs each time (new MACs, new addresses, as VMAPI's): a repeat adds
 another, so it is never merged.
 """

@@ -216,20 +216,41 @@ def nics_changed(job: JobRun) -> None:
     """``add_nics`` / ``remove_nics``: ask the VM's server to apply the change. An
     ``add_nics``'s NICs and address claims were recorded when asked for
     (service/commands/nic_actions.py; a failed one, or one canceled before it ran, removes
-    them again: ``Vm.give_back_added_nics``); a ``remove_nics`` records its NICs removed, and the change loop
-    releases their addresses in the same transaction, only once the server applied it, so a
-    failed one leaves the VM's NICs and claims as they were."""
+    them again: ``Vm.give_back_added_nics``); a ``remove_nics`` records its NICs removed, and
+    the change loop releases their addresses in the same transaction, only once the server
+    applied it, so a failed one leaves the VM's NICs and claims as they were."""
     if job.vm.state == VmState.DESTROYED:
         _refuse(job, job.job["name"])
         return
     args = job.params.get("args", {})
-    _reconfigure(job, "apply_nics", {job.job["name"]: args}, args)
-    if job.job["name"] != JobName.REMOVE_NICS:
-        job.succeed()
+    if job.job["name"] == JobName.REMOVE_NICS:
+        _remove_nics(job, args.get("macs", []))
         return
+    _reconfigure(job, "apply_nics", {job.job["name"]: args}, args)
+    job.succeed()
+
+
+def _remove_nics(job: JobRun, macs: list[str]) -> None:
+    """Remove those of the NICs ``macs`` the VM still has, decided again at the ticket:
+    another job may have removed some since this one was asked for (the same removal with a
+    job queued between, which the repeat rule does not merge; a failed or canceled
+    ``add_nics``'s give-back). Those are as asked already, and a NIC job succeeds when its
+    target already holds (nic_actions.IF_ALREADY; VMAPI's remove-nics passes over a NIC that
+    NAPI no longer has). So the server is asked to remove only the others, the step's result
+    names both (``{macs, already_removed}``), and only they are recorded removed; with none
+    left the job succeeds saying it had nothing to do, asking no server and recording no
+    ``NicsRemoved`` (it used to record the step with every MAC and so claim removals that
+    an earlier job had made)."""
+    present = job.vm.macs_it_has(macs)
+    gone = [mac for mac in dict.fromkeys(macs) if mac not in present]
+    if not present:
+        job.succeed(note=f"already removed: the VM has no NIC {', '.join(gone)}: nothing to do")
+        return
+    result = {"macs": present, **({"already_removed": gone} if gone else {})}
+    _reconfigure(job, "apply_nics", {JobName.REMOVE_NICS.value: {"macs": present}}, result)
 
     def record(vm: Vm) -> None:
-        vm.remove_nics_it_has(args.get("macs", []), cause=job.cause)
+        vm.remove_nics_it_has(present, cause=job.cause)
 
     job.succeed(record)
 
