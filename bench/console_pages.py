@@ -79,7 +79,7 @@ def populate(services, vms: int) -> str:
                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", moves)
         tx.executemany("INSERT INTO job_view VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        jobs)
-        tx.executemany("INSERT INTO server_view VALUES (?, ?, ?, 'running', ?, ?, 0)",
+        tx.executemany("INSERT INTO server_view VALUES (?, ?, ?, 'running', ?, ?, 0, 1)",
                        [(s, f"host{i:05d}", "boot", 262_144, 64)
                         for i, s in enumerate(servers)])
         tx.executemany("INSERT INTO server_view_claims VALUES (?, ?, ?, ?)", claims)

@@ -1,5 +1,7 @@
 """``server_view``: compute nodes with their allocated and free capacity (``GET /servers``),
-and the placement's list of candidates. Built from the ``Server`` events."""
+and the placement's list of candidates. Built from the ``Server`` events; ``version`` is the
+server stream's, every event's (claims and releases too), which the server actions'
+``If-Match`` is compared with (``ETag``: api.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from projections.db import Database, Tx
 from projections.formats import uuid_text
 from projections.runner import ReadModel
 
-_COLUMNS = ("uuid", "hostname", "boot_id", "status", "ram_mib", "cpus", "generation")
+_COLUMNS = ("uuid", "hostname", "boot_id", "status", "ram_mib", "cpus", "generation",
+            "version")
 
 
 class ServerView(ReadModel):
@@ -26,7 +29,8 @@ class ServerView(ReadModel):
         return [
             f"CREATE TABLE IF NOT EXISTS {servers} (uuid TEXT PRIMARY KEY, "
             "hostname TEXT NOT NULL, boot_id TEXT NOT NULL, status TEXT NOT NULL, "
-            "ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, generation BIGINT NOT NULL)",
+            "ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, generation BIGINT NOT NULL, "
+            "version BIGINT NOT NULL)",
             f"CREATE TABLE IF NOT EXISTS {claims} (server_uuid TEXT NOT NULL, "
             "vm_uuid TEXT NOT NULL, ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, "
             "PRIMARY KEY (server_uuid, vm_uuid))",
@@ -41,10 +45,12 @@ class ServerView(ReadModel):
         servers, claims = self.table("server_view"), self.table("server_view_claims")
         held: dict[tuple[str, str], tuple[str, str, int, int] | None] = {}
         released: dict[tuple[str, str], None] = {}  # deleted first, in log order
+        versions: dict[str, int] = {}  # each server's last version in the batch
         for _position, event in events:
             if not isinstance(event, Server.Event):
                 continue
             server_uuid = uuid_text(event.originator_id)
+            versions[server_uuid] = event.originator_version
             if isinstance(event, Server.Claimed):
                 held[(server_uuid, event.vm_uuid)] = (
                     server_uuid, event.vm_uuid, event.ram_mib, event.cpus)
@@ -54,8 +60,9 @@ class ServerView(ReadModel):
             elif isinstance(event, Server.Registered):
                 tx.execute(
                     f"INSERT INTO {servers} ({', '.join(_COLUMNS)}) "
-                    "VALUES (?, ?, ?, 'running', ?, ?, 0)",
-                    (server_uuid, event.hostname, event.boot_id, event.ram_mib, event.cpus),
+                    "VALUES (?, ?, ?, 'running', ?, ?, 0, ?)",
+                    (server_uuid, event.hostname, event.boot_id, event.ram_mib, event.cpus,
+                     event.originator_version),
                 )
             elif isinstance(event, Server.Rebooted):
                 tx.execute(f"UPDATE {servers} SET boot_id = ? WHERE uuid = ?",
@@ -70,19 +77,25 @@ class ServerView(ReadModel):
                        list(released))
         tx.executemany(f"INSERT INTO {claims} (server_uuid, vm_uuid, ram_mib, cpus) "
                        "VALUES (?, ?, ?, ?)", [row for row in held.values() if row is not None])
+        # one statement a server the batch changed, after its row was inserted
+        tx.executemany(f"UPDATE {servers} SET version = ? WHERE uuid = ?",
+                       [(version, server_uuid) for server_uuid, version in versions.items()])
 
 
 _SELECT = (
     "SELECT s.uuid, s.hostname, s.boot_id, s.status, s.ram_mib, s.cpus, s.generation, "
+    "s.version, "
     "COALESCE(SUM(c.ram_mib), 0) AS ram_allocated_mib, "
     "COALESCE(SUM(c.cpus), 0) AS cpus_allocated, COUNT(c.vm_uuid) AS vm_count "
     "FROM server_view s LEFT JOIN server_view_claims c ON c.server_uuid = s.uuid"
 )
-_GROUP = " GROUP BY s.uuid, s.hostname, s.boot_id, s.status, s.ram_mib, s.cpus, s.generation"
+_GROUP = (" GROUP BY s.uuid, s.hostname, s.boot_id, s.status, s.ram_mib, s.cpus, "
+          "s.generation, s.version")
 
 
 def render_server(row: dict[str, Any]) -> dict[str, Any]:
-    """The server object: capacity in MiB and CPUs, allocated and free."""
+    """The server object: capacity in MiB and CPUs, allocated and free; ``version``, its
+    stream's (the ``ETag``)."""
     return {
         "uuid": row["uuid"],
         "hostname": row["hostname"],
@@ -96,6 +109,7 @@ def render_server(row: dict[str, Any]) -> dict[str, Any]:
         "cpus_free": row["cpus"] - int(row["cpus_allocated"]),
         "vm_count": int(row["vm_count"]),
         "generation": row["generation"],
+        "version": row["version"],
     }
 
 

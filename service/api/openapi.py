@@ -112,7 +112,7 @@ declare("get", "/jobs/{job_uuid}/wait", {200: Job}, errors=(404,))
 declare("get", "/servers", {200: JSON})
 declare("post", "/servers", {201: JSON, 200: JSON})
 declare("get", "/servers/{server_uuid}", {200: JSON}, errors=(404,))
-declare("post", "/servers/{server_uuid}", {202: JSON, 200: JSON}, errors=(404,))
+declare("post", "/servers/{server_uuid}", {202: JSON, 200: JSON}, errors=_COMMAND_ERRORS)
 for _stats in ("states", "transitions", "durations", "failures", "stuck"):
     declare("get", f"/stats/{_stats}", {200: JSON})
 declare("get", "/volumes", {200: JSON}, headers=_COUNT)

@@ -1,5 +1,7 @@
 """Server routes: compute nodes, their capacity, and the operator's record of host reboots and
-removals (api.md, ``/servers``)."""
+removals (api.md, ``/servers``). A server answer's ``ETag`` is its version (its stream's, which
+every claim of a VM placed there moves too), and the actions honour ``If-Match`` on it, as the
+VM commands do on the VM's."""
 
 from __future__ import annotations
 
@@ -51,11 +53,20 @@ def list_servers(request: Request) -> JSONResponse:
 
 @router.get("/servers/{server_uuid}")
 def get_server(server_uuid: str, request: Request) -> JSONResponse:
-    """One server with its allocated and free capacity and VM count."""
+    """One server with its allocated and free capacity and VM count; ``ETag``: its version."""
     query = Query(request, set())
     query.check()
-    return JSONResponse(read_one(request, "server_view", services_of(request).servers.get,
-                                 server_uuid, ServerNotFoundError, eventual=query.eventual))
+    return _server(request, server_uuid, eventual=query.eventual)
+
+
+def _server(request: Request, server_uuid: str, *, eventual: bool, status: int = 200,
+            headers: dict[str, str] | None = None) -> JSONResponse:
+    """The server as ``server_view`` has it (once it reflects this request's change, unless
+    ``eventual``), with its version as ``ETag``."""
+    server = read_one(request, "server_view", services_of(request).servers.get, server_uuid,
+                      ServerNotFoundError, eventual=eventual)
+    return JSONResponse(server, status_code=status,
+                        headers={"ETag": f'"{server["version"]}"', **(headers or {})})
 
 
 @router.post("/servers", status_code=201)
@@ -71,9 +82,8 @@ def create_server(request: Request, data: dict[str, Any] | None = Body(None)) ->
         ram_mib=asked.ram_mib, cpus=asked.cpus, cause=cause,
         idempotency=idempotency_of(request, data, cause))
     services.projections.wake()
-    read_your_writes(request, services, ("server_view",), eventual=False)
-    return JSONResponse(services.servers.get(server_uuid), status_code=201 if created else 200,
-                        headers={"Location": f"/servers/{server_uuid}"})
+    return _server(request, server_uuid, eventual=False, status=201 if created else 200,
+                   headers={"Location": f"/servers/{server_uuid}"})
 
 
 @router.post("/servers/{server_uuid}")
@@ -81,25 +91,25 @@ def server_action(server_uuid: str, request: Request,
                   data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Operator: ``?action=reboot`` records a host reboot (a new boot id: the VMs that ran
     there are gone, and each VM's persistence policy decides what follows); ``remove``
-    records that the server left the fleet."""
+    records that the server left the fleet. ``If-Match`` (the server's version) is honoured:
+    another version is 412 and nothing is recorded."""
     query = Query(request, {"action"})
     action = query.params.get("action")
     if action not in ("reboot", "remove"):
         query.invalid("action", "must be reboot or remove",
                       code="Missing" if action is None else "Invalid")
     query.check()
-    body = parse_body(request, ServerActionRequest, data)
     services = services_of(request)
-    cause = cause_of(request)
+    cause, if_match = cause_of(request), if_match_of(request)
+    body = parse_body(request, ServerActionRequest, data)
     idempotency = idempotency_of(request, data, cause)
     if action == "reboot":
         boot_id = body.boot_id or str(uuidlib.uuid4())
         services.agents.host_rebooted(server_uuid.lower(), boot_id, cause=cause,
-                                      idempotency=idempotency)
+                                      if_match=if_match, idempotency=idempotency)
         status = 202
     else:
-        services.commands.remove_server(server_uuid.lower(), cause=cause,
+        services.commands.remove_server(server_uuid.lower(), cause=cause, if_match=if_match,
                                         idempotency=idempotency)
         status = 200
-    read_your_writes(request, services, ("server_view",), eventual=False)
-    return JSONResponse(services.servers.get(server_uuid.lower()), status_code=status)
+    return _server(request, server_uuid, eventual=False, status=status)

@@ -81,19 +81,22 @@ class Agents:
                            admit=(vm_uuid, admit) if admit else None)
 
     def host_rebooted(self, server_uuid: str, boot_id: str, *, cause: Cause,
+                      if_match: int | None = None,
                       idempotency: IdempotencyKey | None = None) -> dict[str, str]:
         """The operator records that the host rebooted with ``boot_id`` (its VMs are gone).
         A repeat of ``idempotency`` records nothing (``{}``); raises
-        ``IdempotencyKeyReusedError``."""
+        ``ServerNotFoundError``, ``VersionMismatchError`` (``if_match`` is not the server's
+        version) and ``IdempotencyKeyReusedError``."""
         return self._apply(server_uuid, boot_id, None,
                            lambda server, rebooted: {v: Happening.HOST_REBOOT for v in server.claims}
-                           if rebooted else {}, cause, idempotency=idempotency)
+                           if rebooted else {}, cause, if_match=if_match, idempotency=idempotency)
 
     # -- one transaction per report -----------------------------------------------------------
 
     def _apply(self, server_uuid: str, boot_id: str, generation: int | None,
                affected: Callable[[Server, bool], dict[str, Happening | str]],
                cause: Cause, admit: tuple[str, Admit] | None = None,
+               if_match: int | None = None,
                idempotency: IdempotencyKey | None = None) -> dict[str, str]:
         def decide(server: Server) -> tuple[dict[str, str], list[Vm]]:
             loaded: dict[str, Vm | None] = {}  # this attempt's, each VM loaded once
@@ -126,7 +129,7 @@ class Agents:
 
         # The VMs changed are saved with the server, in one transaction.
         changed = self.commands.change(Server, server_uuid, decide,
-                                       also=lambda decision: decision[1],
+                                       also=lambda decision: decision[1], if_match=if_match,
                                        idempotency_key=idempotency, outcome=remembered(202))
         return {} if changed.replayed is not None else changed.decision[0]
 

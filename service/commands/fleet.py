@@ -62,12 +62,13 @@ class ServerCommands(_UsesCommands):
             return changed.replayed.uuid, changed.replayed.status == 201
         return server_uuid, changed.decision
 
-    def remove_server(self, server_uuid: str, *, cause: Cause,
+    def remove_server(self, server_uuid: str, *, cause: Cause, if_match: int | None = None,
                       idempotency: IdempotencyKey | None = None) -> None:
-        """Record that the server left the fleet. Raises ``ServerNotFoundError`` and
+        """Record that the server left the fleet. Raises ``ServerNotFoundError``,
+        ``VersionMismatchError`` (``if_match`` is not the server's version) and
         ``IdempotencyKeyReusedError``."""
         self.change(Server, server_uuid, lambda s: s.set_status("removed", cause=cause),
-                    idempotency_key=idempotency, outcome=remembered(200))
+                    if_match=if_match, idempotency_key=idempotency, outcome=remembered(200))
 
 
 class VolumeCommands(_UsesCommands):

@@ -1,6 +1,7 @@
 """``POST /servers``: a compute node registered once; a repeat as described answers it again,
 a repeat with another description is refused (found by a new user: it answered 200 with the
-old server, the new values dropped without a word)."""
+old server, the new values dropped without a word). A server's ``ETag`` is its version, and
+its actions honour ``If-Match`` on it."""
 
 from __future__ import annotations
 
@@ -71,3 +72,71 @@ def test_a_vm_pinned_to_a_server_the_fleet_does_not_have_fails_naming_it(client,
     assert provision["execution"] == "failed"
     assert f"unknown server {BIG['uuid']}" in provision["chain_results"][-1]["error"]
     assert client.get(f"/servers/{BIG['uuid']}").json()["ram_allocated_mib"] == 0
+
+
+# -- If-Match on the server actions (api.md, "Contract: concurrency and idempotency"): they
+# used to ignore it, a stale or malformed one included --------------------------------------
+
+ACTIONS = [("reboot", {"boot_id": "boot-2"}, 202), ("remove", None, 200)]
+
+
+def _etag(response) -> int:
+    return int(response.headers["etag"].strip('"'))
+
+
+def test_a_servers_etag_is_its_version_and_moves_with_every_change_to_it(client, services):
+    registered = client.post("/servers", json=BODY)
+    assert _etag(registered) == registered.json()["version"] == 1
+    read = client.get(f"/servers/{SERVER}")
+    assert _etag(read) == read.json()["version"] == 1
+    assert client.head(f"/servers/{SERVER}").headers["etag"] == '"1"'
+    # a VM placed there claims capacity on the server's stream: the server changed
+    fleet_server = next(iter(services.fleet.servers())).uuid
+    before = _etag(client.get(f"/servers/{fleet_server}"))
+    create_running_vm(client, server_uuid=fleet_server)
+    after = client.get(f"/servers/{fleet_server}")
+    assert _etag(after) == after.json()["version"] > before
+    assert after.json() in client.get("/servers").json()
+
+
+@pytest.mark.parametrize(("action", "body", "status"), ACTIONS, ids=["reboot", "remove"])
+def test_a_server_action_with_the_current_if_match_or_a_star_is_taken(
+        client, action, body, status):
+    etag = client.post("/servers", json=BODY).headers["etag"]
+    taken = client.post(f"/servers/{SERVER}", params={"action": action}, json=body,
+                        headers={"If-Match": etag})
+    assert taken.status_code == status, taken.text
+    assert _etag(taken) == taken.json()["version"] == 2
+    again = client.post(f"/servers/{SERVER}", params={"action": action}, json=body,
+                        headers={"If-Match": "*"})
+    assert again.status_code == status, again.text
+
+
+@pytest.mark.parametrize(("action", "body", "status"), ACTIONS, ids=["reboot", "remove"])
+def test_a_server_action_with_a_stale_if_match_is_412_and_changes_nothing(
+        client, services, action, body, status):
+    fleet_server = next(iter(services.fleet.servers())).uuid
+    stale = client.get(f"/servers/{fleet_server}").headers["etag"]
+    create_running_vm(client, server_uuid=fleet_server)  # the server changes under the ETag
+    before = client.get(f"/servers/{fleet_server}")
+    head = services.commands.head_position()
+    refused = client.post(f"/servers/{fleet_server}", params={"action": action}, json=body,
+                          headers={"If-Match": stale})
+    assert assert_error(refused, 412, "PreconditionFailed")["current_version"] == _etag(before)
+    assert refused.headers["etag"] == before.headers["etag"]
+    assert services.commands.head_position() == head
+    assert client.get(f"/servers/{fleet_server}").json() == before.json()
+
+
+@pytest.mark.parametrize(("action", "body", "status"), ACTIONS, ids=["reboot", "remove"])
+@pytest.mark.parametrize("if_match", ["yesterday", "W/5", '"0"'])
+@pytest.mark.parametrize(("version", "code"), [("~1", 409), ("~2", 422)])
+def test_a_server_action_with_a_malformed_if_match_is_refused_naming_it(
+        client, services, action, body, status, if_match, version, code):
+    assert client.post("/servers", json=BODY).status_code == 201
+    head = services.commands.head_position()
+    refused = client.post(f"/servers/{SERVER}", params={"action": action}, json=body,
+                          headers={"If-Match": if_match, "Accept-Version": version})
+    assert error_fields(assert_error(refused, code, "ValidationFailed")) == {
+        "If-Match": "Invalid"}
+    assert services.commands.head_position() == head
