@@ -11,7 +11,7 @@ from typing import Any
 from domain import rules, transitions
 from domain.errors import IllegalTransitionError, ValidationError
 from domain.events import Cause
-from domain.states import Action, VmState
+from domain.states import Action, JobName, VmState
 
 
 # Why the quarantine ended a job (``JobCanceled.reason``, the job's ``error``).
@@ -22,6 +22,9 @@ CANCELED_WHILE_RUNNING = ("canceled: the VM was quarantined while the job ran; w
 CANCELED_BY_DESTROY = "canceled: the VM was destroyed"
 CANCELED_BY_DESTROY_WHILE_RUNNING = ("canceled: the VM was destroyed while the job ran; "
                                      "whatever the job did after that is not recorded")
+# Why a failed provision ended an ``add_nics`` queued behind it (``record_provision_failed``).
+CANCELED_BY_PROVISION_FAILURE = ("canceled: the VM's provision failed, and the VM gave back "
+                                 "every NIC, this job's too")
 
 
 class Lifecycle:
@@ -48,6 +51,8 @@ class Lifecycle:
     end_active_jobs: Any
     owed_fence: Any
     queue_fence: Any
+    cancel_queued: Any  # domain/job_queue.py
+    give_back_nics: Any  # domain/vm_nics.py
     claim: dict[str, Any] | None
     ram: int
     cpu_cap: int | None
@@ -92,10 +97,20 @@ class Lifecycle:
         self.trigger_event(self.Provisioned, cause=cause, server_uuid=server_uuid)
 
     def record_provision_failed(self, error: str, *, cause: Cause) -> None:
-        """Provisioning failed; any capacity claimed is given back. Raises
-        ``IllegalTransitionError``."""
+        """Provisioning failed: the VM gives back the capacity it claimed and every NIC it
+        holds (``Nics.give_back_nics``; the change loop releases their addresses in the same
+        transaction), as VMAPI frees a failed provision's NICs (TRITON-394): it is on no
+        server and no node has a copy (the provision removed what it made; a lost worker's
+        late call is fenced off, docs/jobs.md), so the addresses are free for the next VM,
+        and a later destroy has none left to release. An ``add_nics`` queued behind the
+        provision is canceled (``CANCELED_BY_PROVISION_FAILURE``): its NICs went with the
+        others, so it would add nothing. Every way a provision fails comes here: its step's
+        failure, a takeover that finds no copy or gives up (service/jobs/takeovers.py).
+        Raises ``IllegalTransitionError``."""
         self._check("ProvisionFailed")
         self.release_capacity(cause=cause)
+        self.give_back_nics(cause=cause)
+        self.cancel_queued(CANCELED_BY_PROVISION_FAILURE, cause=cause, name=JobName.ADD_NICS)
         self.trigger_event(self.ProvisionFailed, cause=cause, error=error)
 
     def record_started(self, *, cause: Cause, server_uuid: str | None = None) -> None:

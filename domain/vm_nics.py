@@ -67,6 +67,17 @@ class Nics:
             nics[0]["primary"] = True
         self.trigger_event(self.NicsAdded, cause=cause, nics=nics)
 
+    def give_back_nics(self, *, cause: Cause) -> list[dict[str, Any]]:
+        """Remove every NIC the VM holds, in one ``NicsRemoved``; returns them, and records
+        nothing when it holds none. Only for a VM whose provision failed
+        (``Lifecycle.record_provision_failed``, VMAPI TRITON-394): it holds no copy on any
+        node, so nothing uses the addresses, which the change loop releases in the same
+        transaction (service/commands/networks.py)."""
+        held = self.nic_list
+        if held:
+            self.trigger_event(self.NicsRemoved, cause=cause, nics=held)
+        return held
+
     def nics_to_remove(self, macs: list[str]) -> list[dict[str, Any]]:
         """The NICs ``macs`` names, each once, in the order asked (what a ``remove_nics`` job
         will remove; nothing is recorded). Raises ``ValidationError`` (field ``macs``) naming a

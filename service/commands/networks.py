@@ -5,11 +5,12 @@ An address is claimed on the network's stream in the same transaction as the VM'
 ``NicsAdded`` (CreateVm with ``networks``, ``add_nics``), so a claim that loses the race for
 an address to another writer stores nothing and the change loop retries with a fresh load:
 no address is ever handed out twice. Addresses are released in the same transaction as the
-VM's ``NicsRemoved`` (``remove_nics``) or ``Destroyed``, from what the VM's own stream says it
-holds, so a VM whose provision failed gives its addresses back when it is destroyed
-(sdc-vmapi #72 leaked them). A volume's address on a network follows its ``NetworkAttached``
-and ``NetworkDetached`` the same way. The change loop records each of these on the networks
-(``_network_effects``).
+VM's ``NicsRemoved`` (``remove_nics``, a failed ``add_nics``, a failed provision: VMAPI
+TRITON-394) or ``Destroyed`` (every NIC it still holds: sdc-vmapi #72 leaked a destroyed
+VM's), from what the VM's own stream says it holds, so a failed provision's addresses are
+free at once and its destroy has none left to release. A volume's address on a network
+follows its ``NetworkAttached`` and ``NetworkDetached`` the same way. The change loop records
+each of these on the networks (``_network_effects``).
 """
 
 from __future__ import annotations

@@ -154,20 +154,6 @@ def test_addresses_outside_the_range_are_counted_apart_and_free_never_goes_negat
     create_vm(client, networks=[network["uuid"]])
     assert figures() == (2, 2, 0, 2)
 
-def test_destroying_a_vm_whose_provision_failed_gives_its_addresses_back(client) -> None:
-    network = make_network(client)
-    created = create_vm(client, networks=[network["uuid"], network["uuid"]],
-                        internal_metadata={"force_provision_failure": True})
-    assert wait_job(client, created["job_uuid"])["execution"] == "failed"
-    assert get_vm(client, created["vm_uuid"])["state"] == "failed"
-    assert in_use(client, network) == 2  # held until the VM is destroyed, as in VMAPI
-    destroy = client.delete(f"/vms/{created['vm_uuid']}")
-    assert wait_job(client, destroy.json()["job_uuid"])["execution"] == "succeeded"
-    assert in_use(client, network) == 0
-    again = create_vm(client, networks=[network["uuid"]])
-    assert get_vm(client, again["vm_uuid"])["nics"][0]["ip"] == "10.2.0.2"
-
-
 def test_add_nics_and_remove_nics_change_the_nics_and_the_claims(client) -> None:
     network = make_network(client)
     vm_uuid = create_running_vm(client)

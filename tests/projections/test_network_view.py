@@ -1,5 +1,6 @@
 """``network_view``'s address figures count the provisioning range only, live and rebuilt
-alike (api.md "Networks and NICs"); a batch encodes each network's row once."""
+alike (api.md "Networks and NICs"); a batch encodes each network's row once; a failed
+provision's addresses are free, live and rebuilt alike."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from types import SimpleNamespace
 from domain.network import Network, range_counts
 from projections import network_view
 from projections.network_view import NetworkQueries
-from tests.builders import cause, rows
+from projections.vm_queries import VmQueries
+from service.commands.networks import NicRequest
+from tests.builders import cause, create, read_model_tables, rows, settle
 
 
 def figures(services, network_uuid: str) -> tuple[int, int, int, int]:
@@ -88,3 +91,24 @@ def test_a_batch_of_claims_on_one_network_encodes_its_row_once(services, monkeyp
     services.projections.catch_up()
     assert len(encoded) == 2  # the body and the claims, once for the 41 events
     assert figures(services, str(net.id)) == (191, 39, 152, 0)
+
+
+def test_a_failed_provisions_addresses_are_free_live_and_rebuilt_alike(services) -> None:
+    # VMAPI TRITON-394: the VM gives its NICs back with ProvisionFailed; network_view frees
+    # the addresses and vm_view shows no NIC, and a rebuild from the log gives the same rows.
+    network, _ = services.commands.create_network(
+        name="fp", subnet="10.60.0.0/24", provision_start_ip="10.60.0.10",
+        provision_end_ip="10.60.0.11", gateway=None, cause=cause())
+    asked = (NicRequest(str(network.id)),)
+    failed = [create(services, networks=asked,
+                     internal_metadata={"force_provision_failure": True}).vm_uuid
+              for _ in range(2)]
+    settle(services)
+    kept = create(services, networks=asked).vm_uuid
+    settle(services)
+    assert figures(services, str(network.id)) == (2, 1, 1, 0)
+    assert [VmQueries(services.db).get(vm_uuid)["nics"] for vm_uuid in failed] == [[], []]
+    assert [n["ip"] for n in VmQueries(services.db).get(kept)["nics"]] == ["10.60.0.10"]
+    live = read_model_tables(services)
+    services.projections.rebuild(["network_view", "vm_view"])
+    assert read_model_tables(services) == live

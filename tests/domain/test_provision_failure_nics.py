@@ -1,0 +1,120 @@
+"""A VM whose provision failed holds no NIC: it gives back every NIC in the save that records
+it failed (VMAPI TRITON-394; ``Lifecycle.record_provision_failed``), so nothing is given back
+twice by a later destroy. A quarantine, or the failure of a VM that ran, keeps the NICs: the
+VM may still have a copy on a node that uses them. Streams stored when a failed provision kept
+its NICs fold as they did."""
+
+from __future__ import annotations
+
+import uuid
+
+from eventsourcing.application import Application
+
+from domain.lifecycle import CANCELED_BY_PROVISION_FAILURE
+from domain.states import Action, VmState
+from domain.vm import Vm
+from tests.builders import LEASE, T0, cause, new_vm, queue, recorded, run_head_job
+
+SERVER = "8b9a0ee4-0000-4000-8000-000000000001"
+
+
+def nics(*macs: str) -> list[dict]:
+    return [{"mac": mac, "ip": f"10.0.0.{10 + n}", "netmask": "255.255.255.0",
+             "gateway": None, "network_uuid": "n", "primary": False}
+            for n, mac in enumerate(macs)]
+
+
+def provisioning(*macs: str) -> tuple[Vm, str]:
+    """A VM created with a NIC of each of ``macs`` (as CreateVm records them), its provision
+    running; its events collected."""
+    vm = new_vm()
+    vm.add_nics(nics(*macs), cause=cause())
+    job_uuid = vm.head_job["uuid"]
+    vm.start_job(job_uuid, worker="w1", now=T0, lease_expires_at=T0 + LEASE, cause=cause())
+    vm.collect_events()
+    return vm, job_uuid
+
+
+def queue_nic_job(vm: Vm, name: str, args: dict) -> str:
+    """Queue a NIC job as service/commands/nic_actions.py does (version 2 queues it behind
+    the provision)."""
+    job_uuid = str(uuid.uuid4())
+    vm.queue_job(action=Action.UPDATE, job_uuid=job_uuid, name=name,
+                 params={"args": args, "if_already": "succeed"}, cause=cause())
+    return job_uuid
+
+
+def test_a_failed_provision_gives_back_every_nic_in_the_save_that_records_it_failed():
+    vm, job_uuid = provisioning("m1", "m2")
+    vm.claim_capacity(SERVER, cause=cause())
+    recorded(vm)
+    vm.record_provision_failed("no room", cause=cause())
+    vm.fail_job(job_uuid, "no room", cause=cause(), worker="w1")
+    events = vm.collect_events()
+    assert [type(e).__name__ for e in events] == [
+        "CapacityReleased", "NicsRemoved", "ProvisionFailed", "JobFailed"]
+    assert [nic["mac"] for nic in events[1].nics] == ["m1", "m2"]
+    assert (vm.state, vm.server_uuid, vm.claim, vm.nic_list) == (
+        VmState.FAILED, None, None, [])
+
+
+def test_an_add_nics_queued_behind_the_failed_provision_is_canceled_its_nics_given_back():
+    # Its NICs were recorded when asked for; the VM gives them back with the others, so the
+    # job would add nothing: it ends canceled rather than 'succeeded' on a VM without them.
+    # A remove_nics's target holds once the NICs are gone: it stays queued.
+    vm, _ = provisioning("m1")
+    vm.add_nics(nics("m2"), cause=cause())
+    add = queue_nic_job(vm, "add_nics", {"nics": vm.nic_list[-1:]})
+    remove = queue_nic_job(vm, "remove_nics", {"macs": ["m1"]})
+    recorded(vm)
+    vm.record_provision_failed("no room", cause=cause())
+    events = vm.collect_events()
+    assert [type(e).__name__ for e in events] == ["NicsRemoved", "JobCanceled",
+                                                  "ProvisionFailed"]
+    assert [nic["mac"] for nic in events[0].nics] == ["m1", "m2"]
+    assert (events[1].job_uuid, events[1].reason) == (add, CANCELED_BY_PROVISION_FAILURE)
+    assert [job["uuid"] for job in vm.active_jobs[1:]] == [remove]
+    assert vm.nic_list == []
+
+
+def test_a_vm_whose_provision_failed_gives_nothing_back_twice():
+    vm = new_vm()  # no NIC: the failure records none given back
+    run_head_job(vm, lambda v: v.record_provision_failed("no room", cause=cause()))
+    assert "NicsRemoved" not in recorded(vm)
+    vm, job_uuid = provisioning("m1")
+    vm.record_provision_failed("no room", cause=cause())
+    vm.fail_job(job_uuid, "no room", cause=cause(), worker="w1")
+    recorded(vm)
+    queue(vm, Action.DESTROY)
+    run_head_job(vm, lambda v: v.record_destroyed(cause=cause()))
+    assert "NicsRemoved" not in recorded(vm)  # the change loop releases vm.nic_list: none
+    assert vm.nic_list == []
+
+
+def test_a_quarantine_and_a_running_vms_failure_keep_the_nics():
+    # A provision canceled by a quarantine may have left a copy on the server it claimed, and
+    # the release queues it again; a VM that ran and failed keeps its server and its copy.
+    vm, _ = provisioning("m1")
+    vm.record_quarantined("stuck", cause=cause("operator"))
+    vm.record_released(cause=cause("operator"))
+    assert "NicsRemoved" not in recorded(vm)
+    assert [nic["mac"] for nic in vm.nic_list] == ["m1"] and vm.state is VmState.PROVISIONING
+    running, _ = provisioning("m2")
+    running.record_provisioned(SERVER, cause=cause())
+    running.record_failed("crashed", "guest panic", cause=cause())
+    assert "NicsRemoved" not in recorded(running)
+    assert [nic["mac"] for nic in running.nic_list] == ["m2"]
+
+
+def test_a_stream_stored_when_a_failed_provision_kept_its_nics_folds_with_them():
+    vm = new_vm()
+    vm.add_nics(nics("m1"), cause=cause())
+    # as record_provision_failed recorded it before: ProvisionFailed alone
+    run_head_job(vm, lambda v: v.trigger_event(Vm.ProvisionFailed, cause=cause(),
+                                               error="no room"))
+    app = Application(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    app.save(vm)
+    folded = app.repository.get(vm.id)
+    assert folded.state is VmState.FAILED
+    assert [nic["mac"] for nic in folded.nic_list] == ["m1"]
+    assert vars(folded) == vars(vm)
