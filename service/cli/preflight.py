@@ -41,7 +41,9 @@ def checked_services(settings: Settings | None = None, *, register_fleet: bool =
 
 def check_database(settings: Settings, *, writes: bool = True) -> None:
     """Connect once to the configured PostgreSQL database, or open the SQLite file (created
-    when missing, as the command would create it). Raises ``SystemExit`` with one line: the
+    when missing, as the command would create it, for a command that ``writes``; a command
+    that only reads refuses a missing file, as PostgreSQL refuses a missing database: a
+    mistyped path made an empty database that ``audit verify`` said held). Raises ``SystemExit`` with one line: the
     database does not exist and the ``createdb`` command that creates it, or why the server
     could not be reached; for SQLite, a line naming ``VMLEDGER_DATABASE_URL`` (status 2, as
     any bad setting) when the file cannot be opened or is not a database. Then, on either,
@@ -52,7 +54,7 @@ def check_database(settings: Settings, *, writes: bool = True) -> None:
     if settings.backend == "postgres":
         _check_postgres(settings)
     else:
-        _check_sqlite(settings.database_url)
+        _check_sqlite(settings.database_url, creates=writes)
     try:
         check_tables(settings, writes=writes)
     except ForeignTableError as foreign:
@@ -90,12 +92,17 @@ def _reason(message: str) -> str:
     return " ".join(first.split())
 
 
-def _check_sqlite(url: str) -> None:
+def _check_sqlite(url: str, *, creates: bool = True) -> None:
     """Open the SQLite file ``url`` names once. Settings already refuse a file in a directory
     that does not exist; a path that is itself a directory, or one SQLite may not create
     (``/proc``), got past them and ended the command, or serve's start-up, in a traceback
-    ("unable to open database file")."""
+    ("unable to open database file"). Unless the command ``creates`` it, a file that does not
+    exist is refused before anything opens it (opening creates it)."""
     path = sqlite_path(url)
+    if not creates and not Path(path).exists():
+        print(f"VMLEDGER_DATABASE_URL: {path} does not exist: a command that only reads "
+              "needs an existing SQLite database (check the path)", file=sys.stderr)
+        raise SystemExit(2)
     problem = "it is a directory" if Path(path).is_dir() else None
     if problem is None:
         try:
