@@ -13,11 +13,24 @@ class DomainError(Exception):
 
 
 class VmNotFoundError(DomainError):
-    """No VM with this uuid (or not visible to the caller)."""
+    """No VM with this uuid (or not visible to the caller). An argument that is not a uuid at
+    all is said to be one (VMAPI's ``Invalid UUID``): "VM notauuid not found" read as if a VM
+    could have that uuid (auditor tester). The answer stays a 404, as GetVm's is."""
 
     def __init__(self, vm_uuid: UUID | str):
-        super().__init__(f"VM {vm_uuid} not found")
+        malformed = "" if _is_uuid(vm_uuid) else " (Invalid UUID: not a uuid)"
+        super().__init__(f"VM {vm_uuid} not found{malformed}")
         self.vm_uuid = str(vm_uuid)
+
+
+def _is_uuid(value: UUID | str) -> bool:
+    if isinstance(value, UUID):
+        return True
+    try:
+        UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 class JobNotFoundError(DomainError):

@@ -67,3 +67,20 @@ def test_history_refuses_bad_parameters_naming_each(client) -> None:
         body = assert_error(client.get(f"/vms/{vm_uuid}/history", params=params, headers=V2),
                             422, "ValidationFailed")
         assert error_fields(body) == {field: "Invalid"}, params
+
+
+def test_a_vm_argument_that_is_not_a_uuid_is_said_to_be_one(client) -> None:
+    """``notauuid`` was "VM notauuid not found", as if a VM could have that uuid: the answer
+    says it is not a uuid (VMAPI's ``Invalid UUID``), as GetVm and the history alike do."""
+    for path in ("/vms/notauuid", "/vms/notauuid/history", "/vms/notauuid?version=2"):
+        body = assert_error(client.get(path), 404, "ResourceNotFound")
+        assert body["message"] == "VM notauuid not found (Invalid UUID: not a uuid)", path
+
+
+def test_the_history_command_says_its_argument_is_not_a_uuid(services, settings) -> None:
+    from tests.cli import vmledger
+
+    ended = vmledger("history", "notauuid", database_url=settings.database_url)
+    assert ended.returncode == 1, ended.stderr
+    assert ended.stderr.strip() == (
+        "vmledger history: VM notauuid not found (Invalid UUID: not a uuid)")
