@@ -4,6 +4,7 @@ snapshot."""
 
 from __future__ import annotations
 
+import json
 from uuid import UUID
 
 from eventsourcing.domain import CanSnapshotAggregate
@@ -129,3 +130,27 @@ def test_the_audits_upcast_of_an_old_snapshot_agrees_with_the_librarys_load(serv
     assert supplied == set(library) - set(said) | {"class_version"}
     assert {k: library[k] for k in supplied - {"class_version"}} == {
         "state_since": None, "lost_copy": None}
+
+
+def test_a_snapshot_whose_seal_was_removed_or_edited_is_a_finding(services):
+    """A load does not use a snapshot without its seal, or with a seal that does not match
+    (service/commands/snapshot_seal.py), so its state passed the audit's comparison while the
+    seal that loads trust was gone (auditor tester)."""
+    vm_uuid = _vm_with_history(services)
+    _snapshots_at(services, vm_uuid, [2, 3])
+    assert verify_snapshots(services.app) == []
+    table, stream = snapshots_table(services, vm_uuid)
+    for version, edit in ((2, lambda state: state.pop(SEAL)),
+                          (3, lambda state: state.update({SEAL: "0" * 64}))):
+        with services.db.transaction() as tx:
+            tx.execute(f"SELECT state FROM {table} WHERE originator_id = ? "
+                       "AND originator_version = ?", (stream, version))
+            stored = json.loads(bytes(tx.fetchone()["state"]))
+            edit(stored["state"])  # the snapshot's state, within the stored envelope
+            tx.execute(f"UPDATE {table} SET state = ? WHERE originator_id = ? "
+                       "AND originator_version = ?", (json.dumps(stored).encode(), stream, version))
+    found = verify_snapshots(services.app)
+    assert [(d.where, d.version, d.kind) for d in found] == [
+        (f"snapshot {vm_uuid}", 2, "snapshot"), (f"snapshot {vm_uuid}", 3, "snapshot")]
+    assert "no seal" in found[0].detail
+    assert "seal does not match" in found[1].detail
