@@ -58,7 +58,7 @@ class RebuildRunner:
         bound_waits(app, self.settings)
         try:
             yield ProjectionRunner(Database(app.recorder.datastore), app.recorder, app.mapper,
-                                   read_models(app.mapper.transcoder))
+                                   read_models(app.mapper.transcoder, app))
         finally:
             app.close()
 
@@ -144,7 +144,7 @@ class Services:
         bound_waits(app, settings)  # before the pool opens (docs/jobs.md, "Outages")
         db = Database(app.recorder.datastore)
         runner = ProjectionRunner(
-            db, app.recorder, app.mapper, read_models(app.mapper.transcoder),
+            db, app.recorder, app.mapper, read_models(app.mapper.transcoder, app),
             on_lag=report_projection_lag, rebuild_processes=settings.rebuild_processes,
             open_runner=RebuildRunner(settings),
         )

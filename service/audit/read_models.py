@@ -17,11 +17,14 @@ width chosen per side from the data made one difference name every VM).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from service.audit.verify import BATCH, Difference, compare, notifications, scratch_directory
+from service.audit.verify import (
+    BATCH, Difference, comparable, compare, notifications, scratch_directory,
+)
 
 Rows = dict[str, dict[str, Any]]
 # stream -> (the version its fold failed at, the read models that failed, the first error)
@@ -31,10 +34,11 @@ Broken = dict[UUID, tuple[int, list[str], str]]
 def verify_read_models(services: Any, progress: Callable[[int], None] | None = None,
                        notes: list[str] | None = None) -> list[Difference]:
     """Every read-model row that differs from a fresh fold of the log (bytes columns, the
-    folded snapshots, left out: the rendered columns derive from them), and one ``fold``
-    difference for each stream a fresh fold could not apply, and a ``tracking`` one for each
-    read model whose position is past the log's head. ``notes`` gets a line for each
-    read model behind the log's head (its rows were compared where it stands)."""
+    folded states the runner folds the next event onto, decoded: ``comparable``), and one
+    ``fold`` difference for each stream a fresh fold could not apply, and a ``tracking`` one
+    for each read model whose position is past the log's head, or behind its rows (in place
+    of its rows' differences: ``_behind_its_rows``). ``notes`` gets a line for each read
+    model behind the log's head (its rows were compared where it stands)."""
     from eventsourcing.sqlite import SQLiteDatastore
 
     from projections.db import Database
@@ -44,6 +48,7 @@ def verify_read_models(services: Any, progress: Callable[[int], None] | None = N
     datastore = SQLiteDatastore(str(directory / "fresh.db"))
     broken: Broken = {}
     differences: list[Difference] = []
+    transcoder = services.app.mapper.transcoder
     try:
         scratch = Database(datastore)
         for fresh in read_models(services.app.mapper.transcoder):
@@ -60,11 +65,16 @@ def verify_read_models(services: Any, progress: Callable[[int], None] | None = N
                 keys = {table: primary_key(tx, table) for table in fresh.tables}
             mine: Broken = {}
             _fold(services.app, fresh, scratch, mine, progress, after=0, stop=stop)
-            with scratch.transaction(commit=False) as tx:
-                for table in fresh.tables:
-                    differences += compare(table, _keyed(live[table], keys[table], mine),
-                                           _keyed(_select(tx, table), keys[table], mine))
+            live_rows = {table: _keyed(live[table], keys[table], mine, transcoder)
+                         for table in fresh.tables}
+            at_stop = _scratch_rows(scratch, fresh, keys, mine, transcoder)
+            found = [d for table in fresh.tables
+                     for d in compare(table, live_rows[table], at_stop[table])]
+            ahead = _ahead(live_rows, at_stop, stop)
             head = _fold(services.app, fresh, scratch, mine, progress, after=stop, stop=None)
+            behind = _behind_its_rows(fresh.name, stop, ahead, found, _scratch_rows(
+                scratch, fresh, keys, mine, transcoder)) if ahead else None
+            differences += [behind] if behind else found
             if notes is not None and head > stop:
                 notes.append(f"{fresh.name} is at log position {stop}, behind the head "
                              f"({head}): its rows were compared at {stop}, the events after "
@@ -90,6 +100,52 @@ def past_head(name: str, position: int, head: int) -> Difference:
     return Difference(f"read model {name}", None, "tracking",
                       f"is at position {position}, past the log's head {head}; "
                       f"`vmledger rebuild {name}` rebuilds it")
+
+
+def _scratch_rows(scratch: Any, fresh: Any, keys: dict[str, list[str]], broken: Broken,
+                  transcoder: Any) -> dict[str, Rows]:
+    """The fresh fold's rows of every table of read model ``fresh``, keyed."""
+    with scratch.transaction(commit=False) as tx:
+        return {table: _keyed(_select(tx, table), keys[table], broken, transcoder)
+                for table in fresh.tables}
+
+
+def _ahead(live: dict[str, Rows], fresh: dict[str, Rows], stop: int
+           ) -> list[tuple[str, str, dict[str, Any]]]:
+    """(table, key, live row) of the live rows that look newer than the fresh fold at the
+    read model's position ``stop``: a ``position`` column past it (``job_view``'s queued job),
+    or a ``version`` the fold there has not reached."""
+    found = []
+    for table, rows in live.items():
+        for key, row in rows.items():
+            want = fresh[table].get(key)
+            if (isinstance(row.get("position"), int) and row["position"] > stop) or (
+                    isinstance(row.get("version"), int)
+                    and (want is None or row["version"] > (want.get("version") or 0))):
+                found.append((table, key, row))
+    return found
+
+
+def _behind_its_rows(name: str, stop: int, ahead: list[tuple[str, str, dict[str, Any]]],
+                     found: list[Difference], at_head: dict[str, Rows]) -> Difference | None:
+    """The ``tracking`` finding for read model ``name`` whose rows the log reaches only after
+    its tracking position ``stop`` (``ahead``, confirmed by the fresh fold at the head
+    ``at_head``), or None. Its tracking row was set back (or its tables restored newer than
+    it): its runner would apply those events again (docs/operations.md). The rows that differ
+    at ``stop`` (``found``) follow from it and are counted, not listed: the audit named 13
+    rows "absent from a fresh fold" and never the tracking (auditor tester)."""
+    for table, key, row in ahead:
+        fold = at_head[table].get(key)
+        if fold is None or (isinstance(row.get("version"), int)
+                            and row["version"] > (fold.get("version") or 0)):
+            continue  # not a row the log reaches later: an edited row, found as such
+        version = f" at version {row['version']}" if "version" in row else ""
+        return Difference(f"read model {name}", None, "tracking",
+                          f"is at position {stop}, behind its rows: {table} row {key}{version} "
+                          f"holds events after that position ({len(found)} rows differ from "
+                          f"a fresh fold at {stop}, not listed); `vmledger rebuild {name}` "
+                          "rebuilds it")
+    return None
 
 
 def primary_key(tx: Any, table: str) -> list[str]:
@@ -124,6 +180,16 @@ def _fold(app: Any, read_model: Any, db: Any, broken: Broken,
     return last
 
 
+def apply_finding_broken(read_model: Any, db: Any, batch: list[tuple[int, Any]],
+                         broken: Broken) -> None:
+    """Apply ``batch`` to ``read_model`` in ``db`` as the audit's folds do: the streams in
+    ``broken`` left out, and those whose event it cannot apply added (the console's audit of
+    a few VMs: service/audit/streams.py)."""
+    for start in range(0, len(batch), BATCH):
+        _apply(read_model, db, [(p, e) for p, e in batch[start:start + BATCH]
+                                if e.originator_id not in broken], broken, None)
+
+
 def _apply(read_model: Any, db: Any, batch: list[tuple[int, Any]], broken: Broken,
            progress: Callable[[int], None] | None) -> None:
     try:
@@ -147,16 +213,38 @@ def _apply(read_model: Any, db: Any, batch: list[tuple[int, Any]], broken: Broke
 
 def _break(broken: Broken, read_model: Any, stream: UUID, version: int,
            error: Exception) -> None:
-    broken.setdefault(stream, (version, [read_model.name], str(error) or type(error).__name__))
+    break_stream(broken, read_model.name, stream, version, error)
 
 
-def _keyed(rows: list[dict[str, Any]], key: list[str], broken: Broken) -> Rows:
-    """``rows`` by their primary key, without their bytes columns and without the rows that
-    name a stream in ``broken`` (its fold stopped: that stream is the finding)."""
+def break_stream(broken: Broken, name: str, stream: UUID, version: int,
+                 error: Exception) -> None:
+    """Put ``stream`` in ``broken`` at ``version``, which ``name`` could not apply, unless it
+    is already there."""
+    broken.setdefault(stream, (version, [name], _worded(error)))
+
+
+def _worded(error: Exception) -> str:
+    """What ``error`` says of the stream, in the audit's words: a key the scratch database
+    already holds is an event applied twice (repeated, or moved from another stream), which
+    SQLite words as "UNIQUE constraint failed: job_view.uuid" (auditor tester)."""
+    text = str(error) or type(error).__name__
+    marker = "UNIQUE constraint failed: "
+    if isinstance(error, sqlite3.IntegrityError) and text.startswith(marker):
+        columns = ", ".join(c.split(".", 1)[-1] for c in text[len(marker):].split(", "))
+        table = text[len(marker):].split(".", 1)[0]
+        return (f"it would make a second {table} row of the same {columns}: an event "
+                "repeated, or moved from another stream")
+    return text
+
+
+def _keyed(rows: list[dict[str, Any]], key: list[str], broken: Broken, transcoder: Any
+           ) -> Rows:
+    """``rows`` by their primary key, each ``comparable``, without the rows that name a
+    stream in ``broken`` (its fold stopped: that stream is the finding)."""
     left_out = {str(stream) for stream in broken}
     keyed = {}
     for row in rows:
-        plain = {k: v for k, v in row.items() if not isinstance(v, bytes | memoryview)}
+        plain = comparable(row, transcoder)
         if left_out and left_out & {str(v) for v in plain.values()}:
             continue
         keyed["/".join(str(row[c]) for c in key)] = plain
