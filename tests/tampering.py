@@ -76,3 +76,25 @@ def edit_snapshot(services: Any, vm_uuid: str, old: bytes, new: bytes,
         state = bytes(row["state"])
         assert old in state
         tx.execute(f"UPDATE {table} SET state = ? WHERE {where}", (state.replace(old, new), *key))
+
+
+def swap_versions(services: Any, vm_uuid: str, first: int, second: int) -> None:
+    """Swap the versions of the stream's events ``first`` and ``second`` (each keeps its
+    position and content), through a temporary negative version."""
+    table, stream = events_table(services, vm_uuid)
+    with services.db.transaction() as tx:
+        for old, new in ((first, -first), (second, first), (-first, second)):
+            tx.execute(f"UPDATE {table} SET originator_version = ? WHERE originator_id = ? "
+                       "AND originator_version = ?", (new, stream, old))
+
+
+def move_event(services: Any, from_vm: str, version: int, to_vm: str, as_version: int
+               ) -> None:
+    """Move ``from_vm``'s event at ``version`` into ``to_vm``'s stream as ``as_version`` (it
+    keeps its position and content)."""
+    table, source = events_table(services, from_vm)
+    _, target = events_table(services, to_vm)
+    with services.db.transaction() as tx:
+        tx.execute(f"UPDATE {table} SET originator_id = ?, originator_version = ? "
+                   "WHERE originator_id = ? AND originator_version = ?",
+                   (target, as_version, source, version))

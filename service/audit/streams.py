@@ -21,7 +21,7 @@ from eventsourcing.persistence import Notification
 
 from service.audit.snapshots import verify_stream_snapshots
 from service.audit.verify import (
-    Difference, check_link, compare, moved_not_missing, scratch_directory,
+    Difference, check_link, comparable, compare, moved_not_missing, scratch_directory,
 )
 from service.storage import select_stream
 
@@ -104,16 +104,23 @@ def fleet_page(services: Any, *, after: int = 0, limit: int = 50
 def _read_model_differences(services: Any, streams: dict[str, list[Notification]]
                             ) -> list[tuple[str, Difference]]:
     """(vm_uuid, difference) for every VM row of the VM read models that differs from a
-    fresh fold of the VMs' streams."""
+    fresh fold of the VMs' streams; for a VM whose stream a fresh fold cannot apply (an event
+    undecodable, deleted, moved, or refused by the fold), one ``fold`` difference naming the
+    version and the read models instead of its rows, as ``vmledger audit verify`` reports it
+    (``service.audit.read_models``): the page exists to report damaged streams, and answered
+    them 500 or 503, failing a fleet page whole (auditor tester)."""
     from eventsourcing.sqlite import SQLiteDatastore
 
     from projections.db import Database
+    from service.audit.read_models import Broken, apply_finding_broken
     from service.container import read_models
 
-    models = [m for m in read_models(services.app.mapper.transcoder) if set(m.tables) & set(VM_TABLES)]
+    transcoder = services.app.mapper.transcoder
+    models = [m for m in read_models(transcoder) if set(m.tables) & set(VM_TABLES)]
     uuids = list(streams)
-    live_positions, live = _live_rows(services.db, models, uuids)
-    events = _merged(services.app, streams)
+    live_positions, live = _live_rows(services.db, models, uuids, transcoder)
+    broken: Broken = {}
+    events = _merged(services.app, streams, broken)
     directory = scratch_directory()
     datastore = SQLiteDatastore(str(directory / "fresh.db"))
     found: list[tuple[str, Difference]] = []
@@ -124,12 +131,19 @@ def _read_model_differences(services: Any, streams: dict[str, list[Notification]
             with scratch.transaction() as tx:
                 for statement in model.create_statements(scratch):
                     tx.execute(statement)
-                batch = [(p, e) for p, e in events if p <= stop]
-                if batch:
-                    model.apply(tx, batch)
-        _, fresh = _live_rows(scratch, models, uuids, positions=False)
-        for table in live:
-            for vm_uuid in uuids:
+            apply_finding_broken(model, scratch, [(p, e) for p, e in events if p <= stop],
+                                 broken)
+        _, fresh = _live_rows(scratch, models, uuids, transcoder, positions=False)
+        for vm_uuid in uuids:
+            damage = broken.get(UUID(vm_uuid))
+            if damage is not None:
+                version, names, error = damage
+                found.append((vm_uuid, Difference(
+                    f"stream {vm_uuid}", version, "fold",
+                    f"a fresh fold of {', '.join(names)} failed: {error}; its rows are not "
+                    "compared")))
+                continue
+            for table in live:
                 for difference in compare(table, live[table].get(vm_uuid, {}),
                                           fresh[table].get(vm_uuid, {})):
                     found.append((vm_uuid, difference))
@@ -141,26 +155,52 @@ def _read_model_differences(services: Any, streams: dict[str, list[Notification]
     return found
 
 
-def _merged(app: Any, streams: dict[str, list[Notification]]) -> list[tuple[int, Any]]:
-    """The VMs' events and those of the volumes they mount, decoded, in log order."""
+def _merged(app: Any, streams: dict[str, list[Notification]], broken: Any
+            ) -> list[tuple[int, Any]]:
+    """The VMs' events and those of the volumes they mount, decoded, in log order; a stream
+    with an event that cannot be decoded goes into ``broken`` from that version on."""
+    from service.audit.read_models import break_stream
+
     decoded: dict[int, Any] = {}
     volumes: set[str] = set()
-    for events in streams.values():
-        for stored in events:
-            event = app.mapper.to_domain_event(stored)
-            decoded[stored.id] = event
-            if stored.originator_version == 1:
-                volumes |= {m["volume_uuid"] for m in getattr(event, "volumes", None) or []}
+    stored_events = [stored for events in streams.values() for stored in events]
+    for stored in stored_events:
+        event = _decoded(app, stored, broken, break_stream)
+        if event is None:
+            continue
+        decoded[stored.id] = event
+        if stored.originator_version == 1:
+            volumes |= {m["volume_uuid"] for m in getattr(event, "volumes", None) or []
+                        if isinstance(m, dict) and "volume_uuid" in m}
     for volume_uuid in sorted(volumes):
-        for stored in select_stream(app.recorder, UUID(volume_uuid), 0, MAX_EVENTS):
-            decoded[stored.id] = app.mapper.to_domain_event(stored)
+        try:
+            volume_id = UUID(str(volume_uuid))
+        except ValueError:
+            continue
+        for stored in select_stream(app.recorder, volume_id, 0, MAX_EVENTS):
+            event = _decoded(app, stored, broken, break_stream)
+            if event is not None:
+                decoded[stored.id] = event
     return sorted(decoded.items(), key=lambda item: item[0])
 
 
-def _live_rows(db: Any, models: list[Any], uuids: list[str], *, positions: bool = True
+def _decoded(app: Any, stored: Notification, broken: Any, break_stream: Any) -> Any:
+    """``stored`` decoded, or None (its stream then in ``broken``)."""
+    if stored.originator_id in broken:
+        return None
+    try:
+        return app.mapper.to_domain_event(stored)
+    except Exception as error:  # noqa: BLE001 - an undecodable event is a finding
+        break_stream(broken, "every read model", stored.originator_id,
+                     stored.originator_version, error)
+        return None
+
+
+def _live_rows(db: Any, models: list[Any], uuids: list[str], transcoder: Any, *,
+               positions: bool = True
                ) -> tuple[dict[str, int], dict[str, dict[str, dict[str, dict[str, Any]]]]]:
     """Each model's tracking position, and the VMs' rows of every VM table: table → vm_uuid →
-    key → row (bytes columns left out), all read in one snapshot of the database."""
+    key → row (``comparable``), all read in one snapshot of the database."""
     from projections.db import Dialect
     from projections.runner import ProjectionRunner
 
@@ -180,8 +220,7 @@ def _live_rows(db: Any, models: list[Any], uuids: list[str], *, positions: bool 
                 tx.execute(f"SELECT * FROM {table} WHERE {column} IN ({marks})", uuids)
                 per_vm = rows.setdefault(table, {})
                 for row in tx.fetchall():
-                    plain = {k: v for k, v in row.items()
-                             if not isinstance(v, bytes | memoryview)}
+                    plain = comparable(row, transcoder)
                     per_vm.setdefault(row[column], {})["/".join(
                         str(row[c]) for c in key)] = plain
     return found, rows
