@@ -17,7 +17,6 @@ width chosen per side from the data made one difference name every VM).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
@@ -229,7 +228,10 @@ def _worded(error: Exception) -> str:
     SQLite words as "UNIQUE constraint failed: job_view.uuid" (auditor tester)."""
     text = str(error) or type(error).__name__
     marker = "UNIQUE constraint failed: "
-    if isinstance(error, sqlite3.IntegrityError) and text.startswith(marker):
+    # the library's SQLite datastore raises its own IntegrityError (not sqlite3's) with
+    # SQLite's words; the scratch database is always SQLite
+    integrity = any(cls.__name__ == "IntegrityError" for cls in type(error).__mro__)
+    if integrity and text.startswith(marker):
         columns = ", ".join(c.split(".", 1)[-1] for c in text[len(marker):].split(", "))
         table = text[len(marker):].split(".", 1)[0]
         return (f"it would make a second {table} row of the same {columns}: an event "

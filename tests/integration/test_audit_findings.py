@@ -161,3 +161,20 @@ def test_an_event_moved_in_the_log_is_out_of_order_not_missing(services):
     [moved] = verify_chains(services.app)
     assert (moved.where, moved.version, moved.kind) == (f"stream {vm_uuid}", 3, "out of order")
     assert moved.detail.startswith(f"at position {head + 1000}, after version ")
+
+
+def test_an_event_copied_from_another_stream_is_worded_not_raw_sql(services):
+    """A job's queuing copied into another VM's stream makes the fresh fold of ``job_view``
+    write its job twice: the finding says so, not SQLite's "UNIQUE constraint failed: …"."""
+    source = _vm_with_history(services)
+    target = _vm_with_history(services)
+    queued = next(s for s in services.app.recorder.select_events(UUID(source))
+                  if s.topic == Vm.JobQueued.TOPIC)
+    version = services.commands.load(target).version + 1
+    services.app.recorder.insert_events([StoredEvent(
+        originator_id=UUID(target), originator_version=version, topic=queued.topic,
+        state=queued.state)])
+    folds = [d for d in verify_read_models(services) if d.kind == "fold"]
+    assert [(d.where, d.version) for d in folds] == [(f"stream {target}", version)]
+    assert "UNIQUE" not in folds[0].detail
+    assert "a second job_view row of the same uuid" in folds[0].detail
