@@ -19,9 +19,10 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
+from service.audit.chains import ChainCheck
 from service.audit.snapshots import verify_stream_snapshots
 from service.audit.verify import (
-    Difference, check_link, comparable, compare, moved_not_missing, scratch_directory,
+    Difference, comparable, compare, scratch_directory,
 )
 from service.storage import select_stream
 
@@ -72,10 +73,10 @@ def verify_vms(services: Any, vm_uuids: Iterable[str]) -> list[VmAudit]:
             audit.chain.append(Difference(f"stream {vm_uuid}", 1, "missing",
                                           "the log has no VM stream of this uuid"))
             events = []
-        heads: dict[UUID, tuple[int, str | None]] = {}
-        for stored in events:
-            audit.chain += check_link(app, stored, heads)
-        audit.chain = moved_not_missing(audit.chain)
+        check = ChainCheck(app)
+        for stored in sorted(events, key=lambda stored: stored.id):  # in log order
+            check.add(stored)
+        audit.chain += check.findings()
         if events:  # what a load may start from, as the whole verify checks it
             audit.chain += verify_stream_snapshots(app, UUID(vm_uuid))
         audit.events = len(events)

@@ -5,8 +5,6 @@ page failed whole), and a fleet page reports each VM."""
 from __future__ import annotations
 
 import re
-from uuid import UUID
-
 import pytest
 from fastapi.testclient import TestClient
 
@@ -56,4 +54,16 @@ def test_the_console_audit_reports_a_damaged_stream(services: Services, client: 
     fleet = client.post("/console/fragments/audit", params={"after": 0, "limit": 50})
     assert fleet.status_code == 200, fleet.text
     assert set(re.findall(r'<tr data-vm="([^"]+)"', fleet.text)) >= {vm_uuid, other}
-    assert UUID(vm_uuid)
+
+
+def test_the_console_names_the_swapped_rows_only(services: Services,
+                                                client: TestClient) -> None:
+    vm_uuid = create_running_vm(client)
+    for alias in ("a", "b"):
+        act_and_wait(client, vm_uuid, "update", json={"alias": alias})
+    last = _history_of(client, vm_uuid)[-1]["version"]
+    swap_versions(services, vm_uuid, 3, last - 1)
+    text = client.post("/console/fragments/audit", params={"vm_uuid": vm_uuid}).text
+    assert f"tampered: stream {vm_uuid} version 3:" in text
+    assert f"tampered: stream {vm_uuid} version {last - 1}:" in text
+    assert "out of order" not in text and "missing:" not in text

@@ -20,7 +20,9 @@ from service.audit.read_models import verify_read_models
 from service.audit.verify import stored_fields, verify_chains
 from tests.cli import vmledger
 from tests.integration.test_audit import OWNER, _version_of, _vm_with_history
-from tests.tampering import delete_event, edit_snapshot, events_table, set_event_column
+from tests.tampering import (
+    delete_event, edit_snapshot, events_table, move_event, set_event_column, swap_versions,
+)
 
 
 def test_an_untouched_snapshot_verifies_and_an_edited_one_is_named(services):
@@ -178,3 +180,33 @@ def test_an_event_copied_from_another_stream_is_worded_not_raw_sql(services):
     assert [(d.where, d.version) for d in folds] == [(f"stream {target}", version)]
     assert "UNIQUE" not in folds[0].detail
     assert "a second job_view row of the same uuid" in folds[0].detail
+
+
+def test_two_versions_swapped_are_the_two_findings(services):
+    """Swapping versions 13 and 18 was "out of order" for 14-17, "tampered" for an intact 19,
+    and never named 13 or 18 (auditor tester): each row's chain says which version it is."""
+    vm_uuid = _vm_with_history(services)
+    last = services.commands.load(vm_uuid).version
+    first, second = 3, last - 1
+    assert second - first > 2, "the history is too short"
+    swap_versions(services, vm_uuid, first, second)
+    found = _findings(services)
+    assert found == [(f"stream {vm_uuid}", second, "tampered"),
+                     (f"stream {vm_uuid}", first, "tampered")], found
+    details = [d.detail for d in verify_chains(services.app)]
+    assert f"the event of version {first}" in details[0]
+    assert f"the event of version {second}" in details[1]
+
+
+def test_an_event_moved_in_from_another_stream_is_named_not_its_new_streams_events(services):
+    """An event of one VM moved into another's stream as its next version was "out of order"
+    for every intact event of the second VM and never named itself (auditor tester)."""
+    source = _vm_with_history(services)
+    target = _vm_with_history(services)
+    forged = services.commands.load(target).version + 1
+    move_event(services, source, 3, target, forged)
+    found = _findings(services)
+    assert sorted(found) == sorted([(f"stream {source}", 3, "missing"),
+                                    (f"stream {target}", forged, "tampered")]), found
+    [moved] = [d for d in verify_chains(services.app) if d.where == f"stream {target}"]
+    assert "moved from another stream, or forged" in moved.detail

@@ -1,0 +1,54 @@
+"""What the audit's checks report (``Difference``), and what they share of a stored event:
+its fields as written (``stored_fields``) and whether its class can read it
+(``check_class``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from eventsourcing.persistence import Mapper, Notification
+from eventsourcing.utils import resolve_topic
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One thing that did not hold: where (stream or read-model row, version) and what."""
+
+    where: str
+    version: int | None
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        at = f" version {self.version}" if self.version is not None else ""
+        return f"{self.kind}: {self.where}{at}: {self.detail}"
+
+
+def stored_fields(mapper: Mapper[Any], stored: Notification) -> dict[str, Any]:
+    """An event's fields exactly as they were written: decoded, but not upcast."""
+    state = stored.state
+    if mapper.cipher:
+        state = mapper.cipher.decrypt(state)
+    if mapper.compressor:
+        state = mapper.compressor.decompress(state)
+    return mapper.transcoder.decode(state)
+
+
+def check_class(where: str, stored: Notification, fields: dict[str, Any]
+                 ) -> list[Difference]:
+    """An event whose topic names no event class, or whose ``class_version`` is newer than
+    its class's: neither is covered by the chain (docs/events.md), and the mapper would read
+    the one not at all and the other without upcasting it."""
+    try:
+        cls = resolve_topic(stored.topic)
+    except Exception as error:  # noqa: BLE001 - TopicError, or a topic naming no class
+        return [Difference(where, stored.originator_version, "unknown topic",
+                           f"{stored.topic!r} names no event class: {error}")]
+    stored_version = fields.get("class_version", 1)
+    current = getattr(cls, "class_version", 1)
+    if not isinstance(stored_version, int) or stored_version > current:
+        return [Difference(where, stored.originator_version, "class version",
+                           f"class_version {stored_version!r} is newer than {stored.topic}'s "
+                           f"({current})")]
+    return []
