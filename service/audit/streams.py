@@ -21,9 +21,7 @@ from eventsourcing.persistence import Notification
 
 from service.audit.chains import ChainCheck
 from service.audit.snapshots import verify_stream_snapshots
-from service.audit.verify import (
-    Difference, comparable, compare, scratch_directory,
-)
+from service.audit.verify import Difference, comparable, compare, scratch_directory
 from service.storage import select_stream
 
 MAX_PAGE = 200  # VMs in one fleet page: about a second of work on this machine

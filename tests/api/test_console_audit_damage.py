@@ -5,6 +5,7 @@ page failed whole), and a fleet page reports each VM."""
 from __future__ import annotations
 
 import re
+
 import pytest
 from fastapi.testclient import TestClient
 
