@@ -58,10 +58,13 @@ def cause_of(request: Request) -> Cause:
     )
 
 
-def idempotency_of(request: Request, data: Any, cause: Cause) -> IdempotencyKey | None:
+def idempotency_of(request: Request, data: Any, cause: Cause, *,
+                   params: list[tuple[str, str]] | None = None) -> IdempotencyKey | None:
     """The request's ``Idempotency-Key``, scoped to the caller, with a fingerprint of what the
     request asks (method, path, query, body, API version), or None without the header. The
-    key is the one ``cause`` (the request's ``cause_of``) records: the header is read once."""
+    key is the one ``cause`` (the request's ``cause_of``) records: the header is read once.
+    ``params``, given, stand for the query's (a VM action's parameters given in its body,
+    ``action_params.asked_params``, with ``data`` the rest of its body)."""
     key = cause["idempotency_key"]
     if key is None:
         return None
@@ -71,7 +74,7 @@ def idempotency_of(request: Request, data: Any, cause: Cause) -> IdempotencyKey 
     asked = [
         request.method,
         request.url.path,
-        sorted(request.query_params.multi_items()),
+        sorted(request.query_params.multi_items() if params is None else params),
         data,
         behaviour_of(request).version,
     ]

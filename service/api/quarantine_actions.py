@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from domain.errors import VmNotFoundError
+from service.api.action_params import asked_params, without_action
 from service.api.deps import (
     behaviour_of, cause_of, idempotency_of, if_match_of, parse_body, read_your_writes,
     services_of,
@@ -26,22 +27,23 @@ class QuarantineRequest(StrictModel):
     reason: str = Field(min_length=1, max_length=1024)
 
 
-def quarantine_action(vm_uuid: str, request: Request, data: Any) -> JSONResponse:
-    """Quarantine (with ``reason``) or release the VM; answers the VM as it now is."""
+def quarantine_action(vm_uuid: str, request: Request, data: Any, name: str) -> JSONResponse:
+    """Quarantine (with ``reason``) or release the VM (``name``, from the query or the body:
+    ``action_params.action_of``); answers the VM as it now is."""
     query = Query(request, {"action"})
     query.check()
     services = services_of(request)
     if_match, cause = if_match_of(request), cause_of(request)
-    if request.query_params["action"] == "quarantine":
-        reason = parse_body(request, QuarantineRequest, data).reason
+    params, rest = asked_params(request, data)
+    idempotency = idempotency_of(request, rest, cause, params=params)
+    if name == "quarantine":
+        reason = parse_body(request, QuarantineRequest, without_action(data)).reason
         services.quarantine.quarantine(vm_uuid.lower(), reason, cause=cause, if_match=if_match,
-                                       idempotency=idempotency_of(request, data, cause),
-                                       behaviour=behaviour_of(request))
+                                       idempotency=idempotency, behaviour=behaviour_of(request))
     else:
-        parse_body(request, StrictModel, data)
+        parse_body(request, StrictModel, without_action(data))
         services.quarantine.release(vm_uuid.lower(), cause=cause, if_match=if_match,
-                                    idempotency=idempotency_of(request, data, cause),
-                                    behaviour=behaviour_of(request))
+                                    idempotency=idempotency, behaviour=behaviour_of(request))
     read_your_writes(request, services, ("vm_view",), eventual=False)
     vm = services.vms.get(vm_uuid.lower())
     if vm is None:

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from domain import json_input
 from domain.errors import ValidationError
 from domain.states import Action
+from service.api.action_params import action_of, asked_params, check_agree
 from service.api.auth import authorized_router, require_owner
 from service.api.deps import (
     accepted,
@@ -111,14 +112,16 @@ async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, An
 async def act_on_vm(vm_uuid: str, request: Request,
                     data: dict[str, Any] | None = Body(None)) -> Response:
     """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job);
-    ``quarantine|release`` (operator; 200 with the VM)."""
-    if request.query_params.get("action") in QUARANTINE_ACTIONS:
-        return await run_in_threadpool(quarantine_action, vm_uuid, request, data)
-    if request.query_params.get("action") in NIC_ACTIONS:
-        return await _nic_action(vm_uuid, request, data)
-    # kill's signal may be in the query or the body, as VMAPI maps both (restify's
-    # mapParams); each is checked, and only SIGKILL is taken, so the two cannot disagree
-    killing = request.query_params.get("action") == Action.KILL.value
+    ``quarantine|release`` (operator; 200 with the VM). The action and its parameters may be
+    in the query or the body, as VMAPI maps both (``action_params``)."""
+    name = action_of(request, data)
+    if name in QUARANTINE_ACTIONS:
+        return await run_in_threadpool(quarantine_action, vm_uuid, request, data, name)
+    if name in NIC_ACTIONS:
+        return await _nic_action(vm_uuid, request, data, name)
+    # kill's signal may be in the query or the body; each is checked, and only SIGKILL is
+    # taken, so the two cannot disagree
+    killing = name == Action.KILL.value
     query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout",
                             *(("signal",) if killing else ())})
     signal = query.params.get("signal")
@@ -128,16 +131,17 @@ async def act_on_vm(vm_uuid: str, request: Request,
     sync = query.boolean("sync")
     _client_extras(query)
     query.integer("timeout", minimum=0)  # stopVm/rebootVm's grace period: nothing to wait for
-    action = ACTIONS.get(request.query_params.get("action", ""))
+    action = ACTIONS.get(name or "")
     if action is None:
         every = (*ACTIONS, *QUARANTINE_ACTIONS, *NIC_ACTIONS)
         query.invalid("action", f"must be one of {', '.join(every)}",
-                      code="Missing" if "action" not in query.params else "Invalid")
+                      code="Missing" if name is None else "Invalid")
     query.check()
     assert action is not None
     model = {Action.UPDATE: UpdateVmRequest, Action.KILL: KillBody}.get(action, ActionBody)
     parsed = parse_body(request, model, data,
                         message=UPDATE_MESSAGE if action is Action.UPDATE else None)
+    check_agree(request, parsed)
     args: dict[str, Any] = {}
     if isinstance(parsed, UpdateVmRequest):
         args = _update_args(parsed)
@@ -176,22 +180,24 @@ def _networks(request: Request, networks: Any) -> list[NicRequest]:
     return parse_networks(networks, services.networks)
 
 
-async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None
-                      ) -> JSONResponse:
+async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None,
+                      name: str) -> JSONResponse:
     """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them."""
     query = Query(request, {"action", "sync", *CLIENT_EXTRAS})
     sync = query.boolean("sync")
     _client_extras(query)
     query.check()
-    adding = request.query_params["action"] == "add_nics"
+    adding = name == "add_nics"
     parsed = parse_body(request, AddNicsBody if adding else RemoveNicsBody, data)
+    check_agree(request, parsed)
     services = services_of(request)
     add = (await run_in_threadpool(_networks, request, parsed.networks)
            if isinstance(parsed, AddNicsBody) else None)
     remove = None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs]
     behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
     owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
-    idempotency = idempotency_of(request, data, cause)
+    params, rest = asked_params(request, data)
+    idempotency = idempotency_of(request, rest, cause, params=params)
     result = await command(request, lambda: change_nics(
         services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
         remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency))
@@ -207,10 +213,11 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
                    owner_uuid: str | None, idempotent: bool, sync: bool,
                    context: dict[str, Any] | None, body: Any) -> Response:
     """Request ``action``; ``body`` is the request's, for its ``Idempotency-Key``'s
-    fingerprint."""
+    fingerprint (its action's parameters counted as the query's, ``asked_params``)."""
     services = services_of(request)
     cause = cause_of(request)
-    idempotency = idempotency_of(request, body, cause)
+    params, rest = asked_params(request, body)
+    idempotency = idempotency_of(request, rest, cause, params=params)
     context = context or _x_context(request)
     behaviour, if_match = behaviour_of(request), if_match_of(request)
     result = await command(request, lambda: services.commands.request_action(

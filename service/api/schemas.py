@@ -15,7 +15,7 @@ from pydantic import (
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from projections.formats import in_utc_range
+from projections.formats import MAX_INTEGER, in_utc_range
 from domain.json_input import printable, unstorable
 
 MAX_METADATA_KEYS = 128
@@ -194,22 +194,24 @@ class CreateVmRequest(MetadataFields):
         return value
 
 
-class UpdateVmRequest(MetadataFields):
-    """``POST /vms/{uuid}?action=update``: the fields to change."""
-
-    owner_uuid: UUID | None = None
-    idempotent: Boolean | None = None
-    sync: Boolean | None = None
-    context: dict[str, Any] | None = None
-
-
 class ActionBody(StrictModel):
-    """The optional body of start, stop, kill, reboot (the VMAPI client may send these)."""
+    """The optional body of start, stop, kill, reboot: what the VMAPI client may send there as
+    in the query (restify's mapParams; service/api/action_params.py compares the two). The
+    route checks which ``action`` it is; ``timeout`` (stop's, reboot's grace period),
+    ``origin`` and ``creator_uuid`` are validated, not recorded, as in the query."""
 
+    action: str | None = Field(None, max_length=32)
     owner_uuid: UUID | None = None
     idempotent: Boolean | None = None
     sync: Boolean | None = None
     context: dict[str, Any] | None = None
+    timeout: Annotated[int, Field(ge=0, le=MAX_INTEGER, strict=True)] | None = None
+    origin: str | None = Field(None, min_length=1, max_length=256)
+    creator_uuid: UUID | None = None
+
+
+class UpdateVmRequest(MetadataFields, ActionBody):
+    """``POST /vms/{uuid}?action=update``: the fields to change, and an action's own."""
 
 
 class AddNicsBody(ActionBody):
