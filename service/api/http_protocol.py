@@ -101,6 +101,17 @@ class ResponseHeadCasing:
         return getattr(self._transport, name)
 
 
+def _parsers_own(error: HttpParserCallbackError) -> HttpParserError:
+    """The parser's refusal of the request that made a callback fail, or ``error`` itself.
+    uvicorn's ``on_headers_complete`` has httptools parse the URL: a URL over llhttp's 65535
+    bytes, or one it cannot read, fails that callback with ``HttpParserInvalidURLError``,
+    the client's error like any other the parser finds, not a bug of ours (no traceback)."""
+    cause = error.__cause__ or error.__context__
+    if isinstance(cause, HttpParserError) and not isinstance(cause, HttpParserCallbackError):
+        return cause
+    return error
+
+
 class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):
     """uvicorn's httptools protocol with ``TCP_NODELAY``, each response written through a
     ``ResponseHeadCasing``, and a request it cannot parse answered as the API answers errors
@@ -114,6 +125,8 @@ class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):
         close the connection, as uvicorn does: the parser cannot find the next request."""
         error = sys.exception()
         reason = "the request could not be parsed"
+        if isinstance(error, HttpParserCallbackError):
+            error = _parsers_own(error)
         if isinstance(error, HttpParserCallbackError):
             # A callback's failure is a bug of ours, not the client's to read about; uvicorn
             # logs only "Invalid HTTP request received.", so the cause would go unseen.

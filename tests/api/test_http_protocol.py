@@ -201,6 +201,24 @@ def test_a_parser_callback_that_fails_is_logged_and_its_error_not_told(caplog):
     assert "a bug of ours" in caplog.text
 
 
+@pytest.mark.parametrize("url, reason", [
+    (b"/vms?alias=" + b"a" * 70000, "url is too long: url length of 70011 bytes exceeds the "
+     "maximum of 65535 bytes"),
+    (b"http://[/vms", "invalid url"),
+])
+def test_a_url_the_parser_cannot_read_is_the_clients_error_told_and_not_logged(
+        caplog, url, reason):
+    # found by a tester: the 400 said only "the request could not be parsed", and an ERROR
+    # with a traceback was logged for what is the client's error, not the server's
+    caplog.set_level("DEBUG")
+    answer = served(NoDelayHttpToolsProtocol, b"GET " + url + b" HTTP/1.1\r\nHost: x\r\n\r\n")[1]
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request")
+    error = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert error["code"] == "BadRequest"
+    assert error["message"].lower().startswith("invalid http request: " + reason.lower()), error
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL") or r.exc_info]
+
+
 def test_plain_httptools_answers_them_in_text():
     # The reason for NoDelayHttpToolsProtocol.send_400_response; if uvicorn changes, this
     # fails and the override can be checked against it.
