@@ -25,10 +25,8 @@ from service.api.errors import LIST_MESSAGE, invalid_parameters
 from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param, parse_timestamp
 from service.api.schemas import VMAPI_BRANDS
 from service.api.vmapi_markers import read_vmapi_marker
+from service.api.vmapi_rules import ALIAS_MISMATCH, INVALID_UUID, is_alias, is_uuid
 
-UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
-ALIAS_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$")
-ALIAS_RE_SHOWN = r"/^[a-zA-Z0-9][a-zA-Z0-9\_\.\-]*$/"  # as JavaScript prints VMAPI's regexp
 # \Z, not $: Python's $ also matches before a final newline, JavaScript's (VMAPI's) does not
 RAM_RE = re.compile(r"^0\Z|^([1-9][0-9]*\Z)")
 RAM_RE_SHOWN = r"/^0$|^([1-9][0-9]*$)/"
@@ -117,7 +115,7 @@ class ListVmsQuery:
         return value
 
     def _uuid(self, name: str) -> str | None:
-        return self._checked(name, UUID_RE.match, "Invalid UUID")
+        return self._checked(name, is_uuid, INVALID_UUID)
 
     def _number(self, name: str, *, minimum: int, maximum: int | None = None) -> int | None:
         def message(number: int | None) -> str:
@@ -138,8 +136,7 @@ class ListVmsQuery:
             setattr(vm_filter, name, self._uuid(name))
         if self._uuid("billing_id") is not None:
             vm_filter.unrecorded = True
-        vm_filter.alias = self._checked(
-            "alias", ALIAS_RE.match, f"String does not match regexp: {ALIAS_RE_SHOWN}")
+        vm_filter.alias = self._checked("alias", is_alias, ALIAS_MISMATCH)
         vm_filter.brand = self._checked(
             "brand", VMAPI_BRANDS.__contains__, f"Must be one of: {', '.join(VMAPI_BRANDS)}")
         vm_filter.state = self._checked(
@@ -160,7 +157,7 @@ class ListVmsQuery:
                 self._invalid("create_timestamp", f"Invalid timestamp: {stamp}")
             else:
                 vm_filter.create_timestamp = rfc3339(instant)
-        uuids = self._checked("uuids", lambda v: all(UUID_RE.match(u) for u in v.split(",")),
+        uuids = self._checked("uuids", lambda v: all(is_uuid(u) for u in v.split(",")),
                               f"Invalid values: {params.get('uuids')}")
         if uuids is not None:
             vm_filter.uuids = uuids.split(",")

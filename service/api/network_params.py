@@ -13,14 +13,13 @@ network of that name.
 from __future__ import annotations
 
 import ipaddress
-import re
 from typing import Any
 
 from domain.errors import ValidationError
 from projections.network_view import NetworkQueries
+from service.api.vmapi_rules import is_uuid
 from service.commands.networks import NetworkNotFoundError, NicRequest
 
-UUID_RE = re.compile(r"^[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$")
 MAX_NICS = 32
 
 
@@ -35,7 +34,7 @@ def _primary(value: Any) -> bool:
 def _one(entry: Any) -> tuple[str | None, str | None, str | None, bool]:
     """(uuid, name, ip, primary) of one entry. Raises ``ValidationError``."""
     if isinstance(entry, str):
-        return (entry, None, None, False) if UUID_RE.match(entry) else (None, entry, None, False)
+        return (entry, None, None, False) if is_uuid(entry) else (None, entry, None, False)
     if not isinstance(entry, dict):
         raise _invalid("Malformed networks object")
     if "uuid" in entry and ("ipv4_uuid" in entry or "ipv6_uuid" in entry):
@@ -63,7 +62,7 @@ def _one(entry: Any) -> tuple[str | None, str | None, str | None, bool]:
         except (ValueError, TypeError):
             raise _invalid("ipv4_ips contains invalid IPv4 addresses") from None
     name = entry.get("name")
-    if uuid is not None and (not isinstance(uuid, str) or not UUID_RE.match(uuid)):
+    if uuid is not None and not is_uuid(uuid):
         raise _invalid(f"Invalid uuid {uuid}")
     if uuid is None and not isinstance(name, str):
         raise _invalid("Network object must specify a UUID or a name")

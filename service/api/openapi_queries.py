@@ -16,7 +16,8 @@ from typing import Any
 
 from domain.states import Execution, JobName
 from projections.vm_queries import SORT_FIELDS
-from service.api.list_vms_params import ALIAS_RE, STATES, UNRECORDED
+from service.api.list_vms_params import STATES, UNRECORDED
+from service.api.vmapi_rules import ALIAS_RE
 from service.api.params import MAX_INTEGER, MAX_LIMIT, openapi_parameter as parameter
 from service.api.schemas import VMAPI_BRANDS
 
@@ -58,7 +59,7 @@ LIST_VMS = [
     parameter("state", "a state, or active (not destroyed and not failed)", _one_of(STATES)),
     parameter("brand", "only VMs of this brand", _one_of(VMAPI_BRANDS)),
     parameter("alias", "only VMs with this alias", {"type": "string",
-                                                    "pattern": ALIAS_RE.pattern}),
+                                                    "pattern": f"^{ALIAS_RE.pattern}$"}),
     parameter("ram", "only VMs with this much memory, in MiB (any digits, as VMAPI: one past "
               "every VM's memory matches none)", {"type": "integer", "minimum": 0}),
     parameter("docker", "only Docker VMs (true) or only the others (false)", _BOOLEAN),

@@ -6,7 +6,6 @@ refused naming it, malformed UUIDs name their field. ListVms' own are in
 from __future__ import annotations
 
 import re
-import uuid as uuidlib
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +15,7 @@ from fastapi import Request
 from projections.formats import MAX_INTEGER, decimal, parse_iso_instant
 from service.api.auth import scoped_owner
 from service.api.errors import ApiError, invalid_parameters
+from service.api.vmapi_rules import INVALID_UUID, is_uuid
 
 # Accepted everywhere: read consistency, and the VMAPI client's owner scoping.
 COMMON = frozenset({"consistency", "owner_uuid"})
@@ -71,11 +71,10 @@ class Query:
         value = self.params.get(name)
         if value is None:
             return None
-        try:
-            return str(uuidlib.UUID(value))
-        except ValueError:
-            self.invalid(name, "Invalid UUID")
+        if not is_uuid(value):  # VMAPI's rule, a body's too (service/api/vmapi_rules.py)
+            self.invalid(name, INVALID_UUID)
             return None
+        return value
 
     def integer(self, name: str, *, minimum: int, maximum: int = MAX_INTEGER) -> int | None:
         """An integer from ``minimum`` to ``maximum`` (at most ``MAX_INTEGER``: every number

@@ -3,7 +3,6 @@ they observe, with a monotonically increasing ``generation``."""
 
 from __future__ import annotations
 
-import uuid as uuidlib
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
@@ -17,7 +16,7 @@ from service.api.auth import AGENT, authorized_router, principal_of, require_ser
 from service.api.deps import cause_of, parse_body, read_one, services_of
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, Query
-from service.api.schemas import Alias, Brand, CpuCap, Instant, Metadata, Ram, StrictModel
+from service.api.schemas import Alias, Brand, CpuCap, Instant, Metadata, Ram, StrictModel, Uuid
 from service.commands.agents import Admit
 from service.commands.vm_agent import AgentVm, AgentVmReports
 
@@ -51,7 +50,7 @@ class VmReport(StrictModel):
     """``PUT /vms/{uuid}``: one VM as its server's agent sees it."""
 
     state: Observed
-    server_uuid: uuidlib.UUID
+    server_uuid: Uuid
     boot_id: str = Field(min_length=1, max_length=64)
     generation: int = Field(ge=1, le=MAX_INTEGER, strict=True)  # true or "7" is no generation
 
@@ -67,7 +66,7 @@ class InventoryReport(StrictModel):
 
     boot_id: str = Field(min_length=1, max_length=64)
     generation: int = Field(ge=1, le=MAX_INTEGER, strict=True)  # true or "7" is no generation
-    vms: dict[uuidlib.UUID, ReportedVm] = Field(max_length=100_000)
+    vms: dict[Uuid, ReportedVm] = Field(max_length=100_000)
 
 
 class AgentVmBody(StrictModel):
@@ -80,17 +79,17 @@ class AgentVmBody(StrictModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    uuid: uuidlib.UUID | None = None
+    uuid: Uuid | None = None
     state: AgentState
-    server_uuid: uuidlib.UUID | None = None
+    server_uuid: Uuid | None = None
     last_modified: ReportedAt | None = None
-    owner_uuid: uuidlib.UUID | None = None
+    owner_uuid: Uuid | None = None
     alias: Alias | None = None
     brand: Brand | None = None
     ram: Ram | None = None
     max_physical_memory: Ram | None = None
     cpu_cap: CpuCap | None = None
-    image_uuid: uuidlib.UUID | None = None
+    image_uuid: Uuid | None = None
     customer_metadata: Metadata = Field(default_factory=dict)
     internal_metadata: Metadata = Field(default_factory=dict)
     tags: Metadata = Field(default_factory=dict)

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 from fastapi import Body, Request
 from fastapi.responses import JSONResponse
@@ -18,7 +17,7 @@ from service.api.deps import (
 )
 from service.api.errors import ApiError
 from service.api.params import Query
-from service.api.schemas import Alias, StrictModel
+from service.api.schemas import Alias, StrictModel, Uuid
 
 router = authorized_router(tags=["networks"])
 
@@ -27,7 +26,7 @@ class CreateNetworkRequest(StrictModel):
     """``POST /networks``: a name, an IPv4 subnet (CIDR), the provisioning range (inclusive)
     and an optional gateway outside it."""
 
-    uuid: UUID | None = None
+    uuid: Uuid | None = None
     name: Alias
     subnet: str = Field(min_length=9, max_length=18)
     provision_start_ip: str = Field(min_length=7, max_length=15)

@@ -19,7 +19,7 @@ from service.api.deps import (
     services_of,
 )
 from service.api.params import Query
-from service.api.schemas import StrictModel
+from service.api.schemas import StrictModel, Uuid
 
 router = authorized_router(tags=["servers"])
 
@@ -27,7 +27,7 @@ router = authorized_router(tags=["servers"])
 class CreateServerRequest(StrictModel):
     """``POST /servers``: a compute node joining the fleet (RAM in MiB)."""
 
-    uuid: uuidlib.UUID | None = None
+    uuid: Uuid | None = None
     hostname: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     ram_mib: int = Field(ge=1, le=64 * 1024 * 1024)
     cpus: int = Field(ge=1, le=4096)

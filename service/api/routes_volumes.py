@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 from fastapi import Body, Request
 from fastapi.responses import JSONResponse
@@ -17,7 +16,7 @@ from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
 )
 from service.api.params import MAX_LIMIT, Query
-from service.api.schemas import Alias, StrictModel
+from service.api.schemas import Alias, StrictModel, Uuid
 from service.container import Services
 
 router = authorized_router(tags=["volumes"])
@@ -29,22 +28,22 @@ class CreateVolumeRequest(StrictModel):
     """``POST /volumes``: a name, and the networks it is reachable on with its address on each
     (``{network_uuid: address}``; none by default)."""
 
-    uuid: UUID | None = None
+    uuid: Uuid | None = None
     name: Alias
-    networks: dict[UUID, IPvAnyAddress] = Field(default_factory=dict, max_length=MAX_NETWORKS)
+    networks: dict[Uuid, IPvAnyAddress] = Field(default_factory=dict, max_length=MAX_NETWORKS)
 
 
 class AttachNetworkRequest(StrictModel):
     """``?action=attach_network``: the network, and the volume's address on it."""
 
-    network_uuid: UUID
+    network_uuid: Uuid
     address: IPvAnyAddress
 
 
 class DetachNetworkRequest(StrictModel):
     """``?action=detach_network``: the network the volume leaves."""
 
-    network_uuid: UUID
+    network_uuid: Uuid
 
 
 def _volume(request: Request, services: Services, volume_uuid: str, *, status: int,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
-from uuid import UUID
 
 from pydantic import (
     AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field,
@@ -17,6 +16,9 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from projections.formats import MAX_INTEGER, in_utc_range
 from domain.json_input import printable, unstorable
+from service.api.vmapi_fields import Uuid
+
+__all__ = ["Uuid"]  # the body value types every route's model takes
 
 MAX_METADATA_KEYS = 128
 MAX_METADATA_BYTES = 64 * 1024
@@ -151,7 +153,7 @@ class VolumeMount(StrictModel):
     """A volume a VM mounts: which one, and where (an absolute path, with no ``.`` or ``..``
     part: ``/a/c/../b`` is ``/a/b`` spelt otherwise, or outside the VM's root)."""
 
-    volume_uuid: UUID
+    volume_uuid: Uuid
     mountpoint: str = Field(min_length=2, max_length=255,
                             pattern=r"^/[A-Za-z0-9._-][A-Za-z0-9._/-]*$")
 
@@ -166,21 +168,21 @@ class VolumeMount(StrictModel):
 class CreateVmRequest(MetadataFields):
     """CreateVm (``POST /vms``): ``owner_uuid``, ``brand`` and ``ram`` (MiB) are required."""
 
-    owner_uuid: UUID
+    owner_uuid: Uuid
     brand: CreatableBrand
     ram: Ram
-    image_uuid: UUID | None = None
+    image_uuid: Uuid | None = None
     cpu_cap: CpuCap | None = None
-    server_uuid: UUID | None = None
+    server_uuid: Uuid | None = None
     # A preset, or its rows set one by one ({"preset": "persistent", "guest_crash":
     # "destroy"}), which Vm.create checks against domain/policy.py (ValidationFailed naming
     # persistence: an unknown row or response, or one not carried out).
     persistence: Literal["persistent", "ephemeral"] | dict[str, str] = "persistent"
     volumes: list[VolumeMount] = Field(default_factory=list, max_length=MAX_VOLUMES)
-    uuid: UUID | None = None
+    uuid: Uuid | None = None
     # Sent by the VMAPI client for its caller (cloudapi does); validated, not recorded.
     origin: str | None = Field(None, min_length=1, max_length=256)
-    creator_uuid: UUID | None = None
+    creator_uuid: Uuid | None = None
     # VMAPI's forms (service/api/network_params.py): uuids, {uuid, primary, ip}, names
     networks: Networks | None = None
 
@@ -201,13 +203,13 @@ class ActionBody(StrictModel):
     ``origin`` and ``creator_uuid`` are validated, not recorded, as in the query."""
 
     action: str | None = Field(None, max_length=32)
-    owner_uuid: UUID | None = None
+    owner_uuid: Uuid | None = None
     idempotent: Boolean | None = None
     sync: Boolean | None = None
     context: dict[str, Any] | None = None
     timeout: Annotated[int, Field(ge=0, le=MAX_INTEGER, strict=True)] | None = None
     origin: str | None = Field(None, min_length=1, max_length=256)
-    creator_uuid: UUID | None = None
+    creator_uuid: Uuid | None = None
 
 
 class UpdateVmRequest(MetadataFields, ActionBody):

@@ -257,3 +257,13 @@ def test_every_sort_key_has_a_marker_type() -> None:
     from projections.vm_queries import SORT_FIELDS
     from service.api.vmapi_markers import MARKER_TYPES
     assert set(MARKER_TYPES) == set(SORT_FIELDS)
+
+
+@ONE_BACKEND
+@pytest.mark.parametrize("name, value", [("uuid", VALID_UUID + "\n"),
+                                         ("alias", "web0\n"), ("uuids", VALID_UUID + "\n")])
+def test_a_value_with_a_final_newline_is_refused_as_vmapi_refuses_it(client, name, value):
+    # Python's $ matched before a final newline, JavaScript's (VMAPI's) does not
+    response = client.get("/vms", params={name: value})
+    assert response.status_code == 409, response.text
+    assert [error["field"] for error in response.json()["errors"]] == [name]
