@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from service.api.vmapi_rules import UNKNOWN_PARAMETER
+
 
 def field_errors(items: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
     """pydantic's (or FastAPI's) validation errors as VMAPI's ``errors`` list: one
@@ -24,8 +26,10 @@ def field_errors(items: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
         errors.append({
             "field": location,
             "code": "Missing" if item.get("type") == "missing" else "Invalid",
-            # our validators' refusals, without pydantic's "Value error, " before them
-            "message": str(item.get("msg", "invalid")).removeprefix("Value error, "),
+            # VMAPI's words for a field it does not know (api.md, "Contract: errors"); our
+            # validators' refusals without pydantic's "Value error, " before them
+            "message": UNKNOWN_PARAMETER if item.get("type") == "extra_forbidden"
+            else str(item.get("msg", "invalid")).removeprefix("Value error, "),
         })
     return [{**error, "field": ".".join(error["field"]) or "body"}
             for error in _without_union_branches(errors)]

@@ -17,7 +17,7 @@ from service.api.deps import (
 )
 from service.api.errors import ApiError
 from service.api.params import Query
-from service.api.schemas import Alias, StrictModel, Uuid
+from service.api.schemas import Name, StrictModel, Uuid
 
 router = authorized_router(tags=["networks"])
 
@@ -27,7 +27,7 @@ class CreateNetworkRequest(StrictModel):
     and an optional gateway outside it."""
 
     uuid: Uuid | None = None
-    name: Alias
+    name: Name
     subnet: str = Field(min_length=9, max_length=18)
     provision_start_ip: str = Field(min_length=7, max_length=15)
     provision_end_ip: str = Field(min_length=7, max_length=15)

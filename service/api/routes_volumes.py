@@ -16,7 +16,7 @@ from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
 )
 from service.api.params import MAX_LIMIT, Query
-from service.api.schemas import Alias, StrictModel, Uuid
+from service.api.schemas import Name, StrictModel, Uuid
 from service.container import Services
 
 router = authorized_router(tags=["volumes"])
@@ -29,7 +29,7 @@ class CreateVolumeRequest(StrictModel):
     (``{network_uuid: address}``; none by default)."""
 
     uuid: Uuid | None = None
-    name: Alias
+    name: Name
     networks: dict[Uuid, IPvAnyAddress] = Field(default_factory=dict, max_length=MAX_NETWORKS)
 
 

@@ -16,15 +16,14 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from projections.formats import MAX_INTEGER, in_utc_range
 from domain.json_input import printable, unstorable
-from service.api.vmapi_fields import Uuid
+from service.api.vmapi_fields import Alias, Name, Uuid
 
-__all__ = ["Uuid"]  # the body value types every route's model takes
+__all__ = ["Alias", "Name", "Uuid"]  # the body value types every route's model takes
 
 MAX_METADATA_KEYS = 128
 MAX_METADATA_BYTES = 64 * 1024
 MAX_RAM_MIB = 4 * 1024 * 1024  # 4 TiB
 
-Alias = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 Brand = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9-]*$")]
 #: The brands VMAPI creates VMs of and filters them by (sdc-vmapi ``lib/common/validation.js``,
 #: ``VALID_VM_BRANDS``); an agent may still report a VM of another (``Brand``).

@@ -1,5 +1,6 @@
 """The value types of body fields that VMAPI rules, each by VMAPI's rule and in its words
-(service/api/vmapi_rules.py), as the same value in the query is: a uuid."""
+(service/api/vmapi_rules.py), as the same value in the query is: a uuid, a VM's alias, and a
+volume's or network's name, which takes an alias's characters."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from service.api.vmapi_rules import INVALID_UUID, is_uuid
+from service.api.vmapi_rules import (
+    ALIAS_MAX_LENGTH, ALIAS_MISMATCH, ALIAS_RE, INVALID_UUID, is_alias, is_uuid,
+)
 
 
 def _vmapi_uuid(value: Any) -> Any:
@@ -21,3 +24,27 @@ def _vmapi_uuid(value: Any) -> Any:
 #: ``UUID`` took upper case, no hyphens, braces and ``urn:uuid:``, which VMAPI refuses, and
 #: answered "Input should be a valid UUID, invalid length: found 3".
 Uuid = Annotated[str, BeforeValidator(_vmapi_uuid), Field(json_schema_extra={"format": "uuid"})]
+
+
+def _vmapi_string(max_length: int) -> Any:
+    """VMAPI's string check (``createValidateStringFn`` with ALIAS_RE), in its words."""
+    def check(value: Any) -> Any:
+        if not isinstance(value, str):
+            raise ValueError("Not a valid string")
+        if len(value) > max_length:
+            raise ValueError(f"String is longer than maximum of {max_length} characters")
+        if not is_alias(value):
+            raise ValueError(ALIAS_MISMATCH)
+        return value
+    return BeforeValidator(check)
+
+
+_ALIAS_SCHEMA = {"pattern": f"^{ALIAS_RE.pattern}$", "minLength": 1}
+#: A VM's alias: VMAPI's regexp and its create validator's 189 characters (zonecfg keeps it
+#: base64-encoded in 255 bytes), refused in VMAPI's words, as ListVms' ``alias`` is.
+Alias = Annotated[str, _vmapi_string(ALIAS_MAX_LENGTH),
+                  Field(json_schema_extra={**_ALIAS_SCHEMA, "maxLength": ALIAS_MAX_LENGTH})]
+#: A volume's or network's name: an alias's characters, at most 64 of them (no zonecfg
+#: bound applies; 64 is what names were before VM aliases took VMAPI's 189).
+Name = Annotated[str, _vmapi_string(64), Field(json_schema_extra={**_ALIAS_SCHEMA,
+                                                                  "maxLength": 64})]

@@ -72,7 +72,7 @@ OUT_OF_BOUNDS = [
     ("ram", 0),
     ("ram", -1),
     ("ram", "lots"),
-    ("alias", "a" * 65),
+    ("alias", "a" * 190),
     ("alias", "no spaces"),
     ("owner_uuid", "not-a-uuid"),
     ("brand", ""),

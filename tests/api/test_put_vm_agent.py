@@ -145,7 +145,7 @@ REFUSED_FROM_AN_AGENT = [
     ("ram", 4 * 1024 * 1024 + 1), ("ram", "1024"), ("ram", True), ("ram", 512.5),
     ("max_physical_memory", 0), ("max_physical_memory", "512"), ("cpu_cap", 100_001),
     ("cpu_cap", -1), ("cpu_cap", "5"), ("cpu_cap", True), ("alias", ""), ("alias", "a b"),
-    ("alias", "a" * 65), ("brand", "Joyent"), ("brand", ""), ("state", "bogus"),
+    ("alias", "a" * 190), ("brand", "Joyent"), ("brand", ""), ("state", "bogus"),
     ("state", ""), ("owner_uuid", "nope"), ("image_uuid", "nope"),
 ]
 
