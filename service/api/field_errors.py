@@ -23,6 +23,8 @@ def field_errors(items: Iterable[Mapping[str, Any]]) -> list[dict[str, str]]:
                 f"not valid JSON ({item.get('ctx', {}).get('error', 'malformed')}, at "
                 f"character {location[0] if location else '?'})")})
             continue
+        if item.get("type") == "metadata_key":  # a key's own problem: the key is the field
+            location = [*location, str(item.get("ctx", {}).get("key"))]
         errors.append({
             "field": location,
             "code": "Missing" if item.get("type") == "missing" else "Invalid",

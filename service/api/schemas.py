@@ -16,6 +16,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from projections.formats import MAX_INTEGER, in_utc_range
 from domain.json_input import printable, unstorable
+from service.api.vmapi_tags import FORBIDDEN_KEY, password_key, tags_problem
 from service.api.vmapi_fields import Alias, Name, Uuid
 
 __all__ = ["Alias", "Name", "Uuid"]  # the body value types every route's model takes
@@ -111,13 +112,36 @@ class StrictModel(BaseModel):
         return data
 
 
+def _no_password_keys(value: dict[str, Any]) -> dict[str, Any]:
+    key = password_key(value)
+    if key is not None:  # named as VMAPI names it: customer_metadata.KEY (field_errors)
+        raise PydanticCustomError("metadata_key", FORBIDDEN_KEY, {"key": key})
+    return value
+
+
+def _valid_tags(*, updating: bool) -> Any:
+    def check(value: dict[str, Any]) -> dict[str, Any]:
+        problem = tags_problem(value, updating=updating)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+    return AfterValidator(check)
+
+
+#: What CreateVm and UpdateVm take as a VM's metadata and tags: VMAPI's rules on top of
+#: ``Metadata``'s (service/api/vmapi_tags.py). An agent's report (PutVm) says what a VM has.
+CustomerMetadata = Annotated[Metadata, AfterValidator(_no_password_keys)]
+Tags = Annotated[Metadata, _valid_tags(updating=False)]
+UpdatedTags = Annotated[Metadata, _valid_tags(updating=True)]
+
+
 class MetadataFields(StrictModel):
     """The fields CreateVm and UpdateVm share."""
 
     alias: Alias | None = None
-    customer_metadata: Metadata | None = None
+    customer_metadata: CustomerMetadata | None = None
     internal_metadata: Metadata | None = None
-    tags: Metadata | None = None
+    tags: Tags | None = None
 
 
 MAX_VOLUMES = 16
@@ -212,7 +236,10 @@ class ActionBody(StrictModel):
 
 
 class UpdateVmRequest(MetadataFields, ActionBody):
-    """``POST /vms/{uuid}?action=update``: the fields to change, and an action's own."""
+    """``POST /vms/{uuid}?action=update``: the fields to change, and an action's own. Its
+    ``tags`` may not set Docker's own either, as VMAPI's update refuses them."""
+
+    tags: UpdatedTags | None = None
 
 
 class AddNicsBody(ActionBody):
