@@ -260,6 +260,16 @@ def test_every_sort_key_has_a_marker_type() -> None:
 
 
 @ONE_BACKEND
+def test_uuid_and_uuids_together_both_apply(client) -> None:
+    # VMAPI reads uuid and passes uuids over; vmledger drops no parameter silently
+    # (docs/vmapi-compatibility.md, "What differs on purpose")
+    first, second = create_vm(client)["vm_uuid"], create_vm(client)["vm_uuid"]
+    both = client.get("/vms", params={"uuid": first, "uuids": f"{first},{second}"})
+    assert [vm["uuid"] for vm in both.json()] == [first]
+    assert client.get("/vms", params={"uuid": first, "uuids": second}).json() == []
+
+
+@ONE_BACKEND
 @pytest.mark.parametrize("name, value", [("uuid", VALID_UUID + "\n"),
                                          ("alias", "web0\n"), ("uuids", VALID_UUID + "\n")])
 def test_a_value_with_a_final_newline_is_refused_as_vmapi_refuses_it(client, name, value):
