@@ -207,13 +207,22 @@ class StreamGapError(DamagedStreamError):
 
 
 class UnfoldableEventError(DamagedStreamError):
-    """A read model's fold cannot apply a stored event: the aggregate refuses it (a
-    ``DomainError``), so the log holds an event that should never have been appended
-    (written behind the service's back; ``vmledger audit verify`` reports it as ``fold``).
-    Names the stream, the version and the read model, which the domain's error does not."""
+    """A fold cannot apply a stored event: its aggregate refuses it (a ``DomainError``), it is
+    no event of that aggregate (its topic edited to another class's), or applying it raises
+    anything else. The log holds an event that should never have been appended (written
+    behind the service's back; ``vmledger audit verify`` reports it as ``fold``). Names the
+    stream, the version and, for a read model's fold, the read model (``read_model``), which
+    the error raised (``error``) does not; raised by ``domain.folding``, which every fold of
+    stored events goes through."""
 
-    def __init__(self, stream: UUID | str, version: int, read_model: str, error: Exception):
-        super().__init__(f"{read_model} cannot fold stream {stream} version {version}: {error}")
+    def __init__(self, stream: UUID | str, version: int, error: Exception,
+                 read_model: str | None = None):
+        if read_model is None:
+            super().__init__(f"stream {stream} has an event its fold cannot apply at version "
+                             f"{version} ({type(error).__name__}: {str(error)[:200]})")
+        else:
+            super().__init__(f"{read_model} cannot fold stream {stream} version {version}: "
+                             f"{error}")
         self.stream = str(stream)
         self.version = version
         self.read_model = read_model

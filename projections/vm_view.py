@@ -19,7 +19,7 @@ from uuid import UUID
 from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import Transcoder
 
-from domain.errors import DomainError, UnfoldableEventError
+from domain.folding import apply_stored
 from domain.states import Execution
 from domain.vm import Vm
 from projections.db import Database, Tx
@@ -181,20 +181,15 @@ class VmView(ReadModel):
             if not isinstance(event, Vm.Event):
                 continue
             vm_id = event.originator_id
-            if isinstance(event, Vm.Created):
-                folded[vm_id] = event.mutate(None)
-                continue
-            vm = (folded.get(vm_id) or self.kept.get(vm_id)
+            vm = (None if isinstance(event, Vm.Created)
+                  else folded.get(vm_id) or self.kept.get(vm_id)
                   or self._load(stored, vm_id, event.originator_version))
             if vm is not None and event.originator_version <= vm.version:
                 raise TrackingBehindError(self.name.removesuffix(REBUILD_SUFFIX), vm_id,
                                           event.originator_version, vm.version, position)
-            try:  # a gap (or no row) raises StreamGapError (domain.chain), naming the stream
-                folded[vm_id] = event.mutate(vm)
-            except DomainError as error:  # names neither stream nor version: this does
-                raise UnfoldableEventError(vm_id, event.originator_version,
-                                           self.name.removesuffix(REBUILD_SUFFIX),
-                                           error) from None
+            # a gap (or no row) raises StreamGapError (domain.chain), an event the fold
+            # cannot apply UnfoldableEventError naming this read model: both the stream's
+            folded[vm_id] = apply_stored(event, vm, self.name.removesuffix(REBUILD_SUFFIX))
         self._store(tx, list(folded.values()))
         self.kept.folded(folded)
 

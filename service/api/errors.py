@@ -22,6 +22,7 @@ from starlette.requests import HTTPConnection
 from domain import rules
 from domain.errors import (
     StreamGapError,
+    UnfoldableEventError,
     UnreadableEventError,
     DuplicateVmError,
     IllegalTransitionError,
@@ -204,6 +205,10 @@ ERRORS: dict[type[Exception], Row] = {
                         "(vmledger audit verify names what is missing)"),
     # an event edited behind the service's back (its topic or state): the same damage
     UnreadableEventError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs "
+                              "repair (vmledger audit verify names the event)"),
+    # one edited into an event its fold cannot apply (domain.folding): the same damage, not
+    # the client's refusal (a 409 describing the state the damage left) nor a bug (500)
+    UnfoldableEventError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs "
                               "repair (vmledger audit verify names the event)"),
 }
 

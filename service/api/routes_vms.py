@@ -69,7 +69,9 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     version, at = version_or_instant(query)
     owner_uuid = query.owner_uuid
     if version is not None or at is not None:
-        current = owned_now(services, vm_uuid, owner_uuid)
+        # only an owner needs the VM now (its own now?): the stream's fold to its head, which
+        # a damaged stream cannot give (a version before the damage is still served)
+        current = owned_now(services, vm_uuid, owner_uuid) if owner_uuid is not None else None
         vm = as_it_was(services, vm_uuid, version, at, owner_uuid=owner_uuid, current=current)
     else:
         read_your_writes(request, services, ("vm_view", "volume_mounts"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
-from domain.errors import VmNotFoundError
+from domain.errors import DamagedStreamError, StreamGapError, VmNotFoundError
 from domain.visibility import owner_sees
 from projections.formats import parse_iso_instant
 from projections.vm_view import render_vm
@@ -61,20 +62,53 @@ def as_it_was(services: Any, vm_uuid: str, version: int | None,
     when there was no such version, or no VM yet at that instant, or (for a caller scoped to
     ``owner_uuid``) the VM was not that owner's then (``domain.visibility``), as its
     history leaves that version out. ``current``: the VM aggregate now, if the caller
-    already loaded it (``owned_now``)."""
-    current = current if current is not None else services.commands.load(vm_uuid)
+    already loaded it (``owned_now``); without it the stream's last stored event bounds the
+    versions, so that a stream damaged after ``version`` (or ``at``) still answers it, its
+    fold not crossing the damage (docs/operations.md, "A damaged stream"). Raises the
+    stream's ``DamagedStreamError`` when that fold does cross it."""
+    head = current.version if current is not None else _stored_head(services, vm_uuid)
     if version is None:
         assert at is not None
-        events = vm_history(services.commands, vm_uuid, limit=current.version)
-        earlier = [e for e in events
-                   if datetime.fromisoformat(e["timestamp"]) <= at]
-        if not earlier:
-            raise VmNotFoundError(f"{vm_uuid} (it did not exist at {at.isoformat()})")
-        version = earlier[-1]["version"]
-    if version > current.version:
+        version = _version_at(services, vm_uuid, at, head)
+    if version > head:
         raise VmNotFoundError(f"{vm_uuid} at version {version} (current version is "
-                              f"{current.version})")
+                              f"{head})")
     vm = services.commands.load(vm_uuid, version=version)
     if owner_uuid is not None and not owner_sees(vm.owner_uuid, owner_uuid):
         raise VmNotFoundError(f"{vm_uuid} at version {version}")
     return render_vm(vm)
+
+
+def _stored_head(services: Any, vm_uuid: str) -> int:
+    """The version of the stream's last stored event, read without folding (or decoding)
+    any. Raises ``VmNotFoundError`` when it has none; another kind's stream is found so by
+    the load of its version (``Commands.load``)."""
+    try:
+        stream = UUID(vm_uuid)
+    except ValueError:
+        raise VmNotFoundError(vm_uuid) from None
+    last = services.commands.app.recorder.select_events(stream, desc=True, limit=1)
+    if not last:
+        raise VmNotFoundError(vm_uuid)
+    return int(last[0].originator_version)
+
+
+def _version_at(services: Any, vm_uuid: str, at: datetime, head: int) -> int:
+    """The VM's version at instant ``at``: its last event then. A stream whose history is
+    damaged (a gap, an event that cannot be read) answers it only when an event before the
+    damage is already later than ``at``; else the version may be past it, and its
+    ``DamagedStreamError`` is raised. Raises ``VmNotFoundError`` when the VM did not exist
+    at ``at``."""
+    try:
+        events, damage = vm_history(services.commands, vm_uuid, limit=head), None
+    except DamagedStreamError as error:
+        damage = error
+        # the history's events before the damage: a page of that many follows from the first
+        sound = error.previous if isinstance(error, StreamGapError) else error.version - 1
+        events = vm_history(services.commands, vm_uuid, limit=sound) if sound else []
+    earlier = [e for e in events if datetime.fromisoformat(e["timestamp"]) <= at]
+    if damage is not None and len(earlier) == len(events):
+        raise damage
+    if not earlier:
+        raise VmNotFoundError(f"{vm_uuid} (it did not exist at {at.isoformat()})")
+    return int(earlier[-1]["version"])

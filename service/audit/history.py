@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from domain.errors import StreamGapError, VmNotFoundError
+from domain.folding import apply_stored
 from domain.visibility import owner_sees
 from domain.vm import Vm
 from projections.formats import rfc3339
@@ -44,13 +45,14 @@ def vm_history(
     if scope_owner is None:
         _follow_each_other(vm_id, notifications, after_version)
         return [_entry(app, n)[1] for n in notifications]
-    # below, each event's mutate checks that it follows the fold (ChainedEvent.mutate)
+    # below, each event's mutate checks that it follows the fold (ChainedEvent.mutate), and
+    # one the fold cannot apply is the stream's damage (domain.folding), not a refusal
     vm = fold_stream(app, vm_id, after_version) if after_version else None
     entries: list[dict[str, Any]] = []
     while notifications:
         for notification in notifications:
             event, entry = _entry(app, notification)
-            vm = event.mutate(vm)
+            vm = apply_stored(event, vm)
             if owner_sees(vm.owner_uuid, scope_owner):
                 entries.append(entry)
                 if len(entries) == limit:

@@ -15,6 +15,7 @@ from uuid import UUID
 from eventsourcing.persistence import Notification
 
 from domain.errors import DamagedStreamError
+from domain.folding import apply_stored
 from projections.formats import rfc3339
 from service.commands.aggregate_cache import fold_before
 
@@ -105,12 +106,14 @@ class ChangeFolder:
 
     def _change(self, notification: Notification) -> Change:
         """The change of ``notification``; a ``damaged`` one when its stream cannot be folded
-        to it: one damaged stream must not stop every stream's changes."""
+        to it (a gap, an event that cannot be read or applied: ``domain.folding`` makes
+        whatever applying a stored event raises a ``DamagedStreamError``): one damaged stream
+        must not stop every stream's changes."""
         try:
             return self._folded_change(notification)
         except DamagedStreamError as error:
             self._aggregates.pop(notification.originator_id, None)
-            return _damaged(notification, error)
+            return _damaged(notification, _stream_kind(self.app, notification), error)
 
     def _folded_change(self, notification: Notification) -> Change:
         event = self.app.mapper.to_domain_event(notification)
@@ -120,14 +123,14 @@ class ChangeFolder:
         previous = self._aggregates.pop(resource_id, None)
         if previous is not None and previous.version == version - 1:
             before = _facts(kind, previous)
-            aggregate = event.mutate(previous)
+            aggregate = apply_stored(event, previous)
         elif version == 1:
             before = {}
-            aggregate = event.mutate(None)
+            aggregate = apply_stored(event, None)
         else:
             previous = fold_before(self.app, resource_id, version)
             before = _facts(kind, previous)
-            aggregate = event.mutate(previous)
+            aggregate = apply_stored(event, previous)
         self._aggregates[resource_id] = aggregate
         while len(self._aggregates) > self.cache_size:
             self._aggregates.popitem(last=False)
@@ -157,11 +160,22 @@ class ChangeFolder:
         )
 
 
-def _damaged(notification: Notification, error: DamagedStreamError) -> Change:
-    """The change told of an event whose stream cannot be folded to it: its position,
-    resource and version, and why (the fold's words); no owner, server or state, so only a
-    stream that filters on none of them shows it (api.md, "Changes")."""
-    kind = notification.topic.split(".", 1)[0]
+def _stream_kind(app: Any, notification: Notification) -> str:
+    """The kind of resource (``vm``, ``server``, ...) whose stream holds ``notification``: its
+    topic's first word, unless the topic is a class's path (``module:Class``, as no event of
+    the service's is named: edited behind its back), then that of the stream's first event
+    still stored, which names the stream's kind unless it was edited too."""
+    topic = notification.topic
+    if ":" in topic:
+        first = app.recorder.select_events(notification.originator_id, limit=1)
+        topic = first[0].topic if first else topic
+    return topic.split(".", 1)[0]
+
+
+def _damaged(notification: Notification, kind: str, error: DamagedStreamError) -> Change:
+    """The change told of an event whose stream (of resources of ``kind``) cannot be folded
+    to it: its position, resource and version, and why (the fold's words); no owner, server
+    or state, so only a stream that filters on none of them shows it (api.md, "Changes")."""
     uuid = str(notification.originator_id)
     body = {"position": notification.id, f"{kind}_uuid": uuid,
             "version": notification.originator_version, "type": DAMAGED,

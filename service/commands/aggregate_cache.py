@@ -19,9 +19,10 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, project_aggregate
+from eventsourcing.application import AggregateNotFoundError
 
 from domain.errors import StreamGapError
+from domain.folding import fold_stored
 
 
 # The types of value a copy may share with its original: none can change in place.
@@ -151,7 +152,8 @@ def fold_current(app: Any, aggregate_id: UUID) -> Any:
     the cached fold with the stream's newer events folded in (one read of the log), or, when
     it is not cached, folded from the log (with its snapshot) and cached. A fold that moved
     is cached, unless a newer one was cached meanwhile. Raises the library's
-    ``AggregateNotFoundError`` when there is no such stream."""
+    ``AggregateNotFoundError`` when there is no such stream, a ``DamagedStreamError`` when
+    a stored event cannot be folded (``domain.folding``)."""
     repository = app.repository
     cache = repository.cache
     try:
@@ -163,7 +165,7 @@ def fold_current(app: Any, aggregate_id: UUID) -> Any:
                                                  gt=aggregate.version))
     if not new_events:
         return aggregate
-    aggregate = project_aggregate(aggregate, new_events)
+    aggregate = fold_stored(aggregate, new_events)  # a damaged event: UnfoldableEventError
     if aggregate is None:
         raise AggregateNotFoundError(aggregate_id)
     _keep_newer(cache, aggregate_id, copy_of_fold(aggregate))
@@ -176,7 +178,9 @@ def fold_stream(app: Any, aggregate_id: UUID, version: int | None = None) -> Any
     ``fold_current``), for readers that follow the log (the changefeed);
     writers use ``Changes.load_aggregate``. Raises the library's ``AggregateNotFoundError``
     when there is no such stream, ``StreamGapError`` (``domain.chain``) when its stored events
-    skip a version."""
+    skip a version (``version`` itself included, when a later one is stored:
+    ``SealCheckingRepository``), ``UnfoldableEventError`` when one cannot be applied
+    (``domain.folding``)."""
     if version is None and app.repository.cache is not None:
         return fold_current(app, aggregate_id)
     return app.repository.get(aggregate_id, version=version)

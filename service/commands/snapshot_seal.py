@@ -26,9 +26,12 @@ from collections.abc import Iterable
 from itertools import chain as chained
 from typing import Any
 
-from eventsourcing.application import AggregateNotFoundError, Repository
+from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
 from eventsourcing.domain import Snapshot
 from eventsourcing.utils import resolve_topic
+
+from domain.errors import StreamGapError
+from domain.folding import fold_stored
 
 SEAL = "snapshot_seal"
 NO_SEAL = "it has no seal"
@@ -86,8 +89,35 @@ class SealCheckingRepository(Repository[Any]):
 
     def _reconstruct_aggregate(self, aggregate_id: Any, version: int | None,
                                projector_func: Any) -> Any:
+        """The aggregate folded from its stream (at ``version``, if given), every stored
+        event applied by ``domain.folding`` (an event the fold cannot apply is damage:
+        ``UnfoldableEventError``). Raises ``StreamGapError`` when a fold to ``version`` ends
+        before it though the stream goes on (the events up to it were deleted: the library
+        would answer the last one before them as that version)."""
+        if projector_func is project_aggregate:  # the library's default: every caller's
+            projector_func = fold_stored
+        aggregate = self._folded(aggregate_id, version, projector_func)
+        if version is not None and (aggregate is None or aggregate.version < version):
+            self._no_gap_before(aggregate_id, aggregate.version if aggregate else 0, version)
+        if aggregate is None:  # as the library's: not the snapshot alone, which was refused
+            raise AggregateNotFoundError(f"Aggregate {aggregate_id!r} version {version!r} "
+                                         "not found.")
+        return aggregate
+
+    def _no_gap_before(self, aggregate_id: Any, folded: int, version: int) -> None:
+        """Raise ``StreamGapError`` when the stream has an event after ``version`` although
+        a fold to ``version`` ended at ``folded`` (0: no event): each between was deleted.
+        A stream that ends at ``folded`` has no ``version``: its callers say so."""
+        later = self.event_store.recorder.select_events(aggregate_id, gt=version, limit=1)
+        if later:
+            raise StreamGapError(aggregate_id, later[0].originator_version, folded)
+
+    def _folded(self, aggregate_id: Any, version: int | None, projector_func: Any) -> Any:
+        """The fold of the stream (to ``version``) from its snapshot, if it matches the log,
+        else from its first event; None when nothing was folded."""
         if self.snapshot_store is None:
-            return super()._reconstruct_aggregate(aggregate_id, version, projector_func)
+            return projector_func(None, self.event_store.get(originator_id=aggregate_id,
+                                                             lte=version))
         snapshots = list(self.snapshot_store.get(originator_id=aggregate_id, desc=True,
                                                  limit=1, lte=version))
         at = snapshots[0].originator_version if snapshots else 0
@@ -111,11 +141,7 @@ class SealCheckingRepository(Repository[Any]):
                                  events)
             else:
                 events = events[1:]
-        aggregate = projector_func(None, chained(snapshots, events))
-        if aggregate is None:  # as the library's: not the snapshot alone, which was refused
-            raise AggregateNotFoundError(f"Aggregate {aggregate_id!r} version {version!r} "
-                                         "not found.")
-        return aggregate
+        return projector_func(None, chained(snapshots, events))
 
     def _problem(self, snapshot: Any, recorded: str | None, event: Any) -> str | None:
         """Why ``snapshot`` cannot be trusted (``recorded``: the seal it was stored with, taken

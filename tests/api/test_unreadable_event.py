@@ -4,9 +4,11 @@ and that the log needs repair, not 500 with a traceback (tester D, bug 6)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 
 import pytest
 
+from projections.formats import rfc3339
 from tests.api.helpers import assert_error, create_running_vm
 from tests.cli import vmledger
 from tests.tampering import set_event_column
@@ -19,11 +21,24 @@ def test_an_unreadable_event_is_503_naming_stream_and_version(client, services, 
     vm_uuid = create_running_vm(client)
     set_event_column(services, vm_uuid, 3, *edit)
     for path, params in ((f"/vms/{vm_uuid}", {"version": 4}),
+                         (f"/vms/{vm_uuid}", {"at": rfc3339(datetime.now(UTC))}),
                          (f"/vms/{vm_uuid}/history", {})):
         body = assert_error(client.get(path, params=params), 503, "Unavailable")
         assert f"stream {vm_uuid}" in body["message"] and "version 3" in body["message"], body
         assert "the log needs repair" in body["message"], body
     assert client.get(f"/vms/{vm_uuid}", params={"version": 2}).status_code == 200
+
+
+def test_an_instant_before_an_unreadable_event_is_served(client, services) -> None:
+    # its version is found from the events before the damage, when one of them is later
+    vm_uuid = create_running_vm(client)
+    events = client.get(f"/vms/{vm_uuid}/history").json()
+    queued = events[1]["timestamp"]  # the provision's steps come later
+    then = max(e["version"] for e in events if e["timestamp"] <= queued)
+    set_event_column(services, vm_uuid, 9, *EDITS["topic"])
+    response = client.get(f"/vms/{vm_uuid}", params={"at": queued})
+    assert response.status_code == 200, response.text
+    assert response.json()["version"] == then < 8
 
 
 def test_vmledger_history_of_an_unreadable_event_is_one_line(client, services) -> None:

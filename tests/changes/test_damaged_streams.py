@@ -1,7 +1,8 @@
-"""One damaged stream (an event deleted, or made undecodable, behind the service's back) is
-that stream's business alone: ``GET /changes``, ``/changefeeds`` and ``vmledger changes`` go
-on for every client, telling each change the damage keeps from being folded as a ``damaged``
-change (api.md, "Changes"). Found by a tester: the fold's error dropped every stream."""
+"""One damaged stream (an event deleted, made undecodable, or made one its fold cannot apply,
+behind the service's back) is that stream's business alone: ``GET /changes``,
+``/changefeeds`` and ``vmledger changes`` go on for every client, telling each change the
+damage keeps from being folded as a ``damaged`` change (api.md, "Changes"). Found by
+testers: the fold's error dropped every stream, a gap's first, then an event's refusal."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from tests.changes.scenarios import OWNER_A, create_vm, log_positions, quarantin
 from tests.changes.test_scoping import read_to_head
 from tests.tampering import delete_event, set_event_column
 
+SNAPSHOT_TOPIC = "eventsourcing.domain:Snapshot"
+
 # How each damage is made (on a stream of versions 1 to 6), the versions still told as usual
 # before it, the first version whose change is damaged, and the fold's words for it.
 DAMAGES = {
@@ -28,6 +31,14 @@ DAMAGES = {
                       "has a gap: its event of version 4 follows version 2"),
     "undecodable event": (lambda s, vm: set_event_column(s, vm, 3, "state", b"\xff not json"),
                           [1, 2], 3, "has an unreadable event at version 3"),
+    # its Quarantined made a Started, which a provisioning VM refuses: the refusal raised
+    # out of the fold and every stream stopped (tester E, bug 1)
+    "event refused": (lambda s, vm: set_event_column(s, vm, 3, "topic", "vm.started"),
+                      [1, 2], 3, "has an event its fold cannot apply at version 3 "
+                                 "(IllegalTransitionError: Started cannot happen"),
+    # a class that is no event of a stream at all: its fold raised AttributeError
+    "snapshot's topic": (lambda s, vm: set_event_column(s, vm, 3, "topic", SNAPSHOT_TOPIC),
+                         [1, 2], 3, "has an event its fold cannot apply at version 3"),
 }
 
 

@@ -1,7 +1,8 @@
-"""A VM whose stream cannot be folded (an event deleted, or made undecodable, behind the
-service's back) holds up no other VM's jobs: the worker passes over it, says so once, and
-counts it (docs/operations.md, "A damaged stream"). Found by a tester: its error ended every
-pass, and the same VM came first again the next, so no job in the fleet ran."""
+"""A VM whose stream cannot be folded (an event deleted, made undecodable, or made one its
+fold cannot apply, behind the service's back) holds up no other VM's jobs: the worker passes
+over it, says so once, and counts it (docs/operations.md, "A damaged stream"). Found by a
+tester: its error ended every pass, and the same VM came first again the next, so no job in
+the fleet ran."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ DAMAGES = {
                       "its event of version 3 follows version 1"),
     "undecodable event": (lambda s, vm: set_event_column(s, vm, 2, "state", b"\xff not json"),
                           "has an unreadable event at version 2"),
+    # a Started, which a provisioning VM refuses: its refusal was a failing VM's (an ERROR
+    # with a traceback, a bug to report), not a damaged stream's (tester E)
+    "event refused": (lambda s, vm: set_event_column(s, vm, 2, "topic", "vm.started"),
+                      "has an event its fold cannot apply at version 2"),
     "whole stream deleted": (lambda s, vm: delete_stream(s, vm),
                              "is not in the log, though its jobs are"),
 }
