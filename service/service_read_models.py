@@ -9,6 +9,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Transcoder
 
+from domain.folding import fold_stored
 from projections.analytics import AnalyticsView
 from projections.job_view import JobView
 from projections.network_view import NetworkView
@@ -37,8 +38,6 @@ def fold_from_log(app: Any, vm_id: UUID, version: int) -> Any:
     """VM ``vm_id`` folded from its stream's first stored event to ``version``, from the
     events alone: it replaces a fold found edited, so neither a snapshot nor a cache is used.
     None when the stream has no event up to ``version``; a gap raises ``StreamGapError``
-    (``domain.chain``), as any fold of the stream does."""
-    vm = None
-    for event in app.events.get(vm_id, lte=version):
-        vm = event.mutate(vm)
-    return vm
+    (``domain.chain``) and an event the fold cannot apply ``UnfoldableEventError``, as any
+    fold of stored events does (``domain.folding``)."""
+    return fold_stored(None, app.events.get(vm_id, lte=version))
