@@ -100,6 +100,12 @@ class Query:
 
 # An integer however long: ``decimal`` reads at most 20 digits (int() of thousands is slow)
 _INTEGER = re.compile(r"-?[0-9]+")
+#: The most digits an integer a client sends may have (``projections.formats.decimal``'s).
+MAX_DIGITS = 20
+#: The refusal of an integer of more digits whose value, its leading zeros aside, is in reach:
+#: the range is no answer to "00…01" (found by a tester: ``older_than=0…01``, 26 digits, was
+#: "must be 0 to 1000000000"). Every integer parameter and header gives it.
+TOO_MANY_DIGITS = f"must have at most {MAX_DIGITS} digits (leading zeros count)"
 
 
 def integer_param(params: Mapping[str, str], name: str, *, minimum: int, maximum: int,
@@ -108,13 +114,18 @@ def integer_param(params: Mapping[str, str], name: str, *, minimum: int, maximum
     """The query parameter ``name`` as an integer from ``minimum`` to ``maximum``; None
     when absent, or when it is not such an integer: then ``refuse(name, message(number))``,
     with the number read (None: not an integer), so each caller words its own refusal
-    (``Query.integer``; ListVms' in VMAPI's words, service/api/list_vms_params.py)."""
+    (``Query.integer``; ListVms' in VMAPI's words, service/api/list_vms_params.py). An
+    integer of more than ``MAX_DIGITS`` digits is out of range when its value is (the
+    caller's refusal), and otherwise ``TOO_MANY_DIGITS``, whoever the caller."""
     value = params.get(name)
     if value is None:
         return None
     number = decimal(value)
-    if number is None and _INTEGER.fullmatch(value):  # more digits than any range holds
-        number = minimum - 1 if value.startswith("-") else maximum + 1
+    if number is None and _INTEGER.fullmatch(value):
+        if len(value.lstrip("-").lstrip("0")) <= MAX_DIGITS:  # leading zeros made it long
+            refuse(name, TOO_MANY_DIGITS)
+            return None
+        number = minimum - 1 if value.startswith("-") else maximum + 1  # beyond any range
     if number is None or not minimum <= number <= maximum:
         refuse(name, message(number))
         return None
