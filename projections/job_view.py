@@ -185,7 +185,9 @@ class JobQueries:
         limit: int = 1000,
         offset: int = 0,
     ) -> list[dict[str, Any]]:
-        """Jobs matching every given filter, newest first (VMAPI ListJobs order)."""
+        """Jobs matching every given filter, newest first (VMAPI ListJobs order) by the log
+        position of the event that queued each: the one total order of the log, where
+        ``created_at`` is the clock of the process that took the command (api.md, "Reads")."""
         clauses: list[str] = []
         params: list[Any] = []
         for column, value in (("vm_uuid", vm_uuid), ("execution", execution), ("name", name)):

@@ -22,7 +22,7 @@ MAX_WAIT_S = 120
 
 @router.get("/vms/{vm_uuid}/jobs")
 def list_vm_jobs(vm_uuid: str, request: Request) -> JSONResponse:
-    """The VM's jobs, newest first."""
+    """The VM's jobs, newest first by log position (``JobQueries.list``)."""
     services = services_of(request)
     query = Query(request, {"limit", "offset", "execution", "name", "task"})
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
@@ -39,7 +39,8 @@ def list_vm_jobs(vm_uuid: str, request: Request) -> JSONResponse:
 
 @router.get("/jobs")
 def list_jobs(request: Request) -> JSONResponse:
-    """ListJobs: filter by ``vm_uuid``, ``execution`` and ``name``; newest first."""
+    """ListJobs: filter by ``vm_uuid``, ``execution`` and ``name``; newest first by log
+    position, not ``created_at`` (``JobQueries.list``)."""
     services = services_of(request)
     query = Query(request, {"vm_uuid", "execution", "name", "limit", "offset", "task"})
     vm_uuid = query.uuid("vm_uuid")

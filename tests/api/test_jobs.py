@@ -206,3 +206,26 @@ def test_a_vms_jobs_take_task_as_jobs_does(client) -> None:
     assert [e["field"] for e in conflict["errors"]] == ["task"]
     assert_error(client.get(path, params={"task": "update", "name": "stop"}, headers=V2), 422,
                  "ConflictingParameters")
+
+
+def test_jobs_list_newest_first_by_log_position_whatever_the_clocks_say(
+        paused, monkeypatch) -> None:
+    # found by a tester: with two HTTP processes, adjacent jobs listed the later created_at
+    # second. Decided: the log's positions are the order (api.md, "Reads"); created_at is
+    # the clock of the process that took the command. Here a second process whose clock is
+    # an hour behind queues the newer job.
+    from datetime import UTC, datetime, timedelta
+
+    from eventsourcing.domain import CanCreateTimestamp
+
+    first = paused.http.post("/vms", json={"owner_uuid": OTHER_OWNER, "brand": "joyent",
+                                           "ram": 128})
+    behind = datetime.now(UTC) - timedelta(hours=1)
+    monkeypatch.setattr(CanCreateTimestamp, "create_timestamp", staticmethod(lambda: behind))
+    second = paused.http.post("/vms", json={"owner_uuid": OTHER_OWNER, "brand": "joyent",
+                                            "ram": 128})
+    monkeypatch.undo()
+    assert int(second.headers["x-log-position"]) > int(first.headers["x-log-position"])
+    jobs = paused.http.get("/jobs").json()
+    assert [j["uuid"] for j in jobs] == [second.json()["job_uuid"], first.json()["job_uuid"]]
+    assert jobs[0]["created_at"] < jobs[1]["created_at"]
