@@ -130,17 +130,37 @@ class NetworkView(ReadModel):
 
     @staticmethod
     def _created(event: Any) -> _NetworkRow:
-        start = int(ipaddress.IPv4Address(event.provision_start_ip))
-        total = int(ipaddress.IPv4Address(event.provision_end_ip)) - start + 1
         stamp = rfc3339(event.timestamp)
-        body = {"uuid": uuid_text(event.originator_id), "name": event.name, "subnet": event.subnet,
-                "netmask": str(ipaddress.IPv4Network(event.subnet).netmask),
-                "gateway": event.gateway, "provision_start_ip": event.provision_start_ip,
-                "provision_end_ip": event.provision_end_ip, "addresses_total": total,
-                "create_timestamp": stamp}
+        body = _body(uuid_text(event.originator_id), event.name, event.subnet,
+                     event.provision_start_ip, event.provision_end_ip, event.gateway, stamp)
         row = {"uuid": uuid_text(event.originator_id), "name": event.name,
                "create_timestamp": stamp, "version": event.originator_version}
         return _NetworkRow(row, body, claims={}, used=0, outside=0)
+
+
+def _body(network_uuid: str, name: str, subnet: str, start_ip: str, end_ip: str,
+          gateway: str | None, stamp: str) -> dict[str, Any]:
+    """A row's body as ``Created`` leaves it (no claims yet)."""
+    start = int(ipaddress.IPv4Address(start_ip))
+    total = int(ipaddress.IPv4Address(end_ip)) - start + 1
+    return {"uuid": network_uuid, "name": name, "subnet": subnet,
+            "netmask": str(ipaddress.IPv4Network(subnet).netmask), "gateway": gateway,
+            "provision_start_ip": start_ip, "provision_end_ip": end_ip,
+            "addresses_total": total, "create_timestamp": stamp}
+
+
+def network_object(network: Network) -> dict[str, Any]:
+    """The network object of the aggregate ``network``: what ``NetworkQueries.get`` gives
+    once ``network_view`` reflects the aggregate's version (``render_network`` of the row it
+    would hold, counted by the same ``range_counts``). ``POST /networks`` answers with it, so
+    its answer never waits for the projector (api.md, "Commands and the projector")."""
+    used, outside = range_counts(network.provision_start_ip, network.provision_end_ip,
+                                 network.claims)
+    body = _body(uuid_text(network.id), network.name, network.subnet,
+                 network.provision_start_ip, network.provision_end_ip, network.gateway,
+                 rfc3339(network.created_on))
+    return render_network({"body": json.dumps({**body, _OUTSIDE: outside}), "used": used,
+                           "version": network.version})
 
 
 class NetworkQueries:

@@ -113,6 +113,20 @@ def render_server(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def server_object(server: Server) -> dict[str, Any]:
+    """The server object of the aggregate ``server``: what ``ServerQueries.get`` gives once
+    ``server_view`` reflects the aggregate's version (``render_server`` of the row it would
+    hold). A server command answers with it, so its answer never waits for the projector
+    (api.md, "Commands and the projector")."""
+    return render_server({
+        "uuid": uuid_text(server.id), "hostname": server.hostname, "boot_id": server.boot_id,
+        "status": server.status, "ram_mib": server.ram_mib, "cpus": server.cpus,
+        "ram_allocated_mib": server.ram_allocated_mib, "cpus_allocated": server.cpus_allocated,
+        "vm_count": len(server.claims), "generation": server.generation,
+        "version": server.version,
+    })
+
+
 class ServerQueries:
     """Read-only queries of ``server_view``."""
 

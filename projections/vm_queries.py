@@ -9,8 +9,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.vm import Vm
 from projections.db import Database
 from projections.vm_markers import InvalidMarkerError, encode_marker
+from projections.vm_view import render_vm
 from projections.volume_mounts import STALE_VMS, with_mounts
 
 # sort field -> SQL expression (NULLs folded so keyset paging has a total order). VMAPI's
@@ -152,6 +154,16 @@ class VmQueries:
             tx.execute("SELECT body FROM vm_view WHERE uuid = ?", (vm_uuid,))
             row = tx.fetchone()
             return None if row is None else with_mounts(tx, [json.loads(row["body"])])[0]
+
+    def render(self, vm: Vm) -> dict[str, Any]:
+        """The VM object of the aggregate ``vm`` as ``get`` gives it once ``vm_view`` reflects
+        ``vm``'s version: ``render_vm`` (what ``vm_view`` stores as the row's body) with its
+        volumes' addresses from ``volume_mounts`` as it is now, without waiting for either
+        read model. A command answers its VM with it (the quarantine, an agent's report), so
+        a command's answer never waits on the projector (api.md, "Commands and the
+        projector")."""
+        with self.db.transaction(commit=False) as tx:
+            return with_mounts(tx, [render_vm(vm)])[0]
 
     def count(self, vm_filter: VmFilter) -> int:
         """How many VMs match, whatever the page."""

@@ -153,6 +153,19 @@ def render_volume(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def volume_object(volume: Volume) -> dict[str, Any]:
+    """The volume object of the aggregate ``volume``: what ``VolumeQueries.get`` gives once
+    ``volume_mounts`` reflects the aggregate's version (``render_volume`` of the row it would
+    hold). A volume command answers with it, so its answer never waits for the projector
+    (api.md, "Commands and the projector")."""
+    return render_volume({
+        "uuid": uuid_text(volume.id), "name": volume.name,
+        "networks": json.dumps(volume.networks), "address": volume.address,
+        "create_timestamp": rfc3339(volume.created_on),
+        "last_modified": rfc3339(volume.modified_on), "version": volume.version,
+    })
+
+
 def with_mounts(tx: Tx, vms: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Fill in the ``address`` (the volume's current one) and ``stale`` of every ``volumes``
     entry of the VM objects ``vms`` (read inside ``tx``, with ``vm_view``); returns ``vms``."""

@@ -154,9 +154,13 @@ def _settle(waiter: asyncio.Future[bool], answered: bool) -> None:
 
 
 def read_your_writes(request: Request, services: Services, names: tuple[str, ...],
-                     *, eventual: bool) -> None:
+                     *, eventual: bool, deciding: bool = False) -> None:
     """Wait (bounded) until read models ``names`` reflect every command acknowledged before
-    this request began (api.md, "Read-your-writes"). Raises ``UnavailableError`` on timeout."""
+    this request began (api.md, "Read-your-writes"). Raises ``UnavailableError`` on timeout;
+    ``deciding``: a command waits to decide (CreateVm's and ``add_nics``' ``networks``,
+    named by the read model), before it appends anything, and its ``503`` says so. No
+    command waits after its append: it answers from the saved aggregate (api.md, "Commands
+    and the projector")."""
     if eventual:
         return
     position = services.commands.head_position()
@@ -164,6 +168,7 @@ def read_your_writes(request: Request, services: Services, names: tuple[str, ...
         raise UnavailableError(
             f"read models did not reach position {position} within "
             f"{services.settings.read_timeout_s} s"
+            + ("; nothing was appended: retry the command" if deciding else "")
         )
 
 

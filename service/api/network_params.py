@@ -13,10 +13,10 @@ network of that name.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from typing import Any
 
 from domain.errors import ValidationError
-from projections.network_view import NetworkQueries
 from service.api.vmapi_rules import is_uuid
 from service.commands.networks import NetworkNotFoundError, NicRequest
 
@@ -69,8 +69,10 @@ def _one(entry: Any) -> tuple[str | None, str | None, str | None, bool]:
     return uuid, name, ip, _primary(entry.get("primary"))
 
 
-def parse_networks(value: Any, networks: NetworkQueries) -> list[NicRequest]:
-    """The NICs ``value`` asks for, names resolved through ``networks``. Raises
+def parse_networks(value: Any, by_name: Callable[[str], list[dict[str, Any]]]
+                   ) -> list[NicRequest]:
+    """The NICs ``value`` asks for, names resolved through ``by_name`` (the networks of that
+    name, oldest first: ``NetworkQueries.by_name``), called only for a name. Raises
     ``ValidationError`` (field ``networks``) with VMAPI's message, or naming a network that
     does not exist."""
     if isinstance(value, str):
@@ -85,7 +87,7 @@ def parse_networks(value: Any, networks: NetworkQueries) -> list[NicRequest]:
     requests = []
     for uuid, name, ip, primary in asked:
         if uuid is None:
-            named = networks.by_name(str(name))
+            named = by_name(str(name))
             if not named:
                 raise NetworkNotFoundError(str(name))
             uuid = named[0]["uuid"]

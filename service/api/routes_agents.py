@@ -13,7 +13,7 @@ from pydantic import AfterValidator, ConfigDict, Field
 from domain.errors import VmNotFoundError
 from domain.vm import Vm
 from service.api.auth import AGENT, authorized_router, principal_of, require_server
-from service.api.deps import cause_of, parse_body, read_one, services_of
+from service.api.deps import cause_of, parse_body, services_of
 from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, Query
 from service.api.schemas import Alias, Brand, CpuCap, Instant, Metadata, Ram, StrictModel, Uuid
@@ -107,7 +107,9 @@ class AgentVmBody(StrictModel):
 @router.put("/vms/{vm_uuid}")
 def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(None)
            ) -> JSONResponse:
-    """PutVm: apply one VM's observed state; answers the VM as it now is. With a
+    """PutVm: apply one VM's observed state; answers the VM as the report left it (the
+    aggregate its command saved, rendered as GetVm's read model renders it:
+    ``VmQueries.render``). With a
     ``generation`` (vmledger's agents) the report is ordered by it; without one, as vm-agent
     sends VMAPI the whole VM object, by its ``last_modified``, and a VM the log never had is
     recorded as found."""
@@ -121,18 +123,22 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
                                                 "message": "differs from the path's uuid"}])
         report = found.report()
         require_server(request, report.server_uuid)
-        AgentVmReports(services.agents).put(vm_uuid.lower(), report, cause=cause_of(request),
-                                            admit=admit)
+        vm = AgentVmReports(services.agents).put(vm_uuid.lower(), report,
+                                                 cause=cause_of(request), admit=admit)
     else:
         generational = parse_body(request, VmReport, data)
         require_server(request, str(generational.server_uuid))
-        services.agents.report_vm(vm_uuid.lower(), server_uuid=str(generational.server_uuid),
-                                  state=generational.state, boot_id=generational.boot_id,
-                                  generation=generational.generation, cause=cause_of(request),
-                                  admit=admit)
-    vm = read_one(request, "vm_view", services.vms.get, vm_uuid, VmNotFoundError,
-                  eventual=False)
-    return JSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
+        vm = services.agents.report_vm(
+            vm_uuid.lower(), server_uuid=str(generational.server_uuid),
+            state=generational.state, boot_id=generational.boot_id,
+            generation=generational.generation, cause=cause_of(request), admit=admit)
+    if vm is None:  # ``admit`` refuses a VM the log does not have first; for the type
+        raise VmNotFoundError(vm_uuid)
+    # the VM the report saved, not read from vm_view: a report's answer must not wait for the
+    # projector, nor answer 503 after the report was recorded (api.md, "Commands and the
+    # projector")
+    body = services.vms.render(vm)
+    return JSONResponse(body, headers={"ETag": f'"{body["version"]}"'})
 
 
 def _visible_to_reporter(request: Request, vm_uuid: str) -> Admit:

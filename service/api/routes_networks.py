@@ -10,6 +10,7 @@ from fastapi import Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from projections.network_view import network_object
 from service.api.auth import authorized_router
 from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes,
@@ -35,7 +36,8 @@ class CreateNetworkRequest(StrictModel):
 
 
 def _network(request: Request, network_uuid: str) -> dict[str, Any]:
-    """The network once ``network_view`` reflects this request (404 ``ResourceNotFound``)."""
+    """The network once ``network_view`` reflects every command acknowledged before this
+    request (404 ``ResourceNotFound``)."""
     return read_one(request, "network_view", services_of(request).networks.get, network_uuid,
                     lambda uuid: ApiError(404, "ResourceNotFound", f"Network {uuid} not found"),
                     eventual=False)
@@ -43,7 +45,10 @@ def _network(request: Request, network_uuid: str) -> dict[str, Any]:
 
 @router.post("/networks", status_code=201)
 def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
-    """Record a network; 201 with the network object and ``Location``."""
+    """Record a network; 201 with the network object and ``Location``: the network as the
+    command left it, rendered as ``network_view`` renders it (``network_object``), not read
+    from the read model, so the answer never waits for the projector (api.md, "Commands and
+    the projector")."""
     Query(request, set()).check()
     if_match_of(request)  # checked as every command's is; a new network has no version yet
     asked = parse_body(request, CreateNetworkRequest, data)
@@ -53,7 +58,7 @@ def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -
         provision_end_ip=asked.provision_end_ip, gateway=asked.gateway,
         network_uuid=str(asked.uuid) if asked.uuid else None, cause=cause,
         idempotency=idempotency_of(request, data, cause))
-    body = _network(request, str(network.id))
+    body = network_object(network)
     headers = {"Location": f"/networks/{network.id}"}
     if position is not None:  # None: a repeat of its Idempotency-Key appended nothing
         headers["x-log-position"] = str(position)

@@ -13,6 +13,8 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from domain.errors import ServerNotFoundError
+from domain.server import Server
+from projections.server_view import server_object
 from service.api.auth import authorized_router
 from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes,
@@ -59,12 +61,32 @@ def get_server(server_uuid: str, request: Request) -> JSONResponse:
     return _server(request, server_uuid, eventual=query.eventual)
 
 
-def _server(request: Request, server_uuid: str, *, eventual: bool, status: int = 200,
-            headers: dict[str, str] | None = None) -> JSONResponse:
-    """The server as ``server_view`` has it (once it reflects this request's change, unless
-    ``eventual``), with its version as ``ETag``."""
+def _server(request: Request, server_uuid: str, *, eventual: bool) -> JSONResponse:
+    """The server as ``server_view`` has it (once it reflects every command acknowledged
+    before this request, unless ``eventual``), with its version as ``ETag``."""
     server = read_one(request, "server_view", services_of(request).servers.get, server_uuid,
                       ServerNotFoundError, eventual=eventual)
+    return _answer(server)
+
+
+def _changed(request: Request, server_uuid: str, *, status: int,
+             headers: dict[str, str] | None = None) -> JSONResponse:
+    """A server command's answer: the server as the log has it now, folded from its stream
+    and rendered as ``server_view`` renders it (``server_object``), not read from the read
+    model: a command whose change is recorded must not answer a read-timeout ``503`` after
+    it (api.md, "Commands and the projector"). It still waits, at most
+    ``VMLEDGER_READ_TIMEOUT_S`` and whatever comes of it, for ``server_view``: a later
+    DeleteVm decides by the status it reads there (a VM whose servers were all removed is
+    destroyed at once), so the removal it answers should be there when the projector is up."""
+    services = services_of(request)
+    services.projections.wait_for(services.commands.head_position(), ("server_view",),
+                                  services.settings.read_timeout_s)
+    server = services.commands.load_aggregate(Server, server_uuid.lower())
+    return _answer(server_object(server), status=status, headers=headers)
+
+
+def _answer(server: dict[str, Any], *, status: int = 200,
+            headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(server, status_code=status,
                         headers={"ETag": f'"{server["version"]}"', **(headers or {})})
 
@@ -82,8 +104,8 @@ def create_server(request: Request, data: dict[str, Any] | None = Body(None)) ->
         ram_mib=asked.ram_mib, cpus=asked.cpus, cause=cause,
         idempotency=idempotency_of(request, data, cause))
     services.projections.wake()
-    return _server(request, server_uuid, eventual=False, status=201 if created else 200,
-                   headers={"Location": f"/servers/{server_uuid}"})
+    return _changed(request, server_uuid, status=201 if created else 200,
+                    headers={"Location": f"/servers/{server_uuid}"})
 
 
 @router.post("/servers/{server_uuid}")
@@ -112,4 +134,4 @@ def server_action(server_uuid: str, request: Request,
         services.commands.remove_server(server_uuid.lower(), cause=cause, if_match=if_match,
                                         idempotency=idempotency)
         status = 200
-    return _server(request, server_uuid, eventual=False, status=status)
+    return _changed(request, server_uuid, status=status)

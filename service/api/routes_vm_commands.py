@@ -173,11 +173,21 @@ async def delete_vm(vm_uuid: str, request: Request) -> Response:
 
 
 def _networks(request: Request, networks: Any) -> list[NicRequest]:
+    """CreateVm's and ``add_nics``' ``networks`` as NIC requests (``parse_networks``). A
+    network named by its name waits for ``network_view`` (``UnavailableError`` saying nothing
+    was appended when the projector lags); one named by uuid waits for nothing."""
     if networks is None:
         return []
     services = services_of(request)
-    read_your_writes(request, services, ("network_view",), eventual=False)  # names
-    return parse_networks(networks, services.networks)
+
+    def by_name(name: str) -> list[dict[str, Any]]:
+        # network_view is the only index of networks by name: a name waits for it (the
+        # projector must be up), before anything is appended; a network given by uuid is
+        # the aggregate's to find, and its addresses are claimed on its stream
+        read_your_writes(request, services, ("network_view",), eventual=False, deciding=True)
+        return services.networks.by_name(name)
+
+    return parse_networks(networks, by_name)
 
 
 async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None,

@@ -10,14 +10,14 @@ from fastapi.responses import JSONResponse
 from pydantic import Field, IPvAnyAddress
 
 from domain.errors import VolumeNotFoundError
-from domain.volume import MAX_NETWORKS
+from domain.volume import MAX_NETWORKS, Volume
+from projections.volume_mounts import volume_object
 from service.api.auth import authorized_router
 from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
 )
 from service.api.params import MAX_LIMIT, Query
 from service.api.schemas import Name, StrictModel, Uuid
-from service.container import Services
 
 router = authorized_router(tags=["volumes"])
 
@@ -46,15 +46,16 @@ class DetachNetworkRequest(StrictModel):
     network_uuid: Uuid
 
 
-def _volume(request: Request, services: Services, volume_uuid: str, *, status: int,
-            position: int | None) -> JSONResponse:
-    """The volume as the read model has it once it reflects this request's change."""
-    volume = read_one(request, "volume_mounts", services.volumes.get, volume_uuid,
-                      VolumeNotFoundError, eventual=False)
-    headers = {"ETag": f'"{volume["version"]}"', "Location": f"/volumes/{volume_uuid}"}
+def _volume(volume: Volume, *, status: int, position: int | None) -> JSONResponse:
+    """A volume command's answer: the volume as the command left it (the saved aggregate),
+    rendered as ``volume_mounts`` renders it (``volume_object``), not read from the read
+    model: a command whose change is recorded must not wait for the projector, nor answer a
+    read-timeout ``503`` after it (api.md, "Commands and the projector")."""
+    body = volume_object(volume)
+    headers = {"ETag": f'"{body["version"]}"', "Location": f"/volumes/{body['uuid']}"}
     if position is not None:
         headers["x-log-position"] = str(position)
-    return JSONResponse(volume, status_code=status, headers=headers)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 @router.get("/volumes")
@@ -93,7 +94,7 @@ def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) ->
         networks={str(network): str(address) for network, address in asked.networks.items()},
         idempotency=idempotency_of(request, data, cause),
     )
-    return _volume(request, services, str(volume.id), status=201, position=position)
+    return _volume(volume, status=201, position=position)
 
 
 @router.post("/volumes/{volume_uuid}")
@@ -121,4 +122,4 @@ def volume_action(volume_uuid: str, request: Request,
         volume, position = services.commands.detach_network(
             volume_uuid.lower(), str(detach.network_uuid), cause=cause, if_match=if_match,
             idempotency=idempotency_of(request, data, cause))
-    return _volume(request, services, str(volume.id), status=202, position=position)
+    return _volume(volume, status=202, position=position)

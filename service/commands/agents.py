@@ -65,10 +65,13 @@ class Agents:
 
     def report_vm(self, vm_uuid: str, *, server_uuid: str, state: str, boot_id: str,
                   generation: int, cause: Cause, admit: Admit | None = None
-                  ) -> dict[str, str]:
+                  ) -> Vm | None:
         """One VM's observed state on ``server_uuid``. A new ``boot_id`` is a host reboot for
-        the server's other VMs too. ``admit`` sees the VM first (``Admit``). Raises
-        ``StaleGenerationError``, ``ServerNotFoundError`` and what ``admit`` raises."""
+        the server's other VMs too. ``admit`` sees the VM first (``Admit``). Returns the VM as
+        the report left it (the aggregate saved, or loaded when the report changed nothing;
+        None: the log has no such VM), which the route answers without a fold of its own.
+        Raises ``StaleGenerationError``, ``ServerNotFoundError`` and what ``admit`` raises."""
+        seen: dict[str, Vm | None] = {}
 
         def affected(server: Server, rebooted: bool) -> dict[str, Happening | str]:
             found: dict[str, Happening | str] = {vm_uuid: state}
@@ -77,8 +80,9 @@ class Agents:
                               if other != vm_uuid})
             return found
 
-        return self._apply(server_uuid, boot_id, generation, affected, cause,
-                           admit=(vm_uuid, admit) if admit else None)
+        self._apply(server_uuid, boot_id, generation, affected, cause,
+                    admit=(vm_uuid, admit) if admit else None, seen=seen)
+        return seen.get(vm_uuid)
 
     def host_rebooted(self, server_uuid: str, boot_id: str, *, cause: Cause,
                       if_match: int | None = None,
@@ -97,9 +101,15 @@ class Agents:
                affected: Callable[[Server, bool], dict[str, Happening | str]],
                cause: Cause, admit: tuple[str, Admit] | None = None,
                if_match: int | None = None,
-               idempotency: IdempotencyKey | None = None) -> dict[str, str]:
+               idempotency: IdempotencyKey | None = None,
+               seen: dict[str, Vm | None] | None = None) -> dict[str, str]:
+        """Apply a report to the server and the VMs ``affected`` names, in one save;
+        ``seen`` (if given) is left holding the VMs the saved attempt loaded, as it left
+        them."""
         def decide(server: Server) -> tuple[dict[str, str], list[Vm]]:
-            loaded: dict[str, Vm | None] = {}  # this attempt's, each VM loaded once
+            # this attempt's, each VM loaded once (a retried attempt starts ``seen`` anew)
+            loaded: dict[str, Vm | None] = {} if seen is None else seen
+            loaded.clear()
 
             def vm_of(vm_uuid: str) -> Vm | None:
                 if vm_uuid not in loaded:

@@ -60,10 +60,11 @@ class AgentVmReports:
         self.commands = agents.commands
 
     def put(self, vm_uuid: str, report: AgentVm, *, cause: Cause,
-            admit: Admit | None = None) -> None:
+            admit: Admit | None = None) -> Vm:
         """Record the VM as its agent reports it (module docstring), in one pass of the
         change loop: a VM the log does not have is made (``new``), one it has is reconciled,
-        once ``admit`` (``service.commands.agents.Admit``) has seen it. Raises
+        once ``admit`` (``service.commands.agents.Admit``) has seen it. Returns the VM as the
+        report left it (the aggregate saved or, if it changed nothing, loaded). Raises
         ``VmNotFoundError`` for an unknown VM reported in a state nothing is recorded of
         (``destroyed``, ``provisioning``), and what ``admit`` raises."""
         try:
@@ -87,10 +88,10 @@ class AgentVmReports:
             self.commands.load(vm_id)
         except VmNotFoundError:  # made as found; a twin report that made it first wins
             holds = report.state in _HOLDING and self._known_server(report.server_uuid)
-            self.commands.change(Vm, vm_id, decide,
-                                 new=lambda: self._found(vm_id, report, cause, holds=holds))
-        else:
-            self.commands.change(Vm, vm_id, decide)
+            return self.commands.change(
+                Vm, vm_id, decide,
+                new=lambda: self._found(vm_id, report, cause, holds=holds)).aggregate
+        return self.commands.change(Vm, vm_id, decide).aggregate
 
     def _known_server(self, server_uuid: str | None) -> bool:
         """Whether ``server_uuid`` is a server the log has (an operator may report a VM on
