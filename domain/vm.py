@@ -40,7 +40,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     TOPIC = "vm"
 
     # Version 2 keeps ``state_since`` and ``lost_copy``; a snapshot version 1 took lacks them.
-    class_version = 2
+    # Version 3 keeps ``node_seen`` (domain/vm_reports.py).
+    class_version = 3
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -50,6 +51,11 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
         but before this version was numbered keeps its own)."""
         state.setdefault("state_since", None)
         state.setdefault("lost_copy", None)
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        """A snapshot taken before job steps recorded the node's sequence number knows none."""
+        state.setdefault("node_seen", None)
 
     Event = vm_events.VmEvent
 
@@ -99,6 +105,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
             vm.claim = None
             vm.reported_at = None
             vm.lost_copy = None
+            vm.node_seen = None
             vm.nics = []
 
     class Discovered(Created):
@@ -117,6 +124,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     AgentReported = vm_reports.AgentReported
     CopyLost = vm_reports.CopyLost
     CopyFound = vm_reports.CopyFound
+    NodeObserved = vm_reports.NodeObserved
     NicsAdded = vm_nics.NicsAdded
     NicsRemoved = vm_nics.NicsRemoved
     JobQueued = vm_events.JobQueued

@@ -16,6 +16,16 @@ recorded it of.
   lists it is then read as that reboot, not as an agent that forgot it
   (``service/commands/agents.py``).
 
+- A node numbers everything that happens on it (``seq``: one per server, bumped by every
+  operation on a VM copy there and by everything its guests do), and each of its answers
+  and each inventory report says the number it is as of. A job step that asked the node of
+  the VM records the number of its answer (``NodeObserved``); a report as of a number not
+  newer than that was taken before the step, so it changes nothing for the VM (it is older
+  than what the log records: the VM's missing from it is not "the agent forgot it", its
+  stopped copy not a guest shutdown). A report without a number (an older agent's, and
+  vm-agent's, which has none) is ordered against other reports alone, by its generation or
+  its ``last_modified``, as before (docs/api.md, "Compute agents").
+
 A mixin of ``domain.vm.Vm``; the events are named on it (``Vm.Discovered``, a kind of
 ``Vm.Created``, so every read model folds it as a creation).
 """
@@ -79,6 +89,19 @@ class CopyFound(VmEvent):
         vm.lost_copy = None
 
 
+class NodeObserved(VmEvent):
+    """A job step asked the node ``server_uuid`` of the VM, and its answer was as of the
+    node's sequence number ``seq`` (recorded with the step, in the same save): what the log
+    records of the VM there from then on is at least that new."""
+
+    TOPIC = "vm.node_observed"
+    server_uuid: str
+    seq: int
+
+    def apply(self, vm: Reports) -> None:
+        vm.node_seen = {"server_uuid": self.server_uuid, "seq": self.seq}
+
+
 def boots(vm: Reports) -> None:
     """What every boot of the VM (``Provisioned``, ``Started``, ``Rebooted``) also does: the
     copy a host reboot took is replaced by the one that runs now."""
@@ -91,6 +114,7 @@ class Reports:
     trigger_event: Any
     _create: Any
     lost_copy: dict[str, str] | None
+    node_seen: dict[str, Any] | None  # the newest NodeObserved: {server_uuid, seq}, or None
     Discovered: Any
 
     @classmethod
@@ -141,3 +165,24 @@ class Reports:
         # A VM stored before CopyLost existed (a snapshot without the field) lost none.
         return self.lost_copy == {"server_uuid": server_uuid,
                                                     "boot_id": boot_id}
+
+    def record_node_seen(self, server_uuid: str, seq: int, *, cause: Cause) -> bool:
+        """Record that a job step's answer from ``server_uuid`` was as of its sequence
+        number ``seq`` (``NodeObserved``); False (nothing recorded) when the log has that one
+        or a newer one of that server already (a node's numbers only grow)."""
+        seen = self.node_seen
+        if seen is not None and seen["server_uuid"] == server_uuid and seen["seq"] >= seq:
+            return False
+        self.trigger_event(NodeObserved, cause=cause, server_uuid=server_uuid, seq=seq)
+        return True
+
+    def is_older_than_recorded(self, server_uuid: str, seq: int | None) -> bool:
+        """Whether a report of ``server_uuid`` as of its sequence number ``seq`` was taken
+        no later than the newest answer of that node a job step recorded: then it is older
+        than what the log records of the VM, and must change nothing for it. False when the
+        report carries no number, or the log recorded none of that server (a VM placed
+        before nodes numbered their answers, or by a driver that does not): nothing orders
+        them, and the report is applied as before."""
+        seen = self.node_seen
+        return seq is not None and seen is not None and \
+            seen["server_uuid"] == server_uuid and seq <= seen["seq"]

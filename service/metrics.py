@@ -46,6 +46,11 @@ LEASE_TAKEOVERS = Counter(
     "vmledger_job_lease_takeovers_total",
     "Jobs this process's worker took over from another worker whose lease had expired",
 )
+REPORT_ENTRIES_OLDER_THAN_LOG = Counter(
+    "vmledger_agent_report_entries_older_than_log_total",
+    "VMs of agent reports applied by this process that the report changed nothing for, because "
+    "it was taken before a job step the log recorded of the VM (by its seq)",
+)
 
 DAMAGED_STREAMS_PASSED = Gauge(
     "vmledger_worker_damaged_streams",

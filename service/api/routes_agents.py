@@ -46,6 +46,11 @@ def _not_far_ahead(value: datetime) -> datetime:
 ReportedAt = Annotated[Instant, AfterValidator(_not_far_ahead)]
 
 
+#: The node's sequence number a report is as of (service/jobs/compute/driver.py); optional, so
+#: an agent that sends none is taken as before (api.md, "Compute agents").
+NodeSeq = Annotated[int | None, Field(ge=0, le=MAX_INTEGER, strict=True)]
+
+
 class VmReport(StrictModel):
     """``PUT /vms/{uuid}``: one VM as its server's agent sees it."""
 
@@ -53,6 +58,7 @@ class VmReport(StrictModel):
     server_uuid: Uuid
     boot_id: str = Field(min_length=1, max_length=64)
     generation: int = Field(ge=1, le=MAX_INTEGER, strict=True)  # true or "7" is no generation
+    seq: NodeSeq = None
 
 
 class ReportedVm(StrictModel):
@@ -66,6 +72,7 @@ class InventoryReport(StrictModel):
 
     boot_id: str = Field(min_length=1, max_length=64)
     generation: int = Field(ge=1, le=MAX_INTEGER, strict=True)  # true or "7" is no generation
+    seq: NodeSeq = None
     vms: dict[Uuid, ReportedVm] = Field(max_length=100_000)
 
 
@@ -83,6 +90,7 @@ class AgentVmBody(StrictModel):
     state: AgentState
     server_uuid: Uuid | None = None
     last_modified: ReportedAt | None = None
+    seq: NodeSeq = None  # not vm-agent's: an agent that numbers its node's happenings
     owner_uuid: Uuid | None = None
     alias: Alias | None = None
     brand: Brand | None = None
@@ -97,7 +105,8 @@ class AgentVmBody(StrictModel):
     def report(self) -> AgentVm:
         as_text = {name: str(getattr(self, name)) if getattr(self, name) else None
                    for name in ("server_uuid", "owner_uuid", "image_uuid")}
-        return AgentVm(state=self.state, last_modified=self.last_modified, alias=self.alias,
+        return AgentVm(state=self.state, last_modified=self.last_modified, seq=self.seq,
+                       alias=self.alias,
                        brand=self.brand, ram=self.ram if self.ram is not None
                        else self.max_physical_memory, cpu_cap=self.cpu_cap,
                        customer_metadata=self.customer_metadata,
@@ -131,7 +140,8 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
         vm = services.agents.report_vm(
             vm_uuid.lower(), server_uuid=str(generational.server_uuid),
             state=generational.state, boot_id=generational.boot_id,
-            generation=generational.generation, cause=cause_of(request), admit=admit)
+            generation=generational.generation, cause=cause_of(request), admit=admit,
+            seq=generational.seq)
     if vm is None:  # ``admit`` refuses a VM the log does not have first; for the type
         raise VmNotFoundError(vm_uuid)
     # the VM the report saved, not read from vm_view: a report's answer must not wait for the
@@ -176,6 +186,7 @@ def put_vms(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONR
     services = services_of(request)
     changes = services.agents.report_inventory(
         server_uuid, boot_id=report.boot_id, generation=report.generation,
-        vms={str(uuid): vm.state for uuid, vm in report.vms.items()}, cause=cause_of(request))
+        vms={str(uuid): vm.state for uuid, vm in report.vms.items()}, cause=cause_of(request),
+        seq=report.seq)
     return JSONResponse({"server_uuid": server_uuid, "generation": report.generation,
                          "changed": changes})

@@ -105,12 +105,14 @@ def server_happening(server_uuid: str, request: Request) -> JSONResponse:
     fleet = services_of(request).fleet
     try:
         if action == "report":
-            # the simulated agent sends its inventory, as a real one would (PUT /vms)
+            # the simulated agent sends its inventory, as a real one would (PUT /vms), with
+            # the node's sequence number it is as of: a job may record a step between taking
+            # it and applying it, and then the report is older than the log for that VM
             report = fleet.report(server_uuid)
             changed = services_of(request).agents.report_inventory(
                 server_uuid, boot_id=report["boot_id"], generation=report["generation"],
                 vms={vm: seen["state"] for vm, seen in report["vms"].items()},
-                cause=cause_of(request))
+                cause=cause_of(request), seq=report["seq"])
             return JSONResponse({**report, "changed": changed})
         if action == "reboot":
             fleet.reboot_server(server_uuid)

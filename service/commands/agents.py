@@ -7,10 +7,19 @@ nothing appends nothing. A whole report applies in one transaction: the VMs it c
 server's record of its generation. A destroyed VM is never brought back by a report, and a VM
 whose job is running is left to its job (the job holds the ticket; the next report, after it,
 reconciles).
+
+A report may carry the node's sequence number it is as of (``seq``, service/jobs/compute/
+driver.py): for a VM whose log recorded a job step's answer from that node as of that number
+or a newer one (``Vm.NodeObserved``), the report was taken before the step and changes
+nothing for it (``older_than_recorded``: a log line and ``vmledger_agent_report_entries_
+older_than_log_total``), whatever it says or leaves out: a VM it misses is not "forgotten",
+a stopped one not shut down by its guest. A report without ``seq`` is ordered against other
+reports only (its generation), as before.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,6 +33,9 @@ from domain.vm import Cause, Vm
 from service.commands.application import Commands
 from service.commands.idempotency import IdempotencyKey, remembered
 from service.commands.versioning import NEWEST
+from service.metrics import REPORT_ENTRIES_OLDER_THAN_LOG
+
+log = logging.getLogger(f"vmledger.{__name__}")
 
 OBSERVED_STATES = ("running", "stopped", "failed")
 
@@ -47,9 +59,11 @@ class Agents:
         self.commands = commands
 
     def report_inventory(self, server_uuid: str, *, boot_id: str, generation: int,
-                         vms: Mapping[str, str], cause: Cause) -> dict[str, str]:
-        """The agent's whole inventory ``{vm_uuid: observed state}``. Returns what happened
-        to each VM it changed. Raises ``StaleGenerationError``, ``ServerNotFoundError``."""
+                         vms: Mapping[str, str], cause: Cause,
+                         seq: int | None = None) -> dict[str, str]:
+        """The agent's whole inventory ``{vm_uuid: observed state}``, as of the node's
+        sequence number ``seq`` (None: unnumbered). Returns what happened to each VM it
+        changed. Raises ``StaleGenerationError``, ``ServerNotFoundError``."""
 
         def affected(server: Server, rebooted: bool) -> dict[str, Happening | str]:
             found: dict[str, Happening | str] = {}
@@ -61,13 +75,14 @@ class Agents:
                     found[vm_uuid] = observed
             return found
 
-        return self._apply(server_uuid, boot_id, generation, affected, cause)
+        return self._apply(server_uuid, boot_id, generation, affected, cause, seq=seq)
 
     def report_vm(self, vm_uuid: str, *, server_uuid: str, state: str, boot_id: str,
-                  generation: int, cause: Cause, admit: Admit | None = None
-                  ) -> Vm | None:
-        """One VM's observed state on ``server_uuid``. A new ``boot_id`` is a host reboot for
-        the server's other VMs too. ``admit`` sees the VM first (``Admit``). Returns the VM as
+                  generation: int, cause: Cause, admit: Admit | None = None,
+                  seq: int | None = None) -> Vm | None:
+        """One VM's observed state on ``server_uuid``, as of the node's sequence number
+        ``seq`` (None: unnumbered). A new ``boot_id`` is a host reboot for the server's other
+        VMs too. ``admit`` sees the VM first (``Admit``). Returns the VM as
         the report left it (the aggregate saved, or loaded when the report changed nothing;
         None: the log has no such VM), which the route answers without a fold of its own.
         Raises ``StaleGenerationError``, ``ServerNotFoundError`` and what ``admit`` raises."""
@@ -81,7 +96,7 @@ class Agents:
             return found
 
         self._apply(server_uuid, boot_id, generation, affected, cause,
-                    admit=(vm_uuid, admit) if admit else None, seen=seen)
+                    admit=(vm_uuid, admit) if admit else None, seen=seen, seq=seq)
         return seen.get(vm_uuid)
 
     def host_rebooted(self, server_uuid: str, boot_id: str, *, cause: Cause,
@@ -102,10 +117,13 @@ class Agents:
                cause: Cause, admit: tuple[str, Admit] | None = None,
                if_match: int | None = None,
                idempotency: IdempotencyKey | None = None,
-               seen: dict[str, Vm | None] | None = None) -> dict[str, str]:
+               seen: dict[str, Vm | None] | None = None,
+               seq: int | None = None) -> dict[str, str]:
         """Apply a report to the server and the VMs ``affected`` names, in one save;
         ``seen`` (if given) is left holding the VMs the saved attempt loaded, as it left
         them."""
+        older: list[str] = []  # this attempt's VMs the report is older than the log of
+
         def decide(server: Server) -> tuple[dict[str, str], list[Vm]]:
             # this attempt's, each VM loaded once (a retried attempt starts ``seen`` anew)
             loaded: dict[str, Vm | None] = {} if seen is None else seen
@@ -122,12 +140,16 @@ class Agents:
             if generation is not None:
                 server.check_generation(generation)
             rebooted = server.record_reboot(boot_id, cause=cause)
+            older.clear()
             changed: list[Vm] = []
             outcome: dict[str, str] = {}
             for vm_uuid, happening in affected(server, rebooted).items():
                 vm = vm_of(vm_uuid)
                 if vm is None or vm.server_uuid != server_uuid:
                     continue  # unknown to the log, or placed elsewhere since
+                if vm.is_older_than_recorded(server_uuid, seq):
+                    older.append(vm_uuid)  # taken before a job's step there: changes nothing
+                    continue
                 what = self._react(vm, happening, cause, server)
                 if vm.pending_events:  # CopyFound alone is a change with nothing to answer
                     changed.append(vm)
@@ -141,6 +163,8 @@ class Agents:
         changed = self.commands.change(Server, server_uuid, decide,
                                        also=lambda decision: decision[1], if_match=if_match,
                                        idempotency_key=idempotency, outcome=remembered(202))
+        for vm_uuid in older:
+            older_than_recorded(vm_uuid, server_uuid, f"its seq {seq}")
         return {} if changed.replayed is not None else changed.decision[0]
 
     def _vm(self, vm_uuid: str) -> Vm | None:
@@ -200,6 +224,15 @@ class Agents:
             vm.record_copy_lost(str(server.id), server.boot_id, cause=cause)
         record_happening(vm, happening, cause)
         return happening.value
+
+
+def older_than_recorded(vm_uuid: str, server_uuid: str | None, by: str) -> None:
+    """Say that a report of ``server_uuid`` changed nothing for ``vm_uuid`` because it is
+    older than what the log records of the VM (ordered ``by`` its seq): counted, and logged
+    at INFO (it is expected of a report racing a job, not a fault)."""
+    REPORT_ENTRIES_OLDER_THAN_LOG.inc()
+    log.info("a report of server %s changed nothing for VM %s: %s is not newer than the "
+             "job step the log recorded last there", server_uuid, vm_uuid, by)
 
 
 def record_happening(vm: Vm, happening: Happening, cause: Cause) -> None:

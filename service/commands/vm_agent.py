@@ -9,7 +9,10 @@ generation (api.md ``PUT /vms/{uuid}``; domain/vm_reports.py).
   it is. A failed VM holds none (as a placed VM that fails gives its claim back).
 - A known VM's report is ordered by the object's ``last_modified``: one not newer than the last
   applied changes nothing, so a stale write that arrives late cannot undo a newer one. A
-  report with no ``last_modified`` is taken as of its arrival.
+  report with no ``last_modified`` is taken as of its arrival. A report that carries the node's
+  sequence number (``seq``, not vm-agent's own field) not newer than the one a job step
+  recorded of the VM there was taken before that step, and changes nothing either
+  (domain/vm_reports.py); without one it is ordered by its ``last_modified`` alone.
 - A destroyed VM is never brought back, and a report from a server other than the VM's
   changes nothing (the log places VMs); otherwise the observed state is reconciled as every
   agent report is (``Agents._react``: a guest shutdown, a crash, a start out of band).
@@ -28,7 +31,7 @@ from domain.errors import ServerNotFoundError, VmNotFoundError
 from domain.server import Server
 from domain.states import VmState
 from domain.vm import Cause, Vm
-from service.commands.agents import OBSERVED_STATES, Admit, Agents
+from service.commands.agents import OBSERVED_STATES, Admit, Agents, older_than_recorded
 
 UNKNOWN_OWNER = str(UUID(int=0))  # a VM found with no owner_uuid in its report
 _HOLDING = ("running", "stopped")  # the states a VM found on a server holds capacity in
@@ -41,6 +44,7 @@ class AgentVm:
     state: str
     server_uuid: str | None
     last_modified: datetime | None = None
+    seq: int | None = None  # the node's sequence number the report is as of, if it has one
     owner_uuid: str | None = None
     alias: str | None = None
     brand: str | None = None
@@ -79,6 +83,10 @@ class AgentVmReports:
             if admit is not None:
                 admit(vm)
             if VmState(vm.state) is VmState.DESTROYED or vm.is_stale_report(reported_at):
+                return
+            if report.server_uuid is not None and \
+                    vm.is_older_than_recorded(report.server_uuid, report.seq):
+                older_than_recorded(vm_uuid, report.server_uuid, f"its seq {report.seq}")
                 return
             if vm.server_uuid == report.server_uuid and report.state in OBSERVED_STATES:
                 self.agents._react(vm, report.state, cause)  # noqa: SLF001 - the same rules

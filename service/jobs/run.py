@@ -193,8 +193,11 @@ class JobRun:
                         or isinstance(failure, UnknownServerError):
                     raise StepFailedError(error) from failure
                 continue
-            recorded = result.as_result() if isinstance(result, Incarnation) else result
-            self.record_step(name, result=recorded, started=started)
+            if isinstance(result, Incarnation):
+                self.record_step(name, result=result.as_result(), started=started,
+                                 observed=result)
+            else:
+                self.record_step(name, result=result, started=started)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -218,11 +221,21 @@ class JobRun:
         self.last_step_failed = False
 
     def record_step(self, name: str, *, result: Any, error: str | None = None,
-                    started: datetime | None = None) -> None:
-        """Record a step that needed no compute call (or whose outcome is known)."""
+                    started: datetime | None = None,
+                    observed: Incarnation | None = None) -> None:
+        """Record a step that needed no compute call (or whose outcome is known). ``observed``:
+        the node's answer the step took, whose sequence number is recorded with it, in the
+        same save (``Vm.NodeObserved``): a report the node took before it is then older than
+        what the log records (docs/jobs.md, "Reports older than a job's step")."""
         step = _entry(name, result, error, started or utcnow())
-        self._change(lambda vm: vm.record_step(
-            self.job_uuid, step, cause=self.cause, worker=self.context.worker_id))
+
+        def record(vm: Vm) -> None:
+            vm.record_step(self.job_uuid, step, cause=self.cause, worker=self.context.worker_id)
+            if observed is not None and observed.seq is not None \
+                    and observed.server_uuid is not None:
+                vm.record_node_seen(observed.server_uuid, observed.seq, cause=self.cause)
+
+        self._change(record)
         self.steps_recorded += 1
         self.last_step_failed = error is not None
 

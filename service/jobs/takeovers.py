@@ -67,7 +67,7 @@ def _adopt_effect(job: JobRun) -> bool:
         run = job.driver.observe(server_uuid, str(vm.id))
     except ComputeError:
         return False
-    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    job.record_step("reconcile", result=_reported(server_uuid, run, job), observed=run)
     if run is None or run.begun_by != job.job_uuid:
         return False
     if JobName(job.job["name"]) is JobName.REBOOT:
@@ -102,7 +102,7 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
         job.fail(error, lambda v: v.record_provision_failed(error, cause=job.cause))
         return
     server_uuid, run = found
-    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    job.record_step("reconcile", result=_reported(server_uuid, run, job), observed=run)
     if run.begun_by != job.job_uuid and run.state != "running":
         if giving_up is not None:
             _remove_everywhere(job, vm_uuid)

@@ -19,7 +19,7 @@ has seen for that VM (``FencedOffError``; docs/jobs.md, "Fencing").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 PowerState = Literal["running", "stopped", "failed"]
@@ -30,11 +30,17 @@ TargetState = Literal["running", "stopped", "rebooted"]
 class Incarnation:
     """What a node reports of one VM copy: its power state, the number of its latest run
     (``number``; 0: never booted; the run is over unless ``state`` is ``running``) and the
-    effect that began that run (``begun_by``: a job's uuid, None when not vmledger's)."""
+    effect that began that run (``begun_by``: a job's uuid, None when not vmledger's).
+
+    ``server_uuid`` and ``seq``: the node that answered, and its sequence number the answer
+    is as of (``ComputeDriver``); None from a driver that does not number its answers. Not
+    compared: two answers of the same run are the same incarnation."""
 
     state: PowerState
     number: int
     begun_by: str | None = None
+    server_uuid: str | None = field(default=None, compare=False)
+    seq: int | None = field(default=None, compare=False)
 
     def as_result(self) -> dict[str, object]:
         """The step result the job records (``chain_results``), so a takeover can compare."""

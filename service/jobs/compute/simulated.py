@@ -10,7 +10,11 @@ which is how a second copy could come to run if the control plane restarted the 
 ``boots`` counts the copy's boots: it is the number of its latest incarnation, and
 ``booted_by`` the effect (a job's uuid) that began it (service/jobs/compute/driver.py).
 ``config`` is the copy's configuration as ``reconfigure`` left it
-(service/jobs/compute/sim_config.py).
+(service/jobs/compute/sim_config.py). ``seq`` is the server's sequence number: every
+operation on a VM there and every happening of a guest there bumps it first, in the same
+transaction (so they are ordered by the server row's lock, and a report, which reads it the
+same way, sees exactly what happened up to its number); each ``Incarnation`` answered, and
+each report, carries it (service/jobs/compute/driver.py).
 Every operation on a VM admits its job's fence in its own transaction first
 (service/jobs/compute/fences.py), so a lost worker's late step changes nothing.
 """
@@ -29,13 +33,15 @@ from service.jobs.compute.driver import (
 from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
 from service.jobs.compute.fences import FENCES_DDL, admit
 from service.jobs.compute.sim_config import copy_config, reconfigure_copy
+from service.jobs.compute.sim_world import SimulatedWorld, bump as _bump
 
 _NAMESPACE = uuidlib.uuid5(UUID(int=0), "vmledger:simulated-fleet")
 
 DDL = (
     ("CREATE TABLE IF NOT EXISTS sim_servers (uuid TEXT PRIMARY KEY, hostname TEXT NOT NULL, "
     "boot_id TEXT NOT NULL, ram_mib INTEGER NOT NULL, cpus INTEGER NOT NULL, "
-    "status TEXT NOT NULL DEFAULT 'running', generation BIGINT NOT NULL DEFAULT 0)"),
+    "status TEXT NOT NULL DEFAULT 'running', generation BIGINT NOT NULL DEFAULT 0, "
+    "seq BIGINT NOT NULL DEFAULT 0)"),
     ("CREATE TABLE IF NOT EXISTS sim_vms (vm_uuid TEXT NOT NULL, server_uuid TEXT NOT NULL, "
     "state TEXT NOT NULL, ram_mib INTEGER NOT NULL, boots INTEGER NOT NULL, "
     "known INTEGER NOT NULL DEFAULT 1, booted_by TEXT, config TEXT, "
@@ -50,6 +56,7 @@ DDL = (
 ADDED_COLUMNS = (
     ("sim_servers", "status", "TEXT NOT NULL DEFAULT 'running'"),
     ("sim_servers", "generation", "BIGINT NOT NULL DEFAULT 0"),
+    ("sim_servers", "seq", "BIGINT NOT NULL DEFAULT 0"),
     ("sim_vms", "known", "INTEGER NOT NULL DEFAULT 1"),
     ("sim_vms", "booted_by", "TEXT"),
     ("sim_vms", "config", "TEXT"),
@@ -61,8 +68,9 @@ def simulated_server_uuid(index: int) -> str:
     return str(uuidlib.uuid5(_NAMESPACE, f"server-{index}"))
 
 
-class SimulatedFleet:
-    """A ``ComputeDriver`` over simulated servers, with fault injection."""
+class SimulatedFleet(SimulatedWorld):
+    """A ``ComputeDriver`` over simulated servers, with fault injection (and what happens to
+    its world: ``SimulatedWorld``)."""
 
     def __init__(self, db: Database, *, latency_s: float = 0.0):
         self.db = db
@@ -139,6 +147,7 @@ class SimulatedFleet:
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
                 admit(tx, vm_uuid, fence)
+                _bump(tx, server_uuid)
                 tx.execute(
                     "INSERT INTO sim_vms (vm_uuid, server_uuid, state, ram_mib, boots, known) "
                     "VALUES (?, ?, 'stopped', ?, 0, 1) "
@@ -150,10 +159,11 @@ class SimulatedFleet:
                 fence: Fence | None = None) -> Incarnation | None:
         with self.faults.around("inventory"):
             self._require_running(server_uuid)
-            with self.db.transaction(commit=fence is not None) as tx:
+            with self.db.transaction() as tx:
                 admit(tx, vm_uuid, fence)
+                seq = _bump(tx, server_uuid)  # a look too: ordered against the rest
                 row = self._copy(tx, server_uuid, vm_uuid)
-        return None if row is None else _incarnation(row)
+        return None if row is None else _incarnation(row, server_uuid, seq)
 
     def ensure_state(self, server_uuid: str, vm_uuid: str, state: TargetState, *,
                      effect: str | None = None,
@@ -162,6 +172,7 @@ class SimulatedFleet:
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
                 admit(tx, vm_uuid, fence)
+                seq = _bump(tx, server_uuid)
                 row = self._copy(tx, server_uuid, vm_uuid)
                 if row is None:
                     if state == "stopped":
@@ -171,18 +182,19 @@ class SimulatedFleet:
                 running = row["state"] == "running"
                 if state == "stopped":
                     if not running:
-                        return _incarnation(row)
+                        return _incarnation(row, server_uuid, seq)
                     tx.execute("UPDATE sim_vms SET state = 'stopped' "
                                "WHERE vm_uuid = ? AND server_uuid = ?", (vm_uuid, server_uuid))
-                    return Incarnation("stopped", int(row["boots"]), row["booted_by"])
+                    return Incarnation("stopped", int(row["boots"]), row["booted_by"],
+                                       server_uuid, seq)
                 if done_before or running == (state == "running"):
                     # running and already running; rebooted and not running (the run it
                     # meant to end is over); or this very effect happened before
-                    return _incarnation(row)
+                    return _incarnation(row, server_uuid, seq)
                 tx.execute("UPDATE sim_vms SET state = 'running', boots = boots + 1, "
                            "booted_by = ? WHERE vm_uuid = ? AND server_uuid = ?",
                            (effect, vm_uuid, server_uuid))
-                return Incarnation("running", int(row["boots"]) + 1, effect)
+                return Incarnation("running", int(row["boots"]) + 1, effect, server_uuid, seq)
 
     @staticmethod
     def _copy(tx, server_uuid: str, vm_uuid: str) -> dict[str, object] | None:
@@ -195,6 +207,7 @@ class SimulatedFleet:
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
                 admit(tx, vm_uuid, fence)
+                _bump(tx, server_uuid)
                 tx.execute("DELETE FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
                            (vm_uuid, server_uuid))
 
@@ -210,6 +223,7 @@ class SimulatedFleet:
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
                 admit(tx, vm_uuid, fence)
+                _bump(tx, server_uuid)
                 reconfigure_copy(tx, server_uuid, vm_uuid, changes)
 
     def config(self, server_uuid: str, vm_uuid: str) -> dict[str, Any] | None:
@@ -224,82 +238,10 @@ class SimulatedFleet:
         if server.status != "running":
             raise ComputeError(f"server {server_uuid} is {server.status}")
 
-    # -- what happens to the simulated world (fault injection, docs/simulation.md) ---------
 
-    def reboot_server(self, server_uuid: str) -> str:
-        """The host reboots: a new boot id, and every VM on it is gone. Returns the boot id."""
-        self.server_info(server_uuid)
-        boot_id = str(uuidlib.uuid4())
-        with self.db.transaction() as tx:
-            tx.execute("UPDATE sim_servers SET boot_id = ? WHERE uuid = ?", (boot_id, server_uuid))
-            tx.execute("DELETE FROM sim_vms WHERE server_uuid = ?", (server_uuid,))
-        return boot_id
-
-    def restart_agent(self, server_uuid: str) -> None:
-        """The compute agent restarts with the same boot id and forgets its VMs: they keep
-        running, but it no longer reports or manages them."""
-        self.server_info(server_uuid)
-        with self.db.transaction() as tx:
-            tx.execute("UPDATE sim_vms SET known = 0 WHERE server_uuid = ?", (server_uuid,))
-
-    def set_server_status(self, server_uuid: str, status: str) -> None:
-        """Mark a server ``running``, ``unknown`` or ``removed``."""
-        self.server_info(server_uuid)
-        with self.db.transaction() as tx:
-            tx.execute("UPDATE sim_servers SET status = ? WHERE uuid = ?", (status, server_uuid))
-
-    def shut_down_guest(self, vm_uuid: str) -> None:
-        """The guest powers itself off on every server it runs on."""
-        with self.db.transaction() as tx:
-            tx.execute("UPDATE sim_vms SET state = 'stopped' WHERE vm_uuid = ?", (vm_uuid,))
-
-    def crash_guest(self, vm_uuid: str) -> None:
-        """The guest crashes on every server it runs on (its agent reports it ``failed``)."""
-        with self.db.transaction() as tx:
-            tx.execute("UPDATE sim_vms SET state = 'failed' WHERE vm_uuid = ? AND state = 'running'",
-                       (vm_uuid,))
-
-    def report(self, server_uuid: str) -> dict[str, object]:
-        """The agent's next inventory report: its boot id, a generation one higher than the
-        last, and the state and incarnation of every VM it knows (``PUT /vms?server_uuid=``'s
-        body)."""
-        server = self.server_info(server_uuid)
-        with self.db.transaction() as tx:
-            tx.execute("UPDATE sim_servers SET generation = generation + 1 WHERE uuid = ? "
-                       "RETURNING generation", (server_uuid,))
-            generation = int(tx.fetchone()["generation"])
-            tx.execute("SELECT vm_uuid, state, boots FROM sim_vms "
-                       "WHERE server_uuid = ? AND known = 1", (server_uuid,))
-            vms = {r["vm_uuid"]: {"state": r["state"], "incarnation": int(r["boots"])}
-                   for r in tx.fetchall()}
-        return {"boot_id": server.boot_id, "generation": generation, "vms": vms}
-
-    def copies(self, vm_uuid: str) -> list[dict[str, object]]:
-        """Every copy of the VM in the simulated world, known to its agent or not, with its
-        boot count (the number of its latest incarnation) and the effect that began it."""
-        with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT server_uuid, state, boots, known, booted_by FROM sim_vms "
-                       "WHERE vm_uuid = ? ORDER BY server_uuid", (vm_uuid,))
-            return tx.fetchall()
-
-    def inventory_all(self, server_uuid: str) -> list[dict[str, object]]:
-        """Every VM copy on the server, known to its agent or not (no faults applied)."""
-        with self.db.transaction(commit=False) as tx:
-            tx.execute("SELECT vm_uuid, state, boots, known FROM sim_vms WHERE server_uuid = ? "
-                       "ORDER BY vm_uuid", (server_uuid,))
-            return tx.fetchall()
-
-    def running_copies(self, vm_uuid: str) -> int:
-        """How many copies of the VM are running (must never exceed 1)."""
-        return sum(1 for copy in self.copies(vm_uuid) if copy["state"] == "running")
-
-    def boots(self, vm_uuid: str) -> int:
-        """How many times the simulated VM was booted, over all its copies."""
-        return sum(int(copy["boots"]) for copy in self.copies(vm_uuid))
-
-
-def _incarnation(row: dict[str, object]) -> Incarnation:
-    return Incarnation(row["state"], int(row["boots"]), row["booted_by"])  # type: ignore[arg-type]
+def _incarnation(row: dict[str, object], server_uuid: str, seq: int) -> Incarnation:
+    return Incarnation(row["state"], int(row["boots"]), row["booted_by"],  # type: ignore[arg-type]
+                       server_uuid, seq)
 
 
 def place(servers: list[ServerInfo], ram_mib: int) -> str | None:
