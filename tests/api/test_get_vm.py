@@ -105,7 +105,8 @@ def fold(history: list[dict]) -> list[dict]:
         elif kind == "Started":
             state["state"] = "running"
         else:  # events that change none of these fields
-            assert kind in ("JobStepRecorded", "JobLeaseRenewed", "CapacityClaimed"), kind
+            assert kind in ("JobStepRecorded", "NodeObserved", "JobLeaseRenewed",
+                        "CapacityClaimed"), kind
         after.append({**state, "version": event["version"],
                       "last_modified": event["timestamp"]})
     return after

@@ -33,7 +33,7 @@ def test_history_lists_every_event_with_version_position_timestamp_type_data_and
     # every event the stop job's worker appended names the job in its cause
     by_job = [e for e in history if e["cause"]["job_uuid"] == stop["uuid"]]
     assert [e["type"] for e in by_job] == [
-        "JobStarted", "JobStepRecorded", "Stopped", "JobSucceeded"]
+        "JobStarted", "JobStepRecorded", "NodeObserved", "Stopped", "JobSucceeded"]
 
 
 def test_history_pages_with_after_version_and_limit(client) -> None:

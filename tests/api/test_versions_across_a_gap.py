@@ -20,15 +20,15 @@ from tests.api.conformance import conforming
 from tests.api.helpers import assert_error, create_running_vm, get_vm
 from tests.tampering import delete_event
 
-DELETED = 7  # of a running VM's 9 events: the provision's steps come after its creation
+DELETED = 7  # of a running VM's 10 events: the provision's steps come after its creation
 
 
 @pytest.fixture
 def gapped(client, services) -> str:
     """A running VM, served once (its fold cached), then its event of ``DELETED`` deleted."""
     vm_uuid = create_running_vm(client)
-    assert get_vm(client, vm_uuid)["version"] == 9
-    assert client.get(f"/vms/{vm_uuid}", params={"version": 9}).status_code == 200
+    assert get_vm(client, vm_uuid)["version"] == 10
+    assert client.get(f"/vms/{vm_uuid}", params={"version": 10}).status_code == 200
     delete_event(services, vm_uuid, DELETED)
     return vm_uuid
 
@@ -65,7 +65,7 @@ def test_versions_before_a_gap_are_served_and_none_from_it_on(client, restarted,
             assert response.status_code == 200, (version, response.text)
             assert response.json()["version"] == version
             assert response.headers["ETag"] == f'"{version}"'
-        for version in range(DELETED, 10):
+        for version in range(DELETED, 11):
             body = assert_error(http.get(f"/vms/{gapped}", params={"version": version}),
                                 503, "Unavailable")
             assert body["message"].startswith(
@@ -73,7 +73,7 @@ def test_versions_before_a_gap_are_served_and_none_from_it_on(client, restarted,
                 f"version {DELETED - 1}"), (version, body)
             assert "the log needs repair" in body["message"], body
         # past the head is no version the VM had, as on a sound stream
-        assert_error(http.get(f"/vms/{gapped}", params={"version": 10}), 404,
+        assert_error(http.get(f"/vms/{gapped}", params={"version": 11}), 404,
                      "ResourceNotFound")
 
 
