@@ -1,5 +1,6 @@
 """API fixtures beyond tests/conftest.py: an app whose job worker is paused, so a test can
-catch a VM in a transient state (still provisioning, a job still queued) deterministically."""
+catch a VM in a transient state (still provisioning, a job still queued) deterministically;
+and the API of a second process on the same database (``restarted``), with nothing cached."""
 
 from __future__ import annotations
 
@@ -37,3 +38,14 @@ def paused(services: Services) -> Iterator[PausedWorker]:
     with conforming(TestClient(app)) as http:
         services.start_background(projections=True, worker=False)
         yield PausedWorker(http, services)
+
+
+@pytest.fixture
+def restarted(settings) -> Iterator[TestClient]:
+    """The API of a new process on the same database: nothing of the stream cached."""
+    services = Services.build(settings)
+    try:
+        with conforming(TestClient(create_app(services=services, background=False))) as http:
+            yield http
+    finally:
+        services.close()

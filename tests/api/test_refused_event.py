@@ -7,16 +7,11 @@ is served. Found by a tester: the domain's refusal raised out of the fold answer
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from fastapi.testclient import TestClient
 
 from projections.formats import rfc3339
-from service.api.app import create_app
-from service.container import Services
-from tests.api.conformance import conforming
 from tests.api.helpers import (
     act_and_wait, assert_error, create_running_vm, history_types, wait_job,
 )
@@ -38,17 +33,6 @@ def refused(request, client, services) -> tuple[str, int]:
     version = history_types(client, vm_uuid).index("Stopped") + 1
     set_event_column(services, vm_uuid, version, "topic", request.param)
     return vm_uuid, version
-
-
-@pytest.fixture
-def restarted(settings) -> Iterator[TestClient]:
-    """The API of a new process on the same database: nothing of the stream cached."""
-    services = Services.build(settings)
-    try:
-        with conforming(TestClient(create_app(services=services, background=False))) as http:
-            yield http
-    finally:
-        services.close()
 
 
 def _assert_needs_repair(response, vm_uuid: str, version: int) -> None:

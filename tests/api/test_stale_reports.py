@@ -28,16 +28,22 @@ def test_an_inventory_taken_before_a_provision_and_put_after_it_changes_nothing(
     assert "Quarantined" not in history_types(paused.http, created["vm_uuid"])
 
 
-def test_a_put_vm_taken_while_stopped_and_put_after_a_start_changes_nothing(paused):
-    created = create_vm(paused.http, server_uuid=S,
-                        persistence={"preset": "persistent", "guest_shutdown": "destroy"})
-    vm_uuid = created["vm_uuid"]
+def _reported_stopped_then_started(paused, **body) -> tuple[str, dict]:
+    """A VM on ``S`` stopped, the node's report taken then, and the VM started after it: the
+    VM's uuid and the report, now older than the start's step."""
+    vm_uuid = create_vm(paused.http, server_uuid=S, **body)["vm_uuid"]
     paused.run_jobs()
     assert paused.http.post(f"/vms/{vm_uuid}", params={"action": "stop"}).status_code == 202
     paused.run_jobs()
     sent = paused.services.fleet.report(S)
     assert paused.http.post(f"/vms/{vm_uuid}", params={"action": "start"}).status_code == 202
     paused.run_jobs()
+    return vm_uuid, sent
+
+
+def test_a_put_vm_taken_while_stopped_and_put_after_a_start_changes_nothing(paused):
+    vm_uuid, sent = _reported_stopped_then_started(
+        paused, persistence={"preset": "persistent", "guest_shutdown": "destroy"})
     put = paused.http.put(f"/vms/{vm_uuid}", json={
         "state": "stopped", "server_uuid": S, "boot_id": sent["boot_id"],
         "generation": sent["generation"], "seq": sent["seq"]})
@@ -92,14 +98,7 @@ def test_the_simulated_agent_reporting_while_vms_are_made_and_started_never_misr
 
 
 def test_a_vm_agent_put_vm_with_an_older_seq_changes_nothing(paused):
-    created = create_vm(paused.http, server_uuid=S)
-    vm_uuid = created["vm_uuid"]
-    paused.run_jobs()
-    assert paused.http.post(f"/vms/{vm_uuid}", params={"action": "stop"}).status_code == 202
-    paused.run_jobs()
-    sent = paused.services.fleet.report(S)
-    assert paused.http.post(f"/vms/{vm_uuid}", params={"action": "start"}).status_code == 202
-    paused.run_jobs()
+    vm_uuid, sent = _reported_stopped_then_started(paused)
     put = paused.http.put(f"/vms/{vm_uuid}", json={
         "uuid": vm_uuid, "state": "stopped", "server_uuid": S, "seq": sent["seq"]})
     assert put.status_code == 200, put.text

@@ -7,16 +7,11 @@ version, those before the gap too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from fastapi.testclient import TestClient
 
 from projections.formats import rfc3339
-from service.api.app import create_app
-from service.container import Services
-from tests.api.conformance import conforming
 from tests.api.helpers import assert_error, create_running_vm, get_vm
 from tests.tampering import delete_event
 
@@ -44,17 +39,6 @@ def gapped_at(client, services) -> tuple[str, str, int]:
     assert version < DELETED
     delete_event(services, vm_uuid, DELETED)
     return vm_uuid, created, version
-
-
-@pytest.fixture
-def restarted(settings) -> Iterator[TestClient]:
-    """The API of a new process on the same database: nothing of the stream cached."""
-    services = Services.build(settings)
-    try:
-        with conforming(TestClient(create_app(services=services, background=False))) as http:
-            yield http
-    finally:
-        services.close()
 
 
 def test_versions_before_a_gap_are_served_and_none_from_it_on(client, restarted,
