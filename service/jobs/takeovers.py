@@ -46,7 +46,9 @@ def _adopt_stop(job: JobRun) -> bool:
         run = job.driver.observe(server_uuid, str(vm.id))
     except ComputeError:
         return False
-    job.record_step("reconcile", result=_reported(server_uuid, run, job))
+    # the answer's sequence number, recorded with it: a report the node took before the
+    # stop landed is then older than the log, and cannot start the VM again
+    job.record_step("reconcile", result=_reported(server_uuid, run, job), observed=run)
     if run is not None and run.state == "running":
         return False
     if run is None and vm.state == VmState.RUNNING \

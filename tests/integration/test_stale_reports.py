@@ -139,3 +139,36 @@ def test_a_vm_agent_report_with_an_older_seq_changes_nothing_and_without_one_is_
     assert services.commands.load(vm_uuid).state == "running"
     reports.put(vm_uuid, AgentVm(state="stopped", server_uuid=S), cause=AGENT)
     assert services.commands.load(vm_uuid).state == "stopped"  # unordered: as before
+
+
+def test_a_report_taken_before_a_stop_a_takeover_adopted_is_not_a_start(services, monkeypatch):
+    """Worker A's stop lands on the node while A is paused; worker B, with no attempts left,
+    adopts it (``takeovers._adopt_stop``), recording the node's answer with its sequence
+    number. A report the node took before the stop landed says running: it changes nothing."""
+    from tests.integration.test_fencing import paused_in
+    from tests.integration.test_job_faults import rescuer
+
+    vm_uuid = pinned(services)
+    settle(services)
+    stop = services.commands.request_action(vm_uuid, Action.STOP, behaviour=NEWEST,
+                                            cause=make_cause()).job_uuid
+    sent: dict = {}
+
+    def meanwhile() -> None:
+        services.fleet.observe(S, vm_uuid)  # any look at the node numbers its next answer
+        sent.update(taken(services))  # before the stop lands, numbered after the boot
+        services.fleet.ensure_state(S, vm_uuid, "stopped", effect=stop)  # A's call lands
+        b = rescuer(services, "b")
+        b.max_attempts = 1
+        assert b.run_vm(vm_uuid)  # gives up, adopting the stop
+
+    observed = event_names(services, vm_uuid).count("NodeObserved")
+    paused_in(services, monkeypatch, "ensure_state", vm_uuid, meanwhile)
+    assert sent["vms"][vm_uuid]["state"] == "running"
+    assert services.commands.load(vm_uuid).state == "stopped"
+    assert event_names(services, vm_uuid).count("NodeObserved") == observed + 1
+    events = event_names(services, vm_uuid)
+    assert apply(services, sent) == {}
+    assert services.commands.load(vm_uuid).state == "stopped"
+    assert event_names(services, vm_uuid) == events
+    assert services.fleet.running_copies(vm_uuid) == 0
