@@ -18,6 +18,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
+from domain.folding import apply_stored
 from service.audit.verify import Difference
 from service.commands.snapshot_seal import SEAL, seal
 
@@ -70,8 +71,9 @@ class _Fold:
         self.error: str | None = None  # once set, the fold goes no further
 
     def advance_to(self, version: int) -> None:
-        """Apply the events after the last applied up to ``version``; an error reading or
-        applying one is kept in ``error`` (it holds for every later version too)."""
+        """Apply the events after the last applied up to ``version`` (``apply_stored``); an
+        error reading or applying one (``UnfoldableEventError`` for an event the fold cannot
+        apply) is kept in ``error`` (it holds for every later version too)."""
         if self.error is not None:
             return
         try:
@@ -84,7 +86,9 @@ class _Fold:
             while (self._applied < len(events)
                    and events[self._applied].originator_version <= version):
                 event = self._app.events.mapper.to_domain_event(events[self._applied])
-                self.aggregate = event.mutate(self.aggregate)
+                # as every fold of stored events: one the VM's fold refuses, or of another
+                # aggregate's class (which the library would apply), is the stream's damage
+                self.aggregate = apply_stored(event, self.aggregate)
                 self._applied += 1
         except Exception as error:  # noqa: BLE001 - a stream that cannot be folded is a finding
             self.error = (f"its stream cannot be folded to this version: "
