@@ -96,21 +96,29 @@ class Lifecycle:
         self._check("Provisioned")
         self.trigger_event(self.Provisioned, cause=cause, server_uuid=server_uuid)
 
-    def record_provision_failed(self, error: str, *, cause: Cause) -> None:
-        """Provisioning failed: the VM gives back the capacity it claimed and every NIC it
-        holds (``Nics.give_back_nics``; the change loop releases their addresses in the same
-        transaction), as VMAPI frees a failed provision's NICs (TRITON-394): it is on no
-        server and no node has a copy (the provision removed what it made; a lost worker's
-        late call is fenced off, docs/jobs.md), so the addresses are free for the next VM,
-        and a later destroy has none left to release. An ``add_nics`` queued behind the
-        provision is canceled (``CANCELED_BY_PROVISION_FAILURE``): its NICs went with the
-        others, so it would add nothing. Every way a provision fails comes here: its step's
-        failure, a takeover that finds no copy or gives up (service/jobs/takeovers.py).
-        Raises ``IllegalTransitionError``."""
+    def record_provision_failed(self, error: str, *, cause: Cause, no_copy: bool) -> None:
+        """Provisioning failed: the VM gives back the capacity it claimed. ``no_copy``: every
+        server a copy of it may be on answered that it has none (none was skipped for not
+        answering, and any copy the job removed was removed); then it also gives back every
+        NIC it holds (``Nics.give_back_nics``; the change loop releases their addresses in the
+        same transaction), as VMAPI frees a failed provision's NICs (TRITON-394), so the
+        addresses are free for the next VM and a later destroy has none left to release, and
+        an ``add_nics`` queued behind the provision is canceled
+        (``CANCELED_BY_PROVISION_FAILURE``): its NICs went with the others. Without
+        ``no_copy`` the VM keeps its NICs, and a queued ``add_nics`` stays: a copy on a node
+        that did not answer (unreachable, removed, a removal that failed) may still be
+        configured with those addresses and run again when its node comes back, so they are
+        released only when the VM is destroyed (a reviewer's case: a takeover failing the
+        provision while the copy's server was ``unknown``). Every way a provision fails comes
+        here: its step's failure, a takeover that finds no copy or gives up
+        (service/jobs/takeovers.py), each saying what the nodes answered. Raises
+        ``IllegalTransitionError``."""
         self._check("ProvisionFailed")
         self.release_capacity(cause=cause)
-        self.give_back_nics(cause=cause)
-        self.cancel_queued(CANCELED_BY_PROVISION_FAILURE, cause=cause, name=JobName.ADD_NICS)
+        if no_copy:
+            self.give_back_nics(cause=cause)
+            self.cancel_queued(CANCELED_BY_PROVISION_FAILURE, cause=cause,
+                               name=JobName.ADD_NICS)
         self.trigger_event(self.ProvisionFailed, cause=cause, error=error)
 
     def record_started(self, *, cause: Cause, server_uuid: str | None = None) -> None:

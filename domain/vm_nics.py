@@ -69,9 +69,9 @@ class Nics:
 
     def give_back_nics(self, *, cause: Cause) -> list[dict[str, Any]]:
         """Remove every NIC the VM holds, in one ``NicsRemoved``; returns them, and records
-        nothing when it holds none. Only for a VM whose provision failed
-        (``Lifecycle.record_provision_failed``, VMAPI TRITON-394): it holds no copy on any
-        node, so nothing uses the addresses, which the change loop releases in the same
+        nothing when it holds none. Only for a VM whose provision failed with every server a
+        copy may be on answering it has none (``Lifecycle.record_provision_failed``, VMAPI
+        TRITON-394), so nothing uses the addresses, which the change loop releases in the same
         transaction (service/commands/networks.py)."""
         held = self.nic_list
         if held:

@@ -63,7 +63,8 @@ def vm_in(state: VmState, **overrides: Any) -> Vm:
     server = "8b9a0ee4-0000-4000-8000-000000000001"
     if state is not VmState.PROVISIONING:
         if state is VmState.FAILED:
-            run_head_job(vm, lambda v: v.record_provision_failed("no room", cause=cause()))
+            run_head_job(vm, lambda v: v.record_provision_failed("no room", cause=cause(),
+                                                                 no_copy=True))
         else:
             run_head_job(vm, lambda v: v.record_provisioned(server, cause=cause()))
     if state is VmState.STOPPED:

@@ -6,7 +6,6 @@ reboot is named by its job, so a takeover that repeats it finds it done (docs/jo
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 from domain.rules import Verdict, verdict
@@ -33,7 +32,7 @@ def run(job: JobRun) -> None:
             # Only a provision leaves the VM in a transient state when its step fails; other
             # jobs leave the VM as it was (the failed step is in the job's chain_results).
             if vm.state == VmState.PROVISIONING:
-                vm.record_provision_failed(error, cause=job.cause)
+                vm.record_provision_failed(error, cause=job.cause, no_copy=job.no_copy_left)
             vm.give_back_added_nics(job.job, cause=job.cause)  # an add_nics's
 
         job.fail(error, record)
@@ -74,15 +73,26 @@ def provision(job: JobRun) -> None:
         server_uuid = place_and_register(job, pinned)
         run = effects.boot(job, server_uuid)
     except StepFailedError:
-        # Leave nothing half-made on the server it holds a claim on (if any); the failure
-        # itself is what gets recorded.
-        claimed = (job.vm.claim or {}).get("server_uuid")
-        if claimed is not None:
-            with contextlib.suppress(ComputeError):
-                job.driver.unregister(claimed, vm_uuid)
+        # Leave nothing half-made where a copy may be (the server it holds a claim on, if
+        # any); the failure itself is what gets recorded, and whether the copy is known gone
+        # decides whether the failure gives back the VM's NICs (run, above).
+        job.no_copy_left = _unregistered_everywhere(job, vm_uuid)
         raise
     job.succeed(effects.booted(job, run,
                                lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
+
+
+def _unregistered_everywhere(job: JobRun, vm_uuid: str) -> bool:
+    """Remove the VM from every server a copy may be on (``Vm.copy_servers``); True when
+    each removal succeeded (none: no node was touched), False when one raised, its error
+    not hidden from the caller: that copy may still be configured with the VM's addresses."""
+    removed = True
+    for server_uuid in job.vm.copy_servers:
+        try:
+            job.driver.unregister(server_uuid, vm_uuid)
+        except ComputeError:
+            removed = False
+    return removed
 
 
 def start(job: JobRun) -> None:

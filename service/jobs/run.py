@@ -87,6 +87,10 @@ class JobRun:
         self._lost: JobNotRunnableError | None = None
         # How the job ended here: succeeded, failed, lost (taken over), None while running.
         self.outcome: str | None = None
+        # A provision that fails: whether every server a copy may be on answered it has none
+        # (set by the handler that cleaned up); until then a copy may hold the VM's addresses,
+        # so its failure keeps the NICs (Lifecycle.record_provision_failed).
+        self.no_copy_left = False
         self._done = threading.Event()
         self._heartbeat: threading.Thread | None = None
         # When the lease was last known held (claimed or renewed), on the monotonic clock:

@@ -6,8 +6,6 @@ effect is repeated, and a job with no attempts left still adopts what its lost w
 
 from __future__ import annotations
 
-import contextlib
-
 from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
 from service.jobs import effects
@@ -96,49 +94,67 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
     Absent: the provision failed. Present and booted by this job: it is provisioned, and
     whatever its guest did since (a shutdown, a crash) is recorded after, as the persistence
     policy answers; the boot is not replayed (Omicron #2209). Present and never booted: boot
-    it, unless ``giving_up`` (no attempts left), when the copy is removed and the job fails."""
-    found = _where_is(job, vm_uuid)
+    it, unless ``giving_up`` (no attempts left), when the copy is removed and the job fails.
+    A failure gives back the VM's NICs only when every server answered that it has no copy
+    (or had its copy removed): a server that did not answer may come back with a copy still
+    configured with the VM's addresses (``Lifecycle.record_provision_failed``)."""
+    found, every_server_answered = _where_is(job, vm_uuid)
     if found is None:
         error = giving_up or "the worker provisioning it was lost before the VM was created"
         job.record_step("reconcile", result=None, error=error)
-        job.fail(error, lambda v: v.record_provision_failed(error, cause=job.cause))
+        job.fail(error, lambda v: v.record_provision_failed(
+            error, cause=job.cause, no_copy=every_server_answered))
         return
     server_uuid, run = found
     job.record_step("reconcile", result=_reported(server_uuid, run, job), observed=run)
     if run.begun_by != job.job_uuid and run.state != "running":
         if giving_up is not None:
-            _remove_everywhere(job, vm_uuid)
-            job.fail(giving_up, lambda v: v.record_provision_failed(giving_up, cause=job.cause))
+            removed = _remove_everywhere(job, vm_uuid)
+            job.fail(giving_up, lambda v: v.record_provision_failed(
+                giving_up, cause=job.cause, no_copy=removed))
             return
         try:  # created but never booted: finish the provision, or leave nothing half-made
             run = effects.boot(job, server_uuid)
         except StepFailedError:
-            _remove_everywhere(job, vm_uuid)
+            job.no_copy_left = _remove_everywhere(job, vm_uuid)  # handlers.run records it
             raise
     job.succeed(effects.booted(job, run,
                                lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
 
 
-def _where_is(job: JobRun, vm_uuid: str) -> tuple[str, Incarnation] | None:
-    """The server that reports the VM, with its incarnation, or None. The server the VM
-    claims capacity on is asked first."""
+def _where_is(job: JobRun, vm_uuid: str) -> tuple[tuple[str, Incarnation] | None, bool]:
+    """The server that reports the VM, with its incarnation, or None; and whether every
+    server a copy may be on answered (a server that raises ``ComputeError`` is passed over:
+    its copy, if it has one, is not found, so None then does not mean no copy). The server
+    the VM claims capacity on is asked first."""
     servers = [server.uuid for server in job.driver.servers()]
     claimed = (job.vm.claim or {}).get("server_uuid")
+    # a claimed server the driver no longer lists is not asked: it did not answer either
+    answered = claimed is None or claimed in servers
     if claimed in servers:
         servers.remove(claimed)
         servers.insert(0, claimed)
     for server_uuid in servers:
-        with contextlib.suppress(ComputeError):
+        try:
             run = job.driver.observe(server_uuid, vm_uuid)
-            if run is not None:
-                return server_uuid, run
-    return None
+        except ComputeError:
+            answered = False
+            continue
+        if run is not None:
+            return (server_uuid, run), answered
+    return None, answered
 
 
-def _remove_everywhere(job: JobRun, vm_uuid: str) -> None:
+def _remove_everywhere(job: JobRun, vm_uuid: str) -> bool:
     """Unregister the VM from every server that reports it (a provision that ends failed
-    leaves no copy behind: the VM records no server, so no destroy would ever find it)."""
+    leaves no copy behind: the VM records no server, so no destroy would ever find it).
+    True when every server answered and each copy found was removed; False when one did
+    not answer or a removal failed: a copy may be left there."""
+    removed = True
     for server in job.driver.servers():
-        with contextlib.suppress(ComputeError):
+        try:
             if vm_uuid in job.driver.inventory(server.uuid):
                 job.driver.unregister(server.uuid, vm_uuid)
+        except ComputeError:
+            removed = False
+    return removed

@@ -1,8 +1,10 @@
 """A VM whose provision failed holds no NIC and no address (VMAPI TRITON-394; upstream test
-``failed_provision_has_no_nics``): it gives them back in the save that records it failed,
-however the provision failed (its compute step, a takeover finding no copy), so the network
-hands them out again at once, a late call of the lost worker is fenced off, and a later
-DeleteVm releases nothing twice. A log written when failed provisions kept their NICs reads as
+``failed_provision_has_no_nics``) once every server a copy may be on answered it has none: it
+gives them back in the save that records it failed, however the provision failed (its compute
+step, a takeover finding no copy), so the network hands them out again at once, a late call of
+the lost worker is fenced off, and a later DeleteVm releases nothing twice. When a server did
+not answer, or removing the copy failed, the failed VM keeps them: that copy may still be
+configured with them. A log written when failed provisions kept their NICs reads as
 it did, and its DeleteVm still gives them back."""
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from domain.lifecycle import CANCELED_BY_PROVISION_FAILURE
 from domain.network import Network
 from domain.vm import Vm, make_cause
 from service.commands.networks import NicRequest
+from service.jobs.compute.driver import ComputeError
 from tests.api.helpers import V2, act, create_vm, get_vm, history_types, wait_job
 from tests.builders import create, settle, stream
 from tests.integration.test_fencing import paused_in
@@ -91,6 +94,54 @@ def test_a_provision_a_takeover_fails_gives_its_address_to_no_one_twice(
     settle(services)  # the other VM provisions on the address
     assert services.commands.load_network(network.id).claims == {"10.60.0.10": taker[0]}
     assert services.commands.load(taker[0]).state == "running"
+
+
+def test_a_takeover_that_cannot_ask_a_server_keeps_the_failed_vms_address(
+        services, monkeypatch) -> None:
+    # A reviewer's case: worker A is paused after creating the copy; its server goes
+    # ``unknown``, so B's takeover finds no copy among the servers that answer and fails the
+    # provision. The server comes back with the copy still configured with 10.60.0.10: the
+    # address stays the failed VM's, and no other VM is given it.
+    network, _ = services.commands.create_network(
+        name="fp", subnet="10.60.0.0/24", provision_start_ip="10.60.0.10",
+        provision_end_ip="10.60.0.10", gateway=None, cause=make_cause())
+    asked = (NicRequest(str(network.id)),)
+    accepted = create(services, networks=asked)
+    where: list[str] = []
+
+    def meanwhile() -> None:
+        where.append(services.commands.load(accepted.vm_uuid).claim["server_uuid"])
+        services.fleet.set_server_status(where[0], "unknown")
+        assert rescuer(services, "b").run_vm(accepted.vm_uuid)
+        services.fleet.set_server_status(where[0], "running")
+
+    assert paused_in(services, monkeypatch, "ensure_state", accepted.vm_uuid,
+                     meanwhile) == ["place", "ensure_registered"]
+    vm = services.commands.load(accepted.vm_uuid)
+    assert (vm.state, vm.server_uuid) == ("failed", None)
+    assert [nic["ip"] for nic in vm.nic_list] == ["10.60.0.10"]
+    assert "NicsRemoved" not in [type(e).__name__ for e in stream(services, accepted.vm_uuid)]
+    assert copies(services, accepted.vm_uuid) == [(where[0], "stopped")]
+    assert services.commands.load_network(network.id).claims == {
+        "10.60.0.10": accepted.vm_uuid}
+
+
+def test_a_provision_whose_copy_could_not_be_removed_keeps_its_address(
+        client, services, monkeypatch) -> None:
+    # its step failed and the cleanup's unregister failed too: a copy may be left on the
+    # server it claimed, so the failure gives nothing back
+    def unreachable(*args, **kwargs) -> None:
+        raise ComputeError("server unreachable")
+
+    monkeypatch.setattr(services.fleet, "unregister", unreachable)
+    fp_network(client)
+    created = create_vm(client, networks=["fp"], ram=64, internal_metadata=FAIL)
+    assert wait_job(client, created["job_uuid"])["execution"] == "failed"
+    vm = get_vm(client, created["vm_uuid"])
+    assert (vm["state"], vm["server_uuid"]) == ("failed", None)
+    assert [n["ip"] for n in vm["nics"]] == ["10.60.0.10"]
+    assert "NicsRemoved" not in history_types(client, created["vm_uuid"])
+    assert figures(client) == (1, 1)
 
 
 def test_a_vm_stored_when_a_failed_provision_kept_its_nics_keeps_them_until_deleted(

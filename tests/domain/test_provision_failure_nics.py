@@ -1,6 +1,7 @@
-"""A VM whose provision failed holds no NIC: it gives back every NIC in the save that records
-it failed (VMAPI TRITON-394; ``Lifecycle.record_provision_failed``), so nothing is given back
-twice by a later destroy. A quarantine, or the failure of a VM that ran, keeps the NICs: the
+"""A VM whose provision failed, every server a copy may be on having answered it has none,
+holds no NIC: it gives back every NIC in the save that records it failed (VMAPI TRITON-394;
+``Lifecycle.record_provision_failed``), so nothing is given back twice by a later destroy.
+Without that answer it keeps them: a copy on a node that did not answer may still use them. A quarantine, or the failure of a VM that ran, keeps the NICs: the
 VM may still have a copy on a node that uses them. Streams stored when a failed provision kept
 its NICs fold as they did."""
 
@@ -48,7 +49,7 @@ def test_a_failed_provision_gives_back_every_nic_in_the_save_that_records_it_fai
     vm, job_uuid = provisioning("m1", "m2")
     vm.claim_capacity(SERVER, cause=cause())
     recorded(vm)
-    vm.record_provision_failed("no room", cause=cause())
+    vm.record_provision_failed("no room", cause=cause(), no_copy=True)
     vm.fail_job(job_uuid, "no room", cause=cause(), worker="w1")
     events = vm.collect_events()
     assert [type(e).__name__ for e in events] == [
@@ -56,6 +57,23 @@ def test_a_failed_provision_gives_back_every_nic_in_the_save_that_records_it_fai
     assert [nic["mac"] for nic in events[1].nics] == ["m1", "m2"]
     assert (vm.state, vm.server_uuid, vm.claim, vm.nic_list) == (
         VmState.FAILED, None, None, [])
+
+
+def test_a_failed_provision_a_node_may_still_have_a_copy_of_keeps_its_nics():
+    # a server did not answer (unknown), or removing the copy failed: the copy may still be
+    # configured with the addresses, so they stay the VM's until it is destroyed, and an
+    # add_nics queued behind the provision stays queued (as before failures gave NICs back)
+    vm, job_uuid = provisioning("m1", "m2")
+    vm.claim_capacity(SERVER, cause=cause())
+    add = queue_nic_job(vm, "add_nics", {"nics": nics("m3")})
+    recorded(vm)
+    vm.record_provision_failed("no room", cause=cause(), no_copy=False)
+    vm.fail_job(job_uuid, "no room", cause=cause(), worker="w1")
+    assert [type(e).__name__ for e in vm.collect_events()] == [
+        "CapacityReleased", "ProvisionFailed", "JobFailed"]
+    assert (vm.state, vm.server_uuid, vm.claim) == (VmState.FAILED, None, None)
+    assert [nic["mac"] for nic in vm.nic_list] == ["m1", "m2"]
+    assert [job["uuid"] for job in vm.active_jobs] == [add]
 
 
 def test_an_add_nics_queued_behind_the_failed_provision_is_canceled_its_nics_given_back():
@@ -67,7 +85,7 @@ def test_an_add_nics_queued_behind_the_failed_provision_is_canceled_its_nics_giv
     add = queue_nic_job(vm, "add_nics", {"nics": vm.nic_list[-1:]})
     remove = queue_nic_job(vm, "remove_nics", {"macs": ["m1"]})
     recorded(vm)
-    vm.record_provision_failed("no room", cause=cause())
+    vm.record_provision_failed("no room", cause=cause(), no_copy=True)
     events = vm.collect_events()
     assert [type(e).__name__ for e in events] == ["NicsRemoved", "JobCanceled",
                                                   "ProvisionFailed"]
@@ -79,10 +97,10 @@ def test_an_add_nics_queued_behind_the_failed_provision_is_canceled_its_nics_giv
 
 def test_a_vm_whose_provision_failed_gives_nothing_back_twice():
     vm = new_vm()  # no NIC: the failure records none given back
-    run_head_job(vm, lambda v: v.record_provision_failed("no room", cause=cause()))
+    run_head_job(vm, lambda v: v.record_provision_failed("no room", cause=cause(), no_copy=True))
     assert "NicsRemoved" not in recorded(vm)
     vm, job_uuid = provisioning("m1")
-    vm.record_provision_failed("no room", cause=cause())
+    vm.record_provision_failed("no room", cause=cause(), no_copy=True)
     vm.fail_job(job_uuid, "no room", cause=cause(), worker="w1")
     recorded(vm)
     queue(vm, Action.DESTROY)
