@@ -1,0 +1,132 @@
+"""How ``vm_view`` rows keep a VM's fold (projections/vm_view.py): the folded state written
+with each row, its thaw for the next event, and what happens when a row's state cannot be used
+(edited behind the service's back) or a batch brings an event a row is already past.
+
+The folded state is a ``Vm`` snapshot's state plus ``FOLD_OF``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Snapshot
+from eventsourcing.persistence import Transcoder
+
+from domain.vm import Vm
+from projections.formats import uuid_text
+from projections.rebuild import SUFFIX as REBUILD_SUFFIX
+
+log = logging.getLogger("vmledger.projections.vm_view")
+
+# The key, in a row's folded state, of the VM and the version it was folded for: a snapshot's
+# state names neither (the library's Snapshot.take leaves them out), so another VM's state
+# copied into the row was thawed as this VM's and the next event folded onto it (auditor
+# tester); with them the runner sees it is not this VM's fold
+FOLD_OF = "kept_fold_of"
+# Refolds a VM from the log: (vm id, version) -> the Vm at that version
+Refold = Callable[[UUID, int], Vm | None]
+
+
+class FoldRows:
+    """The part of ``VmView`` that thaws and writes a row's folded state (``transcoder``,
+    ``refold``, ``name`` and ``table`` are the read model's)."""
+
+    transcoder: Transcoder
+    refold: Refold | None
+    name: str
+    table: Callable[[str], str]
+
+    def _load(self, stored: dict[str, dict[str, Any]], vm_id: UUID, next_version: int
+              ) -> Vm | None:
+        """The VM's row thawed, to apply its event of ``next_version``; None when it has
+        none: this fold met none of the stream's events before (its first were deleted), and
+        applying the event to None says so.
+
+        A row whose folded state cannot be thawed, or is not this VM's at the row's version
+        (``FOLD_OF``: another VM's state copied into it), was edited behind the service's
+        back. The row is derived data and the log is the truth, so the VM is folded afresh
+        from the log to the version before the event (``refold``), a warning names the read
+        model, the VM and the row, and the batch goes on: the row is written anew from that
+        fold. It once wedged every read model (the batch failed on the undecodable state, or
+        folded the event onto another VM; auditor tester). ``vmledger audit verify``
+        compares every row's folded state with a fresh fold. Without ``refold``
+        ``UnusableFoldError`` names them instead."""
+        row = stored.get(uuid_text(vm_id))
+        if row is None:
+            return None
+        version = int(row["version"])
+        try:
+            vm, fold_of = self.thaw(vm_id, version, bytes(row["snapshot"]))
+        except Exception as error:  # noqa: BLE001 - any state that cannot be thawed
+            problem = f"cannot be thawed ({type(error).__name__}: {error})"
+        else:
+            problem = _not_its_fold(fold_of, vm_id, version)
+            if problem is None:
+                return vm
+        name = self.name.removesuffix(REBUILD_SUFFIX)
+        where = f"row {self.table('vm_view')} {uuid_text(vm_id)} (version {version})"
+        if self.refold is None:
+            raise UnusableFoldError(f"read model {name}: the folded state of VM "
+                                    f"{uuid_text(vm_id)} in {where} {problem}")
+        log.warning("read model %s: the folded state of VM %s in %s %s: the VM is folded "
+                    "afresh from the log to version %s and its row written anew (the row was "
+                    "edited behind the service's back: vmledger audit verify compares every "
+                    "row with a fresh fold)", name, uuid_text(vm_id), where, problem,
+                    next_version - 1)
+        return self.refold(vm_id, next_version - 1)
+
+    def thaw(self, vm_id: UUID, version: int, blob: bytes) -> tuple[Vm, Any]:
+        """The aggregate from a row's folded state ``blob``, and the ``FOLD_OF`` it names
+        (None in a row written before it existed)."""
+        state = self.transcoder.decode(blob)
+        fold_of = state.pop(FOLD_OF, None)
+        snapshot = Snapshot(
+            originator_id=vm_id,
+            originator_version=version,
+            timestamp=datetime.now(UTC),
+            topic=Vm.TOPIC,
+            state=state,
+        )
+        return snapshot.mutate(None), fold_of
+
+    def folded_state(self, vm: Vm) -> bytes:
+        """The row's folded state of ``vm``: its snapshot's state, and ``FOLD_OF``."""
+        state = Snapshot.take(vm).state
+        state[FOLD_OF] = [uuid_text(vm.id), vm.version]
+        return self.transcoder.encode(state)
+
+
+class UnusableFoldError(Exception):
+    """A ``vm_view`` row's folded state cannot be used, and no ``refold`` was given."""
+
+
+class TrackingBehindError(Exception):
+    """A batch brings a VM's event its row is already past: the read model's tracking
+    position is behind its rows (its ``projection_tracking`` row set back behind the service's
+    back, or the read-model tables restored newer than it). The log is intact: the error is
+    the read model's, and a rebuild mends it. Before, the fold's own words ("stream … has a
+    gap: its event of version 2 follows version 129") said the log was damaged (auditor
+    tester)."""
+
+    def __init__(self, read_model: str, vm_id: UUID, version: int, row_version: int,
+                 position: int):
+        super().__init__(
+            f"read model {read_model}'s tracking is behind its rows: the event of version "
+            f"{version} of VM {uuid_text(vm_id)} (log position {position}) comes again, and "
+            f"its row is at version {row_version}; the log is intact: `vmledger rebuild "
+            f"{read_model}` rebuilds the read model")
+
+
+def _not_its_fold(fold_of: Any, vm_id: UUID, version: int) -> str | None:
+    """Why a row's folded state whose ``FOLD_OF`` is ``fold_of`` is not VM ``vm_id``'s at
+    ``version`` (its row's), or None. A row written before ``FOLD_OF`` existed has none and
+    is taken as it is."""
+    if fold_of is None or fold_of == [uuid_text(vm_id), version]:
+        return None
+    if isinstance(fold_of, list) and len(fold_of) == 2:
+        return f"is the fold of VM {fold_of[0]} at version {fold_of[1]}"
+    return f"names no VM and version ({fold_of!r})"
