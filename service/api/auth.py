@@ -66,7 +66,8 @@ ROUTE_ROLES: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/vms/{vm_uuid}/jobs"): _VM_READERS,
     ("GET", "/jobs"): _VM_LISTERS,
     ("GET", "/jobs/{job_uuid}"): _VM_LISTERS,
-    ("GET", "/jobs/{job_uuid}/wait"): _VM_READERS,
+    # the job read, answered when the job ends: the same roles (an analyst was refused it)
+    ("GET", "/jobs/{job_uuid}/wait"): _VM_LISTERS,
     ("GET", "/servers"): _LISTERS,
     ("GET", "/servers/{server_uuid}"): _LISTERS,
     ("POST", "/servers"): _OPERATORS,
