@@ -56,11 +56,15 @@ def comparable(row: dict[str, Any], transcoder: Any) -> dict[str, Any]:
     ``snapshot``, which the runner folds a VM's next event onto) decoded by ``transcoder`` and
     in its canonical JSON, less ``FOLD_OF`` (what the runner checks it against the row's
     uuid and version; a row written before it has none), or ``undecodable`` with the error.
+    The fold is compared upcast to the ``Vm`` class's current version, as the runner thaws it
+    (``projections.vm_view_folds.as_current``): a row an older version wrote (class version 2,
+    no ``node_seen``) is the runner's to use, and was reported as edited after the upgrade
+    (reviewer); an edited field is still found.
 
     Such columns were left out as derived from the rendered ones, while the runner derives
     the rendered ones from them: an edited one passed the audit and wedged every read model
     (auditor tester)."""
-    from projections.vm_view import FOLD_OF
+    from projections.vm_view_folds import FOLD_OF, as_current
 
     plain = {}
     for column, value in row.items():
@@ -69,6 +73,7 @@ def comparable(row: dict[str, Any], transcoder: Any) -> dict[str, Any]:
                 state = transcoder.decode(bytes(value))
                 if isinstance(state, dict):
                     state.pop(FOLD_OF, None)
+                    state = as_current(state)
                 value = transcoder.canonical(state)
             except Exception as error:  # noqa: BLE001 - an undecodable column differs
                 value = f"undecodable: {type(error).__name__}"
