@@ -76,10 +76,13 @@ def check_agree(request: Request, parsed: BaseModel) -> None:
 
 def asked_params(request: Request, data: Any) -> tuple[list[tuple[str, str]], Any]:
     """What a VM action asks, for its ``Idempotency-Key``'s fingerprint: the query's
-    parameters with the body's mapped ones added (as the query would spell them), and the
-    rest of the body. ``?action=stop`` and ``{"action": "stop"}`` are one request; a body
+    parameters with the body's mapped ones added, each mapped one in one form wherever it was
+    given (``_one_form``), and the rest of the body. ``?action=stop`` and
+    ``{"action": "stop"}`` are one request, and so are ``?sync=1`` and ``{"sync": true}``
+    (its ``true`` was hashed as ``"true"``, the query's ``1`` as written: reviewer); a body
     naming another action is another request, wherever the first named its own."""
-    items = list(request.query_params.multi_items())
+    items = [(key, _one_form(key, value) if key in MAPPED else value)
+             for key, value in request.query_params.multi_items()]
     if not isinstance(data, dict) or not any(key in MAPPED for key in data):
         return items, data  # as every other route's fingerprint
     in_query = set(request.query_params)
@@ -88,11 +91,20 @@ def asked_params(request: Request, data: Any) -> tuple[list[tuple[str, str]], An
         if key not in MAPPED:
             rest[key] = value
         elif key not in in_query:  # else the same value (check_agree), counted once
-            items.append((key, _as_text(value)))
+            items.append((key, _one_form(key, value)))
     return items, rest or None
 
 
-def _as_text(value: Any) -> str:
+def _one_form(name: str, value: Any) -> str:
+    """A mapped parameter's value, from the query's text or the body's JSON, as one text:
+    ``true``/``false`` for a boolean (the query's ``1``/``0`` and any case too), an integer's
+    digits. Any other text stays as written: a value neither rule accepts is refused once
+    validated, never the same request as a valid one."""
     if isinstance(value, str):
+        lowered = value.lower()
+        if name in ("idempotent", "sync") and lowered in ("true", "1", "false", "0"):
+            return "true" if lowered in ("true", "1") else "false"
+        if name == "timeout" and value.isascii() and value.isdigit():
+            return str(int(value))
         return value
     return json.dumps(value)  # true, 5: as a query spells them

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 
 from domain.states import TERMINAL_EXECUTIONS
 from domain.vm import Cause, make_cause
+from service.api.action_params import asked_params
 from service.api.errors import UnavailableError, invalid_parameters
 from service.api.fast_json import FastJSONResponse
 from service.api.field_errors import field_errors
@@ -59,27 +60,34 @@ def cause_of(request: Request) -> Cause:
 
 
 def idempotency_of(request: Request, data: Any, cause: Cause, *,
-                   params: list[tuple[str, str]] | None = None) -> IdempotencyKey | None:
+                   action: bool = False) -> IdempotencyKey | None:
     """The request's ``Idempotency-Key``, scoped to the caller, with a fingerprint of what the
-    request asks (method, path, query, body, API version), or None without the header. The
-    key is the one ``cause`` (the request's ``cause_of``) records: the header is read once.
-    ``params``, given, stand for the query's (a VM action's parameters given in its body,
-    ``action_params.asked_params``, with ``data`` the rest of its body)."""
+    request asks (method, path, query, body ``data``, API version), or None without the
+    header. The key is the one ``cause`` (the request's ``cause_of``) records: the header is
+    read once.
+
+    ``action``: a VM action's, whose parameters given in the body count as the query's, each
+    in one form wherever given (``action_params.asked_params``). Its ``older`` fingerprint is
+    the raw query's and the whole body's, as the service gave it before those parameters
+    were mapped: a retry of the same bytes with a key stored then (keys live ``ttl_s``, 24 h)
+    is answered as stored, where it was 422 ``IdempotencyKeyReused`` (reviewer)."""
     key = cause["idempotency_key"]
     if key is None:
         return None
     if not 1 <= len(key) <= 255:
         raise invalid_parameters(request, [{"field": "Idempotency-Key", "code": "Invalid",
                                             "message": "must be 1 to 255 characters"}])
-    asked = [
-        request.method,
-        request.url.path,
-        sorted(request.query_params.multi_items() if params is None else params),
-        data,
-        behaviour_of(request).version,
-    ]
-    fingerprint = hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
-    return IdempotencyKey(getattr(request.state, "actor", "anonymous"), key, fingerprint)
+    raw = list(request.query_params.multi_items())
+    params, rest = asked_params(request, data) if action else (raw, data)
+    scope = getattr(request.state, "actor", "anonymous")
+    return IdempotencyKey(scope, key, _fingerprint(request, params, rest),
+                          _fingerprint(request, raw, data) if action else None)
+
+
+def _fingerprint(request: Request, params: list[tuple[str, str]], data: Any) -> str:
+    asked = [request.method, request.url.path, sorted(params), data,
+             behaviour_of(request).version]
+    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
 
 
 def if_match_of(request: Request) -> int | None:

@@ -10,7 +10,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from service.api.action_params import asked_params, without_action
+from service.api.action_params import without_action
 from service.api.deps import (
     behaviour_of, cause_of, idempotency_of, if_match_of, parse_body, services_of,
 )
@@ -40,8 +40,7 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any, name: str) -> J
     query.check()
     services = services_of(request)
     if_match, cause = if_match_of(request), cause_of(request)
-    params, rest = asked_params(request, data)
-    idempotency = idempotency_of(request, rest, cause, params=params)
+    idempotency = idempotency_of(request, data, cause, action=True)
     if name == "quarantine":
         reason = parse_body(request, QuarantineRequest, without_action(data)).reason
         result = services.quarantine.quarantine(

@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from domain import json_input
 from domain.errors import ValidationError
 from domain.states import Action
-from service.api.action_params import action_of, asked_params, check_agree
+from service.api.action_params import action_of, check_agree
 from service.api.auth import authorized_router, require_owner
 from service.api.deps import (
     accepted,
@@ -206,8 +206,7 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
     remove = None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs]
     behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
     owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
-    params, rest = asked_params(request, data)
-    idempotency = idempotency_of(request, rest, cause, params=params)
+    idempotency = idempotency_of(request, data, cause, action=True)
     result = await command(request, lambda: change_nics(
         services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
         remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency))
@@ -226,8 +225,7 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
     fingerprint (its action's parameters counted as the query's, ``asked_params``)."""
     services = services_of(request)
     cause = cause_of(request)
-    params, rest = asked_params(request, body)
-    idempotency = idempotency_of(request, rest, cause, params=params)
+    idempotency = idempotency_of(request, body, cause, action=True)
     context = context or _x_context(request)
     behaviour, if_match = behaviour_of(request), if_match_of(request)
     result = await command(request, lambda: services.commands.request_action(
