@@ -15,7 +15,8 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from domain import (
-    chain, policy, transitions, vm_events, vm_nics, vm_placement, vm_quarantine, vm_reports,
+    chain, policy, vm_events, vm_lifecycle_events, vm_nics, vm_placement,
+    vm_quarantine, vm_reports,
 )
 from domain.errors import ValidationError
 from domain.events import Cause, make_cause
@@ -135,81 +136,13 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     JobFailed = vm_events.JobFailed
     JobCanceled = vm_events.JobCanceled
 
-    class Provisioned(Event):
-        """The VM exists on a server and runs there."""
-
-        TOPIC = "vm.provisioned"
-        server_uuid: str
-
-        def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Provisioned", has_server=vm.has_server)
-            vm.server_uuid = self.server_uuid
-            vm.error = None
-            vm_reports.boots(vm)
-
-    class ProvisionFailed(Event):
-        """The VM could not be provisioned."""
-
-        TOPIC = "vm.provision_failed"
-        error: str
-
-        def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "ProvisionFailed", has_server=vm.has_server)
-            vm.error = {"reason": "provision_failed", "message": self.error}
-
-    class Started(Event):
-        """The VM runs again (on ``server_uuid`` when it was placed anew)."""
-
-        TOPIC = "vm.started"
-        server_uuid: str | None
-
-        def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Started", has_server=vm.has_server)
-            if self.server_uuid is not None:
-                vm.server_uuid = self.server_uuid
-            vm.error = None
-            vm_reports.boots(vm)
-
-    class Stopped(Event):
-        """The VM stopped (asked for, or the guest shut down)."""
-
-        TOPIC = "vm.stopped"
-
-        def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Stopped", has_server=vm.has_server)
-            vm.error = None
-
-    class Rebooted(Event):
-        """The VM was rebooted and runs."""
-
-        TOPIC = "vm.rebooted"
-
-        def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Rebooted", has_server=vm.has_server)
-            vm_reports.boots(vm)
-
-    class Failed(Event):
-        """The VM stopped working: its host rebooted (the trace replay: evicted it), or its guest
-        crashed."""
-
-        TOPIC = "vm.failed"
-        reason: str
-        message: str
-
-        def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Failed", has_server=vm.has_server)
-            vm.error = {"reason": self.reason, "message": self.message}
-
-    class Destroyed(Event):
-        """The VM is gone. Nothing is ever removed from its stream."""
-
-        TOPIC = "vm.destroyed"
-
-        def apply(self, vm: Vm) -> None:
-            vm.state = transitions.after(vm.state, "Destroyed", has_server=vm.has_server)
-            vm.desired_state = DesiredState.DESTROYED
-            vm.destroyed_at = self.timestamp
-
+    Provisioned = vm_lifecycle_events.Provisioned
+    ProvisionFailed = vm_lifecycle_events.ProvisionFailed
+    Started = vm_lifecycle_events.Started
+    Stopped = vm_lifecycle_events.Stopped
+    Rebooted = vm_lifecycle_events.Rebooted
+    Failed = vm_lifecycle_events.Failed
+    Destroyed = vm_lifecycle_events.Destroyed
     Quarantined = vm_quarantine.Quarantined
     Released = vm_quarantine.Released
     CapacityClaimed = vm_events.CapacityClaimed

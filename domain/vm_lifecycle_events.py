@@ -1,0 +1,99 @@
+"""The ``Vm`` aggregate's lifecycle events: the transitions of ``domain.transitions``' table
+(provisioned, started, stopped, rebooted, failed, destroyed); ``domain.vm.Vm`` names each, e.g.
+``Vm.Stopped``. Defined apart from the aggregate only to keep modules small (as
+``domain.vm_events``): their topics (``TOPIC``), which the stored events carry, do not depend
+on where they are defined.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from domain import transitions, vm_reports
+from domain.states import DesiredState
+from domain.vm_events import VmEvent
+
+if TYPE_CHECKING:
+    from domain.vm import Vm
+
+
+class Provisioned(VmEvent):
+    """The VM exists on a server and runs there."""
+
+    TOPIC = "vm.provisioned"
+    server_uuid: str
+
+    def apply(self, vm: Vm) -> None:
+        vm.state = transitions.after(vm.state, "Provisioned", has_server=vm.has_server)
+        vm.server_uuid = self.server_uuid
+        vm.error = None
+        vm_reports.boots(vm)
+
+
+class ProvisionFailed(VmEvent):
+    """The VM could not be provisioned."""
+
+    TOPIC = "vm.provision_failed"
+    error: str
+
+    def apply(self, vm: Vm) -> None:
+        vm.state = transitions.after(vm.state, "ProvisionFailed", has_server=vm.has_server)
+        vm.error = {"reason": "provision_failed", "message": self.error}
+
+
+class Started(VmEvent):
+    """The VM runs again (on ``server_uuid`` when it was placed anew)."""
+
+    TOPIC = "vm.started"
+    server_uuid: str | None
+
+    def apply(self, vm: Vm) -> None:
+        vm.state = transitions.after(vm.state, "Started", has_server=vm.has_server)
+        if self.server_uuid is not None:
+            vm.server_uuid = self.server_uuid
+        vm.error = None
+        vm_reports.boots(vm)
+
+
+class Stopped(VmEvent):
+    """The VM stopped (asked for, or the guest shut down)."""
+
+    TOPIC = "vm.stopped"
+
+    def apply(self, vm: Vm) -> None:
+        vm.state = transitions.after(vm.state, "Stopped", has_server=vm.has_server)
+        vm.error = None
+
+
+class Rebooted(VmEvent):
+    """The VM was rebooted and runs."""
+
+    TOPIC = "vm.rebooted"
+
+    def apply(self, vm: Vm) -> None:
+        vm.state = transitions.after(vm.state, "Rebooted", has_server=vm.has_server)
+        vm_reports.boots(vm)
+
+
+class Failed(VmEvent):
+    """The VM stopped working: its host rebooted (the trace replay: evicted it), or its guest
+    crashed."""
+
+    TOPIC = "vm.failed"
+    reason: str
+    message: str
+
+    def apply(self, vm: Vm) -> None:
+        vm.state = transitions.after(vm.state, "Failed", has_server=vm.has_server)
+        vm.error = {"reason": self.reason, "message": self.message}
+
+
+class Destroyed(VmEvent):
+    """The VM is gone. Nothing is ever removed from its stream."""
+
+    TOPIC = "vm.destroyed"
+
+    def apply(self, vm: Vm) -> None:
+        vm.state = transitions.after(vm.state, "Destroyed", has_server=vm.has_server)
+        vm.desired_state = DesiredState.DESTROYED
+        vm.destroyed_at = self.timestamp
