@@ -121,6 +121,8 @@ def test_a_takeover_that_cannot_ask_a_server_keeps_the_failed_vms_address(
     assert (vm.state, vm.server_uuid) == ("failed", None)
     assert [nic["ip"] for nic in vm.nic_list] == ["10.60.0.10"]
     assert "NicsRemoved" not in [type(e).__name__ for e in stream(services, accepted.vm_uuid)]
+    # A's late boot refused: the simulator's fences are per VM (docs/simulation.md, its known
+    # limit); a real node that never saw B's fence would admit it
     assert copies(services, accepted.vm_uuid) == [(where[0], "stopped")]
     assert services.commands.load_network(network.id).claims == {
         "10.60.0.10": accepted.vm_uuid}
