@@ -14,7 +14,9 @@ from domain.states import DesiredState
 from domain.vm_events import VmEvent
 
 if TYPE_CHECKING:
-    from domain.vm import Vm
+    # The lifecycle these events change (a mixin of ``domain.vm.Vm``, which imports this
+    # module), as ``domain.vm_events`` names the job queue.
+    from domain.lifecycle import Lifecycle as Vm
 
 
 class Provisioned(VmEvent):
