@@ -49,3 +49,22 @@ def fold_stored(aggregate: Any, events: Iterable[Any]) -> Any:
     for event in events:
         aggregate = apply_stored(event, aggregate)
     return aggregate
+
+
+def upcast_state(cls: type, state: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """A copy of a stored fold's ``state`` (a snapshot's, a read model's kept fold) upcast by
+    ``cls``'s ``upcast_vN_vN+1`` methods from the class version it was written at
+    (``class_version``, 1 when absent) to ``cls``'s, and the version it reached (the
+    written one when that is newer: nothing downcasts). The loop of eventsourcing 9.5's
+    ``Snapshot.mutate`` (``CanSnapshotAggregate.mutate``), which a load runs, restated for
+    those that want the state alone, field by field; ``class_version`` is left as written,
+    for the caller to set. If a library upgrade changes its loop, this must follow:
+    tests/integration/test_audit_snapshots.py and tests/projections/test_older_rows.py
+    check the two agree."""
+    upcast = dict(state)
+    version = upcast.get("class_version", 1)
+    current = getattr(cls, "class_version", 1)
+    while version < current:
+        getattr(cls, f"upcast_v{version}_v{version + 1}")(upcast)
+        version += 1
+    return upcast, version

@@ -19,6 +19,7 @@ from uuid import UUID
 from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import Transcoder
 
+from domain.folding import upcast_state
 from domain.vm import Vm
 from projections.formats import uuid_text
 from projections.rebuild import SUFFIX as REBUILD_SUFFIX
@@ -38,15 +39,11 @@ def as_current(state: dict[str, Any]) -> dict[str, Any]:
     """A row's folded ``state`` (decoded, ``FOLD_OF`` removed) as its thaw reads it: upcast by
     ``Vm``'s ``upcast_vN_vN+1`` from the class version it was written at to the current one,
     ``class_version`` the current (the loop of eventsourcing 9.5's ``Snapshot.mutate``, which
-    the thaw runs; service/audit/snapshots.py ``_as_current`` restates it for snapshots). The
+    the thaw runs: ``domain.folding.upcast_state``, as the snapshots' audit reads them). The
     audit compares this, not the bytes: after the upgrade to class version 3 every row of a VM
     with no event since was "differs from a fresh fold in snapshot" (reviewer)."""
-    upcast = dict(state)
-    version = upcast.get("class_version", 1)
-    while version < Vm.class_version:
-        getattr(Vm, f"upcast_v{version}_v{version + 1}")(upcast)
-        version += 1
-    upcast["class_version"] = max(version, Vm.class_version)
+    upcast, version = upcast_state(Vm, state)
+    upcast["class_version"] = version
     return upcast
 
 

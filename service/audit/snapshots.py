@@ -18,7 +18,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
-from domain.folding import apply_stored
+from domain.folding import apply_stored, upcast_state
 from service.audit.verify import Difference
 from service.commands.snapshot_seal import SEAL, seal
 
@@ -155,18 +155,8 @@ def _as_current(cls: type, state: dict[str, Any]) -> tuple[dict[str, Any], set[s
     those upcasts add (a VM's ``state_since`` before version 2), and ``class_version`` when
     the snapshot is older, are the fold's alone, so they are left out of the comparison;
     every field the snapshot did say is compared, upcast as a load sees it."""
-    # The upcast loop of eventsourcing 9.5's Snapshot.mutate (CanSnapshotAggregate.mutate),
-    # which a load runs, restated: that method also builds the aggregate, and the audit wants
-    # the state alone, field by field. It pops class_version (the class supplies it) where
-    # this keeps it as supplied. If a library upgrade changes its loop, this must follow:
-    # tests/integration/test_audit_snapshots.py checks the two agree on a Vm snapshot of class
-    # version 1 (the fields a thaw of one has).
-    upcast = dict(state)
-    version = upcast.get("class_version", 1)
+    upcast, _ = upcast_state(cls, state)
     current = getattr(cls, "class_version", 1)
-    while version < current:
-        getattr(cls, f"upcast_v{version}_v{version + 1}")(upcast)
-        version += 1
     if current > 1:
         upcast["class_version"] = current
     supplied = {key for key in upcast if key not in state}
