@@ -17,7 +17,8 @@ width chosen per side from the data made one difference name every VM).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -258,15 +259,30 @@ def _select(tx: Any, table: str) -> list[dict[str, Any]]:
     return tx.fetchall()
 
 
+@contextmanager
+def one_snapshot(db: Any) -> Iterator[Any]:
+    """A read-only transaction of ``db`` whose statements all see one snapshot of it: a read
+    model's tracking position and its rows read in it agree, whatever the runner commits
+    meanwhile. Read it before the log: the log only grows, so every event up to the position
+    is there when the fold reads it, and the fold stops at the position (``vmledger audit
+    verify`` here, the console's audit in service/audit/streams.py).
+
+    SQLite: the transaction's first read fixes its snapshot (WAL mode) until it ends.
+    PostgreSQL: REPEATABLE READ, as READ COMMITTED would see each statement anew."""
+    from projections.db import Dialect
+
+    with db.transaction(commit=False) as tx:
+        if tx.dialect is Dialect.POSTGRES:
+            tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield tx
+
+
 def _live(db: Any, read_model: Any) -> tuple[int, dict[str, list[dict[str, Any]]]]:
     """The live read model's tracking position and rows, read in one snapshot of the database,
     so that a runner applying batches meanwhile cannot move one apart from the other (a verify
     on a busy service reported rows newer than the position it folded to)."""
-    from projections.db import Dialect
     from projections.runner import ProjectionRunner
 
-    with db.transaction(commit=False) as tx:
-        if tx.dialect is Dialect.POSTGRES:  # READ COMMITTED would see each statement anew
-            tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    with one_snapshot(db) as tx:
         position = ProjectionRunner.position_in(tx, read_model.name)
         return position, {table: _select(tx, table) for table in read_model.tables}

@@ -7,6 +7,9 @@ holds and every snapshot of it equals a fresh fold (``service/audit/snapshots.py
 tags, ``job_view``, the analytics tables, ``volume_mounts``) equal a fresh fold of its stream
 (merged, for ``volume_mounts``, with the streams of the volumes it mounts), each fold stopped
 at the position the live read model has reached, whose rows are read in the same snapshot.
+That snapshot is read first and the streams after it (the log only grows), so an event
+appended meanwhile is past every fold's stop: read the other way round, a busy VM's rows held
+events its fold had not read and were reported as differing (console tester, bug 1).
 ``server_view`` holds servers' streams, not VMs', and is left to the full verify.
 """
 
@@ -58,6 +61,10 @@ def verify_vms(services: Any, vm_uuids: Iterable[str]) -> list[VmAudit]:
     """Verify the VMs ``vm_uuids`` (in that order). A uuid with no VM stream is reported as
     a ``missing`` difference (and its read-model rows, if any, as absent from a fresh fold)."""
     app = services.app
+    vm_uuids = list(vm_uuids)
+    models = _vm_models(app.mapper.transcoder)
+    # first the read models (positions and rows, one snapshot), then the streams
+    live = _live_rows(services.db, models, vm_uuids, app.mapper.transcoder)
     audits: list[VmAudit] = []
     streams: dict[str, list[Notification]] = {}
     for vm_uuid in vm_uuids:
@@ -81,7 +88,7 @@ def verify_vms(services: Any, vm_uuids: Iterable[str]) -> list[VmAudit]:
         audit.position = events[-1].id if events else None
         streams[vm_uuid] = events
     by_vm = {audit.vm_uuid: audit for audit in audits}
-    for difference in _read_model_differences(services, streams):
+    for difference in _read_model_differences(services, streams, models, live):
         by_vm[difference[0]].read_models.append(difference[1])
     return audits
 
@@ -100,10 +107,19 @@ def fleet_page(services: Any, *, after: int = 0, limit: int = 50
     return audits, (page[-1].id if len(created) > limit else None)
 
 
-def _read_model_differences(services: Any, streams: dict[str, list[Notification]]
+def _vm_models(transcoder: Any) -> list[Any]:
+    """The read models with a VM table (``VM_TABLES``)."""
+    from service.container import read_models
+
+    return [m for m in read_models(transcoder) if set(m.tables) & set(VM_TABLES)]
+
+
+def _read_model_differences(services: Any, streams: dict[str, list[Notification]],
+                            models: list[Any], live_snapshot: tuple[dict[str, int], Any]
                             ) -> list[tuple[str, Difference]]:
-    """(vm_uuid, difference) for every VM row of the VM read models that differs from a
-    fresh fold of the VMs' streams; for a VM whose stream a fresh fold cannot apply (an event
+    """(vm_uuid, difference) for every VM row of the VM read models ``models`` (their
+    positions and rows ``live_snapshot``, read before ``streams``) that differs from a
+    fresh fold of the VMs' streams, each stopped at its model's position; for a VM whose stream a fresh fold cannot apply (an event
     undecodable, deleted, moved, or refused by the fold), one ``fold`` difference naming the
     version and the read models instead of its rows, as ``vmledger audit verify`` reports it
     (``service.audit.read_models``): the page exists to report damaged streams, and answered
@@ -112,12 +128,10 @@ def _read_model_differences(services: Any, streams: dict[str, list[Notification]
 
     from projections.db import Database
     from service.audit.read_models import Broken, apply_finding_broken
-    from service.container import read_models
 
     transcoder = services.app.mapper.transcoder
-    models = [m for m in read_models(transcoder) if set(m.tables) & set(VM_TABLES)]
     uuids = list(streams)
-    live_positions, live = _live_rows(services.db, models, uuids, transcoder)
+    live_positions, live = live_snapshot
     broken: Broken = {}
     events = _merged(services.app, streams, broken)
     directory = scratch_directory()
@@ -200,15 +214,13 @@ def _live_rows(db: Any, models: list[Any], uuids: list[str], transcoder: Any, *,
                ) -> tuple[dict[str, int], dict[str, dict[str, dict[str, dict[str, Any]]]]]:
     """Each model's tracking position, and the VMs' rows of every VM table: table → vm_uuid →
     key → row (``comparable``), all read in one snapshot of the database."""
-    from projections.db import Dialect
     from projections.runner import ProjectionRunner
+    from service.audit.read_models import one_snapshot
 
     rows: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     found: dict[str, int] = {}
     marks = ", ".join("?" * len(uuids)) or "NULL"
-    with db.transaction(commit=False) as tx:
-        if tx.dialect is Dialect.POSTGRES:  # READ COMMITTED would see each statement anew
-            tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    with one_snapshot(db) as tx:
         for model in models:
             if positions:
                 found[model.name] = ProjectionRunner.position_in(tx, model.name)
