@@ -123,12 +123,17 @@ def audit_run(request: Request) -> HTMLResponse:
     """Run verify: ``vm_uuid`` for one VM; otherwise the fleet's next ``limit`` VMs
     (``AUDIT_PAGE`` by default, at most ``MAX_PAGE``) created after log position ``after``.
     Raises ``VmNotFoundError`` (404) for a ``vm_uuid`` neither the log nor a read model
-    holds (the roles that audit see every VM, so no owner scoping applies)."""
+    holds (the roles that audit see every VM, so no owner scoping applies). ``vm_uuid`` with
+    ``after`` or ``limit`` is ``ConflictingParameters`` naming the paging parameter (``after``
+    first): one VM is not paged, and the paging was silently ignored (console tester)."""
     query = Query(request, {"vm_uuid", "after", "limit"})
     vm_uuid = query.uuid("vm_uuid")
     after = query.integer("after", minimum=0) or 0
     limit = query.integer("limit", minimum=1, maximum=MAX_PAGE) or AUDIT_PAGE
     query.check()
+    paging = [name for name in ("after", "limit") if name in query.params]
+    if vm_uuid is not None and paging:
+        raise query.conflicting("vm_uuid", paging[0], refused=paging[0])
     services = services_of(request)
     if vm_uuid is not None:
         audits, next_after = verify_vms(services, [vm_uuid]), None

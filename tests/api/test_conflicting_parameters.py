@@ -31,3 +31,19 @@ def test_each_pair_answers_the_documented_body_in_both_versions(client) -> None:
         for headers, status in (({}, 409), (V2, 422)):
             response = client.get(path, params=params, headers=headers)
             assert (response.status_code, response.json()) == (status, body), path
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_console_audit_of_one_vm_refuses_paging(client) -> None:
+    """``vm_uuid`` with ``after`` or ``limit``: the paging was silently ignored (console
+    tester, bug 5)."""
+    vm = create_running_vm(client)
+    for paging, refused in (({"after": 0}, "after"), ({"limit": 200}, "after"),
+                            ({"limit": 5}, "limit")):
+        params = {"vm_uuid": vm, **paging}
+        if refused == "after" and "after" not in paging:
+            params["after"] = 3
+        body = _conflict(f"vm_uuid and {refused} cannot be used together", refused)
+        for headers, status in (({}, 409), (V2, 422)):
+            response = client.post("/console/fragments/audit", params=params, headers=headers)
+            assert (response.status_code, response.json()) == (status, body), params
