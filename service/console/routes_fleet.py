@@ -91,7 +91,8 @@ def fleet(request: Request) -> HTMLResponse:
         quarantined=console.in_state(vm_filter, VmState.QUARANTINED.value, LISTED),
         lag={name: head - position for name, position in services.projections.positions()
              .items()},
-        head=head, live=_changes_counted(head, vm_filter),
+        head=head, live=_changes_counted(head, query.params.get("owner_uuid"),
+                                         vm_filter.server_uuid),
         vms=vms, total=total, limit=page.limit,
         pager=pager.by_marker(lambda marker: _link(params, marker=marker), shown=len(vms),
                               total=total, next_marker=next_marker)
@@ -101,15 +102,20 @@ def fleet(request: Request) -> HTMLResponse:
     )
 
 
-def _changes_counted(head: int, vm_filter: Any) -> str:
+def _changes_counted(head: int, owner_uuid: str | None, server_uuid: str | None) -> str:
     """The changefeed whose changes the fleet page counts as not shown yet: those after log
     position ``head`` to the VMs of the page's owner and server (a change's owner and server
     are the VM's after it, as the page's filters match VMs as they are now), and a filtered
     server's own events. Not by the page's state: a change taking a VM out of that state has
     another state after it, so it would not be counted, though the page no longer shows it
-    as it is; nor by brand, alias or tags, which the feed does not filter on."""
-    wanted = {"after": head, "owner_uuid": vm_filter.owner_uuid,
-              "server_uuid": vm_filter.server_uuid}
+    as it is; nor by brand, alias or tags, which the feed does not filter on.
+
+    ``owner_uuid`` is the one the request asked for, not the one it is scoped to: ``/changes``
+    scopes an owner token as the page does, so it counts the same VMs (none, for another
+    owner's), and the scoped value for another owner's (``auth.NOBODY``) is no uuid, which it
+    refused, and the counter vanished (console tester). The page builds only requests the API
+    accepts."""
+    wanted = {"after": head, "owner_uuid": owner_uuid, "server_uuid": server_uuid}
     return "/changes?" + urlencode({k: v for k, v in wanted.items() if v is not None})
 
 
