@@ -95,6 +95,17 @@ def _inner(value: dict[str, Any] | list[Any], path: str, levels: int
     return inner
 
 
+def at_field(problem: str | None, field: str) -> str | None:
+    """``problem`` (``unstorable`` of a value at path ``field``) as an error item whose
+    ``field`` is ``field`` words it: a problem of the value itself without the field's name,
+    which the item names already (``{"field": "after", "message": "after: strings may not
+    contain …"}`` named it twice: console tester), a deeper one with its path (``tags.a: …``),
+    a key's with "(the key)"."""
+    if problem is None:
+        return None
+    return problem.removeprefix(f"{field}: ")
+
+
 def _unstorable_scalar(value: Any, path: str) -> str | None:
     if isinstance(value, str):
         if "\x00" in value:

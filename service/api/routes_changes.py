@@ -14,7 +14,7 @@ from service.api.auth import OWNER, authorized_router, principal_of
 from service.api.errors import UnavailableError
 from service.api.params import MAX_INTEGER, Query, integer_param, openapi_parameter
 from service.changes import sse
-from service.changes.filters import ChangeFilter, checked_value
+from service.changes.filters import ChangeFilter, checked_value, listed_values
 from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
 from service.append_wakeups import wake_on_appends
 
@@ -72,18 +72,21 @@ def stream_authorization(request: Request) -> str | None:
 
 
 def _listed(query: Query, name: str) -> frozenset[str] | None:
-    """The comma-separated values of filter ``name``, each checked (``checked_value``)."""
+    """The comma-separated values of filter ``name`` (``listed_values``: no empty element),
+    each checked (``checked_value``)."""
     raw = query.params.get(name)
     if raw is None:
         return None
+    texts, malformed = listed_values(raw)
+    if malformed:
+        query.invalid(name, malformed)
+        return frozenset()
     values = []
-    for text in (v.strip() for v in raw.split(",") if v.strip()):
+    for text in texts:
         value, problem = checked_value(name, text)
         if problem:
             query.invalid(name, problem)
         values.append(value)
-    if not values:
-        query.invalid(name, "must name at least one value")
     return frozenset(values)
 
 

@@ -277,7 +277,7 @@ def _x_context(request: Request) -> dict[str, Any] | None:
                                                 "message": f"not valid JSON ({error})"}]) from None
         value = {"raw": header}  # VMAPI keeps a context that is not JSON as its text
     context = value if isinstance(value, dict) else {"value": value}
-    problem = json_input.unstorable(context, "x-context")
+    problem = json_input.at_field(json_input.unstorable(context, "x-context"), "x-context")
     if problem:
         raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
                                             "message": problem}])

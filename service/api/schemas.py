@@ -15,7 +15,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from projections.formats import MAX_INTEGER, in_utc_range
-from domain.json_input import printable, unstorable
+from domain.json_input import at_field, printable, unstorable
 from service.api.vmapi_tags import FORBIDDEN_KEY, password_key, tags_problem
 from service.api.vmapi_fields import Alias, Name, Uuid
 
@@ -103,7 +103,7 @@ class StrictModel(BaseModel):
         for key, value in data.items():
             field = printable(str(key))
             problem = (unstorable(str(key), f"{field} (the key)")
-                       or unstorable(value, field, levels_above=1))
+                       or at_field(unstorable(value, field, levels_above=1), field))
             if problem:
                 raise PydanticValidationError.from_exception_data(cls.__name__, [
                     InitErrorDetails(type=PydanticCustomError("value_error", "{problem}",

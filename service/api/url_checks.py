@@ -9,7 +9,7 @@ from __future__ import annotations
 from starlette.requests import HTTPConnection
 
 from service.api.errors import LIST_MESSAGE, ApiError, invalid_parameters
-from domain.json_input import printable, unstorable
+from domain.json_input import at_field, printable, unstorable
 
 
 def url_refusal(connection: HTTPConnection) -> ApiError | None:
@@ -42,9 +42,11 @@ def unstorable_in_url(request: HTTPConnection) -> tuple[str, str] | None:
     if not query or (b"%00" not in query and b"\x00" not in query):
         return None
     for name, value in request.query_params.multi_items():
-        problem = unstorable({name: value})
+        field = printable(name)
+        problem = unstorable(name, f"{field} (the key)") or at_field(
+            unstorable(value, field), field)
         if problem:
-            return printable(name), problem
+            return field, problem
     return None
 
 

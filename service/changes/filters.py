@@ -55,6 +55,21 @@ def checked_value(name: str, value: str) -> tuple[str, str | None]:
     return value, None if value in allowed else f"unknown value {value[:64]!r}"
 
 
+def listed_values(raw: str) -> tuple[list[str], str | None]:
+    """The comma-separated values of ``raw`` (each stripped), and why the list is refused
+    (None: it is not): an empty list, or an empty element (``Stopped,,Started``,
+    ``Stopped,``), which is a malformed list, not one value fewer (they were dropped while
+    ``type=`` was refused: console tester). The same rule for ``GET /changes`` and
+    ``vmledger changes``."""
+    values = [value.strip() for value in raw.split(",")]
+    if not any(values):
+        return [], "must name at least one value"
+    for index, value in enumerate(values, start=1):
+        if not value:
+            return values, f"an empty value in the list (element {index})"
+    return values, None
+
+
 @dataclass(frozen=True)
 class ChangeFilter:
     """A stream's filters (``None``: any). ``vm_uuids``, ``types`` and ``states`` match any of

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from projections.formats import MAX_INTEGER
-from service.changes.filters import ChangeFilter, checked_value
+from service.changes.filters import ChangeFilter, checked_value, listed_values
 from service.changes.tail import line, tail
 from service.cli.preflight import checked_services
 
@@ -68,8 +68,10 @@ def _checked_all(name: str, values: list[str] | None) -> frozenset[str] | None:
     takes it (``--type Stopped,Destroyed``), checked (``_checked``); None when not given."""
     if not values:
         return None
-    listed = [part.strip() for value in values for part in value.split(",") if part.strip()]
-    if not listed:
-        raise typer.BadParameter("must name at least one value",
-                                 param_hint=f"--{name.replace('_', '-')}")
+    listed = []
+    for value in values:
+        parts, malformed = listed_values(value)  # GET /changes' rule: no empty element
+        if malformed:
+            raise typer.BadParameter(malformed, param_hint=f"--{name.replace('_', '-')}")
+        listed += parts
     return frozenset(_checked(name, value) for value in listed)

@@ -166,3 +166,9 @@ def test_filters_take_comma_separated_values_as_get_changes_does(services, setti
     assert listed.output == repeated.output and len(listed.output.splitlines()) == 4
     empty = CliRunner().invoke(cli, ["changes", "--type", ","])
     assert empty.exit_code == 2 and "--type" in empty.output
+    # an empty element is a malformed list, as GET /changes refuses it (console tester)
+    for option, value in [("--type", "Stopped,,Started"), ("--type", "Stopped,"),
+                          ("--state", "running,,stopped"), ("--vm-uuid", f"{mine},")]:
+        refused = CliRunner().invoke(cli, ["changes", option, value])
+        assert refused.exit_code == 2, (option, value, refused.output)
+        assert option in refused.output and "an empty value" in refused.output, refused.output

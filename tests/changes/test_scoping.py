@@ -134,6 +134,14 @@ def test_operators_filter_servers_and_types(tokened_services, tokens, history):
     ({"after": "1_0"}, {}, "after"),
     ({"after": "٣"}, {}, "after"),
     ({}, {"Last-Event-ID": "1_0"}, "Last-Event-ID"),
+    # an empty element is a malformed list, refused as an empty list is (console tester,
+    # bug 4: the empty entries were dropped)
+    ({"type": "Stopped,,Started"}, {}, "type"),
+    ({"type": "Stopped,"}, {}, "type"),
+    ({"type": ",Stopped"}, {}, "type"),
+    ({"type": "Stopped, ,Started"}, {}, "type"),
+    ({"state": "running,,stopped"}, {}, "state"),
+    ({"vm_uuid": "930896af-bf8c-48d4-885c-6573a94b1853,"}, {}, "vm_uuid"),
 ])
 def test_bad_parameters_are_refused_naming_the_field(tokened_services, tokens, query, headers,
                                                      field):
@@ -151,3 +159,16 @@ def test_the_token_parameter_is_only_for_changes_and_agents_are_refused(tokened_
         assert client.get("/changes").status_code == 401
         refused = client.get("/changes", headers={"Authorization": f"Bearer {tokens['agent']}"})
         assert refused.status_code == 403
+
+
+def test_a_refused_value_names_its_field_once(tokened_services, tokens):
+    """``?after=%00`` said ``"field": "after", "message": "after: strings may not contain
+    …"`` (console tester, bug 4); an empty element names the list's field and says so."""
+    with TestClient(create_app(services=tokened_services, background=False)) as client:
+        auth = {"Authorization": f"Bearer {tokens['operator']}"}
+        nul = client.get("/changes?after=%00", headers=auth).json()["errors"]
+        empty = client.get("/changes?type=Stopped,,Started", headers=auth).json()["errors"]
+    assert nul == [{"field": "after", "code": "Invalid",
+                    "message": "strings may not contain the NUL character"}]
+    assert empty == [{"field": "type", "code": "Invalid",
+                      "message": "an empty value in the list (element 2)"}]
