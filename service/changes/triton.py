@@ -37,6 +37,22 @@ class RegistrationError(ValueError):
     """A registration the protocol refuses; the message is the close reason."""
 
 
+def _sub_resources(kind: dict[str, Any]) -> list[str]:
+    """The sub-resources a registration's ``kind`` (of a resource we serve) names. Raises
+    ``RegistrationError`` for an empty list and for any name the resource does not have:
+    Triton's publisher takes them as they are, and such a listener, counted as registered,
+    never receives a change; a typo is the listener's to hear of."""
+    served = RESOURCES[kind["resource"]]["subResources"]
+    named = kind["subResources"]
+    if not named:
+        raise RegistrationError(f'"subResources" should name at least one of '
+                                f'{kind["resource"]}\'s: {", ".join(served)}')
+    for name in named:
+        if name not in served:
+            raise RegistrationError(f"unknown sub-resource of {kind['resource']}: {name}")
+    return named
+
+
 @dataclass(frozen=True)
 class Registration:
     """A listener's registration: its instance id, the sub-resources it wants of ``vm``, the
@@ -89,7 +105,7 @@ def parse_registration(text: str | None, after: int | None = None) -> Registrati
             raise RegistrationError('each resource should contain "subResources"')
         if kind.get("resource") not in RESOURCES:
             raise RegistrationError(f"unknown resource: {kind.get('resource')}")
-        wanted.update(s for s in kind["subResources"] if isinstance(s, str))
+        wanted.update(_sub_resources(kind))
     # Present, the registration's "after" wins, and must be a position: a null is refused
     # as any other non-position, not taken as "from now" over the URL's ?after=.
     given = "after" in registration

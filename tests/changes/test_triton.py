@@ -70,8 +70,20 @@ def test_v2_registration_gets_bootstrap_routes(services):
     # the protocol's registration is a text message, as the Listener sends it
     (b"\x00\x01", "should be a text message"),
     (json.dumps(V1).encode(), "should be a text message"),
+    # found by a tester: a misspelt or empty list of sub-resources was taken, and the
+    # listener, counted as registered, never received a change
+    (json.dumps({**V1, "changeKind": {"resource": "vm", "subResources": ["state", "bogus"]}}),
+     "unknown sub-resource of vm: bogus"),
+    (json.dumps({**V1, "changeKind": {"resource": "vm", "subResources": []}}),
+     '"subResources" should name at least one of vm\'s: alias, '),
+    (json.dumps({**V1, "changeKind": {"resource": "vm", "subResources": ["state", 7]}}),
+     "unknown sub-resource of vm: 7"),
+    (json.dumps({"instance": "i", "service": "t", "resources": [
+        {"resource": "vm", "subResources": ["state"]},
+        {"resource": "vm", "subResources": ["nics", "alais"]}]}),
+     "unknown sub-resource of vm: alais"),
 ], ids=["not json", "no instance", "unknown resource", "after 2**64", "after true", "binary",
-        "binary json"])
+        "binary json", "unknown sub-resource", "no sub-resource", "not a name", "v2 unknown"])
 def test_a_bad_registration_is_closed_with_the_reason(services, registration, reason):
     with live_server(services) as url, connect(_ws(url)) as ws:
         ws.send(registration)
