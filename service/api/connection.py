@@ -56,13 +56,13 @@ def connection_headers(scope: Scope, keep_alive: bytes
 
 
 async def send_fixed(scope: Scope, send: Send, body: bytes,
-                     headers: list[tuple[bytes, bytes]]) -> None:
-    """Answer ``scope`` (a GET or HEAD) 200 with ``body`` (none to a HEAD) and ``headers``,
+                     headers: list[tuple[bytes, bytes]], status: int = 200) -> None:
+    """Answer ``scope`` (a GET or HEAD) ``status`` with ``body`` (none to a HEAD) and ``headers``,
     by this module's rules (``connection_headers``), for what is served in front of the
     envelope without a token: the console's pages and assets, the API docs."""
     added, drop_length = connection_headers(scope, b"timeout=%d" % KEEP_ALIVE_S)
     length = [] if drop_length else [(b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 200,
+    await send({"type": "http.response.start", "status": status,
                 "headers": [*headers, *length, *added]})
     await send({"type": "http.response.body",
                 "body": b"" if scope["method"] == "HEAD" else body})

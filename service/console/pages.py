@@ -42,6 +42,10 @@ _PAGES = {
 _VM_PAGE = re.compile(r"^/console/vms/([0-9A-Za-z-]{1,64})$")
 
 
+# The console's own paths that are the API's (behind the token): an unknown one is no page.
+_API_PATHS = ("/console/fragments/", "/console/static/")
+
+
 def page_of(path: str) -> tuple[str, str, str] | None:
     """The (page name, fragment path, title) of a console page path, or None."""
     if path in _PAGES:
@@ -50,6 +54,14 @@ def page_of(path: str) -> tuple[str, str, str] | None:
     if match:
         return "vm", f"/console/fragments/vms/{quote(match.group(1))}", f"VM {match.group(1)}"
     return None
+
+
+def names_no_page(path: str) -> bool:
+    """``path`` is under ``/console/`` but names no page, and is none of the API's paths
+    there: a mistyped link, answered with the console's own 404 page, which holds nothing
+    and so needs no token (it had been the API's 401, JSON shown bare in a browser)."""
+    return (path.startswith("/console/") and not path.startswith(_API_PATHS)
+            and page_of(path) is None)
 
 
 def _assets() -> dict[str, tuple[bytes, str]]:
@@ -84,6 +96,11 @@ class ConsolePages:
             fragment = page[1] + (f"?{query}" if query else "")
             body = render("shell.html", page=page[0], fragment=fragment, title=page[2]).encode()
             content_type = "text/html; charset=utf-8"
+        elif names_no_page(path):
+            body = render("shell.html", page="missing", fragment=None, title="Not found").encode()
+            await send_fixed(scope, send, body, [(b"content-type", b"text/html; charset=utf-8"),
+                                                 *SECURITY_HEADERS], status=404)
+            return
         else:
             await self.app(scope, receive, send)
             return

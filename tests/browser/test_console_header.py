@@ -2,7 +2,7 @@
 hides the counter; the fleet page counts only changes to the VMs of its owner filter; the
 count survives the feed's cuts and failures, resuming after the last position seen and
 saying it is reconnecting meanwhile, except after a refusal asking again cannot help; a refused parameter names its field; a narrow window does
-not scroll sideways. (Found by a new user of the console, and a tester.)"""
+not scroll sideways; a mistyped console link is a page that says so. (Found by a new user of the console, and a tester.)"""
 
 from __future__ import annotations
 
@@ -189,3 +189,18 @@ def test_a_narrow_window_does_not_scroll_sideways(browser: Any, console: Console
         screenshot(page, console, "narrow")
     finally:
         context.close()
+
+
+def test_a_mistyped_console_link_shows_a_not_found_page_and_signing_in_keeps_it(
+        page: Any, console: Console) -> None:
+    # found by a tester: /console/nope answered the API's 401 JSON, shown bare
+    response = page.goto(f"{console.url}/console/nope")
+    assert response is not None and response.status == 404
+    message = page.get_by_test_id("error")
+    assert "No console page at this address" in message.inner_text()
+    page.locator("#login input[name=token]").fill(console.tokens["operator"])
+    page.locator("#login button[type=submit]").click()
+    page.wait_for_selector("#session [data-role]")
+    assert page.locator("#login").is_hidden()
+    assert "No console page at this address" in message.inner_text()
+    assert page.title() == "Not found · vmledger console"

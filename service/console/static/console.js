@@ -271,13 +271,13 @@ async function start() {
   document.body.dataset.role = document.querySelector("#session [data-role]").dataset.role;
   document.getElementById("login").hidden = true;
   content.hidden = false;
-  await load(content.dataset.fragment, content);
+  if (content.dataset.fragment) await load(content.dataset.fragment, content);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelector("#live button").addEventListener("click", () => {
     const content = document.getElementById("content");
-    load(content.dataset.fragment, content);
+    if (content.dataset.fragment) load(content.dataset.fragment, content);
   });
   document.getElementById("login").addEventListener("submit", (event) => {
     event.preventDefault();
