@@ -9,6 +9,8 @@ it did, and its DeleteVm still gives them back."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from domain.lifecycle import CANCELED_BY_PROVISION_FAILURE
 from domain.network import Network
 from domain.vm import Vm, make_cause
@@ -70,16 +72,22 @@ def test_failed_provisions_give_their_addresses_back_and_a_delete_releases_none_
         "10.60.0.10": third["vm_uuid"]}
 
 
+def _one_address_and_a_vm_asking_it(services) -> tuple[Any, tuple[NicRequest, ...], Any]:
+    """A network of one address (10.60.0.10), the NIC request for it, and a VM created with
+    it (its provision queued, not run)."""
+    network, _ = services.commands.create_network(
+        name="fp", subnet="10.60.0.0/24", provision_start_ip="10.60.0.10",
+        provision_end_ip="10.60.0.10", gateway=None, cause=make_cause())
+    asked = (NicRequest(str(network.id)),)
+    return network, asked, create(services, networks=asked)
+
+
 def test_a_provision_a_takeover_fails_gives_its_address_to_no_one_twice(
         services, monkeypatch) -> None:
     # Worker A is paused in its ensure_registered; B takes the provision over, finds no copy
     # and fails it, giving its address back, which another VM is then given. A resumes: its
     # call is fenced off, so no copy of the failed VM uses that address on a node.
-    network, _ = services.commands.create_network(
-        name="fp", subnet="10.60.0.0/24", provision_start_ip="10.60.0.10",
-        provision_end_ip="10.60.0.10", gateway=None, cause=make_cause())
-    asked = (NicRequest(str(network.id)),)
-    accepted = create(services, networks=asked)
+    network, asked, accepted = _one_address_and_a_vm_asking_it(services)
     taker: list[str] = []
 
     def meanwhile() -> None:
@@ -102,11 +110,7 @@ def test_a_takeover_that_cannot_ask_a_server_keeps_the_failed_vms_address(
     # ``unknown``, so B's takeover finds no copy among the servers that answer and fails the
     # provision. The server comes back with the copy still configured with 10.60.0.10: the
     # address stays the failed VM's, and no other VM is given it.
-    network, _ = services.commands.create_network(
-        name="fp", subnet="10.60.0.0/24", provision_start_ip="10.60.0.10",
-        provision_end_ip="10.60.0.10", gateway=None, cause=make_cause())
-    asked = (NicRequest(str(network.id)),)
-    accepted = create(services, networks=asked)
+    network, asked, accepted = _one_address_and_a_vm_asking_it(services)
     where: list[str] = []
 
     def meanwhile() -> None:

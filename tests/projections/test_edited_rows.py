@@ -43,6 +43,17 @@ def _rename(services, vm_uuid: str, alias: str) -> None:
                                      cause=make_cause(), args={"alias": alias})
 
 
+def _renamed_and_applied(services, vm_uuid: str, caplog) -> list[str]:
+    """Rename the VM "renamed", run its update's job and catch the read models up; the
+    warnings that they replaced a row's folded state."""
+    _rename(services, vm_uuid, "renamed")
+    with caplog.at_level(logging.WARNING):
+        services.projections.catch_up()
+        services.worker.run_pending()  # the update's job
+        services.projections.catch_up()
+    return [r.getMessage() for r in caplog.records if "folded state" in r.getMessage()]
+
+
 @pytest.mark.parametrize("edit", ["undecodable", "another VM's"])
 def test_an_edited_folded_state_is_folded_again_from_the_log(services, caplog, edit):
     vm_uuid = _vm_with_history(services)
@@ -50,12 +61,7 @@ def test_an_edited_folded_state_is_folded_again_from_the_log(services, caplog, e
     blob = b"x" if edit == "undecodable" else _snapshot_of(services, other)
     _set_snapshot(services, vm_uuid, blob)
     _forget_kept_folds(services)
-    _rename(services, vm_uuid, "renamed")
-    with caplog.at_level(logging.WARNING):
-        services.projections.catch_up()
-        services.worker.run_pending()  # the update's job
-        services.projections.catch_up()
-    warned = [r.getMessage() for r in caplog.records if "folded state" in r.getMessage()]
+    warned = _renamed_and_applied(services, vm_uuid, caplog)
     assert len(warned) == 1, warned
     assert warned[0].startswith(f"read model vm_view: the folded state of VM {vm_uuid} in "
                                 f"row vm_view {vm_uuid} (version ")
