@@ -18,6 +18,7 @@ from projections.read_model import ReadModel, apply_together, batches_begin, bat
 from projections.tracking import (
     ProjectionConflictError, claim, claim_or_abort, conflict_over, refused,
 )
+from projections.tracking_behind import TrackingBehindError, rows_past
 from projections.writes_later import WritesLater, fold_outside_the_lock
 
 
@@ -83,14 +84,19 @@ class BatchApplier:
         committed = None
         batches_begin(group, start)
         try:
-            later, under_lock = fold_outside_the_lock(self.db, group, start, events)
             try:
+                later, under_lock = fold_outside_the_lock(self.db, group, start, events)
                 with self.db.transaction(pipeline=True, durable=False) as tx:
                     ahead = self._write(tx, group, start, end, events, under_lock,
                                               later, batch_size, live)
+            except (TrackingBehindError, ProjectionConflictError):
+                raise
             except Exception as error:
                 if refused(error):
                     raise ProjectionConflictError(str(error).strip()) from error
+                behind = rows_past(self.db, group, start, events)
+                if behind is not None:
+                    raise behind from error
                 raise
             committed = end
         finally:

@@ -24,9 +24,10 @@ from projections.formats import rfc3339, uuid_text
 from projections.kept_folds import KeptFolds
 from projections.rebuild import SUFFIX as REBUILD_SUFFIX
 from projections.runner import ReadModel
+from projections.tracking_behind import TrackingBehindError
 # the row-fold handling lives in vm_view_folds; its names are re-exported for their users
 from projections.vm_view_folds import (  # noqa: F401
-    FOLD_OF, FoldRows, Refold, TrackingBehindError, UnusableFoldError,
+    FOLD_OF, FoldRows, Refold, UnusableFoldError,
 )
 
 
@@ -177,8 +178,10 @@ class VmView(FoldRows, ReadModel):
                   else folded.get(vm_id) or self.kept.get(vm_id)
                   or self._load(stored, vm_id, event.originator_version))
             if vm is not None and event.originator_version <= vm.version:
-                raise TrackingBehindError(self.name.removesuffix(REBUILD_SUFFIX), vm_id,
-                                          event.originator_version, vm.version, position)
+                raise TrackingBehindError(self.name, (
+                    f"the event of version {event.originator_version} of VM "
+                    f"{uuid_text(vm_id)} (log position {position}) comes again, and its row "
+                    f"is at version {vm.version}"))
             # a gap (or no row) raises StreamGapError (domain.chain), an event the fold
             # cannot apply UnfoldableEventError naming this read model: both the stream's
             folded[vm_id] = apply_stored(event, vm, self.name.removesuffix(REBUILD_SUFFIX))

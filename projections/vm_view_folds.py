@@ -1,6 +1,7 @@
 """How ``vm_view`` rows keep a VM's fold (projections/vm_view.py): the folded state written
 with each row, its thaw for the next event, and what happens when a row's state cannot be used
-(edited behind the service's back) or a batch brings an event a row is already past.
+(edited behind the service's back). A batch bringing an event a row is already past is the
+tracking's error, not the fold's (projections/tracking_behind.py).
 
 The folded state is a ``Vm`` snapshot's state plus ``FOLD_OF``. A row an older version of the
 ``Vm`` class wrote keeps that version's state (``class_version`` 2 has no ``node_seen``): its
@@ -118,23 +119,6 @@ class FoldRows:
 
 class UnusableFoldError(Exception):
     """A ``vm_view`` row's folded state cannot be used, and no ``refold`` was given."""
-
-
-class TrackingBehindError(Exception):
-    """A batch brings a VM's event its row is already past: the read model's tracking
-    position is behind its rows (its ``projection_tracking`` row set back behind the service's
-    back, or the read-model tables restored newer than it). The log is intact: the error is
-    the read model's, and a rebuild mends it. Before, the fold's own words ("stream … has a
-    gap: its event of version 2 follows version 129") said the log was damaged (auditor
-    tester)."""
-
-    def __init__(self, read_model: str, vm_id: UUID, version: int, row_version: int,
-                 position: int):
-        super().__init__(
-            f"read model {read_model}'s tracking is behind its rows: the event of version "
-            f"{version} of VM {uuid_text(vm_id)} (log position {position}) comes again, and "
-            f"its row is at version {row_version}; the log is intact: `vmledger rebuild "
-            f"{read_model}` rebuilds the read model")
 
 
 def _not_its_fold(fold_of: Any, vm_id: UUID, version: int) -> str | None:
