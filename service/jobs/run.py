@@ -85,7 +85,8 @@ class JobRun:
         # What the steps assume of the VM: where it was, as it was, when the job was claimed.
         self.expected = (str(vm.state), vm.server_uuid)
         self._lost: JobNotRunnableError | None = None
-        # How the job ended here: succeeded, failed, lost (taken over), None while running.
+        # How the job ended here: succeeded, failed, lost (taken over), waiting (a takeover
+        # left it to the next: service/jobs/takeovers.py), None while running.
         self.outcome: str | None = None
         # A provision that fails: whether every server a copy may be on answered it has none
         # (set by the handler that cleaned up); until then a copy may hold the VM's addresses,

@@ -6,11 +6,16 @@ effect is repeated, and a job with no attempts left still adopts what its lost w
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass, field
+
 from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
 from service.jobs import effects
-from service.jobs.compute.driver import ComputeError, Incarnation
+from service.jobs.compute.driver import ComputeError, Incarnation, UnknownServerError
 from service.jobs.run import JobRun, StepFailedError
+
+log = logging.getLogger(f"vmledger.{__name__}")
 
 
 def give_up(job: JobRun) -> None:
@@ -97,15 +102,23 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
     it, unless ``giving_up`` (no attempts left), when the copy is removed and the job fails.
     A failure gives back the VM's NICs only when every server answered that it has no copy
     (or had its copy removed): a server that did not answer may come back with a copy still
-    configured with the VM's addresses (``Lifecycle.record_provision_failed``)."""
-    found, every_server_answered = _where_is(job, vm_uuid)
-    if found is None:
+    configured with the VM's addresses (``Lifecycle.record_provision_failed``).
+
+    Found nowhere while a server a copy may be on (``Vm.copy_servers``) could not be fenced
+    (``unknown``, unreachable), nothing is decided: that server never saw this takeover's
+    fence, so the lost worker's late boot could still land there once it is back. The job
+    stays running and waits (``_wait_for``), and the next takeover asks again."""
+    look = _where_is(job, vm_uuid)
+    if look.found is None:
+        if look.unfenced:
+            _wait_for(job, look.unfenced)
+            return
         error = giving_up or "the worker provisioning it was lost before the VM was created"
         job.record_step("reconcile", result=None, error=error)
         job.fail(error, lambda v: v.record_provision_failed(
-            error, cause=job.cause, no_copy=every_server_answered))
+            error, cause=job.cause, no_copy=look.every_server_answered))
         return
-    server_uuid, run = found
+    server_uuid, run = look.found
     job.record_step("reconcile", result=_reported(server_uuid, run, job), observed=run)
     if run.begun_by != job.job_uuid and run.state != "running":
         if giving_up is not None:
@@ -122,15 +135,30 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
                                lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
 
 
-def _where_is(job: JobRun, vm_uuid: str) -> tuple[tuple[str, Incarnation] | None, bool]:
-    """The server that reports the VM, with its incarnation, or None; and whether every
-    server a copy may be on answered (a server that raises ``ComputeError`` is passed over:
-    its copy, if it has one, is not found, so None then does not mean no copy). The server
-    the VM claims capacity on is asked first."""
+@dataclass
+class _Look:
+    """What a provision's takeover found asking every server: the server that reports the
+    VM, with its incarnation (None: none that answered); whether every server answered;
+    and the servers a copy may be on that it could not fence (asked later)."""
+
+    found: tuple[str, Incarnation] | None = None
+    every_server_answered: bool = True
+    unfenced: list[str] = field(default_factory=list)
+
+
+def _where_is(job: JobRun, vm_uuid: str) -> _Look:
+    """Ask the servers for the VM, the one it claims capacity on first, until one reports
+    it. Each look (``observe``) raises the takeover's fence there. A server that raises
+    ``ComputeError`` is passed over (its copy, if any, is not found, so "found nowhere" then
+    does not mean no copy); if a copy may be on it, its fence is raised alone
+    (``raise_fence``: a server an operator recorded removed still takes it), and where that
+    fails too, the server is ``unfenced``, unless it takes no call at all
+    (``UnknownServerError``: not the driver's, or removed by its own report)."""
     servers = [server.uuid for server in job.driver.servers()]
     claimed = (job.vm.claim or {}).get("server_uuid")
+    look = _Look()
     # a claimed server the driver no longer lists is not asked: it did not answer either
-    answered = claimed is None or claimed in servers
+    look.every_server_answered = claimed is None or claimed in servers
     if claimed in servers:
         servers.remove(claimed)
         servers.insert(0, claimed)
@@ -138,11 +166,40 @@ def _where_is(job: JobRun, vm_uuid: str) -> tuple[tuple[str, Incarnation] | None
         try:
             run = job.driver.observe(server_uuid, vm_uuid)
         except ComputeError:
-            answered = False
+            look.every_server_answered = False
+            if server_uuid in job.vm.copy_servers and not _fenced(job, server_uuid, vm_uuid):
+                look.unfenced.append(server_uuid)
             continue
         if run is not None:
-            return (server_uuid, run), answered
-    return None, answered
+            look.found = (server_uuid, run)
+            return look
+    return look
+
+
+def _fenced(job: JobRun, server_uuid: str, vm_uuid: str) -> bool:
+    """Whether the lost worker's calls are refused on the server now: its fence raised
+    there, or the server takes no call at all."""
+    try:
+        job.driver.raise_fence(server_uuid, vm_uuid)
+    except UnknownServerError:
+        return True
+    except ComputeError:
+        return False
+    return True
+
+
+def _wait_for(job: JobRun, unfenced: list[str]) -> None:
+    """Leave the provision undecided: recorded as a ``reconcile`` step naming the servers
+    that could not be asked, the job still running under this worker's lease, which is not
+    renewed. Once it expires, another worker takes the job over (attempt + 1, a newer
+    fence) and asks again; attempts spent, the giving up asks the same way (``give_up``)."""
+    error = (f"server {', '.join(unfenced)} could not be asked, and a copy may be there: "
+             "the provision is decided once every such server answers (taken over again "
+             "when this lease expires)")
+    job.record_step("reconcile", result=None, error=error)
+    job.outcome = "waiting"
+    log.info("job %s waits for %s to answer", job.job["name"], ", ".join(unfenced),
+             extra={"job_name": job.job["name"], "attempt": job.attempt})
 
 
 def _remove_everywhere(job: JobRun, vm_uuid: str) -> bool:

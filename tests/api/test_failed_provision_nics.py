@@ -4,11 +4,13 @@ gives them back in the save that records it failed, however the provision failed
 step, a takeover finding no copy), so the network hands them out again at once, a late call of
 the lost worker is fenced off, and a later DeleteVm releases nothing twice. When a server did
 not answer, or removing the copy failed, the failed VM keeps them: that copy may still be
-configured with them. A log written when failed provisions kept their NICs reads as
+configured with them. A takeover that cannot ask the server the copy may be on decides
+nothing until it answers: that server never saw its fence. A log written when failed provisions kept their NICs reads as
 it did, and its DeleteVm still gives them back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from domain.lifecycle import CANCELED_BY_PROVISION_FAILURE
@@ -19,7 +21,7 @@ from service.jobs.compute.driver import ComputeError
 from tests.api.helpers import V2, act, create_vm, get_vm, history_types, wait_job
 from tests.builders import create, settle, stream
 from tests.integration.test_fencing import paused_in
-from tests.integration.test_job_faults import copies, rescuer
+from tests.integration.test_job_faults import copies, rescuer, steps_by
 
 FAIL = {"force_provision_failure": True}
 
@@ -104,32 +106,89 @@ def test_a_provision_a_takeover_fails_gives_its_address_to_no_one_twice(
     assert services.commands.load(taker[0]).state == "running"
 
 
-def test_a_takeover_that_cannot_ask_a_server_keeps_the_failed_vms_address(
-        services, monkeypatch) -> None:
-    # A reviewer's case: worker A is paused after creating the copy; its server goes
-    # ``unknown``, so B's takeover finds no copy among the servers that answer and fails the
-    # provision. The server comes back with the copy still configured with 10.60.0.10: the
-    # address stays the failed VM's, and no other VM is given it.
-    network, asked, accepted = _one_address_and_a_vm_asking_it(services)
+def _taken_over_while_its_server_is_unknown(services, monkeypatch, json_logs, vm_uuid: str,
+                                            then: Callable[[], None]) -> str:
+    """Worker A creates the VM's copy on the server it claimed and is paused before booting
+    it; that server goes ``unknown``, and B's takeover, which cannot ask it, is checked to
+    decide nothing, even with no attempts left; the server comes back and ``then()`` runs;
+    then A resumes, its late boot asked of that server, and is checked to be refused there
+    by a newer fence, recording nothing more. Returns the server."""
     where: list[str] = []
 
     def meanwhile() -> None:
-        where.append(services.commands.load(accepted.vm_uuid).claim["server_uuid"])
+        where.append(services.commands.load(vm_uuid).claim["server_uuid"])
         services.fleet.set_server_status(where[0], "unknown")
-        assert rescuer(services, "b").run_vm(accepted.vm_uuid)
+        b = rescuer(services, "b")
+        b.max_attempts = 1  # giving up waits the same way
+        assert b.run_vm(vm_uuid)
+        vm = services.commands.load(vm_uuid)
+        assert (vm.state, vm.head_job["execution"]) == ("provisioning", "running")
+        assert [nic["ip"] for nic in vm.nic_list] == ["10.60.0.10"]
+        assert "ProvisionFailed" not in event_names(services, vm_uuid)
+        [waited] = [e.step for e in stream(services, vm_uuid)
+                    if isinstance(e, Vm.JobStepRecorded) and e.cause["actor"] == "worker:b"]
+        assert waited["name"] == "reconcile" and where[0] in waited["error"], waited
         services.fleet.set_server_status(where[0], "running")
+        then()
 
-    assert paused_in(services, monkeypatch, "ensure_state", accepted.vm_uuid,
+    assert paused_in(services, monkeypatch, "ensure_state", vm_uuid,
                      meanwhile) == ["place", "ensure_registered"]
+    [taken] = [line["message"] for line in json_logs() if "was taken from" in line["message"]
+               and line.get("actor") == f"worker:{services.worker.worker_id}"]
+    assert f"fenced off: VM {vm_uuid} has seen epoch" in taken, taken
+    return where[0]
+
+
+def event_names(services, vm_uuid: str) -> list[str]:
+    """The names of the VM's events, in order."""
+    return [type(e).__name__ for e in stream(services, vm_uuid)]
+
+
+def test_a_takeover_that_cannot_ask_a_server_a_copy_may_be_on_waits_until_it_answers(
+        services, monkeypatch, json_logs) -> None:
+    # A reviewer's case: failing the provision while the copy's server could not be asked
+    # left that server unfenced, and A's late boot ran the failed VM's copy there. B waits
+    # instead; C, once the server answers, finds the copy A created, never booted, and
+    # boots it: the provision ends well, once, and A's late boot is refused there.
+    network, _asked, accepted = _one_address_and_a_vm_asking_it(services)
+    server = _taken_over_while_its_server_is_unknown(
+        services, monkeypatch, json_logs, accepted.vm_uuid,
+        lambda: rescuer(services, "c", leases_later=4).run_vm(accepted.vm_uuid))
     vm = services.commands.load(accepted.vm_uuid)
-    assert (vm.state, vm.server_uuid) == ("failed", None)
+    assert (vm.state, vm.server_uuid, vm.head_job) == ("running", server, None)
     assert [nic["ip"] for nic in vm.nic_list] == ["10.60.0.10"]
-    assert "NicsRemoved" not in [type(e).__name__ for e in stream(services, accepted.vm_uuid)]
-    # A's late boot refused: the simulator's fences are per VM (docs/simulation.md, its known
-    # limit); a real node that never saw B's fence would admit it
-    assert copies(services, accepted.vm_uuid) == [(where[0], "stopped")]
+    assert copies(services, accepted.vm_uuid) == [(server, "running")]
+    assert services.fleet.boots(accepted.vm_uuid) == 1
+    assert steps_by(services, accepted.vm_uuid, "c")[0] == "reconcile"
     assert services.commands.load_network(network.id).claims == {
         "10.60.0.10": accepted.vm_uuid}
+
+
+def test_the_lost_workers_late_boot_is_refused_on_the_server_that_came_back(
+        services, monkeypatch, json_logs) -> None:
+    # as above, but C has no attempts left either: it removes the copy A created, fails the
+    # provision and gives its address back (every server answered), which another VM is
+    # then given; A's late boot on that server is refused, so no copy of the failed VM runs
+    # there with the address
+    network, asked, accepted = _one_address_and_a_vm_asking_it(services)
+    taker: list[str] = []
+
+    def c_gives_up() -> None:
+        c = rescuer(services, "c", leases_later=4)
+        c.max_attempts = 1
+        assert c.run_vm(accepted.vm_uuid)
+        taker.append(create(services, networks=asked).vm_uuid)
+
+    _taken_over_while_its_server_is_unknown(services, monkeypatch, json_logs, accepted.vm_uuid,
+                                            c_gives_up)
+    vm = services.commands.load(accepted.vm_uuid)
+    assert (vm.state, vm.server_uuid, vm.nic_list) == ("failed", None, [])
+    assert event_names(services, accepted.vm_uuid).count("ProvisionFailed") == 1
+    assert copies(services, accepted.vm_uuid) == []
+    assert services.fleet.boots(accepted.vm_uuid) == 0
+    settle(services)  # the other VM provisions on the address, on any server
+    assert services.commands.load(taker[0]).state == "running"
+    assert services.commands.load_network(network.id).claims == {"10.60.0.10": taker[0]}
 
 
 def test_a_provision_whose_copy_could_not_be_removed_keeps_its_address(
