@@ -18,6 +18,7 @@ from projections.read_model import ReadModel
 from projections.tracking import TRACKING_DDL, applied_read_models
 from service import schema_undone
 from service.commands import idempotency
+from service.jobs.compute.fences import PER_VM_LACKS
 from service.jobs.compute.simulated import ADDED_COLUMNS as FLEET_ADDED_COLUMNS
 from service.jobs.compute.simulated import DDL as FLEET_DDL
 from service.service_read_models import read_models
@@ -62,7 +63,8 @@ def check_tables(settings: Settings, *, writes: bool = True) -> None:
     start-up), and so is a read model's table that lacks a column where the read model has
     applied events (an older version's: the projection runner rebuilds it when it starts),
     and a fleet table that lacks only columns the fleet adds to an older one
-    (``simulated.ADDED_COLUMNS``). On PostgreSQL, raise
+    (``simulated.ADDED_COLUMNS``), or an older per-VM ``sim_fences`` (``fences.PER_VM_LACKS``,
+    keyed per server at start-up). On PostgreSQL, raise
     ``PrivilegeError`` when a table is missing and the role may not create it (no CREATE on
     the schema: PostgreSQL 15's default for an ordinary role), and, for a command that
     ``writes``, when the role may not read and write the rows of one that exists; and when
@@ -94,8 +96,9 @@ def check_tables(settings: Settings, *, writes: bool = True) -> None:
             if writes:
                 _refuse_unwritable(db, tx, [table for table in tables if present[table]])
         needed = dict(tables)
-        # the simulated fleet adds the columns an older table of its own lacks
-        for table, column, _kind in FLEET_ADDED_COLUMNS:
+        # the simulated fleet adds the columns an older table of its own lacks, and keys an
+        # older per-VM sim_fences per server
+        for table, column in (*[added[:2] for added in FLEET_ADDED_COLUMNS], PER_VM_LACKS):
             needed[table] = [each for each in needed[table] if each != column]
         for model in _read_models():
             if model.name in applied:

@@ -12,7 +12,8 @@ drops it), the fleet meets a column it lacks, the runner claims batches with an 
   (``ProjectionRunner.create_tables``' stale check);
 - the indexes the read models' statements declare that are missing;
 - the claim function, missing or not the one this version defines (``CLAIM_FUNCTION_DDL``);
-- the simulated fleet's columns an older table lacks (``simulated.ADDED_COLUMNS``).
+- the simulated fleet's columns an older table lacks (``simulated.ADDED_COLUMNS``), and an
+  older ``sim_fences`` kept per VM, to be keyed per server (``fences.carry_per_vm_fences``).
 
 Missing tables are ``schema_check.refuse_missing``'s; this module reads the catalogue only.
 """
@@ -24,6 +25,7 @@ import re
 from projections.db import Database, Tx
 from projections.read_model import ReadModel
 from projections.tracking import CLAIM_FUNCTION_DDL, applied_read_models
+from service.jobs.compute.fences import PER_VM_LACKS
 from service.jobs.compute.simulated import ADDED_COLUMNS as FLEET_ADDED_COLUMNS
 
 _INDEX = re.compile(r"CREATE (?:UNIQUE )?INDEX IF NOT EXISTS (?P<name>\w+) ON ")
@@ -66,6 +68,9 @@ def undone(db: Database, tx: Tx, read_models: list[ReadModel]) -> list[str]:
     for table, column, _kind in FLEET_ADDED_COLUMNS:
         if column not in db.columns(tx, table):
             found.append(f"{table}.{column} (missing)")
+    fences = db.columns(tx, PER_VM_LACKS[0])
+    if fences and PER_VM_LACKS[1] not in fences:
+        found.append(f"{PER_VM_LACKS[0]} (per VM: to be keyed per server)")
     return found
 
 

@@ -202,16 +202,19 @@ class TraceDriver:
     def __init__(self) -> None:
         self._where: dict[str, str] = {}  # vm uuid -> server uuid
         self._vms: dict[str, dict[str, PowerState]] = {}  # server uuid -> vm uuid -> power
-        self._epochs: dict[str, int] = {}  # vm uuid -> the newest fence's epoch
+        # (machine, vm uuid) -> the newest fence's epoch: each machine keeps its own
+        self._epochs: dict[tuple[str, str], int] = {}
 
-    def _admit(self, vm_uuid: str, fence: Fence | None) -> None:
-        """The fence check (``ComputeDriver``): raises ``FencedOffError`` for an older one."""
+    def _admit(self, server_uuid: str, vm_uuid: str, fence: Fence | None) -> None:
+        """The fence check (``ComputeDriver``): raises ``FencedOffError`` for an older one
+        than the machine has seen for the VM."""
         if fence is None:
             return
-        if fence.epoch < self._epochs.get(vm_uuid, fence.epoch):
+        key = (server_uuid, vm_uuid)
+        if fence.epoch < self._epochs.get(key, fence.epoch):
             raise FencedOffError(f"fenced off: VM {vm_uuid} has seen epoch "
-                                 f"{self._epochs[vm_uuid]}, newer than {fence.epoch}")
-        self._epochs[vm_uuid] = fence.epoch
+                                 f"{self._epochs[key]} on {server_uuid}, newer than {fence.epoch}")
+        self._epochs[key] = fence.epoch
 
     def servers(self) -> list[ServerInfo]:
         """The machines the replay has placed VMs on."""
@@ -233,7 +236,7 @@ class TraceDriver:
         fence: Fence | None = None,
     ) -> None:
         """Put the VM on the machine, stopped (moving it if it was elsewhere)."""
-        self._admit(vm_uuid, fence)
+        self._admit(server_uuid, vm_uuid, fence)
         if self._where.get(vm_uuid) != server_uuid:
             self.forget(vm_uuid)
             self._where[vm_uuid] = server_uuid
@@ -242,7 +245,7 @@ class TraceDriver:
     def observe(self, server_uuid: str, vm_uuid: str, *,
                 fence: Fence | None = None) -> Incarnation | None:
         """The VM on the machine (the replay counts no incarnations: always 1), or None."""
-        self._admit(vm_uuid, fence)
+        self._admit(server_uuid, vm_uuid, fence)
         power = self._vms.get(server_uuid, {}).get(vm_uuid)
         return None if power is None else Incarnation(power, 1)
 
@@ -252,7 +255,7 @@ class TraceDriver:
         """Power the VM on or off (a replay is one process: no step is ever repeated, so
         ``effect`` is not needed). Raises ``ComputeError`` if it is not on the machine (a bug
         of the replay, never a trace fact)."""
-        self._admit(vm_uuid, fence)
+        self._admit(server_uuid, vm_uuid, fence)
         if self._where.get(vm_uuid) != server_uuid:
             raise ComputeError(f"VM {vm_uuid} is not on server {server_uuid}")
         power: PowerState = "stopped" if state == "stopped" else "running"
@@ -261,19 +264,19 @@ class TraceDriver:
 
     def unregister(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
         """Take the VM off the machine (nothing if it is not there)."""
-        self._admit(vm_uuid, fence)
+        self._admit(server_uuid, vm_uuid, fence)
         if self._where.get(vm_uuid) == server_uuid:
             self.forget(vm_uuid)
 
     def raise_fence(self, server_uuid: str, vm_uuid: str, *, fence: Fence | None = None) -> None:
         """The fence check alone (the replay quarantines, so a fence job may ask)."""
-        self._admit(vm_uuid, fence)
+        self._admit(server_uuid, vm_uuid, fence)
 
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
                     fence: Fence | None = None) -> None:
         """Nothing to do but the fence check: the trace has no configuration changes, and its
         machines are never removed."""
-        self._admit(vm_uuid, fence)
+        self._admit(server_uuid, vm_uuid, fence)
 
     def forget(self, vm_uuid: str) -> None:
         """The trace says the task left its machine."""

@@ -135,7 +135,7 @@ def _taken_over_while_its_server_is_unknown(services, monkeypatch, json_logs, vm
                      meanwhile) == ["place", "ensure_registered"]
     [taken] = [line["message"] for line in json_logs() if "was taken from" in line["message"]
                and line.get("actor") == f"worker:{services.worker.worker_id}"]
-    assert f"fenced off: VM {vm_uuid} has seen epoch" in taken, taken
+    assert f"fenced off: VM {vm_uuid} has seen epoch" in taken and where[0] in taken, taken
     return where[0]
 
 

@@ -1,9 +1,9 @@
 """A worker paused in a compute call, whose job another worker took over meanwhile, does not
 carry the call out when it resumes (docs/jobs.md, "Fencing"): every compute operation of a
-job carries the job's fence, the node remembers the newest it has seen per VM, and an
-operation with an older one is refused. The resumed worker records nothing, and its step is
-not applied: a later job (a start, an update) is not undone, a reboot not repeated, a failed
-VM not created.
+job carries the job's fence, each node remembers the newest it has seen per VM, and an
+operation with an older one is refused there. The resumed worker records nothing, and its
+step is not applied: a later job (a start, an update) is not undone, a reboot not repeated,
+a failed VM not created.
 
 Worker A (``services.worker``) is "paused" in the call (before its work) by a hook that runs
 everything worker B does meanwhile: B's clock stands two leases later, so it takes the job
@@ -172,6 +172,7 @@ def test_an_operation_with_an_older_fence_than_the_vm_has_seen_is_refused_and_do
     fleet = services.fleet
     vm_uuid = a_running_copy(fleet)
     fleet.observe(SERVER, vm_uuid, fence=NEWER)
+    fleet.raise_fence(OTHER_SERVER, vm_uuid, fence=NEWER)  # where ensure_registered asks
     before = fleet.copies(vm_uuid), fleet.config(SERVER, vm_uuid)
 
     with pytest.raises(FencedOffError, match="has seen epoch 9 .job job-b."):
@@ -190,7 +191,7 @@ def test_a_fence_is_admitted_again_and_a_newer_one_fences_it_off_for_good(servic
     fleet.unregister(SERVER, vm_uuid, fence=NEWER)
     fleet.reboot_server(SERVER)
 
-    # fences are per VM, and outlive the copy and its host's reboot
+    # fences are per VM on each server, and outlive the copy and its host's reboot
     assert fleet.observe(SERVER, other_vm, fence=OLDER) is None
     with pytest.raises(FencedOffError):
         fleet.ensure_registered(SERVER, vm_uuid, ram_mib=128, metadata={}, fence=OLDER)
@@ -208,8 +209,8 @@ def test_a_step_and_the_admission_of_its_fence_are_one_transaction(services, mon
     admitted, go_on = threading.Event(), threading.Event()
     admit = simulated.admit
 
-    def admit_then_hold(tx, vm, fence):
-        admit(tx, vm, fence)
+    def admit_then_hold(tx, server, vm, fence):
+        admit(tx, server, vm, fence)
         if fence == OLDER:
             admitted.set()
             assert go_on.wait(30)

@@ -147,6 +147,9 @@ def _grant_rows(database_url: str, reader_url: str) -> None:
 # (service/schema_undone.py), done by the owner after the tables were made.
 OLDER = {
     "a fleet column": ("ALTER TABLE sim_vms DROP COLUMN config", "sim_vms.config"),
+    "per-VM fences": ("DROP TABLE sim_fences; CREATE TABLE sim_fences (vm_uuid TEXT PRIMARY "
+                      "KEY, epoch BIGINT NOT NULL, job_uuid TEXT NOT NULL)",
+                      "sim_fences (per VM: to be keyed per server)"),
     "the claim function": ("CREATE OR REPLACE FUNCTION vmledger_claim(names TEXT[], "
                            "start_at BIGINT, reach BIGINT) RETURNS VOID LANGUAGE plpgsql "
                            "AS $$ BEGIN END $$", "function vmledger_claim (an older"),

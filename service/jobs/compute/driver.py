@@ -14,7 +14,8 @@ garbage collection, a slow network) can resume after its job was taken over, and
 later jobs ran, and then carry out a step that is no longer wanted (a stop that undoes a later
 start, a reboot of a run a later job began). So every operation a job makes on a VM carries
 its **fence** (``Fence``), and the driver refuses one whose fence is older than the newest it
-has seen for that VM (``FencedOffError``; docs/jobs.md, "Fencing").
+has seen for that VM (``FencedOffError``; docs/jobs.md, "Fencing"). Each node keeps its own:
+a fence raised on one server refuses nothing on another.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class Fence:
 
 
 class FencedOffError(Exception):
-    """The operation carries an older fence than the newest the driver has seen for the VM:
+    """The operation carries an older fence than the newest its server has seen for the VM:
     its job was taken from the worker asking (or later jobs ran since), so nothing was done.
     Not a ``ComputeError``: nothing failed that a job should record or retry; the worker
     treats it as its job taken from it and records nothing (docs/jobs.md, "Fencing")."""
@@ -106,10 +107,12 @@ class ComputeDriver(Protocol):
     """What the worker may ask of the compute nodes.
 
     Every operation on one VM (``ensure_registered``, ``observe``, ``ensure_state``,
-    ``unregister``, ``reconfigure``) takes the ``fence`` of the job asking. A driver keeps,
+    ``unregister``, ``reconfigure``) takes the ``fence`` of the job asking. Each server keeps,
     per VM, the newest fence it has seen, durably (a restart of the driver, an agent or a host
     forgets none), and checks and raises it atomically with the operation itself, so that no
-    step with an older fence can take effect after one with a newer fence was admitted:
+    step with an older fence can take effect there after one with a newer fence was admitted
+    there. A server keeps only the fences asked of it: fencing a lost worker off is asking
+    every server it may call.
 
     - an older epoch than the newest seen: ``FencedOffError``, and nothing is done (a lookup
       is not answered either);

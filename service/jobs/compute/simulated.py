@@ -15,8 +15,9 @@ operation on a VM there and every happening of a guest there bumps it first, in 
 transaction (so they are ordered by the server row's lock, and a report, which reads it the
 same way, sees exactly what happened up to its number); each ``Incarnation`` answered, and
 each report, carries it (service/jobs/compute/driver.py).
-Every operation on a VM admits its job's fence in its own transaction first
-(service/jobs/compute/fences.py), so a lost worker's late step changes nothing.
+Every operation on a VM admits its job's fence in its own transaction first, as the server
+it is asked of keeps it (service/jobs/compute/fences.py), so a lost worker's late step
+changes nothing on a server that has seen a newer fence.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from service.jobs.compute.driver import (
     UnknownServerError,
 )
 from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
-from service.jobs.compute.fences import FENCES_DDL, admit
+from service.jobs.compute.fences import FENCES_DDL, admit, carry_per_vm_fences
 from service.jobs.compute.sim_config import copy_config, reconfigure_copy
 from service.jobs.compute.sim_world import SimulatedWorld, bump as _bump
 
@@ -77,13 +78,15 @@ class SimulatedFleet(SimulatedWorld):
         self.faults = Faults(db, default_latency_s=latency_s)
 
     def create_tables(self) -> None:
-        """Create the simulator's tables (idempotent)."""
+        """Create the simulator's tables (idempotent), adding the columns an older table
+        lacks and keying an older per-VM ``sim_fences`` per server (``carry_per_vm_fences``)."""
         with self.db.transaction() as tx:
             for statement in DDL:
                 tx.execute(statement)
             for table, column, kind in ADDED_COLUMNS:
                 if column not in self.db.columns(tx, table):
                     tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            carry_per_vm_fences(self.db, tx)
 
     def ensure_servers(self, count: int, *, ram_mib: int, cpus: int) -> None:
         """Make sure servers 0..count-1 exist (existing ones keep their state)."""
@@ -146,7 +149,7 @@ class SimulatedFleet(SimulatedWorld):
                 raise ComputeError("provision failed: force_provision_failure was set")
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
-                admit(tx, vm_uuid, fence)
+                admit(tx, server_uuid, vm_uuid, fence)
                 _bump(tx, server_uuid)
                 tx.execute(
                     "INSERT INTO sim_vms (vm_uuid, server_uuid, state, ram_mib, boots, known) "
@@ -160,7 +163,7 @@ class SimulatedFleet(SimulatedWorld):
         with self.faults.around("inventory"):
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
-                admit(tx, vm_uuid, fence)
+                admit(tx, server_uuid, vm_uuid, fence)
                 seq = _bump(tx, server_uuid)  # a look too: ordered against the rest
                 row = self._copy(tx, server_uuid, vm_uuid)
         return None if row is None else _incarnation(row, server_uuid, seq)
@@ -171,7 +174,7 @@ class SimulatedFleet(SimulatedWorld):
         with self.faults.around("ensure_state"):
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
-                admit(tx, vm_uuid, fence)
+                admit(tx, server_uuid, vm_uuid, fence)
                 seq = _bump(tx, server_uuid)
                 row = self._copy(tx, server_uuid, vm_uuid)
                 if row is None:
@@ -206,7 +209,7 @@ class SimulatedFleet(SimulatedWorld):
         with self.faults.around("unregister"):
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
-                admit(tx, vm_uuid, fence)
+                admit(tx, server_uuid, vm_uuid, fence)
                 _bump(tx, server_uuid)
                 tx.execute("DELETE FROM sim_vms WHERE vm_uuid = ? AND server_uuid = ?",
                            (vm_uuid, server_uuid))
@@ -215,14 +218,14 @@ class SimulatedFleet(SimulatedWorld):
         with self.faults.around("inventory"):  # a look at the node, as ``observe``
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
-                admit(tx, vm_uuid, fence)
+                admit(tx, server_uuid, vm_uuid, fence)
 
     def reconfigure(self, server_uuid: str, vm_uuid: str, changes: dict[str, object], *,
                     fence: Fence | None = None) -> None:
         with self.faults.around("reconfigure"):
             self._require_running(server_uuid)
             with self.db.transaction() as tx:
-                admit(tx, vm_uuid, fence)
+                admit(tx, server_uuid, vm_uuid, fence)
                 _bump(tx, server_uuid)
                 reconfigure_copy(tx, server_uuid, vm_uuid, changes)
 
