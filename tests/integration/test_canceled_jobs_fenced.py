@@ -6,7 +6,8 @@ be on, so the canceled worker's call is refused when it resumes. Only then does 
 ``add_nics`` give back its NICs and their addresses, after asking the node to drop them
 (its call may have landed before the fence went up). A v2 DELETE that destroys at once
 queues one too: its servers are removed, but the node of a server an operator recorded
-removed may still take a call that a worker began before.
+removed may still take a call that a worker began before. Each node keeps its own fences, so
+a VM whose copy may be on two servers is fenced on both.
 
 Worker A (``services.worker``) is paused in its compute call, before the call's work, by a
 hook that runs the cancel and worker B meanwhile (``test_fencing.paused_in``); then A
@@ -21,7 +22,10 @@ import pytest
 
 from domain.states import Action
 from domain.vm import make_cause
+from service.jobs.compute.driver import Fence, FencedOffError
 from tests.builders import act, job
+from tests.integration.test_agents import report
+from tests.integration.test_agents import running_vm as running_vm_of_agents
 from tests.integration.test_fencing import paused_in
 from tests.integration.test_job_faults import copies, rescuer
 from tests.integration.test_quarantine import later
@@ -179,3 +183,62 @@ def test_a_running_job_a_v2_delete_destroys_at_once_changes_nothing_on_the_node(
                               f"server {server_uuid} is removed", "nics_dropped": True}
     vm = services.commands.load(vm_uuid)
     assert (vm.state, vm.active_jobs) == ("destroyed", [])
+
+
+# -- a VM whose copy may be on two servers ----------------------------------------------------
+
+def by_an_immediate_destroy(services, vm_uuid: str) -> None:
+    """Both servers recorded removed by an operator (their nodes still up), then a v2
+    DELETE, which destroys the VM at once."""
+    for server_uuid in services.commands.load(vm_uuid).copy_servers:
+        services.commands.remove_server(server_uuid, cause=make_cause("operator"))
+    services.projections.catch_up()  # the worker and DELETE read removals from server_view
+    assert act(services, vm_uuid, Action.DESTROY).job_uuid is None
+    assert services.commands.load(vm_uuid).state == "destroyed"
+
+
+CANCELS: dict[str, Callable[..., None]] = {
+    "quarantine": by_the_operator, "immediate-destroy": by_an_immediate_destroy}
+
+
+@pytest.mark.parametrize("cancel", CANCELS.values(), ids=CANCELS.keys())
+def test_a_canceled_job_whose_vm_has_copies_on_two_servers_is_fenced_off_on_both(
+        services, monkeypatch, json_logs, cancel):
+    # The VM ran on S1 until S1's host rebooted; the start its policy queued places it anew
+    # on S2 (copy_servers: S1, its server, and S2, its claim) and A, running it, is paused
+    # in its boot on S2 while the cancel and B's fence job run. Each node keeps its own
+    # fences, so the fence job must raise it on both: A's late calls are refused on each.
+    vm_uuid = running_vm_of_agents(services)
+    first = services.commands.load(vm_uuid).server_uuid
+    second = next(s.uuid for s in services.fleet.servers() if s.uuid != first)
+    monkeypatch.setattr(services.worker, "placement", lambda _vm: [second])
+    services.fleet.reboot_server(first)
+    assert report(services, first) == {vm_uuid: "host_reboot"}  # queues the policy's start
+    services.projections.catch_up()
+    start = services.commands.load(vm_uuid).head_job["uuid"]
+    fences: list[Fence] = []
+    original = services.fleet.ensure_state
+
+    def boot_paused(server_uuid, vm, state, **kwargs):
+        monkeypatch.setattr(services.fleet, "ensure_state", original)
+        fences.append(kwargs["fence"])
+        assert services.commands.load(vm_uuid).copy_servers == [first, second]
+        cancel(services, vm_uuid)
+        assert worker_b(services).run_vm(vm_uuid)  # the fence job
+        return original(server_uuid, vm, state, **kwargs)
+
+    monkeypatch.setattr(services.fleet, "ensure_state", boot_paused)
+    assert services.worker.run_vm(vm_uuid)
+
+    assert taken_by_a_fence(json_logs, start)  # A's boot on S2, refused there
+    assert copies(services, vm_uuid) == [(second, "stopped")]
+    assert services.fleet.boots(vm_uuid) == 0
+    for server_uuid in (first, second):  # a late call of A on either node
+        with pytest.raises(FencedOffError, match=f"on server {server_uuid}"):
+            services.fleet.ensure_registered(server_uuid, vm_uuid, ram_mib=128, metadata={},
+                                             fence=fences[0])
+    assert copies(services, vm_uuid) == [(second, "stopped")]
+    assert job(services, start)["execution"] == "canceled"
+    [fence] = fence_jobs(services, vm_uuid)
+    assert fence["execution"] == "succeeded", fence
+    assert [step["result"]["server_uuid"] for step in fence["chain_results"]] == [first, second]
