@@ -27,23 +27,32 @@ def fence(job: JobRun) -> None:
     addresses stay the VM's, as the node may have them."""
     args = job.params.get("args", {})
     macs: list[str] = args.get("macs", [])
-    vm_uuid = str(job.vm.id)
     servers = list(dict.fromkeys([*args.get("servers", []), *job.vm.copy_servers]))
-    results: list[dict[str, Any]] = []
     try:
-        if not servers:
-            job.record_step("fence", result="no server: no compute node was touched")
-        for server_uuid in servers:
-            results.append(job.step(
-                "fence", lambda server=server_uuid: _raise_on(job, server, vm_uuid, macs),
-                whatever_the_state=True))
+        dropped = fence_everywhere(job, servers, macs)
     except StepFailedError as failure:
         job.fail(str(failure))
         return
-    if all(result.get("nics_dropped", True) for result in results):
+    if dropped:
         job.succeed(lambda vm: vm.remove_nics_it_has(macs, cause=job.cause) and None)
     else:
         job.succeed()  # a copy on a removed server may have them: the VM keeps them
+
+
+def fence_everywhere(job: JobRun, servers: list[str], macs: list[str]) -> bool:
+    """Raise ``job``'s fence on each of ``servers``, one step ``fence`` each (``_raise_on``,
+    whatever the VM's state), having the copy there drop the NICs ``macs``; with none, a
+    ``fence`` step saying no node was touched. True when every server dropped them or cannot
+    have them; False when one took the fence but a removal recorded in the log keeps it from
+    being asked more. Raises ``StepFailedError`` when a server's step failed every attempt:
+    that server may still admit an older fence, and may have the NICs."""
+    vm_uuid = str(job.vm.id)
+    if not servers:
+        job.record_step("fence", result="no server: no compute node was touched")
+    results = [job.step("fence", lambda server=server_uuid: _raise_on(job, server, vm_uuid, macs),
+                        whatever_the_state=True)
+               for server_uuid in servers]
+    return all(result.get("nics_dropped", True) for result in results)
 
 
 def _raise_on(job: JobRun, server_uuid: str, vm_uuid: str, macs: list[str]

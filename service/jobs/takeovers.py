@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
-from service.jobs import effects
+from service.jobs import effects, fence_job
 from service.jobs.compute.driver import ComputeError, Incarnation, UnknownServerError
 from service.jobs.run import JobRun, StepFailedError
 
@@ -28,6 +28,9 @@ def give_up(job: JobRun) -> None:
     if name is JobName.FENCE:  # not the VM's provision, whatever its state
         job.fail(error)
         return
+    if name is JobName.ADD_NICS:
+        _give_up_nics(job, error)
+        return
     if job.vm.state == VmState.PROVISIONING:
         reconcile_provision(job, str(job.vm.id), giving_up=error)
         return
@@ -36,6 +39,26 @@ def give_up(job: JobRun) -> None:
     if name is JobName.STOP and _adopt_stop(job):
         return
     job.fail(error)
+
+
+def _give_up_nics(job: JobRun, error: str) -> None:
+    """End an ``add_nics`` given up: a lost worker's ``reconfigure`` may have reached the
+    node, or still may, so this worker (its claim newer than theirs) raises its fence on
+    every server a copy may be on and has the copy drop the job's NICs there, as a ``fence``
+    job does for a canceled ``add_nics`` (service/jobs/fence_job.py); then the job fails and
+    gives the NICs back, with their addresses. A server that could not be fenced, or one
+    recorded removed that may still have them, leaves the VM its NICs: the job fails naming
+    why, and the NICs and addresses stay the VM's, as the node may have them."""
+    macs = [nic["mac"] for nic in job.params.get("args", {}).get("nics", [])]
+    try:
+        dropped = fence_job.fence_everywhere(job, job.vm.copy_servers, macs)
+    except StepFailedError as failure:
+        job.fail(f"{error}; its NICs are kept, as a node may have them: {failure}")
+        return
+    if not dropped:
+        job.fail(f"{error}; its NICs are kept, as a removed server may have them")
+        return
+    job.fail(error, lambda vm: vm.give_back_added_nics(job.job, cause=job.cause) and None)
 
 
 def _adopt_stop(job: JobRun) -> bool:
