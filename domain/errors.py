@@ -17,9 +17,10 @@ class VmNotFoundError(DomainError):
     all is said to be one (VMAPI's ``Invalid UUID``): "VM notauuid not found" read as if a VM
     could have that uuid (auditor tester). The answer stays a 404, as GetVm's is."""
 
-    def __init__(self, vm_uuid: UUID | str):
+    def __init__(self, vm_uuid: UUID | str, which: str = ""):
+        """``which`` narrows what was not found (" at version 9"), after the uuid."""
         malformed = "" if _is_uuid(vm_uuid) else " (Invalid UUID: not a uuid)"
-        super().__init__(f"VM {vm_uuid} not found{malformed}")
+        super().__init__(f"VM {vm_uuid}{which} not found{malformed}")
         self.vm_uuid = str(vm_uuid)
 
 
@@ -57,7 +58,7 @@ class InvalidTransitionError(DomainError):
 class UnallocatedVmError(DomainError):
     """API version 1 refuses actions on a VM with no server yet (VMAPI ``UnallocatedVM``)."""
 
-    def __init__(self, state: str, action: str):
+    def __init__(self, state: str, action: str, allowed_actions: list[str] | None = None):
         if action == "destroy":
             message = "Cannot delete a VM with no server_uuid"
         else:
@@ -65,6 +66,7 @@ class UnallocatedVmError(DomainError):
         super().__init__(message)
         self.state = str(state)
         self.action = str(action)
+        self.allowed_actions = allowed_actions or []  # the API version's (its raiser's)
 
 
 class VmAlreadyDestroyedError(DomainError):
@@ -73,6 +75,8 @@ class VmAlreadyDestroyedError(DomainError):
     def __init__(self, vm_uuid: UUID | str):
         super().__init__(f"VM {vm_uuid} is already destroyed")
         self.vm_uuid = str(vm_uuid)
+        self.state = "destroyed"
+        self.allowed_actions: list[str] = []  # the API version's (Behaviour.admit sets it)
 
 
 class DuplicateVmError(DomainError):

@@ -155,7 +155,8 @@ class Row:
 VALIDATION = 0  # the status of bad input depends on the API version (validation_status)
 
 
-def _state_refusal(error: InvalidTransitionError | IllegalTransitionError) -> dict[str, Any]:
+def _state_refusal(error: Any) -> dict[str, Any]:
+    """A refusal because of state: the ``state`` and the ``allowed_actions`` (api.md)."""
     allowed = getattr(error, "allowed_actions", None)
     if allowed is None:  # a lifecycle fact the state does not allow: what actions it does,
         # on a server or not as the raiser said (IllegalTransitionError.has_server)
@@ -175,8 +176,8 @@ ERRORS: dict[type[Exception], Row] = {
     VolumeNotFoundError: Row(404, "ResourceNotFound"),
     InvalidTransitionError: Row(409, "InvalidTransition", _state_refusal),
     IllegalTransitionError: Row(409, "InvalidTransition", _state_refusal),
-    UnallocatedVmError: Row(409, "UnallocatedVM", lambda e: {"state": e.state}),
-    VmAlreadyDestroyedError: Row(409, "VmAlreadyDestroyed", lambda e: {"state": "destroyed"}),
+    UnallocatedVmError: Row(409, "UnallocatedVM", _state_refusal),
+    VmAlreadyDestroyedError: Row(409, "VmAlreadyDestroyed", _state_refusal),
     StaleGenerationError: Row(409, "StaleGeneration", lambda e: {
         "generation": e.generation, "last_applied": e.last_applied}),
     JobNotRunnableError: Row(409, "JobNotRunnable"),

@@ -71,11 +71,10 @@ def as_it_was(services: Any, vm_uuid: str, version: int | None,
         assert at is not None
         version = _version_at(services, vm_uuid, at, head)
     if version > head:
-        raise VmNotFoundError(f"{vm_uuid} at version {version} (current version is "
-                              f"{head})")
+        raise VmNotFoundError(vm_uuid, f" at version {version} (current version is {head})")
     vm = services.commands.load(vm_uuid, version=version)
     if owner_uuid is not None and not owner_sees(vm.owner_uuid, owner_uuid):
-        raise VmNotFoundError(f"{vm_uuid} at version {version}")
+        raise VmNotFoundError(vm_uuid, f" at version {version}")
     return render_vm(vm)
 
 
@@ -110,5 +109,5 @@ def _version_at(services: Any, vm_uuid: str, at: datetime, head: int) -> int:
     if damage is not None and len(earlier) == len(events):
         raise damage
     if not earlier:
-        raise VmNotFoundError(f"{vm_uuid} (it did not exist at {at.isoformat()})")
+        raise VmNotFoundError(vm_uuid, f" (it did not exist at {at.isoformat()})")
     return int(earlier[-1]["version"])

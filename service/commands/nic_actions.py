@@ -54,7 +54,8 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
         # in version 2 (the job queues behind the provision), while version 1 refuses it as
         # VMAPI does (UnallocatedVM)
         if state is VmState.PROVISIONING and behaviour.major < 2:
-            raise UnallocatedVmError(state, name.value)
+            raise UnallocatedVmError(state, name.value, behaviour.allowed_actions(
+                state, has_server=vm.has_server))
         if refused(state, Action.UPDATE):
             raise InvalidTransitionError(state, name.value, behaviour.allowed_actions(
                 state, has_server=vm.has_server))

@@ -202,14 +202,15 @@ class Behaviour:
         action carried out on the VM's server (start, stop, kill, reboot) of a VM on none is
         ``UnallocatedVmError`` in version 1 and ``InvalidTransitionError`` in version 2
         (``Verdict.UNALLOCATED``).
-        Raises ``InvalidTransitionError`` (both versions; its ``allowed_actions`` are this
-        version's: ``allowed_actions``), ``UnallocatedVmError`` (v1, no server) or
-        ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM).
+        Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
+        server) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM), each with this
+        version's ``allowed_actions`` (``allowed_actions``): every refusal because of state
+        names them (api.md, "Errors"; contract tester: the last two had none).
         """
         try:
             return self._plan(state, action, vm_uuid=vm_uuid, idempotent=idempotent,
                               server_removed=server_removed, has_server=has_server)
-        except InvalidTransitionError as refusal:
+        except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError) as refusal:
             refusal.allowed_actions = self.allowed_actions(state, has_server=has_server)
             raise
 
@@ -218,7 +219,7 @@ class Behaviour:
         quarantine's, which no version answers otherwise)."""
         try:
             return rules.require(state, action, has_server=has_server)
-        except InvalidTransitionError as refusal:
+        except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError) as refusal:
             refusal.allowed_actions = self.allowed_actions(state, has_server=has_server)
             raise
 

@@ -131,6 +131,7 @@ def test_a_vm_on_a_network_given_by_uuid_needs_no_projector(stalled, services) -
                          json={"networks": [network["uuid"]]})
     # decided (a provisioning VM takes no NICs yet), not a 503 waiting for network_view
     assert added.json()["code"] == "UnallocatedVM", added.text
+    assert added.json()["allowed_actions"] == ["quarantine"], added.text
 
 
 def test_a_network_given_by_name_waits_for_the_projector_and_its_503_says_nothing_was_appended(
