@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from service.api.auth import (
     OWNER, authorize, authorized_router, close_reason, principal_of, websocket_refusal,
 )
-from service.api.errors import invalid_parameters
+from service.api.errors import invalid_parameters, row_for
 from projections.formats import MAX_INTEGER
 from service.api.params import Query, integer_param, integer_refusal
 from service.api.routes_changes import TOKEN_PARAMETER, change_hub
@@ -122,7 +122,17 @@ async def _registration(websocket: WebSocket, hub: ChangeHub) -> dict | None:
 
 async def _serve(websocket: WebSocket, hub: ChangeHub, registration: triton.Registration,
                  shown: ChangeFilter) -> None:
-    await hub.start()
+    try:
+        await hub.start()
+    except Exception as error:
+        # a database down as the hub first reads the log: what a route answers 503 for is
+        # "try again later" here, not an ASGI error's 1011 and traceback (contract tester)
+        row = row_for(type(error))
+        if row is None or row.status != 503:
+            raise
+        await websocket.close(TRY_AGAIN_LATER, close_reason(f"{row.message(error)}; try "
+                                                            "again later"))
+        return
     after = hub.position if registration.after is None else registration.after
     # One entry per connection (triton.stats): listeners may share an instance id.
     listeners = websocket.app.state.__dict__.setdefault("changefeed_listeners", {})

@@ -143,6 +143,13 @@ async def changes(request: Request) -> StreamingResponse:
         admission.__enter__()
     except TooManyStreamsError as error:
         raise UnavailableError(str(error)) from None
+    try:
+        # the hub's first read of the log, before the 200 is sent: a database down now is
+        # a 503 with Retry-After, not a 200 whose stream breaks (contract tester)
+        await hub.start()
+    except BaseException:
+        admission.__exit__(None, None, None)
+        raise
 
     async def frames() -> AsyncIterator[bytes]:
         try:
