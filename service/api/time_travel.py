@@ -9,7 +9,7 @@ from uuid import UUID
 
 from domain.errors import DamagedStreamError, StreamGapError, VmNotFoundError
 from domain.visibility import owner_sees
-from projections.formats import parse_iso_instant
+from projections.formats import parse_iso_instant, rfc3339
 from projections.vm_view import render_vm
 from service.api.params import Query
 from service.audit.history import vm_history
@@ -109,5 +109,5 @@ def _version_at(services: Any, vm_uuid: str, at: datetime, head: int) -> int:
     if damage is not None and len(earlier) == len(events):
         raise damage
     if not earlier:
-        raise VmNotFoundError(vm_uuid, f" (it did not exist at {at.isoformat()})")
+        raise VmNotFoundError(vm_uuid, f" (it did not exist at {rfc3339(at)})")
     return int(earlier[-1]["version"])
