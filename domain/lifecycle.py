@@ -54,6 +54,8 @@ class Lifecycle:
     cancel_queued: Any  # domain/job_queue.py
     give_back_nics: Any  # domain/vm_nics.py
     claim: dict[str, Any] | None
+    addresses_kept: bool  # domain/vm_nics.py
+    nic_list: list[dict[str, Any]]
     ram: int
     cpu_cap: int | None
     has_server: bool
@@ -146,11 +148,15 @@ class Lifecycle:
         self.release_capacity(cause=cause)
         self.trigger_event(self.Failed, cause=cause, reason=reason, message=message)
 
-    def record_destroyed(self, *, cause: Cause) -> None:
-        """The VM is gone; it gives back its capacity. Raises ``IllegalTransitionError``."""
+    def record_destroyed(self, *, cause: Cause, keep_addresses: bool = False) -> None:
+        """The VM is gone; it gives back its capacity, and the change loop releases its NICs'
+        addresses in the same transaction, unless ``keep_addresses`` (and it has NICs): then
+        its ``fence`` job releases them once it has fenced every server a copy may be on
+        (``Nics.release_kept_addresses``). Raises ``IllegalTransitionError``."""
         self._check("Destroyed")
         self.release_capacity(cause=cause)
-        self.trigger_event(self.Destroyed, cause=cause)
+        self.trigger_event(self.Destroyed, cause=cause,
+                           addresses_kept=keep_addresses and bool(self.nic_list))
 
     def record_destroyed_without_job(self, *, cause: Cause) -> None:
         """The VM is gone, recorded at once rather than by a destroy job (a version 2
@@ -159,12 +165,16 @@ class Lifecycle:
         so a worker still at work records nothing after ``Destroyed``. The servers being
         removed refuse that worker's calls only where their node reports them gone, so a job
         that ran is fenced off as a quarantine's is (``record_quarantined``): a ``fence`` job
-        is queued after ``Destroyed``, with no NICs to give back (``Destroyed`` releases every
-        address). Raises ``IllegalTransitionError``."""
+        is queued after ``Destroyed``. Until it has fenced every server a copy may be on, the
+        worker's late call (an ``add_nics``, a boot) could still configure a copy there with
+        the VM's addresses, so ``Destroyed`` keeps them (``addresses_kept``) and the fence job
+        releases them (``Nics.release_kept_addresses``): no address is given to another VM
+        while a copy of this one may get it. With no fence owed, no worker can still call, and
+        ``Destroyed`` releases them at once. Raises ``IllegalTransitionError``."""
         self._check("Destroyed")
         owed = self.owed_fence()
         self.end_active_jobs(CANCELED_BY_DESTROY, CANCELED_BY_DESTROY_WHILE_RUNNING, cause=cause)
-        self.record_destroyed(cause=cause)
+        self.record_destroyed(cause=cause, keep_addresses=owed is not None)
         if owed is not None:
             self.queue_fence({**owed, "macs": []}, cause=cause)
 

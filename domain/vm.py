@@ -41,8 +41,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     TOPIC = "vm"
 
     # Version 2 keeps ``state_since`` and ``lost_copy``; a snapshot version 1 took lacks them.
-    # Version 3 keeps ``node_seen`` (domain/vm_reports.py).
-    class_version = 3
+    # Version 3 keeps ``node_seen`` (domain/vm_reports.py); version 4 ``addresses_kept``.
+    class_version = 4
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -57,6 +57,11 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     def upcast_v2_v3(state: dict[str, Any]) -> None:
         """A snapshot taken before job steps recorded the node's sequence number knows none."""
         state.setdefault("node_seen", None)
+
+    @staticmethod
+    def upcast_v3_v4(state: dict[str, Any]) -> None:
+        """A snapshot taken before a destroyed VM could keep its addresses kept none."""
+        state.setdefault("addresses_kept", False)
 
     Event = vm_events.VmEvent
 
@@ -108,6 +113,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
             vm.lost_copy = None
             vm.node_seen = None
             vm.nics = []
+            vm.addresses_kept = False
 
     class Discovered(Created):
         """An agent found a VM the log did not have (``domain/vm_reports.py``): recorded as
@@ -128,6 +134,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     NodeObserved = vm_reports.NodeObserved
     NicsAdded = vm_nics.NicsAdded
     NicsRemoved = vm_nics.NicsRemoved
+    AddressesReleased = vm_nics.AddressesReleased
     JobQueued = vm_events.JobQueued
     JobStarted = vm_events.JobStarted
     JobLeaseRenewed = vm_events.JobLeaseRenewed
@@ -173,6 +180,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     reported_at: datetime | None  # the newest generation-less agent report applied
     state_since: datetime | None  # when it entered its state (VmEvent.mutate); None: unknown
     nics: list[dict[str, Any]]  # domain/vm_nics.py
+    addresses_kept: bool  # destroyed, its addresses left to its fence job (vm_nics.py)
     chain_head: str
 
     UPDATABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(

@@ -7,7 +7,7 @@ on where they are defined.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from domain import transitions, vm_reports
 from domain.states import DesiredState
@@ -91,11 +91,24 @@ class Failed(VmEvent):
 
 
 class Destroyed(VmEvent):
-    """The VM is gone. Nothing is ever removed from its stream."""
+    """The VM is gone. Nothing is ever removed from its stream. ``addresses_kept``: its NICs'
+    addresses are not released with it but by its ``fence`` job, once that job has fenced every
+    server a copy may be on (``AddressesReleased``; docs/jobs.md): a canceled worker's late
+    call could still configure a copy there with them."""
 
     TOPIC = "vm.destroyed"
+    addresses_kept: bool
+
+    # Version 2 added ``addresses_kept``.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """A VM destroyed before addresses could be kept released them with its Destroyed."""
+        state["addresses_kept"] = False
 
     def apply(self, vm: Vm) -> None:
         vm.state = transitions.after(vm.state, "Destroyed", has_server=vm.has_server)
         vm.desired_state = DesiredState.DESTROYED
         vm.destroyed_at = self.timestamp
+        vm.addresses_kept = self.addresses_kept

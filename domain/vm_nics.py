@@ -45,12 +45,27 @@ class NicsRemoved(VmEvent):
         vm.nics = left
 
 
+class AddressesReleased(VmEvent):
+    """A destroyed VM's NIC addresses, which its ``Destroyed`` kept (``addresses_kept``), were
+    released in the same transaction (the networks' ``AddressReleased``): its ``fence`` job
+    had fenced every server a copy may be on. ``nics``: the NICs whose addresses went back;
+    the VM's ``nics`` still show what it had."""
+
+    TOPIC = "vm.addresses_released"
+    nics: list[dict[str, Any]]
+
+    def apply(self, vm: Nics) -> None:
+        vm.addresses_kept = False
+
+
 class Nics:
     """NIC commands."""
 
     trigger_event: Any
     NicsAdded: Any
     NicsRemoved: Any
+    AddressesReleased: Any
+    addresses_kept: bool
 
     @property
     def nic_list(self) -> list[dict[str, Any]]:
@@ -76,6 +91,17 @@ class Nics:
         held = self.nic_list
         if held:
             self.trigger_event(self.NicsRemoved, cause=cause, nics=held)
+        return held
+
+    def release_kept_addresses(self, *, cause: Cause) -> list[dict[str, Any]]:
+        """Release the addresses of the NICs a destroyed VM kept (``Destroyed.addresses_kept``),
+        in one ``AddressesReleased``; the change loop releases them on their networks in the
+        same transaction (service/commands/networks.py). Only for its ``fence`` job, once every
+        server a copy may be on is fenced (service/jobs/fence_job.py). Returns the NICs; none,
+        and nothing recorded, when no address is kept."""
+        held = self.nic_list if self.addresses_kept else []
+        if held:
+            self.trigger_event(self.AddressesReleased, cause=cause, nics=held)
         return held
 
     def nics_to_remove(self, macs: list[str]) -> list[dict[str, Any]]:

@@ -7,7 +7,9 @@ an address to another writer stores nothing and the change loop retries with a f
 no address is ever handed out twice. Addresses are released in the same transaction as the
 VM's ``NicsRemoved`` (``remove_nics``, a failed ``add_nics``, a failed provision: VMAPI
 TRITON-394) or ``Destroyed`` (every NIC it still holds: sdc-vmapi #72 leaked a destroyed
-VM's), from what the VM's own stream says it holds, so a failed provision's addresses are
+VM's; or, when a destroy at once canceled a running job, the ``AddressesReleased`` of its
+``fence`` job, once no late call of that job can reach a node), from what the VM's own
+stream says it holds, so a failed provision's addresses are
 free at once and its destroy has none left to release. A volume's address on a network
 follows its ``NetworkAttached`` and ``NetworkDetached`` the same way. The change loop records
 each of these on the networks (``_network_effects``).
@@ -110,7 +112,8 @@ class NetworkCommands:
         """Record on ``networks`` (loaded into it as needed) the networks' side of a VM's or a
         volume's pending events: the releases of the addresses of a VM's NICs removed
         (``NicsRemoved``) or of a VM destroyed (``Destroyed``: every NIC it holds, from its
-        own stream); a volume's address claimed on a network it is attached to
+        own stream, unless it kept them for its fence job, which releases them later:
+        ``AddressesReleased``); a volume's address claimed on a network it is attached to
         (``NetworkAttached``: refused if a NIC or another volume holds it), released on one
         it leaves (``NetworkDetached``). A network vmledger does not know (an external one)
         has no claims. Raises ``ValidationError`` (an address held)."""
@@ -124,9 +127,9 @@ class NetworkCommands:
                 elif network is not None:
                     network.release_for_volume(owner, cause=event.cause)
                 continue
-            if isinstance(event, Vm.NicsRemoved):
+            if isinstance(event, Vm.NicsRemoved | Vm.AddressesReleased):
                 released = event.nics
-            elif isinstance(event, Vm.Destroyed):
+            elif isinstance(event, Vm.Destroyed) and not event.addresses_kept:
                 assert isinstance(changed, Vm)
                 released = changed.nic_list
             else:

@@ -8,13 +8,15 @@ later ``JobStarted`` than the cancel, so its fence is newer: it raises it on eac
 copy may be on (``raise_fence``, ``ComputeDriver``'s contract), and from then on the canceled
 worker's calls are refused there. A canceled ``add_nics`` may have reached the node before
 that, so its NICs are asked to be dropped there under the new fence, and only then given back
-in the log, with their addresses: no address is held by two VMs.
+in the log, with their addresses: no address is held by two VMs. A VM destroyed at once kept
+all its addresses for the same reason (``Destroyed.addresses_kept``): they go back here too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from domain.vm import Vm
 from service.jobs.compute.driver import ServerRemovedError, UnknownServerError
 from service.jobs.run import JobRun, StepFailedError
 
@@ -22,21 +24,35 @@ from service.jobs.run import JobRun, StepFailedError
 def fence(job: JobRun) -> None:
     """Raise the VM's fence on every server a copy may be on (those the cancel named, and the
     VM's now), one step ``fence`` each, then give back the canceled ``add_nics``'s NICs
-    (``macs``) if every server dropped them or cannot have them. Any other failure, once the
-    step's attempts are spent, fails the job and gives nothing back: the NICs and their
-    addresses stay the VM's, as the node may have them."""
+    (``macs``) if every server dropped them or cannot have them, and release the addresses a
+    VM destroyed at once kept (``Nics.release_kept_addresses``): no late call of the canceled
+    job can configure a copy with them now. Any other failure, once the step's attempts are
+    spent, fails the job and gives nothing back: the NICs and their addresses stay the VM's,
+    as the node may have them, and the job's error says so."""
     args = job.params.get("args", {})
     macs: list[str] = args.get("macs", [])
     servers = list(dict.fromkeys([*args.get("servers", []), *job.vm.copy_servers]))
     try:
         dropped = fence_everywhere(job, servers, macs)
     except StepFailedError as failure:
-        job.fail(str(failure))
+        job.fail(kept(job, str(failure)))
         return
-    if dropped:
-        job.succeed(lambda vm: vm.remove_nics_it_has(macs, cause=job.cause) and None)
-    else:
-        job.succeed()  # a copy on a removed server may have them: the VM keeps them
+
+    def give_back(vm: Vm) -> None:
+        if dropped:  # else a copy on a removed server may have them: the VM keeps them
+            vm.remove_nics_it_has(macs, cause=job.cause)
+        vm.release_kept_addresses(cause=job.cause)
+
+    job.succeed(give_back)
+
+
+def kept(job: JobRun, error: str) -> str:
+    """``error``, saying that the addresses a VM destroyed at once kept stay held (a fence
+    job that failed or was given up: a copy a node may still have can use them)."""
+    if not job.vm.addresses_kept:
+        return error
+    return (f"{error}; the destroyed VM's addresses are kept, as a copy on a server not "
+            "fenced may be configured with them")
 
 
 def fence_everywhere(job: JobRun, servers: list[str], macs: list[str]) -> bool:

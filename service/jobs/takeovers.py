@@ -26,7 +26,7 @@ def give_up(job: JobRun) -> None:
     error = f"gave up after {job.attempt - 1} attempts: the workers running it were lost"
     name = JobName(job.job["name"])
     if name is JobName.FENCE:  # not the VM's provision, whatever its state
-        job.fail(error)
+        job.fail(fence_job.kept(job, error))
         return
     if name is JobName.ADD_NICS:
         _give_up_nics(job, error)

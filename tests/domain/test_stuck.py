@@ -45,12 +45,14 @@ def test_only_a_change_of_state_starts_the_time_in_it_anew():
 def test_a_snapshot_taken_before_vms_kept_state_since_thaws_timed_from_creation():
     vm = vm_in(VmState.RUNNING)
     state = Snapshot.take(vm).state
-    assert state["class_version"] == 3
-    # as version 1 took it (version 3's node_seen too)
+    assert state["class_version"] == 4
+    # as version 1 took it (version 3's node_seen and version 4's addresses_kept too)
     del state["state_since"], state["lost_copy"], state["node_seen"], state["class_version"]
+    del state["addresses_kept"]
     thawed = Snapshot(originator_id=vm.id, originator_version=vm.version,
                       timestamp=vm.modified_on, topic=get_topic(Vm), state=state).mutate(None)
     assert thawed.state_since is None and thawed.lost_copy is None and thawed.node_seen is None
+    assert thawed.addresses_kept is False
     assert in_state_since(thawed) == vm.created_on
 
 
