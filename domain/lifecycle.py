@@ -98,30 +98,36 @@ class Lifecycle:
         self._check("Provisioned")
         self.trigger_event(self.Provisioned, cause=cause, server_uuid=server_uuid)
 
-    def record_provision_failed(self, error: str, *, cause: Cause, no_copy: bool) -> None:
-        """Provisioning failed: the VM gives back the capacity it claimed. ``no_copy``: every
-        server a copy of it may be on answered that it has none (none was skipped for not
-        answering, and any copy the job removed was removed); then it also gives back every
+    def record_provision_failed(self, error: str, *, cause: Cause,
+                                copy_may_be_on: list[str]) -> None:
+        """Provisioning failed: the VM gives back the capacity it claimed.
+        ``copy_may_be_on``: the servers a copy may still be on, which the job could not rule
+        out (they did not answer, or the removal of the copy there failed); recorded with
+        ``ProvisionFailed``, so the VM's destroy removes the copy there (``copy_servers``).
+        Empty: every server a copy of it may be on answered that it has none (none was
+        skipped for not answering, and any copy the job removed was removed); then it also
+        gives back every
         NIC it holds (``Nics.give_back_nics``; the change loop releases their addresses in the
         same transaction), as VMAPI frees a failed provision's NICs (TRITON-394), so the
         addresses are free for the next VM and a later destroy has none left to release, and
         an ``add_nics`` queued behind the provision is canceled
-        (``CANCELED_BY_PROVISION_FAILURE``): its NICs went with the others. Without
-        ``no_copy`` the VM keeps its NICs, and a queued ``add_nics`` stays: a copy on a node
-        that did not answer (unreachable, removed, a removal that failed) may still be
-        configured with those addresses and run again when its node comes back, so they are
-        released only when the VM is destroyed (a reviewer's case: a takeover failing the
+        (``CANCELED_BY_PROVISION_FAILURE``): its NICs went with the others. Otherwise
+        the VM keeps its NICs, and a queued ``add_nics`` stays: a copy on a node that did not
+        answer (unreachable, removed, a removal that failed) may still be configured with
+        those addresses and run again when its node comes back, so they are released only
+        when its destroy has removed that copy (a reviewer's case: a takeover failing the
         provision while the copy's server was ``unknown``). Every way a provision fails comes
         here: its step's failure, a takeover that finds no copy or gives up
         (service/jobs/takeovers.py), each saying what the nodes answered. Raises
         ``IllegalTransitionError``."""
         self._check("ProvisionFailed")
         self.release_capacity(cause=cause)
-        if no_copy:
+        if not copy_may_be_on:
             self.give_back_nics(cause=cause)
             self.cancel_queued(CANCELED_BY_PROVISION_FAILURE, cause=cause,
                                name=JobName.ADD_NICS)
-        self.trigger_event(self.ProvisionFailed, cause=cause, error=error)
+        self.trigger_event(self.ProvisionFailed, cause=cause, error=error,
+                           copy_may_be_on=list(dict.fromkeys(copy_may_be_on)))
 
     def record_started(self, *, cause: Cause, server_uuid: str | None = None) -> None:
         """The VM runs again. Raises ``IllegalTransitionError``."""

@@ -41,8 +41,9 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     TOPIC = "vm"
 
     # Version 2 keeps ``state_since`` and ``lost_copy``; a snapshot version 1 took lacks them.
-    # Version 3 keeps ``node_seen`` (domain/vm_reports.py); version 4 ``addresses_kept``.
-    class_version = 4
+    # Version 3 keeps ``node_seen`` (domain/vm_reports.py); version 4 ``addresses_kept``;
+    # version 5 ``copy_may_be_on`` (domain/vm_placement.py).
+    class_version = 5
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -62,6 +63,11 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     def upcast_v3_v4(state: dict[str, Any]) -> None:
         """A snapshot taken before a destroyed VM could keep its addresses kept none."""
         state.setdefault("addresses_kept", False)
+
+    @staticmethod
+    def upcast_v4_v5(state: dict[str, Any]) -> None:
+        """A snapshot taken before failed provisions kept their servers names none."""
+        state.setdefault("copy_may_be_on", [])
 
     Event = vm_events.VmEvent
 
@@ -114,6 +120,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
             vm.node_seen = None
             vm.nics = []
             vm.addresses_kept = False
+            vm.copy_may_be_on = []
 
     class Discovered(Created):
         """An agent found a VM the log did not have (``domain/vm_reports.py``): recorded as
@@ -181,6 +188,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     state_since: datetime | None  # when it entered its state (VmEvent.mutate); None: unknown
     nics: list[dict[str, Any]]  # domain/vm_nics.py
     addresses_kept: bool  # destroyed, its addresses left to its fence job (vm_nics.py)
+    copy_may_be_on: list[str]  # its provision failed, a copy maybe left (vm_placement.py)
     chain_head: str
 
     UPDATABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(

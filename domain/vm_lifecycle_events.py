@@ -33,14 +33,27 @@ class Provisioned(VmEvent):
 
 
 class ProvisionFailed(VmEvent):
-    """The VM could not be provisioned."""
+    """The VM could not be provisioned. ``copy_may_be_on``: the servers a copy of it may
+    still be on (they did not answer, or removing the copy there failed); its destroy removes
+    the copy there (``Vm.copy_servers``). Empty: every server answered that it has none."""
 
     TOPIC = "vm.provision_failed"
     error: str
+    copy_may_be_on: list[str]
+
+    # Version 2 added ``copy_may_be_on``.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """A provision that failed before the servers were kept named none (its VM's
+        destroy asks no node, as it did)."""
+        state["copy_may_be_on"] = []
 
     def apply(self, vm: Vm) -> None:
         vm.state = transitions.after(vm.state, "ProvisionFailed", has_server=vm.has_server)
         vm.error = {"reason": "provision_failed", "message": self.error}
+        vm.copy_may_be_on = list(self.copy_may_be_on)
 
 
 class Started(VmEvent):

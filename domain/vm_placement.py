@@ -13,6 +13,7 @@ class Placement:
     # Provided by ``Vm``.
     server_uuid: str | None
     claim: dict[str, Any] | None
+    copy_may_be_on: list[str]  # set by ProvisionFailed
 
     @property
     def has_server(self) -> bool:
@@ -22,9 +23,13 @@ class Placement:
     @property
     def copy_servers(self) -> list[str]:
         """The servers a copy of the VM may be on, each once: its server (``server_uuid``),
-        then the server it holds a claim on. A provision, or a start that places the VM anew,
+        then the server it holds a claim on, then those its failed provision could not rule
+        out (``copy_may_be_on``). A provision, or a start that places the VM anew,
         creates the copy on the server it claimed before it records that server, so a job
         ended between the two (canceled by a quarantine, say) leaves a copy where only the
-        claim tells. Empty when neither is known: no compute node was touched."""
-        servers = [self.server_uuid, (self.claim or {}).get("server_uuid")]
+        claim tells; and a provision that fails gives its claim back, so a copy it could not
+        remove (its server did not answer, the removal failed) is told only by its
+        ``ProvisionFailed``. Empty when none is known: no compute node was touched."""
+        servers = [self.server_uuid, (self.claim or {}).get("server_uuid"),
+                   *self.copy_may_be_on]
         return list(dict.fromkeys(server for server in servers if server is not None))

@@ -64,7 +64,7 @@ def vm_in(state: VmState, **overrides: Any) -> Vm:
     if state is not VmState.PROVISIONING:
         if state is VmState.FAILED:
             run_head_job(vm, lambda v: v.record_provision_failed("no room", cause=cause(),
-                                                                 no_copy=True))
+                                                                 copy_may_be_on=[]))
         else:
             run_head_job(vm, lambda v: v.record_provisioned(server, cause=cause()))
     if state is VmState.STOPPED:

@@ -32,7 +32,8 @@ def run(job: JobRun) -> None:
             # Only a provision leaves the VM in a transient state when its step fails; other
             # jobs leave the VM as it was (the failed step is in the job's chain_results).
             if vm.state == VmState.PROVISIONING:
-                vm.record_provision_failed(error, cause=job.cause, no_copy=job.no_copy_left)
+                left = vm.copy_servers if job.copies_left is None else job.copies_left
+                vm.record_provision_failed(error, cause=job.cause, copy_may_be_on=left)
             vm.give_back_added_nics(job.job, cause=job.cause)  # an add_nics's
 
         job.fail(error, record)
@@ -76,23 +77,24 @@ def provision(job: JobRun) -> None:
         # Leave nothing half-made where a copy may be (the server it holds a claim on, if
         # any); the failure itself is what gets recorded, and whether the copy is known gone
         # decides whether the failure gives back the VM's NICs (run, above).
-        job.no_copy_left = _unregistered_everywhere(job, vm_uuid)
+        job.copies_left = _unregistered_everywhere(job, vm_uuid)
         raise
     job.succeed(effects.booted(job, run,
                                lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
 
 
-def _unregistered_everywhere(job: JobRun, vm_uuid: str) -> bool:
-    """Remove the VM from every server a copy may be on (``Vm.copy_servers``); True when
-    each removal succeeded (none: no node was touched), False when one raised, its error
-    not hidden from the caller: that copy may still be configured with the VM's addresses."""
-    removed = True
+def _unregistered_everywhere(job: JobRun, vm_uuid: str) -> list[str]:
+    """Remove the VM from every server a copy may be on (``Vm.copy_servers``); returns the
+    servers whose removal raised (none: each succeeded, or no node was touched), its error
+    not hidden from the caller: the copy there may still be configured with the VM's
+    addresses, and the VM's destroy removes it (``ProvisionFailed.copy_may_be_on``)."""
+    left = []
     for server_uuid in job.vm.copy_servers:
         try:
             job.driver.unregister(server_uuid, vm_uuid)
         except ComputeError:
-            removed = False
-    return removed
+            left.append(server_uuid)
+    return left
 
 
 def start(job: JobRun) -> None:
@@ -207,18 +209,28 @@ def update(job: JobRun) -> None:
 
 def destroy(job: JobRun) -> None:
     """Remove the VM from every server a copy of it may be on (``Vm.copy_servers``: its
-    server, and the server it holds a claim on, where a provision canceled by a quarantine
-    left its copy before recording the server; a removed one is passed over while another is
-    live: service/jobs/copies.py) and mark it destroyed; with neither, only mark it."""
+    server, the server it holds a claim on, where a provision canceled by a quarantine
+    left its copy before recording the server, and those a failed provision could not rule
+    out; a removed one is passed over while another is live: service/jobs/copies.py) and
+    mark it destroyed, its NICs' addresses released; with none, only mark it. A removal that
+    fails every attempt fails the job: the VM is not destroyed and keeps its NICs and their
+    addresses, as the copy there may be configured with them, and the error says so."""
     vm = job.vm
     if verdict(VmState(vm.state), Action.DESTROY, has_server=vm.has_server) is Verdict.ALREADY:
         _already(job, "destroy")
         return
     if not vm.copy_servers:
         job.record_step("mark_destroyed", result="no server: no compute node was touched")
-    copies.on_each_copy_server(
-        job, "unregister", lambda server: job.driver.unregister(server, str(vm.id)),
-        "no copy to remove")
+    try:
+        copies.on_each_copy_server(
+            job, "unregister", lambda server: job.driver.unregister(server, str(vm.id)),
+            "no copy to remove")
+    except StepFailedError as failure:
+        if not vm.nic_list:
+            raise
+        raise StepFailedError(f"{failure}; the VM is not destroyed and keeps its NICs and "
+                              "their addresses, as a copy there may be configured with "
+                              "them") from None
     job.succeed(lambda v: v.record_destroyed(cause=job.cause))
 
 

@@ -88,10 +88,11 @@ class JobRun:
         # How the job ended here: succeeded, failed, lost (taken over), waiting (a takeover
         # left it to the next: service/jobs/takeovers.py), None while running.
         self.outcome: str | None = None
-        # A provision that fails: whether every server a copy may be on answered it has none
-        # (set by the handler that cleaned up); until then a copy may hold the VM's addresses,
-        # so its failure keeps the NICs (Lifecycle.record_provision_failed).
-        self.no_copy_left = False
+        # A provision that fails: the servers a copy may still be on, which the handler that
+        # cleaned up could not rule out (none: every server answered it has none); None
+        # until a handler says, then every server a copy may be on is counted
+        # (Lifecycle.record_provision_failed keeps the NICs while a copy may hold them).
+        self.copies_left: list[str] | None = None
         self._done = threading.Event()
         self._heartbeat: threading.Thread | None = None
         # When the lease was last known held (claimed or renewed), on the monotonic clock:

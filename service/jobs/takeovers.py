@@ -139,20 +139,20 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
         error = giving_up or "the worker provisioning it was lost before the VM was created"
         job.record_step("reconcile", result=None, error=error)
         job.fail(error, lambda v: v.record_provision_failed(
-            error, cause=job.cause, no_copy=look.every_server_answered))
+            error, cause=job.cause, copy_may_be_on=look.unanswered))
         return
     server_uuid, run = look.found
     job.record_step("reconcile", result=_reported(server_uuid, run, job), observed=run)
     if run.begun_by != job.job_uuid and run.state != "running":
         if giving_up is not None:
-            removed = _remove_everywhere(job, vm_uuid)
+            left = _remove_everywhere(job, vm_uuid)
             job.fail(giving_up, lambda v: v.record_provision_failed(
-                giving_up, cause=job.cause, no_copy=removed))
+                giving_up, cause=job.cause, copy_may_be_on=left))
             return
         try:  # created but never booted: finish the provision, or leave nothing half-made
             run = effects.boot(job, server_uuid)
         except StepFailedError:
-            job.no_copy_left = _remove_everywhere(job, vm_uuid)  # handlers.run records it
+            job.copies_left = _remove_everywhere(job, vm_uuid)  # handlers.run records it
             raise
     job.succeed(effects.booted(job, run,
                                lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
@@ -161,11 +161,12 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
 @dataclass
 class _Look:
     """What a provision's takeover found asking every server: the server that reports the
-    VM, with its incarnation (None: none that answered); whether every server answered;
-    and the servers a copy may be on that it could not fence (asked later)."""
+    VM, with its incarnation (None: none that answered); the servers that did not answer
+    (a copy there is not ruled out: ``ProvisionFailed.copy_may_be_on``); and the servers a
+    copy may be on that it could not fence (asked later)."""
 
     found: tuple[str, Incarnation] | None = None
-    every_server_answered: bool = True
+    unanswered: list[str] = field(default_factory=list)
     unfenced: list[str] = field(default_factory=list)
 
 
@@ -181,7 +182,8 @@ def _where_is(job: JobRun, vm_uuid: str) -> _Look:
     claimed = (job.vm.claim or {}).get("server_uuid")
     look = _Look()
     # a claimed server the driver no longer lists is not asked: it did not answer either
-    look.every_server_answered = claimed is None or claimed in servers
+    if claimed is not None and claimed not in servers:
+        look.unanswered.append(claimed)
     if claimed in servers:
         servers.remove(claimed)
         servers.insert(0, claimed)
@@ -189,7 +191,7 @@ def _where_is(job: JobRun, vm_uuid: str) -> _Look:
         try:
             run = job.driver.observe(server_uuid, vm_uuid)
         except ComputeError:
-            look.every_server_answered = False
+            look.unanswered.append(server_uuid)
             if server_uuid in job.vm.copy_servers and not _fenced(job, server_uuid, vm_uuid):
                 look.unfenced.append(server_uuid)
             continue
@@ -225,16 +227,16 @@ def _wait_for(job: JobRun, unfenced: list[str]) -> None:
              extra={"job_name": job.job["name"], "attempt": job.attempt})
 
 
-def _remove_everywhere(job: JobRun, vm_uuid: str) -> bool:
+def _remove_everywhere(job: JobRun, vm_uuid: str) -> list[str]:
     """Unregister the VM from every server that reports it (a provision that ends failed
-    leaves no copy behind: the VM records no server, so no destroy would ever find it).
-    True when every server answered and each copy found was removed; False when one did
-    not answer or a removal failed: a copy may be left there."""
-    removed = True
+    leaves no copy behind). Returns the servers that did not answer or whose removal failed:
+    a copy may be left there, which the failed VM's destroy removes
+    (``ProvisionFailed.copy_may_be_on``); none when every copy found was removed."""
+    left = []
     for server in job.driver.servers():
         try:
             if vm_uuid in job.driver.inventory(server.uuid):
                 job.driver.unregister(server.uuid, vm_uuid)
         except ComputeError:
-            removed = False
-    return removed
+            left.append(server.uuid)
+    return left

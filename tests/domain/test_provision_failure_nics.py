@@ -49,7 +49,7 @@ def test_a_failed_provision_gives_back_every_nic_in_the_save_that_records_it_fai
     vm, job_uuid = provisioning("m1", "m2")
     vm.claim_capacity(SERVER, cause=cause())
     recorded(vm)
-    vm.record_provision_failed("no room", cause=cause(), no_copy=True)
+    vm.record_provision_failed("no room", cause=cause(), copy_may_be_on=[])
     vm.fail_job(job_uuid, "no room", cause=cause(), worker="w1")
     events = vm.collect_events()
     assert [type(e).__name__ for e in events] == [
@@ -61,17 +61,18 @@ def test_a_failed_provision_gives_back_every_nic_in_the_save_that_records_it_fai
 
 def test_a_failed_provision_a_node_may_still_have_a_copy_of_keeps_its_nics():
     # a server did not answer (unknown), or removing the copy failed: the copy may still be
-    # configured with the addresses, so they stay the VM's until it is destroyed, and an
+    # configured with the addresses, so they stay the VM's until its destroy removed it, and an
     # add_nics queued behind the provision stays queued (as before failures gave NICs back)
     vm, job_uuid = provisioning("m1", "m2")
     vm.claim_capacity(SERVER, cause=cause())
     add = queue_nic_job(vm, "add_nics", {"nics": nics("m3")})
     recorded(vm)
-    vm.record_provision_failed("no room", cause=cause(), no_copy=False)
+    vm.record_provision_failed("no room", cause=cause(), copy_may_be_on=[SERVER])
     vm.fail_job(job_uuid, "no room", cause=cause(), worker="w1")
     assert [type(e).__name__ for e in vm.collect_events()] == [
         "CapacityReleased", "ProvisionFailed", "JobFailed"]
     assert (vm.state, vm.server_uuid, vm.claim) == (VmState.FAILED, None, None)
+    assert vm.copy_servers == [SERVER]  # its destroy removes the copy there
     assert [nic["mac"] for nic in vm.nic_list] == ["m1", "m2"]
     assert [job["uuid"] for job in vm.active_jobs] == [add]
 
@@ -85,7 +86,7 @@ def test_an_add_nics_queued_behind_the_failed_provision_is_canceled_its_nics_giv
     add = queue_nic_job(vm, "add_nics", {"nics": vm.nic_list[-1:]})
     remove = queue_nic_job(vm, "remove_nics", {"macs": ["m1"]})
     recorded(vm)
-    vm.record_provision_failed("no room", cause=cause(), no_copy=True)
+    vm.record_provision_failed("no room", cause=cause(), copy_may_be_on=[])
     events = vm.collect_events()
     assert [type(e).__name__ for e in events] == ["NicsRemoved", "JobCanceled",
                                                   "ProvisionFailed"]
@@ -97,10 +98,11 @@ def test_an_add_nics_queued_behind_the_failed_provision_is_canceled_its_nics_giv
 
 def test_a_vm_whose_provision_failed_gives_nothing_back_twice():
     vm = new_vm()  # no NIC: the failure records none given back
-    run_head_job(vm, lambda v: v.record_provision_failed("no room", cause=cause(), no_copy=True))
+    run_head_job(vm, lambda v: v.record_provision_failed("no room", cause=cause(),
+                                                         copy_may_be_on=[]))
     assert "NicsRemoved" not in recorded(vm)
     vm, job_uuid = provisioning("m1")
-    vm.record_provision_failed("no room", cause=cause(), no_copy=True)
+    vm.record_provision_failed("no room", cause=cause(), copy_may_be_on=[])
     vm.fail_job(job_uuid, "no room", cause=cause(), worker="w1")
     recorded(vm)
     queue(vm, Action.DESTROY)
@@ -127,12 +129,23 @@ def test_a_quarantine_and_a_running_vms_failure_keep_the_nics():
 def test_a_stream_stored_when_a_failed_provision_kept_its_nics_folds_with_them():
     vm = new_vm()
     vm.add_nics(nics("m1"), cause=cause())
-    # as record_provision_failed recorded it before: ProvisionFailed alone
+    # as record_provision_failed recorded it before: ProvisionFailed alone, as class
+    # version 1 stored it (no copy_may_be_on: read as none, its destroy asks no node)
     run_head_job(vm, lambda v: v.trigger_event(Vm.ProvisionFailed, cause=cause(),
-                                               error="no room"))
+                                               error="no room", copy_may_be_on=[]))
     app = Application(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
     app.save(vm)
+    [failed] = [stored for stored in app.recorder.select_events(vm.id)
+                if stored.topic.endswith("vm.provision_failed")]
+    state = app.mapper.transcoder.decode(failed.state)
+    del state["copy_may_be_on"], state["class_version"]
+    assert Vm.ProvisionFailed.class_version == 2
+    old = app.mapper.to_domain_event(type(failed)(
+        originator_id=failed.originator_id, originator_version=failed.originator_version,
+        topic=failed.topic, state=app.mapper.transcoder.encode(state)))
+    assert old.copy_may_be_on == []
     folded = app.repository.get(vm.id)
     assert folded.state is VmState.FAILED
     assert [nic["mac"] for nic in folded.nic_list] == ["m1"]
+    assert folded.copy_servers == []
     assert vars(folded) == vars(vm)

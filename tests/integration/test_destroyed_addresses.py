@@ -18,9 +18,10 @@ from domain.errors import ValidationError
 from domain.states import Action
 from domain.vm import make_cause
 from service.commands.networks import NicRequest
-from tests.builders import act, create, job
+from tests.builders import act, create, job, settle
 from tests.integration.test_canceled_jobs_fenced import fence_jobs, taken_by_a_fence, worker_b
 from tests.integration.test_fencing import paused_in
+from tests.integration.test_job_faults import copies
 from tests.integration.test_reconfigure_faults import (
     change, claims, copy_macs, running_vm_with_a_network,
 )
@@ -83,3 +84,67 @@ def test_an_immediate_destroy_whose_fence_job_cannot_reach_the_node_keeps_the_ad
     # no fence went up, so A's call landed: the node has the NIC, and the address stays held
     assert copy_macs(services, vm_uuid, server_uuid) == [nic["mac"]]
     assert claims(services, network) == {nic["ip"]: vm_uuid}
+
+
+# -- a failed VM that kept its NICs: a copy may be left on a server -------------------------
+
+def failed_keeping_a_copy(services) -> tuple[str, str, str, dict]:
+    """A VM whose provision failed leaving a copy it could not remove: created (not booted)
+    on the server it claimed, its boot failing every attempt, then the cleanup's
+    ``unregister`` failing too. The VM is ``failed`` on no server and keeps its NIC (docs/api.md,
+    "Networks and NICs"). Returns the VM, that server, the network and the NIC."""
+    network, _ = services.commands.create_network(
+        name="n", subnet="10.6.0.0/29", provision_start_ip="10.6.0.2",
+        provision_end_ip="10.6.0.5", gateway=None, cause=make_cause())
+    services.fleet.faults.inject("ensure_state", "fail", services.worker.step_attempts)
+    services.fleet.faults.inject("unregister", "fail", 1)
+    vm_uuid = create(services, networks=(NicRequest(str(network.id)),)).vm_uuid
+    settle(services)
+    vm = services.commands.load(vm_uuid)
+    [(server_uuid, power)] = copies(services, vm_uuid)
+    assert power == "stopped"  # created, never booted
+    [nic] = vm.nic_list
+    assert (vm.state, vm.server_uuid) == ("failed", None)
+    assert claims(services, str(network.id)) == {nic["ip"]: vm_uuid}
+    return vm_uuid, server_uuid, str(network.id), nic
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_delete_of_a_failed_vm_that_kept_its_nics_removes_the_copy_then_frees_them(
+        services, version):
+    vm_uuid, server_uuid, network, nic = failed_keeping_a_copy(services)
+
+    delete = act(services, vm_uuid, Action.DESTROY, version=version).job_uuid
+    settle(services)
+
+    done = job(services, delete)
+    assert done["execution"] == "succeeded", done
+    assert [(step["name"], step["error"]) for step in done["chain_results"]] == [
+        ("unregister", None)]
+    assert copies(services, vm_uuid) == []  # the copy is gone from its server
+    assert services.commands.load(vm_uuid).state == "destroyed"
+    assert claims(services, network) == {}
+
+
+def test_a_delete_of_a_failed_vm_whose_copy_server_cannot_be_asked_keeps_its_nics(services):
+    vm_uuid, server_uuid, network, nic = failed_keeping_a_copy(services)
+    services.fleet.set_server_status(server_uuid, "unknown")
+
+    delete = act(services, vm_uuid, Action.DESTROY).job_uuid
+    settle(services)
+
+    done = job(services, delete)
+    assert done["execution"] == "failed", done
+    assert server_uuid in done["error"] and "keeps its NICs" in done["error"], done["error"]
+    vm = services.commands.load(vm_uuid)
+    assert (vm.state, vm.nic_list) == ("failed", [nic])
+    assert claims(services, network) == {nic["ip"]: vm_uuid}
+    assert copies(services, vm_uuid) == [(server_uuid, "stopped")]
+
+    # the server answers again: a second DeleteVm removes the copy and frees the address
+    services.fleet.set_server_status(server_uuid, "running")
+    again = act(services, vm_uuid, Action.DESTROY).job_uuid
+    settle(services)
+    assert job(services, again)["execution"] == "succeeded"
+    assert copies(services, vm_uuid) == []
+    assert claims(services, network) == {}

@@ -114,7 +114,8 @@ def test_failures_record_their_reason_message_and_the_server_they_happened_on(se
     never_placed = new_vm()
     timeline.at(0, never_placed)
     run_head_job(never_placed,
-                 lambda v: v.record_provision_failed("no server has room", cause=cause(), no_copy=True))
+                 lambda v: v.record_provision_failed("no server has room", cause=cause(),
+                                                     copy_may_be_on=[]))
     timeline.at(2_000, never_placed)
     evicted = provisioned(timeline, 1_000)
     evicted.record_failed("evicted", "host took it away", cause=cause())
