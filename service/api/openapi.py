@@ -33,12 +33,13 @@ from service.api.response_models import (
 )
 from service.api.head import STREAMS
 from service.api.openapi_queries import QUERY_PARAMETERS
-from service.api.schemas import CreateVmRequest, UpdateVmRequest
+from service.api.schemas import CreateVmRequest, DeleteVmBody, UpdateVmRequest
 
 # (method, path) → the model its JSON body is validated against
 REQUEST_BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("post", "/vms"): CreateVmRequest,
     ("post", "/vms/{vm_uuid}"): UpdateVmRequest,  # the widest action body (update)
+    ("delete", "/vms/{vm_uuid}"): DeleteVmBody,
     ("put", "/vms/{vm_uuid}"): routes_agents.VmReport,
     ("put", "/vms"): routes_agents.InventoryReport,
     ("post", "/servers"): routes_servers.CreateServerRequest,

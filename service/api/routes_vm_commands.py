@@ -40,8 +40,8 @@ from service.api.params import Query
 from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
 from service.api.network_params import parse_networks
 from service.api.schemas import (
-    ONLY_SIGKILL, ActionBody, AddNicsBody, CreateVmRequest, KillBody, RemoveNicsBody,
-    UpdateVmRequest, is_kill_signal,
+    ONLY_SIGKILL, ActionBody, AddNicsBody, CreateVmRequest, DeleteVmBody, KillBody,
+    RemoveNicsBody, UpdateVmRequest, is_kill_signal,
 )
 from service.commands.application import VmSpec
 from service.commands.change import Accepted
@@ -161,15 +161,20 @@ def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
 
 
 @router.delete("/vms/{vm_uuid}")
-async def delete_vm(vm_uuid: str, request: Request) -> Response:
-    """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2")."""
+async def delete_vm(vm_uuid: str, request: Request,
+                    data: dict[str, Any] | None = Body(None)) -> Response:
+    """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2"). Its parameters may
+    be in the query or the body, as an action's (``DeleteVmBody``)."""
     query = Query(request, {"sync", *CLIENT_EXTRAS})
     sync = query.boolean("sync")
     _client_extras(query)
     query.check()
-    return await _request(request, vm_uuid, Action.DESTROY, args={},
-                          owner_uuid=query.owner_uuid, idempotent=False, sync=sync,
-                          context=None, body=None)
+    parsed = parse_body(request, DeleteVmBody, data)
+    check_agree(request, parsed)
+    owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
+    return await _request(request, vm_uuid, Action.DESTROY, args={}, owner_uuid=owner_uuid,
+                          idempotent=False, sync=sync or bool(parsed.sync),
+                          context=parsed.context, body=data)
 
 
 def _networks(request: Request, networks: Any) -> list[NicRequest]:

@@ -235,6 +235,18 @@ class ActionBody(StrictModel):
     creator_uuid: Uuid | None = None
 
 
+class DeleteVmBody(StrictModel):
+    """The optional body of DeleteVm: what the VMAPI client may send there as in the query
+    (restify's mapParams, as for an action: ``ActionBody``); any other field is refused by
+    name. It was never read, so a malformed body was answered 202 with a destroy job."""
+
+    owner_uuid: Uuid | None = None
+    sync: Boolean | None = None
+    context: dict[str, Any] | None = None
+    origin: str | None = Field(None, min_length=1, max_length=256)
+    creator_uuid: Uuid | None = None
+
+
 class UpdateVmRequest(MetadataFields, ActionBody):
     """``POST /vms/{uuid}?action=update``: the fields to change, and an action's own. Its
     ``tags`` may not set Docker's own either, as VMAPI's update refuses them."""

@@ -1,0 +1,70 @@
+"""Request bodies as every route reads them (api.md, "Versions": a body that is not JSON is
+``ValidationFailed`` naming ``body``): a route with no body of its own still refuses one it
+would not read, rather than ignore it. ``AuthorizedRoute`` (service/api/auth.py) calls
+``refuse_unread_body`` before such a route's handler."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from domain import json_input
+from domain.json_input import printable
+from service.api.errors import ApiError, invalid_parameters
+from service.api.vmapi_rules import UNKNOWN_PARAMETER
+
+#: The methods whose body a route may read; a GET's or HEAD's has no meaning (RFC 9110).
+_BODY_METHODS = frozenset(("POST", "PUT", "DELETE", "PATCH"))
+#: How much of a Content-Type value a refusal repeats.
+_TYPE_SHOWN = 100
+
+
+def is_json_type(content_type: str | None) -> bool:
+    """Whether a body of ``content_type`` is read as JSON: none, an empty one, or
+    ``application/json`` and ``application/…+json`` (any case, any parameters), as FastAPI
+    reads it with ``strict_content_type=False`` (service/api/app.py)."""
+    if not content_type:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                           and media.endswith("+json"))
+
+
+def not_json_type(request: Request) -> ApiError:
+    """The refusal of a body sent as another type than JSON's (``text/plain``, a form's,
+    ``curl -d``'s default): it is not read, and the client is told why."""
+    sent = request.headers.get("content-type", "").split(";")[0].strip()[:_TYPE_SHOWN]
+    return _body_refusal(request, "the body must be JSON sent with Content-Type: "
+                                  f"application/json (it was sent as {printable(sent)})")
+
+
+async def refuse_unread_body(request: Request) -> None:
+    """Refuse the body of a request to a route that reads none (``DELETE /sim/faults``, ``POST
+    /sim/workers``, the console's audit run): such a route takes its parameters in the query.
+    None, an empty one, ``{}`` and ``null`` (what some HTTP libraries send with every POST)
+    are taken; a body that is not JSON, or malformed, is refused as every route's is, and an
+    object's fields are each refused as unknown (``Invalid parameter``), as a route with a
+    body refuses one it does not know. Each was answered 200 and acted on, the body unread
+    (a tester's ``-d '{not json'``)."""
+    if request.method not in _BODY_METHODS:
+        return
+    raw = await request.body()
+    if not raw.strip():
+        return
+    if not is_json_type(request.headers.get("content-type")):
+        raise not_json_type(request)
+    try:
+        value = json_input.loads(raw)
+    except json_input.JsonInputError as error:
+        raise _body_refusal(request, f"not valid JSON ({error})") from None
+    if value is None or value == {}:
+        return
+    if isinstance(value, dict):
+        raise invalid_parameters(request, [
+            {"field": printable(str(key)), "code": "Invalid", "message": UNKNOWN_PARAMETER}
+            for key in value])
+    raise _body_refusal(request, "this route takes no body (its parameters are in the query)")
+
+
+def _body_refusal(request: Request, message: str) -> ApiError:
+    return invalid_parameters(request, [{"field": "body", "code": "Invalid",
+                                         "message": message}])
