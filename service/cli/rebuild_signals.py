@@ -8,8 +8,12 @@ import signal
 from typing import Any
 
 
-class RebuildStopped(Exception):
-    """A rebuild ended by a signal (SIGTERM, SIGINT or SIGHUP); ``signum`` is its number."""
+class RebuildStopped(BaseException):
+    """A rebuild ended by a signal (SIGTERM, SIGINT or SIGHUP); ``signum`` is its number.
+    A ``BaseException``, as ``KeyboardInterrupt`` is: the handler raises it wherever the main
+    thread is, and the checks that take any ``Exception`` of decoding or folding an event
+    for damage to the log (``CheckedMapper``, ``domain.folding``) must let it through
+    (operator tester: "the log needs repair" of an intact log)."""
 
     def __init__(self, signum: int):
         self.signum = signum
