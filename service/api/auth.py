@@ -17,7 +17,7 @@ from fastapi import APIRouter, Request, Response, WebSocketException
 from fastapi.routing import APIRoute
 from starlette.requests import HTTPConnection
 
-from service.api.bodies import refuse_unread_body
+from service.api.bodies import read_json_body, refuse_unread_body
 from service.api.errors import ApiError, ForbiddenError, UnauthorizedError
 from service.api.tokens import (
     AGENT,
@@ -242,7 +242,8 @@ class AuthorizedRoute(APIRoute):
     request with a nested solve of its own (four parameter lookups, a cache key): 3-4 % of a
     command's CPU (docs/performance.md, "The batch as one query"). Its refusal is raised
     inside the route's handler, so the app's exception handlers answer it as before. A route
-    that reads no body then refuses one sent to it (``bodies.refuse_unread_body``)."""
+    that reads a body has it parsed strictly first (``bodies.read_json_body``); one that reads
+    none refuses one sent to it (``bodies.refuse_unread_body``)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -250,7 +251,9 @@ class AuthorizedRoute(APIRoute):
 
         async def authorized(request: Request) -> Response:
             await authorize(request)
-            if not reads_body:  # refused, not ignored: it may say what the route did not do
+            if reads_body:
+                await read_json_body(request)
+            else:  # refused, not ignored: it may say what the route did not do
                 await refuse_unread_body(request)
             return await handler(request)
 

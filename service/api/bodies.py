@@ -1,7 +1,8 @@
 """Request bodies as every route reads them (api.md, "Versions": a body that is not JSON is
-``ValidationFailed`` naming ``body``): a route with no body of its own still refuses one it
-would not read, rather than ignore it. ``AuthorizedRoute`` (service/api/auth.py) calls
-``refuse_unread_body`` before such a route's handler."""
+``ValidationFailed`` naming ``body``): its JSON parsed strictly (``read_json_body``: UTF-8,
+no key twice), and a route with no body of its own refusing one it would not read, rather
+than ignore it. ``AuthorizedRoute`` (service/api/auth.py) calls one of them before each
+route's handler."""
 
 from __future__ import annotations
 
@@ -37,6 +38,30 @@ def not_json_type(request: Request) -> ApiError:
                                   f"application/json (it was sent as {printable(sent)})")
 
 
+async def read_json_body(request: Request) -> None:
+    """Parse the request's body as FastAPI would hand it to the route (a JSON type, or none),
+    by ``json_input.loads_body``, and leave the value where FastAPI's parse looks first
+    (``Request.json`` keeps its value in ``_json``), so the route gets it unchanged. Raises
+    the ``ValidationFailed`` error naming ``body`` for bytes that are not UTF-8 or not JSON,
+    or naming a key an object gives twice. A body of another type is left to FastAPI, which
+    hands the route its bytes (refused by error_handlers as ``not_json_type``)."""
+    raw = await request.body()
+    if not raw or not is_json_type(request.headers.get("content-type")):
+        return
+    request._json = _parsed(request, raw)  # noqa: SLF001 (Starlette's cache of .json())
+
+
+def _parsed(request: Request, raw: bytes) -> object:
+    """``raw`` as JSON, or the refusal naming ``body`` or the repeated key."""
+    try:
+        return json_input.loads_body(raw)
+    except json_input.RepeatedKeyError as error:
+        raise invalid_parameters(request, [{"field": error.path, "code": "Invalid",
+                                            "message": "may be given only once"}]) from None
+    except json_input.JsonInputError as error:
+        raise _body_refusal(request, f"not valid JSON ({error})") from None
+
+
 async def refuse_unread_body(request: Request) -> None:
     """Refuse the body of a request to a route that reads none (``DELETE /sim/faults``, ``POST
     /sim/workers``, the console's audit run): such a route takes its parameters in the query.
@@ -52,10 +77,7 @@ async def refuse_unread_body(request: Request) -> None:
         return
     if not is_json_type(request.headers.get("content-type")):
         raise not_json_type(request)
-    try:
-        value = json_input.loads(raw)
-    except json_input.JsonInputError as error:
-        raise _body_refusal(request, f"not valid JSON ({error})") from None
+    value = _parsed(request, raw)
     if value is None or value == {}:
         return
     if isinstance(value, dict):
