@@ -167,7 +167,7 @@ def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:
     """Check the tokens before serving: bad tokens stop start-up with a message naming the
     entry, and with no tokens configured only loopback is allowed (api.md, "Roles").
 
-    Raises ``SystemExit`` with the reason (status 2 for bad tokens, the reason on stderr).
+    Raises ``SystemExit(2)``, the reason on stderr, as for every setting refused.
     """
     try:
         Tokens.from_settings(settings)
@@ -180,9 +180,8 @@ def refuse_open_bind_without_tokens(settings: Settings, host: str) -> None:
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = False
-    if not loopback:
-        raise SystemExit(
-            f"refusing to listen on {host}: no tokens are configured (VMLEDGER_TOKENS_FILE or "
-            "VMLEDGER_TOKENS), so only loopback addresses (127.0.0.1, ::1, localhost) are "
-            "allowed"
-        )
+    if not loopback:  # a setting refused, as the others are: status 2 (operator tester)
+        print(f"vmledger: refusing to listen on {host}: no tokens are configured "
+              "(VMLEDGER_TOKENS_FILE or VMLEDGER_TOKENS), so only loopback addresses "
+              "(127.0.0.1, ::1, localhost) are allowed", file=sys.stderr)
+        raise SystemExit(2)

@@ -50,14 +50,16 @@ def _check_free(host: str, port: int) -> None:
         probe.bind((host, port))
 
 
-def _serve_one(parent: int, host: str, port: int, options: dict[str, Any]) -> None:
+def _serve_one(parent: int, host: str, port: int, options: dict[str, Any],
+               ready: Any) -> None:
     import uvicorn
 
     from service.api.serving import StreamEndingServer
 
     os.setpgid(0, 0)
     _end_with(parent)
-    server = StreamEndingServer(uvicorn.Config(APP, factory=True, **options))
+    server = StreamEndingServer(uvicorn.Config(APP, factory=True, **options),
+                                on_started=lambda _port: ready.set())
     server.run(sockets=[reuse_port_socket(host, port)])
 
 
@@ -71,7 +73,9 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
                          "would listen on a port of its own)")
     _check_free(host, port)
     context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=_serve_one, args=(os.getpid(), host, port, options),
+    readiness = [context.Event() for _ in range(workers)]
+    processes = [context.Process(target=_serve_one,
+                                 args=(os.getpid(), host, port, options, readiness[n]),
                                  name=f"vmledger-http-{n}") for n in range(workers)]
     asked: list[int] = []
 
@@ -86,7 +90,7 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
         for process in processes:
             process.start()
         by_sentinel = {process.sentinel: process for process in processes}
-        _announce_when_listening(host, port, workers, list(by_sentinel))
+        _announce_when_listening(host, port, readiness, list(by_sentinel))
         first = by_sentinel[multiprocessing.connection.wait(list(by_sentinel))[0]]
         first.join()
         if not asked:
@@ -102,25 +106,23 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
     return 0 if asked else abs(first.exitcode or 0)
 
 
-def _announce_when_listening(host: str, port: int, workers: int, sentinels: list[Any],
-                             timeout_s: float = 60.0) -> None:
-    """Log one line once ``host:port`` accepts connections (uvicorn says nothing when it is
-    given its socket), or return without it if a process ends first or ``timeout_s`` passes.
-    """
+def _announce_when_listening(host: str, port: int, readiness: list[Any],
+                             sentinels: list[Any], timeout_s: float = 60.0) -> None:
+    """Log one line once every process accepts connections (each sets its event of
+    ``readiness`` then), or return without it if a process ends first or ``timeout_s``
+    passes. (Probing the port said so once the first process did, seconds before the
+    last: operator tester.)"""
     import time
 
-    target = "127.0.0.1" if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    from service.api.serving import announce_listening
+
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            socket.create_connection((target, port), timeout=1).close()
-        except OSError:
-            if multiprocessing.connection.wait(sentinels, timeout=0.05):
-                return  # a process ended: the caller reports it
-            continue
-        shown = f"[{host}]" if ":" in host else host
-        log.info("listening on http://%s:%s with %s HTTP processes", shown, port, workers)
-        return
+        if all(event.is_set() for event in readiness):
+            announce_listening(host, port, len(readiness))
+            return
+        if multiprocessing.connection.wait(sentinels, timeout=0.05):
+            return  # a process ended: the caller reports it
 
 
 def _end_with(parent: int) -> None:

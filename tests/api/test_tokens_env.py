@@ -118,14 +118,18 @@ def test_tokens_in_both_the_environment_and_a_file_are_refused(monkeypatch, tmp_
         env_settings(monkeypatch, json.dumps(ENTRIES))
 
 
-def test_with_no_tokens_serve_listens_on_loopback_only(monkeypatch) -> None:
+def test_with_no_tokens_serve_listens_on_loopback_only(monkeypatch, capsys) -> None:
     settings = env_settings(monkeypatch, None)
     assert not settings.tokens_configured and Tokens.from_settings(settings).open
     for host in ("127.0.0.1", "::1", "localhost"):
         refuse_open_bind_without_tokens(settings, host)  # allowed
     for host in ("0.0.0.0", "10.1.2.3", "::", "vmledger.example"):
-        with pytest.raises(SystemExit, match=f"refusing to listen on {host}: no tokens"):
+        with pytest.raises(SystemExit) as refused:
             refuse_open_bind_without_tokens(settings, host)
+        # status 2 and "vmledger: …", as every refused setting (it was 1, unprefixed)
+        assert refused.value.code == 2
+        assert capsys.readouterr().err.startswith(
+            f"vmledger: refusing to listen on {host}: no tokens")
     # Tokens from the environment lift the rule, as a tokens file does.
     with_env = env_settings(monkeypatch, json.dumps(ENTRIES))
     refuse_open_bind_without_tokens(with_env, "0.0.0.0")

@@ -192,15 +192,22 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_serve_with_workers_says_where_it_listens(sqlite_env: dict[str, str],
-                                                  processes: list[Process]) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_serve_says_where_it_listens_once_every_process_does(
+        sqlite_env: dict[str, str], processes: list[Process], workers: int) -> None:
+    # operator tester: one process never said it; with two the line came once the first
+    # accepted connections, seconds before the second had started
     port = _free_port()
-    serve = Process("serve", "--workers", "2", "--port", str(port), env=sqlite_env)
+    serve = Process("serve", "--workers", str(workers), "--port", str(port), env=sqlite_env)
     processes.append(serve)
-    line = serve.wait_for("listening on")
-    assert f"vmledger.service.api.processes: listening on http://127.0.0.1:{port} with 2 HTTP" \
-        in line
-    assert serve.stop() == 0
+    line = serve.wait_for("listening on").rstrip("\n")
+    said = "process" if workers == 1 else "processes"
+    assert line.endswith(f"vmledger.service.api.serving: listening on http://127.0.0.1:{port} "
+                         f"with {workers} HTTP {said}")
+    before = serve.lines[:serve.lines.index(line)]
+    assert sum("Application startup complete" in earlier for earlier in before) == workers
+    # one process ends as SIGTERM's default would (143), the parent of several with 0
+    assert serve.stop() == (-signal.SIGTERM if workers == 1 else 0)
 
 
 def test_project_logs_one_line_at_start_and_one_at_stop(sqlite_env: dict[str, str],
