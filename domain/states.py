@@ -49,7 +49,6 @@ class JobName(StrEnum):
     REBOOT = "reboot"
     UPDATE = "update"
     DESTROY = "destroy"
-    QUARANTINE = "quarantine"
     ADD_NICS = "add_nics"  # the NICs are recorded when asked for; the job applies them
     REMOVE_NICS = "remove_nics"
     # vmledger's own: queued by a quarantine or a destroy at once that cancels a running job,
