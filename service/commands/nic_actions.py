@@ -39,8 +39,9 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
     """Add NICs on the networks ``add`` names, or queue the removal of the NICs ``remove``
     (MACs). Raises
     ``VmNotFoundError`` (also for another owner's VM), ``UnallocatedVmError`` (version 1, a
-    provisioning VM), ``InvalidTransitionError``, ``NetworkNotFoundError``,
-    ``NetworkFullError``, ``ValidationError`` and the change loop's errors."""
+    provisioning VM, or one on no server: ``refuse_on_no_server``),
+    ``InvalidTransitionError``, ``NetworkNotFoundError``, ``NetworkFullError``,
+    ``ValidationError`` and the change loop's errors."""
     name = JobName.ADD_NICS if add is not None else JobName.REMOVE_NICS
     job_cause = {**cause, "job_uuid": None}
     claimed: list[Any] = []  # the networks this attempt claimed addresses on
@@ -59,6 +60,7 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
         if refused(state, Action.UPDATE):
             raise InvalidTransitionError(state, name.value, behaviour.allowed_actions(
                 state, has_server=vm.has_server))
+        refuse_on_no_server(vm, name, behaviour)
         if add is not None:
             claimed.extend(commands.allocate(vm, add, cause=job_cause))
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}
@@ -81,3 +83,21 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
     if replayed is not None:
         return replayed
     return Accepted(str(vm.id), job_uuid, vm.version, position)
+
+
+def refuse_on_no_server(vm: Vm, name: JobName, behaviour: Behaviour) -> None:
+    """Refuse a NIC change of a VM on no server that is not provisioning (its provision
+    failed before placing it; an agent reported it on none): the change is carried out on the
+    VM's server (``reconfigure``), and there is none, so its job would "succeed" changing no
+    node while an added NIC claimed an address a failed VM must not hold (TRITON-394). As
+    the rules table answers start and stop of such a VM (``Verdict.UNALLOCATED``), and VMAPI
+    answers an action on a VM with no ``server_uuid``: version 1 ``UnallocatedVmError``,
+    version 2 ``InvalidTransitionError``, each naming the state. A provisioning VM gets its
+    server from the provision its NIC job queues behind (version 2)."""
+    state = VmState(vm.state)
+    if vm.has_server or state is VmState.PROVISIONING:
+        return
+    allowed = behaviour.allowed_actions(state, has_server=False)
+    if behaviour.major < 2:
+        raise UnallocatedVmError(state, name.value, allowed)
+    raise InvalidTransitionError(state, name.value, allowed, on_no_server=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from domain.errors import InvalidTransitionError
 from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
 from domain.vm import Vm
@@ -240,7 +241,11 @@ def nics_changed(job: JobRun) -> None:
     (service/commands/nic_actions.py; a failed one, or one canceled before it ran, removes
     them again: ``Vm.give_back_added_nics``); a ``remove_nics`` records its NICs removed, and
     the change loop releases their addresses in the same transaction, only once the server
-    applied it, so a failed one leaves the VM's NICs and claims as they were."""
+    applied it, so a failed one leaves the VM's NICs and claims as they were. An
+    ``add_nics`` that finds the VM on no server (queued behind a provision that failed before
+    placing it) fails, as the request would have been refused then
+    (``nic_actions.refuse_on_no_server``): no node can take its NICs, and a failed VM holds
+    none (handlers.run gives them back)."""
     if job.vm.state == VmState.DESTROYED:
         _refuse(job, job.job["name"])
         return
@@ -248,6 +253,9 @@ def nics_changed(job: JobRun) -> None:
     if job.job["name"] == JobName.REMOVE_NICS:
         _remove_nics(job, args.get("macs", []))
         return
+    if not job.vm.has_server:
+        raise StepFailedError(str(InvalidTransitionError(
+            job.vm.state, job.job["name"], [], on_no_server=True)))
     _reconfigure(job, "apply_nics", {job.job["name"]: args}, args)
     job.succeed()
 
