@@ -31,7 +31,7 @@ from service.api.connection import OWN_NAMES, connection_headers
 from service.api.headers import request_id_of
 from service.api.head import head_as_get
 from service.api.tokens import Tokens
-from service.api.url_checks import url_refusal
+from service.api.url_checks import VERSION_HEADER, repeated_header, url_refusal
 from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
 from service.db_limits import request_waits_bounded
 from service.logs import bind, log_context
@@ -127,13 +127,17 @@ class Envelope:
         principal is in ``request.state`` and the log scope."""
         if declared is not None and declared > self.max_body_bytes:
             return errors.api_error_response(errors.PayloadTooLargeError(self.max_body_bytes))
+        repeated = repeated_header(request)
+        if repeated is not None and repeated[0] == VERSION_HEADER:  # before it is read
+            return errors.api_error_response(errors.invalid_parameters(request, [
+                {"field": repeated[0], "code": "Invalid", "message": repeated[1]}]))
         try:
             version = negotiate(request.headers.get("accept-version"))
         except InvalidVersionError as error:
             return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)
         added.append((b"api-version", version.encode()))
-        refused = url_refusal(request)
+        refused = url_refusal(request, repeated, headers_checked=True)
         if refused is not None:
             return errors.api_error_response(refused)
         try:

@@ -50,9 +50,14 @@ MAX_X_CONTEXT_BYTES = 4096
 
 def request_id_of(request: Request) -> str:
     """The request's id: its ``x-request-id`` when that is 1 to ``MAX_REQUEST_ID`` printable
-    ASCII characters, else a generated one (a tracing header should not fail the request;
-    the id used is answered in ``x-request-id`` either way)."""
-    given = request.headers.get("x-request-id")
+    ASCII characters, else a generated one, as for one given twice (a tracing header should
+    not fail the request; the id used is answered in ``x-request-id`` either way)."""
+    given = None
+    for name, value in request.scope["headers"]:
+        if name == b"x-request-id":
+            if given is not None:  # two: which names the request would be a guess
+                return new_request_id()
+            given = value.decode("latin-1")
     if given and len(given) <= MAX_REQUEST_ID and given.isascii() and given.isprintable():
         return given
     return new_request_id()

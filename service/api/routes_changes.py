@@ -13,6 +13,7 @@ from starlette.requests import HTTPConnection
 from service.api.auth import OWNER, authorized_router, principal_of
 from service.api.errors import UnavailableError
 from service.api.params import MAX_INTEGER, Query, integer_param, openapi_parameter
+from service.api.url_checks import TOKEN_PARAMETER
 from service.changes import sse
 from service.changes.filters import ChangeFilter, checked_value, listed_values
 from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
@@ -24,8 +25,6 @@ log = logging.getLogger(f"vmledger.{__name__}")
 # How long a shutdown waits for the change streams it ended to close (a stream whose client
 # does not read may not get its end out); then the server closes what is left.
 STREAMS_END_S = 5.0
-
-TOKEN_PARAMETER = "token"
 
 
 def change_hub(connection: HTTPConnection) -> ChangeHub:

@@ -12,16 +12,22 @@ from service.api.errors import LIST_MESSAGE, ApiError, invalid_parameters
 from domain.json_input import at_field, printable, unstorable
 
 
-def url_refusal(connection: HTTPConnection) -> ApiError | None:
+def url_refusal(connection: HTTPConnection, repeated: tuple[str, str] | None = None,
+                *, headers_checked: bool = False) -> ApiError | None:
     """The ``ValidationFailed`` error naming the first thing wrong with ``connection``'s URL
-    (``unstorable_in_url``, then ``repeated_in_query``, then ``repeated_header``), or None. Its top-level message is
-    the one the route the request goes to gives its own refusals: ListVms' and CountVms'
-    (GET and HEAD ``/vms``) is VMAPI's ``LIST_MESSAGE``, every other route's the default."""
+    (``unstorable_in_url``, then ``repeated_in_query``, then ``repeated_header``, then a
+    token given twice: ``token_given_twice``), or None. ``headers_checked``: the caller
+    already scanned the headers (``repeated``, the envelope's ``repeated_header``). Its
+    top-level message is the one the route the request goes to gives its own refusals:
+    ListVms' and CountVms' (GET and HEAD ``/vms``) is VMAPI's ``LIST_MESSAGE``, every other
+    route's the default."""
     problem = unstorable_in_url(connection)
     if problem is None and b"&" in connection.scope.get("query_string", b""):
         problem = repeated_in_query(connection)  # two parameters or more
     if problem is None:
-        problem = repeated_header(connection)
+        problem = repeated if headers_checked else repeated_header(connection)
+    if problem is None:
+        problem = token_given_twice(connection)
     if problem is None:
         return None
     lists_vms = (connection.scope.get("method") in ("GET", "HEAD")
@@ -62,10 +68,17 @@ def repeated_in_query(request: HTTPConnection) -> tuple[str, str] | None:
     return None
 
 
-# The headers that carry one value each: which of two a route (or the token check) should
+# The headers the service reads that carry one value each: which of two a route (or the
+# token check, the version's negotiation, the body's parse, the changefeed's start) should
 # take would be a guess, as for a query parameter, so a second one is refused, not ignored.
+# (``x-request-id``, never refused, is replaced when repeated: headers.request_id_of.)
 SINGLE_HEADERS = {b"authorization": "Authorization", b"if-match": "If-Match",
-                  b"idempotency-key": "Idempotency-Key", b"x-context": "x-context"}
+                  b"idempotency-key": "Idempotency-Key", b"x-context": "x-context",
+                  b"accept-version": "Accept-Version", b"last-event-id": "Last-Event-ID",
+                  b"content-type": "Content-Type", b"content-length": "Content-Length"}
+#: The one checked before the version is negotiated, which reads it: its refusal has version
+#: 1's status (409), no version being known.
+VERSION_HEADER = "Accept-Version"
 
 
 def repeated_header(request: HTTPConnection) -> tuple[str, str] | None:
@@ -76,4 +89,24 @@ def repeated_header(request: HTTPConnection) -> tuple[str, str] | None:
             if name in seen:
                 return SINGLE_HEADERS[name], "may be given only once"
             seen.add(name)
+    return None
+
+
+#: ``/changes``' and ``/changefeeds``' token in the URL (a browser's ``EventSource`` and
+#: WebSocket cannot send headers).
+TOKEN_PARAMETER = "token"
+_TOKEN_PATHS = frozenset(("/changes", "/changefeeds"))
+
+
+def token_given_twice(request: HTTPConnection) -> tuple[str, str] | None:
+    """(``token``, why) when the request gives a token both in ``Authorization`` and as
+    ``?token=``, else None: the header won, and a ``?token=`` the caller may have meant was
+    never checked (a tester's ``?token=nope`` with a valid header was answered 200)."""
+    if TOKEN_PARAMETER.encode() not in request.scope.get("query_string", b""):
+        return None  # cheap: most requests name no token in their query
+    if request.scope["path"] not in _TOKEN_PATHS:
+        return None  # there ``token`` is an unknown parameter, refused as such
+    if TOKEN_PARAMETER in request.query_params and "authorization" in request.headers:
+        return TOKEN_PARAMETER, ("give the token once: in the Authorization header or as "
+                                 "?token=, not both")
     return None
