@@ -99,10 +99,29 @@ def require(state: VmState, action: Action, *, has_server: bool) -> Verdict:
     return found
 
 
+#: The NIC changes (``?action=add_nics|remove_nics``): an update of the VM as far as the
+#: table goes, carried out on the VM's server.
+NIC_CHANGES = ("add_nics", "remove_nics")
+
+
+def nic_changes_allowed(state: VmState, *, has_server: bool) -> bool:
+    """Whether a VM in ``state`` may change its NICs: where the table allows an update, on
+    the VM's server, or behind the provision that places a provisioning VM. A VM on no server
+    otherwise has no node to carry the change out (its job would "succeed" changing nothing
+    while an added NIC held an address: TRITON-394)."""
+    if RULES[(state, Action.UPDATE)] is Verdict.REFUSED:
+        return False
+    return has_server or state is VmState.PROVISIONING
+
+
 def allowed_actions(state: VmState, *, has_server: bool) -> list[str]:
     """The actions neither refused nor unallocated for a VM in ``state`` (on a server or not:
-    ``has_server``, never assumed: a VM on none refuses start, stop and kill), in table order
-    (for error bodies)."""
-    return [a.value for a in _COLUMNS
-            if verdict(state, a, has_server=has_server)
-            not in (Verdict.REFUSED, Verdict.UNALLOCATED)]
+    ``has_server``, never assumed: a VM on none refuses start, stop and kill), in table order,
+    the NIC changes after ``update`` (for error bodies: every action a client may ask)."""
+    names = [a.value for a in _COLUMNS
+             if verdict(state, a, has_server=has_server)
+             not in (Verdict.REFUSED, Verdict.UNALLOCATED)]
+    if nic_changes_allowed(state, has_server=has_server):
+        after_update = names.index(Action.UPDATE.value) + 1
+        names[after_update:after_update] = NIC_CHANGES
+    return names

@@ -39,7 +39,7 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
     """Add NICs on the networks ``add`` names, or queue the removal of the NICs ``remove``
     (MACs). Raises
     ``VmNotFoundError`` (also for another owner's VM), ``UnallocatedVmError`` (version 1, a
-    provisioning VM, or one on no server: ``refuse_on_no_server``),
+    provisioning VM, or one on no server: ``refuse_nic_change``),
     ``InvalidTransitionError``, ``NetworkNotFoundError``, ``NetworkFullError``,
     ``ValidationError`` and the change loop's errors."""
     name = JobName.ADD_NICS if add is not None else JobName.REMOVE_NICS
@@ -50,17 +50,7 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
         claimed.clear()  # (a repeat claims nothing)
         if owner_uuid is not None and vm.owner_uuid != owner_uuid:
             raise VmNotFoundError(vm_uuid)
-        state = VmState(vm.state)
-        # a VM's NICs change where the rules table allows an update; a provisioning VM's too
-        # in version 2 (the job queues behind the provision), while version 1 refuses it as
-        # VMAPI does (UnallocatedVM)
-        if state is VmState.PROVISIONING and behaviour.major < 2:
-            raise UnallocatedVmError(state, name.value, behaviour.allowed_actions(
-                state, has_server=vm.has_server))
-        if refused(state, Action.UPDATE):
-            raise InvalidTransitionError(state, name.value, behaviour.allowed_actions(
-                state, has_server=vm.has_server))
-        refuse_on_no_server(vm, name, behaviour)
+        refuse_nic_change(VmState(vm.state), vm.has_server, name, behaviour)
         if add is not None:
             claimed.extend(commands.allocate(vm, add, cause=job_cause))
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}
@@ -85,19 +75,22 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
     return Accepted(str(vm.id), job_uuid, vm.version, position)
 
 
-def refuse_on_no_server(vm: Vm, name: JobName, behaviour: Behaviour) -> None:
-    """Refuse a NIC change of a VM on no server that is not provisioning (its provision
-    failed before placing it; an agent reported it on none): the change is carried out on the
-    VM's server (``reconfigure``), and there is none, so its job would "succeed" changing no
-    node while an added NIC claimed an address a failed VM must not hold (TRITON-394). As
-    the rules table answers start and stop of such a VM (``Verdict.UNALLOCATED``), and VMAPI
-    answers an action on a VM with no ``server_uuid``: version 1 ``UnallocatedVmError``,
-    version 2 ``InvalidTransitionError``, each naming the state. A provisioning VM gets its
-    server from the provision its NIC job queues behind (version 2)."""
-    state = VmState(vm.state)
-    if vm.has_server or state is VmState.PROVISIONING:
+def refuse_nic_change(state: VmState, has_server: bool, name: JobName,
+                      behaviour: Behaviour) -> None:
+    """Refuse ``name`` (a NIC change) of a VM in ``state`` (on a server or not) unless
+    ``behaviour`` admits it (``Behaviour.admits_nic_changes``, so that what is refused here is
+    exactly what the refusals' ``allowed_actions`` leave out). A provisioning VM in version 1
+    and a VM on no server that is not provisioning (its provision failed before placing it;
+    an agent reported it on none: the change is carried out on the VM's server, and there is
+    none) are refused as VMAPI answers an action on a VM with no ``server_uuid``
+    (``UnallocatedVmError``; version 2 ``InvalidTransitionError`` for the latter, as the rules
+    table answers start of such a VM); a state where no update is allowed with
+    ``InvalidTransitionError``."""
+    if behaviour.admits_nic_changes(state, has_server=has_server):
         return
-    allowed = behaviour.allowed_actions(state, has_server=False)
+    allowed = behaviour.allowed_actions(state, has_server=has_server)
+    if refused(state, Action.UPDATE):
+        raise InvalidTransitionError(state, name.value, allowed)
     if behaviour.major < 2:
         raise UnallocatedVmError(state, name.value, allowed)
     raise InvalidTransitionError(state, name.value, allowed, on_no_server=True)

@@ -230,7 +230,17 @@ class Behaviour:
         refuses: version 1 what waits for the provision (a quarantine aside) and deleting a
         running or stopped VM on no server; version 2 deleting a destroyed VM."""
         return [name for name in rules.allowed_actions(state, has_server=has_server)
-                if self._admits(state, Action(name), has_server)]
+                if (self.admits_nic_changes(state, has_server=has_server)
+                    if name in rules.NIC_CHANGES
+                    else self._admits(state, Action(name), has_server))]
+
+    def admits_nic_changes(self, state: VmState, *, has_server: bool) -> bool:
+        """Whether this version takes ``add_nics`` or ``remove_nics`` of a VM in ``state``:
+        where the table allows them (``rules.nic_changes_allowed``), but for a provisioning
+        VM in version 1, refused as VMAPI does (``UnallocatedVM``)."""
+        if state is VmState.PROVISIONING and self.major < 2:
+            return False
+        return rules.nic_changes_allowed(state, has_server=has_server)
 
     def _admits(self, state: VmState, action: Action, has_server: bool) -> bool:
         try:

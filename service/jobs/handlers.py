@@ -244,7 +244,7 @@ def nics_changed(job: JobRun) -> None:
     applied it, so a failed one leaves the VM's NICs and claims as they were. An
     ``add_nics`` that finds the VM on no server (queued behind a provision that failed before
     placing it) fails, as the request would have been refused then
-    (``nic_actions.refuse_on_no_server``): no node can take its NICs, and a failed VM holds
+    (``nic_actions.refuse_nic_change``): no node can take its NICs, and a failed VM holds
     none (handlers.run gives them back)."""
     if job.vm.state == VmState.DESTROYED:
         _refuse(job, job.job["name"])

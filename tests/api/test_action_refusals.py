@@ -120,3 +120,21 @@ def test_a_reboot_on_no_server_is_unallocated_only_where_the_state_allows_a_rebo
                             "InvalidTransition")
         assert body["message"] == "Cannot reboot a VM in state 'failed'", body
     assert services.commands.head_position() == head
+
+
+def test_a_refusal_names_the_nic_changes_the_vm_takes(client) -> None:
+    # operator tester: a release refused on a running VM named every action but add_nics and
+    # remove_nics, which the VM then took
+    network = client.post("/networks", json={
+        "name": "named", "subnet": "10.62.0.0/24", "provision_start_ip": "10.62.0.10",
+        "provision_end_ip": "10.62.0.20"}).json()
+    vm_uuid = create_running_vm(client)
+    for headers in ({}, V2):
+        body = assert_error(act(client, vm_uuid, "release", headers=headers), 409,
+                            "InvalidTransition")
+        assert body["allowed_actions"] == [
+            "start", "stop", "kill", "reboot", "update", "add_nics", "remove_nics", "destroy",
+            "quarantine"]
+        added = act(client, vm_uuid, "add_nics", headers=headers,
+                    json={"networks": [network["uuid"]]})
+        assert added.status_code == 202, added.text
