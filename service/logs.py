@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from domain.compact_json import reused_encoder
+from service.schema_errors import explain, missing_schema
 from service.settings import Settings
 
 # The fields a scope may carry, in the order lines show them.
@@ -254,8 +255,10 @@ class Throttled:
     during a database outage, or every request while a table is missing, writes one line per
     interval, not thousands. ``error`` is an exception or a message. With ``traceback``, a
     line that follows no left-out error (the first of an outage, or an error on its own)
-    carries the error's traceback; the repeats' lines do not. Logged at ``level`` (ERROR by
-    default). Thread-safe (the API's requests run in many threads)."""
+    carries the error's traceback; the repeats' lines do not, nor does an error saying a table
+    the service built is missing (``schema_errors``: its one line says what to do; operator
+    tester: the stuck check logged a traceback for a dropped ``vm_view``). Logged at
+    ``level`` (ERROR by default). Thread-safe (the API's requests run in many threads)."""
 
     def __init__(self, logger: logging.Logger, what: str, interval_s: float = 10.0,
                  clock: Any = None, *, traceback: bool = False, level: int = logging.ERROR):
@@ -280,6 +283,9 @@ class Throttled:
                 if self._last is not None and self._left_out else ""
             shown = error if self.traceback and not self._left_out else None
             self._last, self._left_out = now, 0
+        missing = missing_schema(error) if isinstance(error, BaseException) else None
+        if missing is not None:  # an expected condition, said in one line: no traceback
+            error, shown = explain(missing), None
         self.logger.log(self.level, "%s: %s%s", self.what, error, more,
                         exc_info=shown if isinstance(shown, BaseException) else None)
 

@@ -17,7 +17,7 @@ _MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
             psycopg.errors.InvalidSchemaName)
 # The same, read from a message: SQLite has no error classes, and eventsourcing wraps the
 # driver's error in its own keeping only the message (the cause is chained, when it is).
-_MISSING_TEXT = re.compile(r'(no such (table|column)|relation "[^"]*" does not exist|'
+_MISSING_TEXT = re.compile(r'(no such (table|column)(: [\w.]+)?|relation "[^"]*" does not exist|'
                            r'column "[^"]*" does not exist|schema "[^"]*" does not exist)')
 
 

@@ -274,3 +274,26 @@ def test_a_throttled_error_with_traceback_shows_it_on_the_first_line_not_on_the_
         "worker pass failed: connection refused (24 more like it in the last 10 s)"]
     assert [r.exc_info is not None for r in caplog.records] == [True, False]
     assert caplog.records[0].exc_info[0] is OSError
+
+
+def test_a_throttled_missing_table_is_one_line_saying_what_to_do_with_no_traceback(
+        caplog) -> None:
+    # operator tester: the stuck check logged "worker pass failed: no such table: vm_view"
+    # with a whole traceback for a table dropped by hand, an expected condition
+    import logging as logging_
+    import sqlite3
+
+    from service.logs import Throttled
+
+    log = logging_.getLogger("vmledger.test.throttled")
+    throttled = Throttled(log, "worker pass failed", traceback=True)
+    with caplog.at_level(logging_.ERROR, logger="vmledger.test.throttled"):
+        try:
+            raise sqlite3.OperationalError("no such table: vm_view")
+        except sqlite3.OperationalError as error:
+            throttled(error)
+    [record] = caplog.records
+    assert record.exc_info is None
+    assert record.getMessage().startswith(
+        "worker pass failed: the database is not as this service built it (no such table: "
+        "vm_view); it makes its tables only at start-up: restart it")
