@@ -267,8 +267,9 @@ def main() -> None:
     except ValidationError as error:
         for problem in error.errors(include_input=False, include_url=False):
             name = "_".join(str(part) for part in problem["loc"]).upper()
-            typer.echo(f"VMLEDGER_{name}: {problem['msg']}" if name else problem["msg"],
-                       err=True)
+            # our validators' own words, without pydantic's prefix (operator tester)
+            said = str(problem["msg"]).removeprefix("Value error, ")
+            typer.echo(f"VMLEDGER_{name}: {said}" if name else f"vmledger: {said}", err=True)
         raise SystemExit(2) from None
     except Exception as error:  # noqa: BLE001 - a bug is raised again, with its traceback
         ending = database_ending(error)

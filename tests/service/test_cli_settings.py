@@ -14,7 +14,7 @@ def test_bad_settings_end_any_command_with_one_line_naming_the_variable_and_no_v
                     timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "VMLEDGER_DATABASE_URL: Value error, must start with sqlite:/// or postgresql://"]
+        "VMLEDGER_DATABASE_URL: must start with sqlite:/// or postgresql://"]
     assert "hunter2" not in done.stdout + done.stderr
 
 
@@ -86,3 +86,15 @@ def test_the_console_script_imports_only_the_guarded_entry_point() -> None:
 
     [script] = [e for e in entry_points(group="console_scripts") if e.name == "vmledger"]
     assert script.value == "service.cli:main"
+
+
+def test_a_refusal_of_settings_together_names_vmledger_not_pydantic(tmp_path) -> None:
+    # operator tester: "Value error, VMLEDGER_TOKENS and VMLEDGER_TOKENS_FILE are both set…"
+    tokens_file = tmp_path / "tokens.toml"
+    tokens_file.write_text("")
+    done = vmledger("audit", "verify", env={"VMLEDGER_TOKENS": "[]",
+                                            "VMLEDGER_TOKENS_FILE": str(tokens_file)},
+                    cwd=tmp_path, timeout=60)
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("vmledger: VMLEDGER_TOKENS and VMLEDGER_TOKENS_FILE are both set")
