@@ -61,14 +61,17 @@ def _job_filters(query: Query) -> tuple[str | None, str | None]:
     execution = query.params.get("execution")
     if execution is not None and execution not in {e.value for e in Execution}:
         query.invalid("execution", "must be one of " + ", ".join(e.value for e in Execution))
-    given = next((p for p in ("name", "task") if query.params.get(p)), "name")
-    name = query.params.get(given) or None
-    if name is not None and name not in {n.value for n in JobName}:
-        query.invalid(given, "must be one of " + ", ".join(n.value for n in JobName))
+    names = {n.value for n in JobName}
+    # An empty value is refused as any other that names no job, as ``execution=`` is: it
+    # was read as no filter, so ``task=&name=quarantine`` listed quarantines (a tester).
+    for given in ("name", "task"):
+        value = query.params.get(given)
+        if value is not None and value not in names:
+            query.invalid(given, "must be one of " + ", ".join(n.value for n in JobName))
     query.check()
-    if query.params.get("task") and query.params.get("name"):  # an empty one is no filter
+    if "task" in query.params and "name" in query.params:
         raise query.conflicting("task", "name", refused="task")
-    return execution, name
+    return execution, query.params.get("name", query.params.get("task"))
 
 
 @router.get("/jobs/{job_uuid}")

@@ -229,3 +229,15 @@ def test_jobs_list_newest_first_by_log_position_whatever_the_clocks_say(
     jobs = paused.http.get("/jobs").json()
     assert [j["uuid"] for j in jobs] == [second.json()["job_uuid"], first.json()["job_uuid"]]
     assert jobs[0]["created_at"] < jobs[1]["created_at"]
+
+
+@pytest.mark.parametrize("params", [{"task": ""}, {"name": ""}, {"task": "", "name": "stop"},
+                                    {"name": "", "task": "stop"}, {"execution": ""}])
+def test_an_empty_job_filter_is_refused_as_any_value_naming_no_job(client, params) -> None:
+    # found by a tester: ``task=&name=quarantine`` listed quarantines (an empty task or name
+    # was read as no filter) where an empty ``execution=`` was refused
+    for path in ("/jobs", f"/vms/{create_running_vm(client)}/jobs"):
+        body = assert_error(client.get(path, params=params), 409, "ValidationFailed")
+        empty = next(name for name, value in params.items() if value == "")
+        assert error_fields(body) == {empty: "Invalid"}, body
+        assert body["errors"][0]["message"].startswith("must be one of")
