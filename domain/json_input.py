@@ -207,6 +207,19 @@ def _unstorable_scalar(value: Any, path: str) -> str | None:
     return None
 
 
+#: The most characters of one value a client sent that a message repeats: a 40 KB
+#: ``Accept-Version`` or a 5,000-character path id was echoed whole (a tester).
+ECHOED = 100
+#: The mark where an echoed value was cut.
+CUT_MARK = "…"
+
+
+def cut(text: str, limit: int = ECHOED) -> str:
+    """``text`` as a message may repeat it: at most ``limit`` characters, and the mark
+    ``CUT_MARK`` after those when it was longer."""
+    return text if len(text) <= limit else text[:limit] + CUT_MARK
+
+
 def printable(text: str) -> str:
     """``text`` safe to put in an error message: NUL and lone surrogates escaped."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")

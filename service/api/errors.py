@@ -20,6 +20,7 @@ from psycopg_pool import PoolTimeout
 from starlette.requests import HTTPConnection
 
 from domain import rules
+from domain.json_input import ECHOED, cut
 from domain.errors import (
     StreamGapError,
     UnfoldableEventError,
@@ -134,9 +135,31 @@ def invalid_parameters(request: HTTPConnection, errors: list[dict[str, str]],
     )
 
 
+# The longest message and field an error body carries: whatever a refusal repeats of a
+# client's input (a parameter's name or value, a header) is bounded here, in every answer,
+# where its own words do not cut it first (json_input.cut, ``ECHOED``).
+MAX_MESSAGE = 1000
+MAX_FIELD = 200
+
+
 def body(code: str, message: str, **extra: Any) -> dict[str, Any]:
-    """The error body: ``{"code", "message", ...}``."""
-    return {"code": code, "message": message, **extra}
+    """The error body: ``{"code", "message", ...}``, its ``message`` and each of its
+    ``errors``' ``field`` and ``message`` at most ``MAX_MESSAGE`` and ``MAX_FIELD``
+    characters (cut, marked "…")."""
+    errors = extra.get("errors")
+    if errors:
+        extra["errors"] = [_bounded(error) for error in errors]
+    return {"code": code, "message": cut(message, MAX_MESSAGE), **extra}
+
+
+def _bounded(error: Any) -> Any:
+    if not isinstance(error, dict):
+        return error
+    bounded = dict(error)
+    for key, limit in (("field", MAX_FIELD), ("message", MAX_MESSAGE)):
+        if isinstance(bounded.get(key), str):
+            bounded[key] = cut(bounded[key], limit)
+    return bounded
 
 
 @dataclass(frozen=True)
@@ -155,6 +178,15 @@ class Row:
 VALIDATION = 0  # the status of bad input depends on the API version (validation_status)
 
 
+def _invalid_version(error: InvalidVersionError) -> str:
+    """The error's message with the range asked for cut (``json_input.cut``): a header of
+    any length was repeated whole, before the versions supported."""
+    message = str(error)
+    if len(error.requested) <= ECHOED:
+        return message
+    return message.replace(error.requested, cut(error.requested), 1)
+
+
 def _state_refusal(error: Any) -> dict[str, Any]:
     """A refusal because of state: the ``state`` and the ``allowed_actions`` (api.md)."""
     allowed = getattr(error, "allowed_actions", None)
@@ -169,7 +201,8 @@ def _state_refusal(error: Any) -> dict[str, Any]:
 # itself has no row: a refusal with none is a bug (500, logged), and tests/api/test_errors.py
 # walks every DomainError subclass to prove there is none.
 ERRORS: dict[type[Exception], Row] = {
-    InvalidVersionError: Row(400, "InvalidVersion", lambda e: {"supported": e.supported}),
+    InvalidVersionError: Row(400, "InvalidVersion", lambda e: {"supported": e.supported},
+                             message=lambda e: _invalid_version(e)),
     VmNotFoundError: Row(404, "ResourceNotFound"),
     JobNotFoundError: Row(404, "ResourceNotFound"),
     ServerNotFoundError: Row(404, "ResourceNotFound"),

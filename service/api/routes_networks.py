@@ -10,6 +10,7 @@ from fastapi import Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from domain.json_input import cut
 from projections.network_view import network_object
 from service.api.auth import authorized_router
 from service.api.deps import (
@@ -39,7 +40,7 @@ def _network(request: Request, network_uuid: str) -> dict[str, Any]:
     """The network once ``network_view`` reflects every command acknowledged before this
     request (404 ``ResourceNotFound``)."""
     return read_one(request, "network_view", services_of(request).networks.get, network_uuid,
-                    lambda uuid: ApiError(404, "ResourceNotFound", f"Network {uuid} not found"),
+                    lambda uuid: ApiError(404, "ResourceNotFound", f"Network {cut(uuid)} not found"),
                     eventual=False)
 
 
