@@ -177,6 +177,19 @@ class ServerNotFoundError(DomainError):
         self.server_uuid = str(server_uuid)
 
 
+class ServerRemovedError(DomainError):
+    """An operator's action only a server in the fleet can have (a reboot) asked of a removed
+    one: its ``state`` is ``removed`` and its ``allowed_actions`` only ``remove`` (a repeat,
+    which records nothing)."""
+
+    def __init__(self, server_uuid: UUID | str, action: str):
+        super().__init__(f"Cannot {action} server {server_uuid}: it is removed")
+        self.server_uuid = str(server_uuid)
+        self.state = "removed"
+        self.action = action
+        self.allowed_actions = ["remove"]
+
+
 class VolumeNotFoundError(DomainError):
     """No volume with this uuid."""
 

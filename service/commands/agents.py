@@ -26,7 +26,7 @@ from typing import Any
 
 from domain import policy
 from domain.policy import Happening, Response
-from domain.errors import VmNotFoundError
+from domain.errors import ServerRemovedError, VmNotFoundError
 from domain.server import Server
 from domain.states import Action, DesiredState, Execution, JobName, VmState
 from domain.vm import Cause, Vm
@@ -108,7 +108,8 @@ class Agents:
         version) and ``IdempotencyKeyReusedError``."""
         return self._apply(server_uuid, boot_id, None,
                            lambda server, rebooted: {v: Happening.HOST_REBOOT for v in server.claims}
-                           if rebooted else {}, cause, if_match=if_match, idempotency=idempotency)
+                           if rebooted else {}, cause, if_match=if_match, idempotency=idempotency,
+                           check_server=_not_removed)
 
     # -- one transaction per report -----------------------------------------------------------
 
@@ -118,10 +119,12 @@ class Agents:
                if_match: int | None = None,
                idempotency: IdempotencyKey | None = None,
                seen: dict[str, Vm | None] | None = None,
-               seq: int | None = None) -> dict[str, str]:
+               seq: int | None = None,
+               check_server: Callable[[Server], None] | None = None) -> dict[str, str]:
         """Apply a report to the server and the VMs ``affected`` names, in one save;
         ``seen`` (if given) is left holding the VMs the saved attempt loaded, as it left
-        them."""
+        them. ``check_server`` may refuse the server as loaded, before anything is
+        recorded."""
         older: list[str] = []  # this attempt's VMs the report is older than the log of
 
         def decide(server: Server) -> tuple[dict[str, str], list[Vm]]:
@@ -137,6 +140,8 @@ class Agents:
             if admit is not None:
                 admitted, check = admit
                 check(vm_of(admitted))
+            if check_server is not None:
+                check_server(server)
             if generation is not None:
                 server.check_generation(generation)
             rebooted = server.record_reboot(boot_id, cause=cause)
@@ -259,3 +264,10 @@ def _queue(vm: Vm, action: Action, name: JobName, happening: Happening, cause: C
                               "api_version": NEWEST.version, "because": happening.value}
     vm.queue_job(action=action, job_uuid=str(uuidlib.uuid4()), name=name.value,
                  params=params, cause={**cause, "job_uuid": None})
+
+
+def _not_removed(server: Server) -> None:
+    """Refuse an operator's reboot of a removed server (``ServerRemovedError``): it recorded
+    a new boot id, and its VMs' host reboots, for a host no longer in the fleet (a tester)."""
+    if server.status == "removed":
+        raise ServerRemovedError(str(server.id), "reboot")

@@ -18,6 +18,7 @@ import service
 from domain.errors import (
     DomainError, DuplicateVmError, IllegalTransitionError, InvalidTransitionError,
     JobNotFoundError, JobNotRunnableError, NothingToUpdateError, ServerNotFoundError,
+    ServerRemovedError,
     StaleGenerationError, UnallocatedVmError, UuidTakenError, ValidationError,
     VersionMismatchError, VmAlreadyDestroyedError, VmNotFoundError, VolumeNotFoundError,
 )
@@ -39,6 +40,7 @@ SAMPLES: dict[type[DomainError], DomainError] = {
     VmNotFoundError: VmNotFoundError("vm-1"),
     JobNotFoundError: JobNotFoundError("job-1"),
     ServerNotFoundError: ServerNotFoundError("server-1"),
+    ServerRemovedError: ServerRemovedError("server-1", "reboot"),
     VolumeNotFoundError: VolumeNotFoundError("volume-1"),
     InvalidTransitionError: InvalidTransitionError("destroyed", "start", []),
     IllegalTransitionError: IllegalTransitionError("stopped", "Failed", has_server=False),

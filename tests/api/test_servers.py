@@ -140,3 +140,21 @@ def test_a_server_action_with_a_malformed_if_match_is_refused_naming_it(
     assert error_fields(assert_error(refused, code, "ValidationFailed")) == {
         "If-Match": "Invalid"}
     assert services.commands.head_position() == head
+
+
+def test_a_reboot_of_a_removed_server_is_refused_naming_its_state(client, services):
+    # found by a tester: it answered 202 and recorded a new boot id for a host no longer in
+    # the fleet
+    assert client.post("/servers", json=BODY).status_code == 201
+    assert client.post(f"/servers/{SERVER}", params={"action": "remove"}).status_code == 200
+    head = services.commands.head_position()
+    for headers, status in (({}, 409), ({"Accept-Version": "~2"}, 409)):
+        response = client.post(f"/servers/{SERVER}", params={"action": "reboot"},
+                               json={"boot_id": "b2"}, headers=headers)
+        body = assert_error(response, status, "InvalidTransition")
+        assert (body["state"], body["allowed_actions"]) == ("removed", ["remove"]), body
+        assert "removed" in body["message"]
+    assert services.commands.head_position() == head
+    # a repeated removal is still taken, recording nothing
+    assert client.post(f"/servers/{SERVER}", params={"action": "remove"}).status_code == 200
+    assert services.commands.head_position() == head
