@@ -7,13 +7,15 @@ from typing import Any, Literal
 
 from fastapi import Body, Request
 from fastapi.responses import JSONResponse
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from domain.errors import ServerNotFoundError
+from domain.errors import ServerNotFoundError, VmNotFoundError
 from service.api.auth import authorized_router
 from service.api.deps import cause_of, parse_body, services_of
+from service.api.errors import ApiError
 from service.api.params import Query
 from service.api.schemas import StrictModel
+from service.api.vmapi_rules import is_uuid
 from service.jobs.compute.driver import ComputeError
 from service.jobs.compute.faults import OPERATIONS, Operation
 
@@ -21,7 +23,10 @@ router = authorized_router(prefix="/sim", tags=["simulation"])
 
 
 class FaultRequest(StrictModel):
-    """Fail the next ``count`` calls of ``operation``."""
+    """Fail the next ``count`` calls of ``operation``. Strict, as every other body's
+    numbers are: a number in a string is refused naming its field."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     operation: Operation
     mode: Literal["fail", "lose_response"] = "fail"
@@ -29,7 +34,10 @@ class FaultRequest(StrictModel):
 
 
 class LatencyRequest(StrictModel):
-    """Delay ``operation`` (or every operation when absent) by ``seconds``."""
+    """Delay ``operation`` (or every operation when absent) by ``seconds``, a JSON number
+    (``"1"`` was read as one second: a tester)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     seconds: float = Field(ge=0, le=60)
     operation: Operation | None = None
@@ -127,13 +135,20 @@ def server_happening(server_uuid: str, request: Request) -> JSONResponse:
 
 @router.post("/vms/{vm_uuid}")
 def guest_happening(vm_uuid: str, request: Request) -> JSONResponse:
-    """``?action=shutdown``: the guest powers itself off; ``crash``: it crashes."""
+    """``?action=shutdown``: the guest powers itself off; ``crash``: it crashes. A VM with no
+    copy in the simulated fleet is 404 (nothing could happen to it)."""
     query = Query(request, {"action"})
     action = query.params.get("action")
     if action not in ("shutdown", "crash"):
         query.invalid("action", "must be shutdown or crash")
     query.check()
     fleet = services_of(request).fleet
+    vm_uuid = vm_uuid.lower()  # a path's uuid is looked up in any case, as GetVm's
+    if not is_uuid(vm_uuid):
+        raise VmNotFoundError(vm_uuid)  # says it is no uuid (it was answered 200)
+    if not fleet.copies(vm_uuid):
+        raise ApiError(404, "ResourceNotFound",
+                       f"VM {vm_uuid} has no copy in the simulated fleet")
     if action == "shutdown":
         fleet.shut_down_guest(vm_uuid)
     else:

@@ -133,3 +133,29 @@ def test_a_guest_shutdown_powers_the_guest_off(client) -> None:
     assert [copy["state"] for copy in response.json()["copies"]] == ["stopped"]
     bad = client.post(f"/sim/vms/{vm_uuid}", params={"action": "explode"})
     assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {"action": "Invalid"}
+
+
+def test_a_guest_happening_of_no_vm_in_the_fleet_is_not_found(client) -> None:
+    # found by a tester: POST /sim/vms/notauuid?action=crash answered 200
+    body = assert_error(client.post("/sim/vms/notauuid", params={"action": "crash"}), 404,
+                        "ResourceNotFound")
+    assert "Invalid UUID" in body["message"]
+    unknown = str(uuid.uuid4())
+    assert_error(client.post(f"/sim/vms/{unknown}", params={"action": "shutdown"}), 404,
+                 "ResourceNotFound")
+    vm_uuid = create_running_vm(client)
+    shouting = client.post(f"/sim/vms/{vm_uuid.upper()}", params={"action": "shutdown"})
+    assert shouting.status_code == 200, shouting.text
+
+
+def test_the_simulations_numbers_are_json_numbers(client) -> None:
+    # found by a tester: PUT /sim/latency {"seconds": "1"} delayed every operation a second
+    before = client.get("/sim").json()
+    for path, body, field in (("/sim/latency", {"seconds": "1"}, "seconds"),
+                              ("/sim/faults", {"operation": "ensure_state", "count": "2"},
+                               "count")):
+        refused = assert_error(client.request("PUT" if "latency" in path else "POST", path,
+                                              json=body), 409, "ValidationFailed")
+        assert error_fields(refused) == {field: "Invalid"}, refused
+    assert client.get("/sim").json() == before
+    assert client.put("/sim/latency", json={"seconds": 0}).status_code == 200
