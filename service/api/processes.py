@@ -59,7 +59,7 @@ def _serve_one(parent: int, host: str, port: int, options: dict[str, Any],
     os.setpgid(0, 0)
     _end_with(parent)
     server = StreamEndingServer(uvicorn.Config(APP, factory=True, **options),
-                                on_started=lambda _port: ready.set())
+                                on_started=lambda _port: ready.send(True))
     server.run(sockets=[reuse_port_socket(host, port)])
 
 
@@ -73,9 +73,11 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
                          "would listen on a port of its own)")
     _check_free(host, port)
     context = multiprocessing.get_context("spawn")
-    readiness = [context.Event() for _ in range(workers)]
+    # a pipe each, not an Event: a semaphore would start multiprocessing's resource tracker,
+    # one more process beside the HTTP ones
+    pipes = [context.Pipe(duplex=False) for _ in range(workers)]
     processes = [context.Process(target=_serve_one,
-                                 args=(os.getpid(), host, port, options, readiness[n]),
+                                 args=(os.getpid(), host, port, options, pipes[n][1]),
                                  name=f"vmledger-http-{n}") for n in range(workers)]
     asked: list[int] = []
 
@@ -90,7 +92,10 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
         for process in processes:
             process.start()
         by_sentinel = {process.sentinel: process for process in processes}
-        _announce_when_listening(host, port, readiness, list(by_sentinel))
+        for _, sending in pipes:
+            sending.close()  # the children's ends: a child's end closing reads as EOF here
+        _announce_when_listening(host, port, [receiving for receiving, _ in pipes],
+                                 list(by_sentinel))
         first = by_sentinel[multiprocessing.connection.wait(list(by_sentinel))[0]]
         first.join()
         if not asked:
@@ -103,12 +108,15 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return 0 if asked else abs(first.exitcode or 0)
+    if asked:
+        return 0
+    # a process killed by signal N ends the parent as a shell reports it: 128 + N (it was N)
+    return 128 - first.exitcode if (first.exitcode or 0) < 0 else first.exitcode or 0
 
 
 def _announce_when_listening(host: str, port: int, readiness: list[Any],
                              sentinels: list[Any], timeout_s: float = 60.0) -> None:
-    """Log one line once every process accepts connections (each sets its event of
+    """Log one line once every process accepts connections (each sends on its pipe of
     ``readiness`` then), or return without it if a process ends first or ``timeout_s``
     passes. (Probing the port said so once the first process did, seconds before the
     last: operator tester.)"""
@@ -116,13 +124,20 @@ def _announce_when_listening(host: str, port: int, readiness: list[Any],
 
     from service.api.serving import announce_listening
 
+    waiting = list(readiness)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if all(event.is_set() for event in readiness):
-            announce_listening(host, port, len(readiness))
-            return
-        if multiprocessing.connection.wait(sentinels, timeout=0.05):
+    while waiting and time.monotonic() < deadline:
+        ready = multiprocessing.connection.wait([*waiting, *sentinels], timeout=1)
+        if any(sentinel in ready for sentinel in sentinels):
             return  # a process ended: the caller reports it
+        for pipe in ready:
+            try:
+                pipe.recv()
+            except EOFError:
+                return  # its process is ending
+            waiting.remove(pipe)
+    if not waiting:
+        announce_listening(host, port, len(readiness))
 
 
 def _end_with(parent: int) -> None:

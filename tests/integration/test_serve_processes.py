@@ -136,3 +136,16 @@ def test_a_second_serve_on_the_same_port_is_refused_not_sharing_it(tmp_path):
 def test_workers_must_be_at_least_1():
     result = CliRunner().invoke(cli, ["serve", "--workers", "0"])
     assert result.exit_code == 2
+
+
+def test_a_process_killed_outright_stops_the_others_and_the_parent_exits_128_plus_9(tmp_path):
+    # operator tester: the parent exited 9, where a shell reports a SIGKILL as 137
+    with serving(tmp_path) as (parent, port):
+        children = children_of(parent.pid)
+        # an HTTP process, not multiprocessing's resource tracker
+        http = next(pid for pid in children
+                    if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes())
+        os.kill(http, signal.SIGKILL)
+        assert parent.wait(timeout=30) == 128 + signal.SIGKILL
+        wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children),
+                   "the processes to end")
