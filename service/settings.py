@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -55,6 +56,10 @@ class Settings(BaseSettings):
         description="sqlite:///PATH or postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME",
     )
     driver: Literal["simulated"] = "simulated"
+    public_url: str | None = Field(
+        None, description="this service's URL as its clients reach it (http[s]://HOST[:PORT]"
+        "[/PATH]): what an accepted command's workflow-api header names; unset, the address "
+        "the request was accepted on, never the client's Host header")
     tokens_file: Path | None = Field(
         None, description="the bearer-token file (TOML, or JSON if it ends in .json)")
     tokens: str | None = Field(
@@ -188,6 +193,20 @@ class Settings(BaseSettings):
         else:
             raise ValueError("must start with sqlite:/// or postgresql://")
         return url
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, url: str | None) -> str | None:
+        # an absolute http(s) URL with a host and nothing a base cannot have: it is named as
+        # is in every accepted command's workflow-api header, where the VMAPI client polls
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if (parts.scheme not in ("http", "https") or not parts.hostname or parts.query
+                or parts.fragment or parts.username or any(c.isspace() for c in url)):
+            raise ValueError("must be an http:// or https:// URL with a host and no query, "
+                             "fragment, user or spaces (http://vmapi.example:8080)")
+        return url.rstrip("/")
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -91,6 +91,9 @@ def create_app(
         strict_content_type=False,
         # served by ApiDocs, in front of the token check and with no CDN (docs/api.md)
         openapi_url=None, docs_url=None, redoc_url=None,
+        # no 307 to the path without its slash: its Location was built from the client's
+        # Host header, with no error body; the envelope serves /vms/ as /vms (api.md)
+        redirect_slashes=False,
     )
     app.state.tokens = tokens
     declare_schema(app)

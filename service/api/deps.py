@@ -248,23 +248,43 @@ def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> J
                             status_code=status_code, headers=headers)
 
 
-# Each request's base URL as text, by what Starlette builds it from (``request.base_url``
-# parses a URL object for every request: 2 % of the API's CPU under the P1 load). Bounded:
-# the Host header is the client's to choose.
+# Each base URL as text, by the scope items it is built from (``request.base_url`` parsed a
+# URL object for every request: 2 % of the API's CPU under the P1 load). Bounded, though
+# none of them is the client's to choose.
 _BASE_URLS: dict[tuple[Any, ...], str] = {}
 _BASE_URLS_KEPT = 256
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def _base_url(request: Request) -> str:
-    """``str(request.base_url)`` without its trailing ``/``."""
+    """Where this service answers, without a trailing ``/``: ``VMLEDGER_PUBLIC_URL`` when set,
+    else the address the server accepted the request on (its scheme, host and port, and the
+    app's root path). Never the request's ``Host`` header: a client's ``Host:
+    evil.example`` was named back in ``workflow-api``, where the VMAPI client then polls
+    (a tester)."""
+    public = services_of(request).settings.public_url
+    if public is not None:
+        return public
     scope = request.scope
-    server = scope.get("server")  # a list in some servers' scopes
-    key = (scope.get("scheme"), None if server is None else tuple(server),
-           request.headers.get("host"),
+    scheme, server = scope.get("scheme", "http"), scope.get("server")
+    key = (scheme, None if server is None else tuple(server),
            scope.get("app_root_path", scope.get("root_path", "")))
     text = _BASE_URLS.get(key)
     if text is None:
         if len(_BASE_URLS) >= _BASE_URLS_KEPT:
             _BASE_URLS.clear()
-        text = _BASE_URLS[key] = str(request.base_url).rstrip("/")
+        text = _BASE_URLS[key] = _server_url(scheme, key[1], key[2])
     return text
+
+
+def _server_url(scheme: str, server: tuple[Any, ...] | None, root_path: str) -> str:
+    """``scheme://host[:port]root_path`` of the address a request was accepted on (an IPv6
+    host in brackets, the scheme's default port left out); ``localhost`` for a server with
+    no address (a Unix socket)."""
+    if server is None:
+        return f"{scheme}://localhost{root_path}".rstrip("/")
+    host, port = str(server[0]), server[1]
+    if ":" in host:
+        host = f"[{host}]"
+    shown = "" if port is None or port == _DEFAULT_PORTS.get(scheme) else f":{port}"
+    return f"{scheme}://{host}{shown}{root_path}".rstrip("/")

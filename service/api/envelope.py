@@ -66,6 +66,9 @@ class Envelope:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        path = scope["path"]
+        if len(path) > 1 and path[-1] == "/":
+            scope = without_trailing_slash(scope)
         request = Request(scope, receive)
         request_id = request.state.request_id = request_id_of(request)
         started = time.perf_counter()
@@ -148,6 +151,16 @@ class Envelope:
         request.state.actor = principal.name
         bind(actor=principal.name)
         return None
+
+
+def without_trailing_slash(scope: Scope) -> Scope:
+    """``scope`` with one trailing ``/`` of its path dropped: ``/vms/`` is served as ``/vms``,
+    as VMAPI's restify serves it (its routing is not strict), where Starlette answered a 307
+    whose ``Location`` named the client's ``Host`` (``http://evil.example/vms``) and had no
+    error body. A path still not matched is a 404 with the error body."""
+    raw = scope.get("raw_path")
+    return {**scope, "path": scope["path"][:-1],
+            **({"raw_path": raw[:-1]} if raw and raw.endswith(b"/") else {})}
 
 
 # What a Content-Length of more than 18 digits (leading zeros aside) reads as: more than any

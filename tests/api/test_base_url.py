@@ -1,43 +1,69 @@
-"""``deps._base_url``: each answer's ``workflow-api`` (where the VMAPI client polls jobs) is
-Starlette's ``request.base_url`` as text, kept by what it is built from instead of parsed for
-every request."""
+"""Where an accepted command says its jobs answer (``workflow-api``), and paths with a
+trailing slash: neither is built from the client's ``Host`` header (api.md, "Commands").
+Found by a tester: ``Host: evil.example`` on ``POST /vms`` answered ``workflow-api:
+http://evil.example``, and ``GET /vms/`` a 307 to ``http://evil.example/vms`` with no error
+body and no declaration in the schema."""
 
 from __future__ import annotations
 
 import pytest
-from starlette.requests import Request
+from fastapi.testclient import TestClient
 
 from service.api import deps
+from service.api.app import create_app
+from service.settings import Settings
+from tests.api.helpers import assert_error, create_running_vm, vm_body
+
+EVIL = {"Host": "evil.example"}
 
 
-def _request(**scope_items) -> Request:
-    scope = {"type": "http", "method": "POST", "path": "/vms/x", "query_string": b"a=1",
-             "headers": [], "scheme": "http", "server": ("127.0.0.1", 8080), "root_path": ""}
-    scope.update(scope_items)
-    return Request(scope)
+def test_workflow_api_is_not_the_clients_host(client):
+    response = client.post("/vms", json=vm_body(), headers=EVIL)
+    assert response.status_code == 202, response.text
+    assert response.headers["workflow-api"] == "http://testserver"
 
 
-@pytest.mark.parametrize("scope_items", [
-    {},
-    {"headers": [(b"host", b"vmapi.example:8080")]},
-    {"headers": [(b"host", b"vmapi.example"), (b"host", b"other")]},
-    {"scheme": "https", "server": ("10.0.0.1", 443)},
-    {"server": ("::1", 8080)},
-    {"server": ["testserver", 80]},
-    {"root_path": "/api", "path": "/api/vms/x"},
-    {"app_root_path": "/outer", "root_path": "/outer/inner"},
-    {"headers": [(b"host", b"bad host:x")]},
-], ids=str)
-def test_it_is_starlettes_base_url_without_the_trailing_slash(scope_items):
-    deps._BASE_URLS.clear()
-    for _ in range(2):  # built, then kept
-        assert deps._base_url(_request(**scope_items)) == str(
-            _request(**scope_items).base_url).rstrip("/")
+def test_workflow_api_is_the_configured_public_url(services):
+    services.settings.public_url = "https://vmapi.example:8443/api"
+    try:
+        with TestClient(create_app(services=services, background=False)) as http:
+            response = http.post("/vms", json=vm_body(), headers=EVIL)
+        assert response.headers["workflow-api"] == "https://vmapi.example:8443/api"
+    finally:
+        services.settings.public_url = None
 
 
-def test_what_it_keeps_is_bounded_whatever_hosts_clients_send():
-    deps._BASE_URLS.clear()
-    for n in range(deps._BASE_URLS_KEPT * 3):
-        host = f"h{n}.example".encode()
-        assert deps._base_url(_request(headers=[(b"host", host)])) == f"http://h{n}.example"
-    assert len(deps._BASE_URLS) <= deps._BASE_URLS_KEPT
+@pytest.mark.parametrize("url", ["ftp://x", "http://", "http://a b", "http://x/?q=1",
+                                 "http://u:p@x", "vmapi.example"])
+def test_a_public_url_that_is_no_base_is_refused(url):
+    with pytest.raises(ValueError, match="public_url"):
+        Settings(public_url=url)
+    assert Settings(public_url="http://vmapi.example/").public_url == "http://vmapi.example"
+
+
+@pytest.mark.parametrize(("server", "scheme", "root", "expected"), [
+    (("127.0.0.1", 8080), "http", "", "http://127.0.0.1:8080"),
+    (("10.0.0.1", 443), "https", "", "https://10.0.0.1"),
+    (("::1", 8080), "http", "", "http://[::1]:8080"),
+    (["testserver", 80], "http", "/api", "http://testserver/api"),
+    (None, "http", "", "http://localhost"),
+])
+def test_the_default_is_the_address_the_request_was_accepted_on(server, scheme, root, expected):
+    assert deps._server_url(scheme, None if server is None else tuple(server), root) == expected
+
+
+def test_a_path_with_a_trailing_slash_is_served_as_without_it(client):
+    vm_uuid = create_running_vm(client)
+    listed = client.get("/vms/", headers=EVIL, follow_redirects=False)
+    assert listed.status_code == 200, listed.text
+    assert "location" not in listed.headers
+    assert vm_uuid in [vm["uuid"] for vm in listed.json()]
+    one = client.get(f"/vms/{vm_uuid}/", follow_redirects=False)
+    assert one.status_code == 200 and one.json()["uuid"] == vm_uuid
+    assert client.head("/vms/").headers["x-joyent-resource-count"] == "1"
+
+
+def test_a_path_not_served_even_without_its_slash_is_a_404_with_the_error_body(client):
+    response = client.get("/vms//", headers=EVIL, follow_redirects=False)
+    assert_error(response, 404, "ResourceNotFound")
+    assert "location" not in response.headers
