@@ -59,6 +59,7 @@ class Lifecycle:
     ram: int
     cpu_cap: int | None
     has_server: bool
+    may_hold_a_copy: Any  # domain/vm_placement.py
 
     def _check(self, event_name: str) -> None:
         transitions.after(VmState(self.state), event_name, has_server=self.has_server)
@@ -102,12 +103,13 @@ class Lifecycle:
                                 copy_may_be_on: list[str]) -> None:
         """Provisioning failed: the VM gives back the capacity it claimed.
         ``copy_may_be_on``: the servers a copy may still be on, which the job could not rule
-        out (they did not answer, or the removal of the copy there failed); recorded with
-        ``ProvisionFailed``, so the VM's destroy removes the copy there (``copy_servers``).
-        Empty: every server a copy of it may be on answered that it has none (none was
-        skipped for not answering, and any copy the job removed was removed); then it also
-        gives back every
-        NIC it holds (``Nics.give_back_nics``; the change loop releases their addresses in the
+        out (they did not answer, or the removal of the copy there failed); of those, only
+        the servers the VM ever claimed are kept (``Placement.may_hold_a_copy``: a takeover
+        asks the whole fleet, and a server the VM never claimed has no copy of it, answer or
+        not), recorded with ``ProvisionFailed``, so the VM's destroy removes the copy there
+        (``copy_servers``). Empty once so limited: every server a copy of it may be on
+        answered that it has none (none was skipped for not answering, and any copy the job
+        removed was removed); then it also gives back every NIC it holds (``Nics.give_back_nics``; the change loop releases their addresses in the
         same transaction), as VMAPI frees a failed provision's NICs (TRITON-394), so the
         addresses are free for the next VM and a later destroy has none left to release, and
         an ``add_nics`` queued behind the provision is canceled
@@ -121,13 +123,14 @@ class Lifecycle:
         (service/jobs/takeovers.py), each saying what the nodes answered. Raises
         ``IllegalTransitionError``."""
         self._check("ProvisionFailed")
+        copy_may_be_on = self.may_hold_a_copy(copy_may_be_on)
         self.release_capacity(cause=cause)
         if not copy_may_be_on:
             self.give_back_nics(cause=cause)
             self.cancel_queued(CANCELED_BY_PROVISION_FAILURE, cause=cause,
                                name=JobName.ADD_NICS)
         self.trigger_event(self.ProvisionFailed, cause=cause, error=error,
-                           copy_may_be_on=list(dict.fromkeys(copy_may_be_on)))
+                           copy_may_be_on=copy_may_be_on)
 
     def record_started(self, *, cause: Cause, server_uuid: str | None = None) -> None:
         """The VM runs again. Raises ``IllegalTransitionError``."""

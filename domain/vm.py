@@ -42,8 +42,8 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
 
     # Version 2 keeps ``state_since`` and ``lost_copy``; a snapshot version 1 took lacks them.
     # Version 3 keeps ``node_seen`` (domain/vm_reports.py); version 4 ``addresses_kept``;
-    # version 5 ``copy_may_be_on`` (domain/vm_placement.py).
-    class_version = 5
+    # version 5 ``copy_may_be_on``, version 6 ``claimed_servers`` (domain/vm_placement.py).
+    class_version = 6
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -68,6 +68,17 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     def upcast_v4_v5(state: dict[str, Any]) -> None:
         """A snapshot taken before failed provisions kept their servers names none."""
         state.setdefault("copy_may_be_on", [])
+
+    @staticmethod
+    def upcast_v5_v6(state: dict[str, Any]) -> None:
+        """A snapshot taken before VMs kept the servers they claimed does not know them: every
+        server it names is counted (its server, its claim's, those its failed provision
+        named), so no server a copy may be on is left out. A load does not use such a
+        snapshot (service/commands/snapshot_seal.py), so this is the audit's reading alone."""
+        named = [state.get("server_uuid"), (state.get("claim") or {}).get("server_uuid"),
+                 *state.get("copy_may_be_on", [])]
+        state.setdefault("claimed_servers",
+                         list(dict.fromkeys(server for server in named if server)))
 
     Event = vm_events.VmEvent
 
@@ -121,6 +132,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
             vm.nics = []
             vm.addresses_kept = False
             vm.copy_may_be_on = []
+            vm.claimed_servers = []
 
     class Discovered(Created):
         """An agent found a VM the log did not have (``domain/vm_reports.py``): recorded as
@@ -189,6 +201,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     nics: list[dict[str, Any]]  # domain/vm_nics.py
     addresses_kept: bool  # destroyed, its addresses left to its fence job (vm_nics.py)
     copy_may_be_on: list[str]  # its provision failed, a copy maybe left (vm_placement.py)
+    claimed_servers: list[str]  # every server it held a claim on (vm_placement.py)
     chain_head: str
 
     UPDATABLE_FIELDS: ClassVar[frozenset[str]] = frozenset(

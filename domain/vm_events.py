@@ -172,6 +172,8 @@ class CapacityClaimed(VmEvent):
     def apply(self, vm: Vm) -> None:
         vm.claim = {"server_uuid": self.server_uuid, "ram_mib": self.ram_mib,
                     "cpus": self.cpus}
+        if self.server_uuid not in vm.claimed_servers:
+            vm.claimed_servers.append(self.server_uuid)
 
 
 class CapacityReleased(VmEvent):

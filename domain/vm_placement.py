@@ -14,6 +14,7 @@ class Placement:
     server_uuid: str | None
     claim: dict[str, Any] | None
     copy_may_be_on: list[str]  # set by ProvisionFailed
+    claimed_servers: list[str]  # set by CapacityClaimed, never cleared
 
     @property
     def has_server(self) -> bool:
@@ -29,7 +30,16 @@ class Placement:
         ended between the two (canceled by a quarantine, say) leaves a copy where only the
         claim tells; and a provision that fails gives its claim back, so a copy it could not
         remove (its server did not answer, the removal failed) is told only by its
-        ``ProvisionFailed``. Empty when none is known: no compute node was touched."""
+        ``ProvisionFailed``, of which only the servers it claimed count (``may_hold_a_copy``:
+        a ``ProvisionFailed`` stored before named every server that did not answer). Empty
+        when none is known: no compute node was touched."""
         servers = [self.server_uuid, (self.claim or {}).get("server_uuid"),
-                   *self.copy_may_be_on]
+                   *self.may_hold_a_copy(self.copy_may_be_on)]
         return list(dict.fromkeys(server for server in servers if server is not None))
+
+    def may_hold_a_copy(self, servers: list[str]) -> list[str]:
+        """Those of ``servers`` a copy of the VM may be on: the ones it ever held a claim on
+        (``claimed_servers``, its ``CapacityClaimed`` events), each once, in order. Placement
+        claims a server before it creates the VM there, so a server the VM never claimed has
+        no copy of it, whether or not it answers (docs/jobs.md, "Takeovers")."""
+        return [server for server in dict.fromkeys(servers) if server in self.claimed_servers]

@@ -123,9 +123,10 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
     whatever its guest did since (a shutdown, a crash) is recorded after, as the persistence
     policy answers; the boot is not replayed (Omicron #2209). Present and never booted: boot
     it, unless ``giving_up`` (no attempts left), when the copy is removed and the job fails.
-    A failure gives back the VM's NICs only when every server answered that it has no copy
-    (or had its copy removed): a server that did not answer may come back with a copy still
-    configured with the VM's addresses (``Lifecycle.record_provision_failed``).
+    A failure gives back the VM's NICs only when every server the VM claimed answered that
+    it has no copy (or had its copy removed): such a server that did not answer may come
+    back with a copy still configured with the VM's addresses; one the VM never claimed has
+    no copy of it (``Lifecycle.record_provision_failed``).
 
     Found nowhere while a server a copy may be on (``Vm.copy_servers``) could not be fenced
     (``unknown``, unreachable), nothing is decided: that server never saw this takeover's
@@ -162,8 +163,9 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
 class _Look:
     """What a provision's takeover found asking every server: the server that reports the
     VM, with its incarnation (None: none that answered); the servers that did not answer
-    (a copy there is not ruled out: ``ProvisionFailed.copy_may_be_on``); and the servers a
-    copy may be on that it could not fence (asked later)."""
+    (of which those the VM claimed may have a copy: ``ProvisionFailed.copy_may_be_on``,
+    which keeps only those, ``Placement.may_hold_a_copy``); and the servers a copy may be on
+    that it could not fence (asked later)."""
 
     found: tuple[str, Incarnation] | None = None
     unanswered: list[str] = field(default_factory=list)
@@ -230,8 +232,9 @@ def _wait_for(job: JobRun, unfenced: list[str]) -> None:
 def _remove_everywhere(job: JobRun, vm_uuid: str) -> list[str]:
     """Unregister the VM from every server that reports it (a provision that ends failed
     leaves no copy behind). Returns the servers that did not answer or whose removal failed:
-    a copy may be left there, which the failed VM's destroy removes
-    (``ProvisionFailed.copy_may_be_on``); none when every copy found was removed."""
+    a copy may be left there if the VM claimed it, which the failed VM's destroy removes
+    (``ProvisionFailed.copy_may_be_on``, which keeps only those); none when every copy
+    found was removed."""
     left = []
     for server in job.driver.servers():
         try:

@@ -1,7 +1,8 @@
 """A VM whose provision failed, every server a copy may be on having answered it has none,
 holds no NIC: it gives back every NIC in the save that records it failed (VMAPI TRITON-394;
 ``Lifecycle.record_provision_failed``), so nothing is given back twice by a later destroy.
-Without that answer it keeps them: a copy on a node that did not answer may still use them. A quarantine, or the failure of a VM that ran, keeps the NICs: the
+Without that answer it keeps them: a copy on a node that did not answer may still use them,
+if the VM claimed that node (a copy is made only where it claimed first). A quarantine, or the failure of a VM that ran, keeps the NICs: the
 VM may still have a copy on a node that uses them. Streams stored when a failed provision kept
 its NICs fold as they did."""
 
@@ -75,6 +76,32 @@ def test_a_failed_provision_a_node_may_still_have_a_copy_of_keeps_its_nics():
     assert vm.copy_servers == [SERVER]  # its destroy removes the copy there
     assert [nic["mac"] for nic in vm.nic_list] == ["m1", "m2"]
     assert [job["uuid"] for job in vm.active_jobs] == [add]
+
+
+def test_a_server_the_vm_never_claimed_is_not_where_a_copy_may_be():
+    # a takeover asks the whole fleet; placement claims before it creates the VM, so an
+    # unrelated server that did not answer keeps nothing, as the claimed one would
+    vm, _ = provisioning("m1")
+    vm.claim_capacity(SERVER, cause=cause())
+    recorded(vm)
+    vm.record_provision_failed("lost", cause=cause(), copy_may_be_on=["unrelated", SERVER])
+    [failed] = [e for e in vm.collect_events() if isinstance(e, Vm.ProvisionFailed)]
+    assert failed.copy_may_be_on == [SERVER] and vm.copy_servers == [SERVER]
+    assert [nic["mac"] for nic in vm.nic_list] == ["m1"]
+    unclaimed, _ = provisioning("m2")
+    unclaimed.record_provision_failed("lost", cause=cause(), copy_may_be_on=["unrelated"])
+    assert "NicsRemoved" in recorded(unclaimed)
+    assert (unclaimed.copy_servers, unclaimed.nic_list) == ([], [])
+
+
+def test_a_failed_provision_stored_naming_an_unclaimed_server_asks_it_nothing():
+    # as a takeover recorded it before: the server named though the VM never claimed it
+    vm, _ = provisioning("m1")
+    vm.claim_capacity(SERVER, cause=cause())
+    vm.release_capacity(cause=cause())
+    vm.trigger_event(Vm.ProvisionFailed, cause=cause(), error="lost",
+                     copy_may_be_on=["unrelated", SERVER])
+    assert vm.copy_servers == [SERVER]
 
 
 def test_an_add_nics_queued_behind_the_failed_provision_is_canceled_its_nics_given_back():

@@ -45,14 +45,15 @@ def test_only_a_change_of_state_starts_the_time_in_it_anew():
 def test_a_snapshot_taken_before_vms_kept_state_since_thaws_timed_from_creation():
     vm = vm_in(VmState.RUNNING)
     state = Snapshot.take(vm).state
-    assert state["class_version"] == 5
-    # as version 1 took it (and without the fields versions 3, 4 and 5 added)
+    assert state["class_version"] == 6
+    # as version 1 took it (and without the fields versions 3 to 6 added)
     del state["state_since"], state["lost_copy"], state["node_seen"], state["class_version"]
-    del state["addresses_kept"], state["copy_may_be_on"]
+    del state["addresses_kept"], state["copy_may_be_on"], state["claimed_servers"]
     thawed = Snapshot(originator_id=vm.id, originator_version=vm.version,
                       timestamp=vm.modified_on, topic=get_topic(Vm), state=state).mutate(None)
     assert thawed.state_since is None and thawed.lost_copy is None and thawed.node_seen is None
     assert thawed.addresses_kept is False and thawed.copy_may_be_on == []
+    assert thawed.claimed_servers == [vm.server_uuid]  # every server it names
     assert in_state_since(thawed) == vm.created_on
 
 

@@ -20,9 +20,10 @@ def _as_version_2(services, vm_uuid: str, **edits) -> None:
     """Rewrite the VM's row's fold in the form class version 2 wrote (with ``edits``)."""
     transcoder = services.app.mapper.transcoder
     state = transcoder.decode(_snapshot_of(services, vm_uuid))
-    assert state["class_version"] == Vm.class_version == 5 and state["node_seen"] is None
+    assert state["class_version"] == Vm.class_version == 6 and state["node_seen"] is None
     state["class_version"] = 2
     del state["node_seen"], state["addresses_kept"], state["copy_may_be_on"]
+    del state["claimed_servers"]
     state.update(edits)
     _set_snapshot(services, vm_uuid, transcoder.encode(state))
 
