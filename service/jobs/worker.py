@@ -231,8 +231,12 @@ class Worker:
                 error, exc_info=error, extra={"vm_uuid": vm_uuid})
 
     def _run_periodic(self) -> None:
+        """Run the periodic check (the stuck-VM check) when ``periodic_s`` has passed since
+        the last. Paused workers run it too: a pause (``POST /sim/workers?action=pause``) is
+        a fault of the workers' claiming, and the check is the operator's safety net for a
+        VM whose job does not run, as a stuck VM's is then (docs/simulation.md)."""
         now = time.monotonic()
-        if self.periodic is not None and not self.paused() and now - self._periodic_at >= self.periodic_s:
+        if self.periodic is not None and now - self._periodic_at >= self.periodic_s:
             self._periodic_at = now
             self.periodic()
 

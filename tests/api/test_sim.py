@@ -8,6 +8,8 @@ import uuid
 from tests.api.helpers import (
     assert_error, create_running_vm, create_vm, error_fields, get_vm, wait_job,
 )
+from tests.integration.test_quarantine import later
+from tests.waiting import wait_until
 
 
 def servers_by_uuid(client) -> dict[str, dict]:
@@ -103,6 +105,20 @@ def test_paused_workers_claim_no_job_until_resumed(client, services) -> None:
     assert wait_job(client, created["job_uuid"])["execution"] == "succeeded"
     bad = client.post("/sim/workers", params={"action": "sleep"})
     assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {"action": "Invalid"}
+
+
+def test_paused_workers_still_quarantine_a_vm_stuck_in_provisioning(client, services) -> None:
+    # pausing is a fault of the workers' claiming: the stuck check, the operator's safety
+    # net for a VM whose job does not run, goes on (docs/simulation.md)
+    services.worker.periodic_s = 0.02  # the check every pass of the background worker
+    assert client.post("/sim/workers", params={"action": "pause"}).json()["workers_paused"]
+    created = create_vm(client)
+    later(services, services.quarantine.stuck.thresholds.transient_s + 1)
+    vm = wait_until(lambda: (vm := get_vm(client, created["vm_uuid"]))["state"]
+                    == "quarantined" and vm, "the stuck check to quarantine the VM", timeout=10)
+    assert "stuck in provisioning" in vm["quarantine"]["reason"], vm
+    assert wait_job(client, created["job_uuid"])["execution"] == "canceled"
+    assert client.get("/sim").json()["workers_paused"] is True
 
 
 def test_server_happenings_reboot_remove_restore_and_restart_agent(client) -> None:
