@@ -17,6 +17,7 @@ from typing import Any
 
 from fastapi import Request
 
+from domain.json_input import cut
 from domain.states import VmState
 from projections.formats import rfc3339
 from projections.vm_markers import InvalidMarkerError, decode_our_marker
@@ -226,7 +227,9 @@ class ListVmsQuery:
         self.page.after, problems = read_vmapi_marker(marker, self.params.get("sort"),
                                                       self.page.sort_field)
         for problem in problems:
-            self._invalid("marker", f"Invalid marker: {marker}. {problem}")
+            # VMAPI's words, the marker cut (json_input.cut) so that the reason after it
+            # stays in the bounded message (errors.MAX_MESSAGE)
+            self._invalid("marker", f"Invalid marker: {cut(marker)}. {problem}")
 
     def project(self, vm: dict[str, Any]) -> dict[str, Any]:
         """``vm`` restricted to ``fields=`` (VMAPI's names: ``max_physical_memory`` is ``ram``;
