@@ -28,19 +28,6 @@ class JsonInputError(ValueError):
         self.too_deep = too_deep
 
 
-def loads(text: str | bytes) -> Any:
-    """The value of the JSON ``text``. Raises ``JsonInputError`` for text that is not JSON,
-    is not UTF-8, or is nested too deeply to parse."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise JsonInputError(unparsable_reason(RecursionError()), too_deep=True) from None
-    except UnicodeDecodeError as error:
-        raise JsonInputError(unparsable_reason(error)) from None
-    except ValueError as error:
-        raise JsonInputError(str(error)) from None
-
-
 class RepeatedKeyError(JsonInputError):
     """A JSON object that gives one key twice; ``path`` names it (``ram``, ``tags.a``,
     ``networks.0.ip``): which value to take would be a guess, as for a query parameter given
@@ -127,6 +114,26 @@ def _repeated_path(text: str) -> str:
 def _joined(path: str, key: str) -> str:
     shown = printable(key)
     return f"{path}.{shown}" if path else shown
+
+
+def loads(text: str | bytes) -> Any:
+    """The value of the JSON ``text`` (bytes read as UTF-8). Raises ``JsonInputError`` for
+    text that is not JSON, is not UTF-8, or is nested too deeply to parse, and
+    ``RepeatedKeyError`` for an object that gives a key twice, as a body's
+    (``loads_body``)."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise JsonInputError(unparsable_reason(error)) from None
+    try:
+        return _BODY_DECODER.decode(text)
+    except _Repeated:
+        raise RepeatedKeyError(_repeated_path(text)) from None
+    except RecursionError:
+        raise JsonInputError(unparsable_reason(RecursionError()), too_deep=True) from None
+    except ValueError as error:
+        raise JsonInputError(str(error)) from None
 
 
 def unparsable_reason(cause: BaseException | None) -> str:

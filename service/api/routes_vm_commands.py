@@ -276,8 +276,9 @@ def _x_context(request: Request) -> dict[str, Any] | None:
     try:
         value = json_input.loads(header)
     except json_input.JsonInputError as error:
-        if error.too_deep:
-            # kept raw, a header too deep to parse would be stored but never read back
+        if error.too_deep or isinstance(error, json_input.RepeatedKeyError):
+            # kept raw, a header too deep to parse would be stored but never read back; one
+            # giving a key twice is JSON whose meaning would be a guess, as a body's
             raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
                                                 "message": f"not valid JSON ({error})"}]) from None
         value = {"raw": header}  # VMAPI keeps a context that is not JSON as its text

@@ -80,3 +80,27 @@ def test_malformed_json_keeps_its_message(client):
                         "ValidationFailed")
     assert body["errors"] == [{"field": "body", "code": "Invalid", "message":
                                "not valid JSON (Expecting value, at character 8)"}], body
+
+
+def test_json_sent_elsewhere_gives_each_key_once_too(client, services):
+    # the x-context header and a ListVms marker are JSON a client sends as a body is
+    head = services.commands.head_position()
+    context = assert_error(client.post("/vms", json=vm_body(),
+                                       headers={"x-context": '{"a": {"b": 1, "b": 2}}'}),
+                           409, "ValidationFailed")
+    assert error_fields(context) == {"x-context": "Invalid"}, context
+    assert "a.b: may be given only once" in context["errors"][0]["message"]
+    assert services.commands.head_position() == head
+    marker = '{"uuid": "930896af-bf8c-48d4-885c-6573a94b1853", "uuid": "x"}'
+    listed = assert_error(client.get("/vms", params={"marker": marker}), 409,
+                          "ValidationFailed")
+    assert error_fields(listed) == {"marker": "Invalid"}, listed
+    assert "uuid: may be given only once" in listed["errors"][0]["message"]
+
+
+def test_a_changefeed_registration_giving_a_key_twice_is_refused():
+    from service.changes.triton import RegistrationError, parse_registration
+
+    with pytest.raises(RegistrationError, match="failed to parse"):
+        parse_registration('{"instance": "a", "instance": "b", "changeKind": '
+                           '{"resource": "vm", "subResources": ["alias"]}}')
