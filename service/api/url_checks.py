@@ -75,7 +75,9 @@ def repeated_in_query(request: HTTPConnection) -> tuple[str, str] | None:
 SINGLE_HEADERS = {b"authorization": "Authorization", b"if-match": "If-Match",
                   b"idempotency-key": "Idempotency-Key", b"x-context": "x-context",
                   b"accept-version": "Accept-Version", b"last-event-id": "Last-Event-ID",
-                  b"content-type": "Content-Type", b"content-length": "Content-Length"}
+                  b"content-type": "Content-Type", b"content-length": "Content-Length",
+                  # read for curl's rule of the connection (service/api/connection.py)
+                  b"user-agent": "User-Agent"}
 #: The one checked before the version is negotiated, which reads it: its refusal has version
 #: 1's status (409), no version being known.
 VERSION_HEADER = "Accept-Version"

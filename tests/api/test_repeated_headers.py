@@ -70,3 +70,10 @@ def test_two_request_ids_are_replaced_by_a_generated_one(client):
     assert response.headers["x-request-id"] not in ("one", "two")
     single = client.get("/ping", headers={"x-request-id": "one"})
     assert single.headers["x-request-id"] == "one"
+
+
+def test_two_user_agents_are_refused_naming_it(client):
+    # read for curl's connection rule: which of two is the client's would be a guess
+    response = client.get("/ping", headers=[("User-Agent", "curl/8.0"), ("User-Agent", "x")])
+    assert error_fields(assert_error(response, 409, "ValidationFailed")) == {
+        "User-Agent": "Invalid"}
