@@ -33,6 +33,7 @@ def is_json_type(content_type: str | None) -> bool:
 def not_json_type(request: Request) -> ApiError:
     """The refusal of a body sent as another type than JSON's (``text/plain``, a form's,
     ``curl -d``'s default): it is not read, and the client is told why."""
+    # the media type alone, and not all of a header a client may have made long
     sent = request.headers.get("content-type", "").split(";")[0].strip()[:_TYPE_SHOWN]
     return _body_refusal(request, "the body must be JSON sent with Content-Type: "
                                   f"application/json (it was sent as {printable(sent)})")

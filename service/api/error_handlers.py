@@ -17,13 +17,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from domain.errors import DomainError
 from domain.json_input import unparsable_reason
 from service.api import head
+from service.api.bodies import not_json_type
 from service.api.errors import (
     DRIVER_ERRORS, ERRORS, ApiError, api_error_response, body, error_response, row_for,
     validation_status,
 )
 from service.api.field_errors import field_errors
 from service.schema_errors import missing_schema
-from domain.json_input import printable
 
 
 #: The methods a 405's ``Allow`` header can name: those of RFC 9110 (9.3) a route here might
@@ -95,9 +95,5 @@ def _unread_body(request: Request, items: Sequence[Mapping[str, Any]]
     if not any(tuple(item.get("loc", ())) == ("body",)
                and isinstance(item.get("input"), bytes | bytearray) for item in items):
         return None
-    # the media type alone, and not all of a header a client may have made long (a body with
-    # no type, or an empty one, is read as JSON: create_app, strict_content_type=False)
-    sent = request.headers.get("content-type", "").split(";")[0].strip()[:100] or "no type"
-    return [{"field": "body", "code": "Invalid", "message": (
-        f"the body must be JSON sent with Content-Type: application/json (it was sent as "
-        f"{printable(sent)})")}]
+    # worded once, for these routes and those that read no body (bodies.refuse_unread_body)
+    return not_json_type(request).extra["errors"]
