@@ -23,10 +23,13 @@ from projections.formats import rfc3339
 from projections.vm_markers import InvalidMarkerError, decode_our_marker
 from projections.vm_queries import SORT_FIELDS, Page, VmFilter
 from service.api.errors import LIST_MESSAGE, invalid_parameters
-from service.api.params import MAX_INTEGER, MAX_LIMIT, Query, integer_param, parse_timestamp
+from service.api.params import MAX_INTEGER, MAX_LIMIT, integer_param, parse_timestamp
+from service.api.query_parameters import (
+    BOOLEAN, LIMIT, TEXT, UUID, Param, QueryParameters, integer, one_of, owner,
+)
 from service.api.schemas import VMAPI_BRANDS
 from service.api.vmapi_markers import read_vmapi_marker
-from service.api.vmapi_rules import ALIAS_MISMATCH, INVALID_UUID, is_alias, is_uuid
+from service.api.vmapi_rules import ALIAS_MISMATCH, ALIAS_RE, INVALID_UUID, is_alias, is_uuid
 
 # \Z, not $: Python's $ also matches before a final newline, JavaScript's (VMAPI's) does not
 RAM_RE = re.compile(r"^0\Z|^([1-9][0-9]*\Z)")
@@ -64,11 +67,36 @@ POLYMORPHIC = ("tag", "internal_metadata")
 # real search names a few; past this many each filter made the query dearer for every
 # reader of the database (docs/api.md, "GET /vms").
 MAX_PROPERTY_FILTERS = 32
-KNOWN = frozenset({
-    "alias", "brand", "create_timestamp", "docker", "fields", "image_uuid", "limit", "marker",
-    "offset", "owner_uuid", "ram", "server_uuid", "sort", "state", "uuid", "uuids",
-    "stale_mounts", "consistency", *UNRECORDED, *NOT_SUPPORTED, *POLYMORPHIC,
-})
+#: ListVms' (and CountVms', and the console fleet's) parameters; ``tag.K=V`` and
+#: ``internal_metadata.K=V`` are named by their key, which no OpenAPI parameter can be (the
+#: route's description tells of them); Moray's filters and a bare ``tag`` are taken only to
+#: be refused in words of their own.
+LIST_VMS = QueryParameters(
+    owner("only VMs of this owner"),
+    Param("uuid", "only the VM with this uuid", UUID),
+    Param("uuids", "only these VMs (comma-separated uuids)"),
+    Param("server_uuid", "only VMs on this server", UUID),
+    Param("image_uuid", "only VMs of this image", UUID),
+    Param("state", "a state, or active (not destroyed and not failed)", one_of(sorted(STATES))),
+    Param("brand", "only VMs of this brand", one_of(VMAPI_BRANDS)),
+    Param("alias", "only VMs whose alias starts so",
+          {"type": "string", "pattern": f"^{ALIAS_RE.pattern}$"}),
+    Param("ram", "only VMs with this much memory, in MiB (any digits, as VMAPI: one past "
+          "every VM's memory matches none)", {"type": "integer", "minimum": 0}),
+    Param("docker", "only Docker VMs (true) or only the others (false)", BOOLEAN),
+    Param("create_timestamp", "only VMs created at this instant: milliseconds since the "
+          "epoch, or ISO 8601"),
+    Param("stale_mounts", "true: only VMs with a volume mount whose address is stale", BOOLEAN),
+    *(Param(name, "accepted as VMAPI does; vmledger records none, so a value matches no VM",
+            UUID if name == "billing_id" else TEXT) for name in UNRECORDED),
+    LIMIT,
+    Param("offset", "skip this many matches first (not with marker)", integer(0)),
+    Param("marker", "where the page starts: the previous page's x-next-marker header, or "
+          "VMAPI's JSON marker (not with offset)"),
+    Param("sort", "<field>[.asc|.desc] (case-insensitive) over " + ", ".join(SORT_FIELDS)),
+    Param("fields", "only these fields of each VM (comma-separated; * for all)"),
+    prefixes=tuple(f"{p}." for p in POLYMORPHIC), undeclared=(*NOT_SUPPORTED, *POLYMORPHIC))
+KNOWN = LIST_VMS.names
 
 
 class ListVmsQuery:
@@ -83,7 +111,7 @@ class ListVmsQuery:
         for name in self.params:
             if name.split(".")[0] not in KNOWN:
                 self._invalid(name, "Invalid parameter")
-        query = Query(request, KNOWN, prefixes=tuple(f"{p}." for p in POLYMORPHIC))
+        query = LIST_VMS.parse(request)
         self.eventual = query.eventual
         self._uuid("owner_uuid")
         self.vm_filter = VmFilter(owner_uuid=query.owner_uuid)

@@ -2,9 +2,10 @@
 built from it, so every operation declares every status it answers, each with its body.
 
 - ``REQUEST_BODIES``: the bodies of routes that read a ``dict`` body (``Body(None)``) and
-  validate it themselves (so a refusal is VMAPI-shaped).
-- ``QUERY_PARAMETERS`` (service/api/openapi_queries.py): the query parameters of list
-  routes, which parse their query themselves.
+  validate it themselves (so a refusal is VMAPI-shaped): one model, or any of several where
+  the body's form decides (``anyOf``), with ``REQUEST_EXAMPLES``.
+- The query parameters are each route's ``openapi_extra``, the declaration its parsing
+  accepts by (service/api/query_parameters.py).
 - ``RESPONSES``: every operation's answers, registered with ``declare`` (routes added later
   call it too; ``tests/api/test_openapi.py`` fails for an operation without a declaration,
   and ``tests/api/test_fuzz.py`` checks every response it sees against the schema). A HEAD
@@ -32,22 +33,30 @@ from service.api.response_models import (
     Accepted, Error, HistoryEvent, InventoryApplied, Job, ListedVm, Ping, Vm,
 )
 from service.api.head import STREAMS
-from service.api.openapi_queries import QUERY_PARAMETERS
-from service.api.schemas import CreateVmRequest, DeleteVmBody, UpdateVmRequest
+from service.api.schemas import CreateVmRequest, DeleteVmBody
+from service.api.vm_actions import EXAMPLES, VmActionRequest
 
-# (method, path) → the model its JSON body is validated against
-REQUEST_BODIES: dict[tuple[str, str], type[BaseModel]] = {
+# (method, path) → the model its JSON body is validated against, or the models one of which
+# it is (the route tells them apart: a PutVm body's generation, a volume action's ?action=)
+REQUEST_BODIES: dict[tuple[str, str], type[BaseModel] | tuple[type[BaseModel], ...]] = {
     ("post", "/vms"): CreateVmRequest,
-    ("post", "/vms/{vm_uuid}"): UpdateVmRequest,  # the widest action body (update)
+    ("post", "/vms/{vm_uuid}"): VmActionRequest,  # every action's fields (vm_actions.py)
     ("delete", "/vms/{vm_uuid}"): DeleteVmBody,
-    ("put", "/vms/{vm_uuid}"): routes_agents.VmReport,
+    ("put", "/vms/{vm_uuid}"): (routes_agents.VmReport, routes_agents.AgentVmBody),
     ("put", "/vms"): routes_agents.InventoryReport,
     ("post", "/servers"): routes_servers.CreateServerRequest,
     ("post", "/servers/{server_uuid}"): routes_servers.ServerActionRequest,
     ("post", "/volumes"): routes_volumes.CreateVolumeRequest,
+    ("post", "/volumes/{volume_uuid}"): (routes_volumes.AttachNetworkRequest,
+                                         routes_volumes.DetachNetworkRequest),
     ("post", "/networks"): routes_networks.CreateNetworkRequest,
     ("post", "/sim/faults"): routes_sim.FaultRequest,
     ("put", "/sim/latency"): routes_sim.LatencyRequest,
+}
+# (method, path) → its body's examples, by name (Swagger UI offers each)
+REQUEST_EXAMPLES: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
+    ("post", "/vms/{vm_uuid}"): {action: {"summary": f"?action={action}", "value": body}
+                                 for action, body in EXAMPLES.items()},
 }
 
 
@@ -173,9 +182,9 @@ def _response(status: int, answer: Answer, headers: dict[str, str],
 
 
 def declare_schema(app: FastAPI) -> None:
-    """Make ``app.openapi()`` describe the bodies in ``REQUEST_BODIES``, the query parameters
-    in ``QUERY_PARAMETERS`` and the answers in ``RESPONSES`` (an operation without a
-    declaration keeps FastAPI's guess)."""
+    """Make ``app.openapi()`` describe the bodies in ``REQUEST_BODIES`` (with
+    ``REQUEST_EXAMPLES``) and the answers in ``RESPONSES`` (an operation without a
+    declaration keeps FastAPI's guess); the query parameters are the routes' own."""
     original = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -186,13 +195,11 @@ def declare_schema(app: FastAPI) -> None:
         for (method, path), model in REQUEST_BODIES.items():
             operation = schema["paths"].get(path, {}).get(method)
             if operation is not None:
-                operation["requestBody"] = {"content": {"application/json": {
-                    "schema": _ref(model, components)}}}
-        for (method, path), parameters in QUERY_PARAMETERS.items():
-            operation = schema["paths"].get(path, {}).get(method)
-            if operation is not None:
-                operation["parameters"] = [*operation.get("parameters", []),
-                                           *copy.deepcopy(parameters)]
+                body: dict[str, Any] = {"schema": _ref(model, components) if isinstance(
+                    model, type) else {"anyOf": [_ref(one, components) for one in model]}}
+                if (method, path) in REQUEST_EXAMPLES:
+                    body["examples"] = copy.deepcopy(REQUEST_EXAMPLES[(method, path)])
+                operation["requestBody"] = {"content": {"application/json": body}}
         heads = [path for path, operations in schema["paths"].items()
                  if _declare_head_of_get(path, operations)]
         for (method, path), answers in RESPONSES.items():

@@ -132,14 +132,6 @@ def integer_param(params: Mapping[str, str], name: str, *, minimum: int, maximum
     return number
 
 
-def openapi_parameter(name: str, description: str, schema: Mapping[str, Any] | None = None,
-                      where: str = "query") -> dict[str, Any]:
-    """The OpenAPI parameter object of an optional parameter a route parses itself (a string
-    unless ``schema`` says otherwise); declaring it changes no parsing."""
-    return {"name": name, "in": where, "required": False, "description": description,
-            "schema": dict(schema or {"type": "string"})}
-
-
 def integer_refusal(minimum: int, maximum: int) -> Callable[[int | None], str]:
     """The refusal of a parameter that is not an integer from ``minimum`` to ``maximum``,
     given the number read (None: not an integer), for ``integer_param``."""

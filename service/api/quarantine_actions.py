@@ -8,22 +8,12 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from pydantic import Field
 
 from service.api.action_params import without_action
 from service.api.deps import (
     behaviour_of, cause_of, idempotency_of, if_match_of, parse_body, services_of,
 )
-from service.api.params import Query
-from service.api.schemas import StrictModel
-
-QUARANTINE_ACTIONS = ("quarantine", "release")
-
-
-class QuarantineRequest(StrictModel):
-    """Why the operator takes the VM."""
-
-    reason: str = Field(min_length=1, max_length=1024)
+from service.api.vm_actions import ACTION_BODIES, QUARANTINE_QUERY
 
 
 def quarantine_action(vm_uuid: str, request: Request, data: Any, name: str) -> JSONResponse:
@@ -36,18 +26,17 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any, name: str) -> J
     read-timeout ``503`` after the append while the projector lagged, and a retried release
     was then ``409`` (found by a tester). Raises what the commands raise
     (``VmNotFoundError``, ``InvalidTransitionError``, ...)."""
-    query = Query(request, {"action"})
-    query.check()
+    QUARANTINE_QUERY.parse(request).check()
     services = services_of(request)
     if_match, cause = if_match_of(request), cause_of(request)
     idempotency = idempotency_of(request, data, cause, action=True)
     if name == "quarantine":
-        reason = parse_body(request, QuarantineRequest, without_action(data)).reason
+        reason = parse_body(request, ACTION_BODIES[name], without_action(data)).reason
         result = services.quarantine.quarantine(
             vm_uuid.lower(), reason, cause=cause, if_match=if_match, idempotency=idempotency,
             behaviour=behaviour_of(request))
     else:
-        parse_body(request, StrictModel, without_action(data))
+        parse_body(request, ACTION_BODIES[name], without_action(data))
         result = services.quarantine.release(
             vm_uuid.lower(), cause=cause, if_match=if_match, idempotency=idempotency,
             behaviour=behaviour_of(request))

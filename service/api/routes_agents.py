@@ -15,12 +15,17 @@ from domain.vm import Vm
 from service.api.auth import AGENT, authorized_router, principal_of, require_server
 from service.api.deps import cause_of, parse_body, services_of
 from service.api.errors import invalid_parameters
-from service.api.params import MAX_INTEGER, Query
+from service.api.params import MAX_INTEGER
+from service.api.query_parameters import UUID, Param, QueryParameters
 from service.api.schemas import Alias, Brand, CpuCap, Instant, Metadata, Ram, StrictModel, Uuid
 from service.commands.agents import Admit
 from service.commands.vm_agent import AgentVm, AgentVmReports
 
 router = authorized_router(tags=["agents"])
+
+NO_PARAMETERS = QueryParameters()
+PUT_VMS = QueryParameters(Param("server_uuid", "the server whose inventory this is", UUID,
+                                required=True))
 
 Observed = Literal["running", "stopped", "failed"]
 #: What vm-agent may send as a VM's ``state``: the states vmadm gives a VM, and VMAPI's
@@ -113,7 +118,7 @@ class AgentVmBody(StrictModel):
                        internal_metadata=self.internal_metadata, tags=self.tags, **as_text)
 
 
-@router.put("/vms/{vm_uuid}")
+@router.put("/vms/{vm_uuid}", openapi_extra=NO_PARAMETERS)
 def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(None)
            ) -> JSONResponse:
     """PutVm: apply one VM's observed state; answers the VM as the report left it (the
@@ -122,7 +127,7 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
     ``generation`` (vmledger's agents) the report is ordered by it; without one, as vm-agent
     sends VMAPI the whole VM object, by its ``last_modified``, and a VM the log never had is
     recorded as found."""
-    Query(request, set()).check()
+    NO_PARAMETERS.parse(request).check()
     services = services_of(request)
     admit = _visible_to_reporter(request, vm_uuid)
     if isinstance(data, dict) and "generation" not in data:
@@ -171,11 +176,11 @@ def _visible_to_reporter(request: Request, vm_uuid: str) -> Admit:
     return admit
 
 
-@router.put("/vms")
+@router.put("/vms", openapi_extra=PUT_VMS)
 def put_vms(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """PutVms: apply the agent's whole inventory; answers what happened to each VM it
     changed (``{vm_uuid: happening}``)."""
-    query = Query(request, {"server_uuid"})
+    query = PUT_VMS.parse(request)
     server_uuid = query.uuid("server_uuid")
     if server_uuid is None and "server_uuid" not in query.params:
         raise invalid_parameters(request, [{"field": "server_uuid", "code": "Missing",

@@ -16,7 +16,8 @@ from service.api.auth import (
 )
 from service.api.errors import invalid_parameters, row_for
 from projections.formats import MAX_INTEGER
-from service.api.params import Query, integer_param, integer_refusal
+from service.api.params import integer_param, integer_refusal
+from service.api.query_parameters import QueryParameters
 from service.api.routes_changes import TOKEN_PARAMETER, change_hub
 from service.changes import triton
 from service.changes.filters import ChangeFilter
@@ -31,19 +32,21 @@ POLICY_VIOLATION, TRY_AGAIN_LATER = 1008, 1013
 # ``consistency`` or ``owner_uuid``: a stream has no read to wait for, and is scoped by its
 # token, so either would be taken and ignored.
 UPGRADE_PARAMETERS = frozenset({"after", TOKEN_PARAMETER})
+# The two GET routes take none of their own (``after`` is the upgrade's)
+NO_PARAMETERS = QueryParameters()
 
 
-@router.get("/changefeeds")
+@router.get("/changefeeds", openapi_extra=NO_PARAMETERS)
 def changefeed_resources(request: Request) -> JSONResponse:
     """The resources this changefeed publishes, by name (Triton's ``GET /changefeeds``)."""
-    Query(request, ()).check()  # takes no parameter of its own (``after`` is the upgrade's)
+    NO_PARAMETERS.parse(request).check()
     return JSONResponse(triton.RESOURCES)
 
 
-@router.get("/changefeeds/stats")
+@router.get("/changefeeds/stats", openapi_extra=NO_PARAMETERS)
 def changefeed_stats(request: Request) -> JSONResponse:
     """How many listeners are registered, and as what (Triton's ``/changefeeds/stats``)."""
-    Query(request, ()).check()
+    NO_PARAMETERS.parse(request).check()
     registrations = getattr(request.app.state, "changefeed_listeners", {})
     return JSONResponse(triton.stats(registrations))
 

@@ -12,7 +12,8 @@ from starlette.requests import HTTPConnection
 
 from service.api.auth import OWNER, authorized_router, principal_of
 from service.api.errors import UnavailableError
-from service.api.params import MAX_INTEGER, Query, integer_param, openapi_parameter
+from service.api.params import MAX_INTEGER, Query, integer_param
+from service.api.query_parameters import UUID, Param, QueryParameters, integer, owner
 from service.api.url_checks import TOKEN_PARAMETER
 from service.changes import sse
 from service.changes.filters import ChangeFilter, checked_value, listed_values
@@ -92,8 +93,7 @@ def _listed(query: Query, name: str) -> frozenset[str] | None:
 def parse_stream_request(request: Request) -> tuple[int | None, ChangeFilter]:
     """The position to start after (``Last-Event-ID`` over ``?after=``; none: from now) and
     the filters, scoped to an owner token's own VMs. Raises the ``ValidationFailed`` error."""
-    query = Query(request, {"after", "vm_uuid", "server_uuid", "type", "state",
-                            TOKEN_PARAMETER})
+    query = STREAM.parse(request)
     after = query.integer("after", minimum=0)
     if "last-event-id" in request.headers:
         after = integer_param(
@@ -113,26 +113,23 @@ def parse_stream_request(request: Request) -> tuple[int | None, ChangeFilter]:
     return after, shown
 
 
-# The schema of GET /changes (it parses its parameters itself, as every route does).
-STREAM_OPENAPI = {
-    "parameters": [
-        openapi_parameter("after", "start after this log position (default: now)"),
-        openapi_parameter("Last-Event-ID", "start after this position (wins over after)",
-                          where="header"),
-        openapi_parameter("vm_uuid", "only these VMs (comma-separated)"),
-        openapi_parameter("owner_uuid", "only VMs of this owner after the event"),
-        openapi_parameter("server_uuid", "only changes on this server"),
-        openapi_parameter("type", "only these event types (comma-separated)"),
-        openapi_parameter("state", "only changes after which the resource is in these states"),
-        openapi_parameter("token",
-                          "the bearer token, for EventSource (which sends no headers)"),
-    ],
-    "responses": {"200": {"description": "an endless stream of changes (docs/api.md)",
-                          "content": {"text/event-stream": {"schema": {"type": "string"}}}}},
-}
+# GET /changes's parameters, in its schema and to its parsing (``parse_stream_request``)
+STREAM = QueryParameters(
+    Param("after", "start after this log position (default: now)", integer(0)),
+    Param("Last-Event-ID", "start after this position (wins over after)", where="header"),
+    Param("vm_uuid", "only these VMs (comma-separated)"),
+    owner("only VMs of this owner after the event"),
+    Param("server_uuid", "only changes on this server", UUID),
+    Param("type", "only these event types (comma-separated)"),
+    Param("state", "only changes after which the resource is in these states "
+          "(comma-separated)"),
+    Param(TOKEN_PARAMETER, "the bearer token, for EventSource (which sends no headers)"),
+    extra={"responses": {"200": {
+        "description": "an endless stream of changes (docs/api.md)",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}}}}})
 
 
-@router.get("/changes", openapi_extra=STREAM_OPENAPI, response_class=StreamingResponse)
+@router.get("/changes", openapi_extra=STREAM, response_class=StreamingResponse)
 async def changes(request: Request) -> StreamingResponse:
     """The changes after ``Last-Event-ID`` or ``?after=``, as ``text/event-stream``."""
     after, shown = parse_stream_request(request)

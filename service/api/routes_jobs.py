@@ -13,18 +13,36 @@ from domain.states import Execution, JobName
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of, wait_for_job
 from service.api.params import Query
+from service.api.query_parameters import (
+    LIMIT, OFFSET, UUID, Param, QueryParameters, integer, one_of, owner,
+)
 from service.container import Services
 
 router = authorized_router()
 
 MAX_WAIT_S = 120
 
+_JOB_FILTERS = (
+    Param("execution", "only jobs in this execution state", one_of(e.value for e in Execution)),
+    Param("name", "only jobs of this name (not with task)", one_of(n.value for n in JobName)),
+    Param("task", "the same as name, VMAPI's word (not with name)",
+          one_of(n.value for n in JobName)),
+    LIMIT, OFFSET)
+VM_JOBS = QueryParameters(*_JOB_FILTERS, owner("another owner's VM is not found"))
+LIST_JOBS = QueryParameters(Param("vm_uuid", "only this VM's jobs", UUID), *_JOB_FILTERS,
+                            owner("only jobs of this owner's VMs"))
+GET_JOB = QueryParameters(owner("a job of another owner's VM is not found"))
+WAIT_JOB = QueryParameters(
+    Param("timeout", "answer at the latest after this many seconds (default 30)",
+          integer(0, MAX_WAIT_S)),
+    owner("a job of another owner's VM is not found"))
 
-@router.get("/vms/{vm_uuid}/jobs")
+
+@router.get("/vms/{vm_uuid}/jobs", openapi_extra=VM_JOBS)
 def list_vm_jobs(vm_uuid: str, request: Request) -> JSONResponse:
     """The VM's jobs, newest first by log position (``JobQueries.list``)."""
     services = services_of(request)
-    query = Query(request, {"limit", "offset", "execution", "name", "task"})
+    query = VM_JOBS.parse(request)
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     offset = query.integer("offset", minimum=0) or 0
     execution, name = _job_filters(query)
@@ -37,12 +55,12 @@ def list_vm_jobs(vm_uuid: str, request: Request) -> JSONResponse:
                                            name=name, limit=limit, offset=offset))
 
 
-@router.get("/jobs")
+@router.get("/jobs", openapi_extra=LIST_JOBS)
 def list_jobs(request: Request) -> JSONResponse:
     """ListJobs: filter by ``vm_uuid``, ``execution`` and ``name``; newest first by log
     position, not ``created_at`` (``JobQueries.list``)."""
     services = services_of(request)
-    query = Query(request, {"vm_uuid", "execution", "name", "limit", "offset", "task"})
+    query = LIST_JOBS.parse(request)
     vm_uuid = query.uuid("vm_uuid")
     owner_uuid = query.owner_uuid
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
@@ -74,11 +92,11 @@ def _job_filters(query: Query) -> tuple[str | None, str | None]:
     return execution, query.params.get("name", query.params.get("task"))
 
 
-@router.get("/jobs/{job_uuid}")
+@router.get("/jobs/{job_uuid}", openapi_extra=GET_JOB)
 def get_job(job_uuid: str, request: Request) -> JSONResponse:
     """GetJob."""
     services = services_of(request)
-    query = Query(request, set())
+    query = GET_JOB.parse(request)
     query.check()
     # vm_view too: an owner's visibility is its VM's owner there (_visible)
     read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
@@ -96,12 +114,12 @@ def _visible(services: Services, job: dict[str, Any], owner_uuid: str | None) ->
     return vm is not None and vm["owner_uuid"] == owner_uuid
 
 
-@router.get("/jobs/{job_uuid}/wait")
+@router.get("/jobs/{job_uuid}/wait", openapi_extra=WAIT_JOB)
 async def wait_job(job_uuid: str, request: Request) -> JSONResponse:
     """WaitJob: answers once the job is terminal, or at ``timeout`` seconds (default 30);
     async, so a waiting client holds no thread of the pool (``deps.wait_for_job``)."""
     services = services_of(request)
-    query = Query(request, {"timeout"})
+    query = WAIT_JOB.parse(request)
     timeout = query.integer("timeout", minimum=0, maximum=MAX_WAIT_S)
     query.check()
     await run_in_threadpool(_find_visible, request, services, job_uuid, query)

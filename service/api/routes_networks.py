@@ -18,10 +18,14 @@ from service.api.deps import (
     services_of,
 )
 from service.api.errors import ApiError
-from service.api.params import Query
+from service.api.query_parameters import Param, QueryParameters
 from service.api.schemas import Name, StrictModel, Uuid
 
 router = authorized_router(tags=["networks"])
+
+NO_PARAMETERS = QueryParameters()
+LIST_NETWORKS = QueryParameters(Param("name", "only the networks of this name",
+                                      {"type": "string", "minLength": 1, "maxLength": 256}))
 
 
 class CreateNetworkRequest(StrictModel):
@@ -44,13 +48,13 @@ def _network(request: Request, network_uuid: str) -> dict[str, Any]:
                     eventual=False)
 
 
-@router.post("/networks", status_code=201)
+@router.post("/networks", status_code=201, openapi_extra=NO_PARAMETERS)
 def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Record a network; 201 with the network object and ``Location``: the network as the
     command left it, rendered as ``network_view`` renders it (``network_object``), not read
     from the read model, so the answer never waits for the projector (api.md, "Commands and
     the projector")."""
-    Query(request, set()).check()
+    NO_PARAMETERS.parse(request).check()
     if_match_of(request)  # checked as every command's is; a new network has no version yet
     asked = parse_body(request, CreateNetworkRequest, data)
     services, cause = services_of(request), cause_of(request)
@@ -66,10 +70,10 @@ def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -
     return JSONResponse(body, status_code=201, headers=headers)
 
 
-@router.get("/networks")
+@router.get("/networks", openapi_extra=LIST_NETWORKS)
 def list_networks(request: Request) -> JSONResponse:
     """Every network, oldest first (``?name=`` selects by name)."""
-    query = Query(request, {"name"})
+    query = LIST_NETWORKS.parse(request)
     name = query.text("name")
     query.check()
     services = services_of(request)
@@ -78,8 +82,8 @@ def list_networks(request: Request) -> JSONResponse:
     return JSONResponse(found, headers={"x-joyent-resource-count": str(len(found))})
 
 
-@router.get("/networks/{network_uuid}")
+@router.get("/networks/{network_uuid}", openapi_extra=NO_PARAMETERS)
 def get_network(network_uuid: str, request: Request) -> JSONResponse:
     """One network, with ``addresses_in_use`` and ``addresses_free``."""
-    Query(request, set()).check()
+    NO_PARAMETERS.parse(request).check()
     return JSONResponse(_network(request, network_uuid))

@@ -13,15 +13,19 @@ from service import metrics as process_metrics
 from service.api.auth import authorized_router
 from service.api.deps import services_of
 from service.api.errors import UnavailableError
+from service.api.query_parameters import QueryParameters
 
 router = authorized_router()
+
+# Neither reads its query: a load balancer's or Prometheus' parameters are ignored
+IGNORED = QueryParameters.ignored()
 
 # Where /ping's probes run, so a probe stuck on an unanswering network is given up after
 # ``ping_timeout_s`` (it ends by itself within the connection's network timeout).
 _probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vmledger-ping")
 
 
-@router.get("/ping")
+@router.get("/ping", openapi_extra=IGNORED)
 def ping(request: Request) -> JSONResponse:
     """Health: the database answers, how far each read model lags the log (events), and which
     read models are past the log's head (they are not run until rebuilt).
@@ -51,7 +55,7 @@ def ping(request: Request) -> JSONResponse:
     })
 
 
-@router.get("/metrics")
+@router.get("/metrics", openapi_extra=IGNORED)
 def metrics(request: Request) -> Response:
     """Prometheus metrics: this process's, and the fleet's jobs from ``job_view``."""
     fleet = request.app.state.metrics_registry

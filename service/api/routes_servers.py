@@ -20,10 +20,15 @@ from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes,
     services_of,
 )
-from service.api.params import Query
+from service.api.query_parameters import Param, QueryParameters, one_of
 from service.api.schemas import StrictModel, Uuid
 
 router = authorized_router(tags=["servers"])
+
+NO_PARAMETERS = QueryParameters()
+SERVER_ACTION = QueryParameters(Param(
+    "action", "reboot: record the host's reboot (body: its new boot_id); remove: record that "
+    "it left the fleet", one_of(("reboot", "remove")), required=True))
 
 
 class CreateServerRequest(StrictModel):
@@ -43,20 +48,20 @@ class ServerActionRequest(StrictModel):
     boot_id: str | None = Field(None, min_length=1, max_length=64)
 
 
-@router.get("/servers")
+@router.get("/servers", openapi_extra=NO_PARAMETERS)
 def list_servers(request: Request) -> JSONResponse:
     """Every server with its allocated and free capacity and VM count."""
     services = services_of(request)
-    query = Query(request, set())
+    query = NO_PARAMETERS.parse(request)
     query.check()
     read_your_writes(request, services, ("server_view",), eventual=query.eventual)
     return JSONResponse(services.servers.list())
 
 
-@router.get("/servers/{server_uuid}")
+@router.get("/servers/{server_uuid}", openapi_extra=NO_PARAMETERS)
 def get_server(server_uuid: str, request: Request) -> JSONResponse:
     """One server with its allocated and free capacity and VM count; ``ETag``: its version."""
-    query = Query(request, set())
+    query = NO_PARAMETERS.parse(request)
     query.check()
     return _server(request, server_uuid, eventual=query.eventual)
 
@@ -91,11 +96,11 @@ def _answer(server: dict[str, Any], *, status: int = 200,
                         headers={"ETag": f'"{server["version"]}"', **(headers or {})})
 
 
-@router.post("/servers", status_code=201)
+@router.post("/servers", status_code=201, openapi_extra=NO_PARAMETERS)
 def create_server(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Record a compute node (201); an existing uuid with the same hostname, RAM and CPUs is
     200, with others ``ValidationFailed`` naming ``uuid`` (``Duplicate``), nothing recorded."""
-    Query(request, set()).check()
+    NO_PARAMETERS.parse(request).check()
     if_match_of(request)  # checked as every command's is; a new server has no version yet
     asked = parse_body(request, CreateServerRequest, data)
     services, cause = services_of(request), cause_of(request)
@@ -108,14 +113,14 @@ def create_server(request: Request, data: dict[str, Any] | None = Body(None)) ->
                     headers={"Location": f"/servers/{server_uuid}"})
 
 
-@router.post("/servers/{server_uuid}")
+@router.post("/servers/{server_uuid}", openapi_extra=SERVER_ACTION)
 def server_action(server_uuid: str, request: Request,
                   data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Operator: ``?action=reboot`` records a host reboot (a new boot id: the VMs that ran
     there are gone, and each VM's persistence policy decides what follows); ``remove``
     records that the server left the fleet. ``If-Match`` (the server's version) is honoured:
     another version is 412 and nothing is recorded."""
-    query = Query(request, {"action"})
+    query = SERVER_ACTION.parse(request)
     action = query.params.get("action")
     if action not in ("reboot", "remove"):
         query.invalid("action", "must be reboot or remove",

@@ -13,13 +13,25 @@ from domain.errors import ServerNotFoundError, VmNotFoundError
 from service.api.auth import authorized_router
 from service.api.deps import cause_of, parse_body, services_of
 from service.api.errors import ApiError
-from service.api.params import Query
+from service.api.query_parameters import Param, QueryParameters, one_of
 from service.api.schemas import StrictModel
 from service.api.vmapi_rules import is_uuid
 from service.jobs.compute.driver import ComputeError
 from service.jobs.compute.faults import OPERATIONS, Operation
 
 router = authorized_router(prefix="/sim", tags=["simulation"])
+
+NO_PARAMETERS = QueryParameters()
+# These read no query (a parameter is ignored)
+IGNORED = QueryParameters.ignored()
+WORKERS = QueryParameters(Param("action", "pause: no job worker claims jobs; resume: they do",
+                                one_of(("pause", "resume")), required=True))
+SERVER_HAPPENING = QueryParameters(Param(
+    "action", "what happens to the server (docs/simulation.md)",
+    one_of(("reboot", "restart_agent", "remove", "restore", "report")), required=True))
+GUEST_HAPPENING = QueryParameters(Param(
+    "action", "shutdown: the guest powers itself off; crash: it crashes",
+    one_of(("shutdown", "crash")), required=True))
 
 
 class FaultRequest(StrictModel):
@@ -55,14 +67,14 @@ def _state(request: Request) -> dict[str, Any]:
     }
 
 
-@router.get("")
+@router.get("", openapi_extra=NO_PARAMETERS)
 def simulation(request: Request) -> JSONResponse:
     """The simulated world: servers with every VM copy on them, pending faults, latencies."""
-    Query(request, set()).check()
+    NO_PARAMETERS.parse(request).check()
     return JSONResponse(_state(request))
 
 
-@router.post("/faults")
+@router.post("/faults", openapi_extra=IGNORED)
 def inject_fault(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Make the next N calls of an operation fail, or lose their response after the work."""
     fault = parse_body(request, FaultRequest, data)
@@ -70,14 +82,14 @@ def inject_fault(request: Request, data: dict[str, Any] | None = Body(None)) -> 
     return JSONResponse(_state(request))
 
 
-@router.delete("/faults")
+@router.delete("/faults", openapi_extra=IGNORED)
 def clear_faults(request: Request) -> JSONResponse:
     """Remove every injected fault and latency; resume the workers."""
     services_of(request).fleet.faults.clear()
     return JSONResponse(_state(request))
 
 
-@router.put("/latency")
+@router.put("/latency", openapi_extra=IGNORED)
 def set_latency(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Delay simulated operations."""
     latency = parse_body(request, LatencyRequest, data)
@@ -85,10 +97,10 @@ def set_latency(request: Request, data: dict[str, Any] | None = Body(None)) -> J
     return JSONResponse(_state(request))
 
 
-@router.post("/workers")
+@router.post("/workers", openapi_extra=WORKERS)
 def workers(request: Request) -> JSONResponse:
     """``?action=pause`` stops every job worker from claiming jobs; ``resume`` lets them."""
-    query = Query(request, {"action"})
+    query = WORKERS.parse(request)
     action = query.params.get("action")
     if action not in ("pause", "resume"):
         query.invalid("action", "must be pause or resume")
@@ -100,12 +112,12 @@ def workers(request: Request) -> JSONResponse:
     return JSONResponse(_state(request))
 
 
-@router.post("/servers/{server_uuid}")
+@router.post("/servers/{server_uuid}", openapi_extra=SERVER_HAPPENING)
 def server_happening(server_uuid: str, request: Request) -> JSONResponse:
     """``?action=reboot`` (new boot id, its VMs gone), ``restart_agent`` (same boot id, the
     agent forgets its VMs), ``remove`` / ``restore`` (the server's status), ``report`` (the
     agent sends its inventory to vmledger, ``PUT /vms?server_uuid=``)."""
-    query = Query(request, {"action"})
+    query = SERVER_HAPPENING.parse(request)
     action = query.params.get("action")
     if action not in ("reboot", "restart_agent", "remove", "restore", "report"):
         query.invalid("action", "must be reboot, restart_agent, remove, restore or report")
@@ -133,11 +145,11 @@ def server_happening(server_uuid: str, request: Request) -> JSONResponse:
     return JSONResponse(_state(request))
 
 
-@router.post("/vms/{vm_uuid}")
+@router.post("/vms/{vm_uuid}", openapi_extra=GUEST_HAPPENING)
 def guest_happening(vm_uuid: str, request: Request) -> JSONResponse:
     """``?action=shutdown``: the guest powers itself off; ``crash``: it crashes. A VM with no
     copy in the simulated fleet is 404 (nothing could happen to it)."""
-    query = Query(request, {"action"})
+    query = GUEST_HAPPENING.parse(request)
     action = query.params.get("action")
     if action not in ("shutdown", "crash"):
         query.invalid("action", "must be shutdown or crash")

@@ -14,6 +14,7 @@ from projections.analytics_queries import AnalyticsQueries
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.params import MAX_LIMIT, Query
+from service.api.query_parameters import LIMIT, Param, QueryParameters, integer, one_of, owner
 
 router = authorized_router()
 
@@ -21,6 +22,22 @@ READ_MODELS = ("analytics",)
 _STATES = tuple(state.value for state in VmState)
 _BREAKDOWNS = {"owner": "owner_uuid", "server": "server_uuid"}
 _FAILURE_KEYS = {"reason": "reason", "server": "server_uuid"}
+_OWNER = owner("count only this owner's VMs")
+STATES = QueryParameters(
+    Param("by", "break the counts down by owner or by server", one_of(_BREAKDOWNS)), _OWNER)
+TRANSITIONS = QueryParameters(_OWNER)
+DURATIONS = QueryParameters(
+    Param("from", "the state the time is measured from", one_of(_STATES), required=True),
+    Param("to", "the state the time is measured to (not from's)", one_of(_STATES),
+          required=True),
+    _OWNER)
+FAILURES = QueryParameters(
+    Param("by", "count by reason (the default) or by the server they failed on",
+          one_of(_FAILURE_KEYS)), _OWNER)
+STUCK = QueryParameters(
+    Param("older_than", "only VMs in a transient state for this many seconds or more "
+          "(default: the service's stuck threshold)", integer(0, 10**9)),
+    LIMIT, _OWNER)
 
 
 def _choice(query: Query, name: str, choices: dict[str, str] | tuple[str, ...], *,
@@ -46,10 +63,10 @@ def _analytics(request: Request, query: Query) -> AnalyticsQueries:
     return AnalyticsQueries(services.db)
 
 
-@router.get("/stats/states")
+@router.get("/stats/states", openapi_extra=STATES)
 def stats_states(request: Request) -> JSONResponse:
     """How many VMs are in each state now; ``by=owner|server`` breaks the counts down."""
-    query = Query(request, {"by"})
+    query = STATES.parse(request)
     by = _choice(query, "by", _BREAKDOWNS)
     analytics = _analytics(request, query)
     if by is None:
@@ -57,18 +74,18 @@ def stats_states(request: Request) -> JSONResponse:
     return JSONResponse(analytics.states_by(_BREAKDOWNS[by], query.owner_uuid))
 
 
-@router.get("/stats/transitions")
+@router.get("/stats/transitions", openapi_extra=TRANSITIONS)
 def stats_transitions(request: Request) -> JSONResponse:
     """How many times VMs went from one state to another, per (from, to) pair."""
-    query = Query(request, set())
+    query = TRANSITIONS.parse(request)
     return JSONResponse(_analytics(request, query).transitions(query.owner_uuid))
 
 
-@router.get("/stats/durations")
+@router.get("/stats/durations", openapi_extra=DURATIONS)
 def stats_durations(request: Request) -> JSONResponse:
     """Count, p50, p90, p99 and max (ms) of the time from entering ``from`` to entering
     ``to`` (e.g. provisioning to running)."""
-    query = Query(request, {"from", "to"})
+    query = DURATIONS.parse(request)
     from_state = _choice(query, "from", _STATES, required=True)
     to_state = _choice(query, "to", _STATES, required=True)
     if from_state is not None and from_state == to_state:
@@ -79,22 +96,22 @@ def stats_durations(request: Request) -> JSONResponse:
         analytics.durations(from_state, to_state, query.owner_uuid).as_dict())
 
 
-@router.get("/stats/failures")
+@router.get("/stats/failures", openapi_extra=FAILURES)
 def stats_failures(request: Request) -> JSONResponse:
     """How many times VMs failed, by ``reason`` (default: evicted, crashed,
     provision_failed, ...) or by the ``server`` they failed on."""
-    query = Query(request, {"by"})
+    query = FAILURES.parse(request)
     by = _choice(query, "by", _FAILURE_KEYS) or "reason"
     return JSONResponse(_analytics(request, query).failures(_FAILURE_KEYS[by],
                                                             query.owner_uuid))
 
 
-@router.get("/stats/stuck")
+@router.get("/stats/stuck", openapi_extra=STUCK)
 def stats_stuck(request: Request) -> JSONResponse:
     """VMs in a transient state (provisioning) for ``older_than`` seconds or more (default:
     the service's stuck threshold, ``VMLEDGER_STUCK_TRANSIENT_S``), longest first (``limit``,
     default and max 1000); the total in x-joyent-resource-count."""
-    query = Query(request, {"older_than", "limit"})
+    query = STUCK.parse(request)
     older_than = query.integer("older_than", minimum=0, maximum=10**9)  # 31 years, in s
     limit = query.integer("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT
     analytics = _analytics(request, query)

@@ -37,11 +37,14 @@ from service.api.deps import (
 from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header
 from service.api.errors import invalid_parameters
 from service.api.params import Query
-from service.api.quarantine_actions import QUARANTINE_ACTIONS, quarantine_action
+from service.api.quarantine_actions import quarantine_action
 from service.api.network_params import parse_networks
 from service.api.schemas import (
-    ONLY_SIGKILL, ActionBody, AddNicsBody, CreateVmRequest, DeleteVmBody, KillBody,
-    RemoveNicsBody, UpdateVmRequest, is_kill_signal,
+    ONLY_SIGKILL, AddNicsBody, CreateVmRequest, DeleteVmBody, UpdateVmRequest, is_kill_signal,
+)
+from service.api.vm_actions import (
+    ACT_ON_VM, ACTION_BODIES, CREATE_VM, DELETE_VM, KILL_QUERY, LIFECYCLE_QUERY, NIC_ACTIONS,
+    NIC_QUERY, QUARANTINE_ACTIONS,
 )
 from service.commands.application import VmSpec
 from service.commands.change import Accepted
@@ -54,20 +57,16 @@ ACTIONS = {a.value: a for a in (Action.START, Action.STOP, Action.KILL, Action.R
                                 Action.UPDATE)}
 UPDATABLE = ("alias", "customer_metadata", "internal_metadata", "tags")
 SYNC_TIMEOUT_S = 60.0
-# Sent by the VMAPI client on actions and DeleteVm when its caller gives them (cloudapi always
-# does); validated, then not recorded (docs/vmapi-compatibility.md).
-CLIENT_EXTRAS = ("origin", "creator_uuid")
 # VMAPI's top-level messages of bad CreateVm and UpdateVm input (lib/common/validation.js)
 CREATE_MESSAGE, UPDATE_MESSAGE = "Invalid VM parameters", "Invalid VM update parameters"
-NIC_ACTIONS = ("add_nics", "remove_nics")
 
 
-@router.post("/vms", status_code=202)
+@router.post("/vms", status_code=202, openapi_extra=CREATE_VM)
 async def create_vm(request: Request, data: dict[str, Any] | None = Body(None)
                     ) -> JSONResponse:
     """CreateVm: records the VM and queues its provision job (``sync``: answered once the
     provision ended; VMAPI createVm refuses a ``sync`` that is not a boolean, naming it)."""
-    query = Query(request, {"sync"})
+    query = CREATE_VM.parse(request)
     sync = query.boolean("sync")
     query.check()
     # checked as every command's is; a VM not yet created has no version for it to match
@@ -108,7 +107,7 @@ async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, An
     return await _answer(request, result, sync=sync)
 
 
-@router.post("/vms/{vm_uuid}")
+@router.post("/vms/{vm_uuid}", openapi_extra=ACT_ON_VM)
 async def act_on_vm(vm_uuid: str, request: Request,
                     data: dict[str, Any] | None = Body(None)) -> Response:
     """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job);
@@ -122,8 +121,7 @@ async def act_on_vm(vm_uuid: str, request: Request,
     # kill's signal may be in the query or the body; each is checked, and only SIGKILL is
     # taken, so the two cannot disagree
     killing = name == Action.KILL.value
-    query = Query(request, {"action", "idempotent", "sync", *CLIENT_EXTRAS, "timeout",
-                            *(("signal",) if killing else ())})
+    query = (KILL_QUERY if killing else LIFECYCLE_QUERY).parse(request)
     signal = query.params.get("signal")
     if killing and signal is not None and not is_kill_signal(signal):
         query.invalid("signal", ONLY_SIGKILL)
@@ -138,8 +136,7 @@ async def act_on_vm(vm_uuid: str, request: Request,
                       code="Missing" if name is None else "Invalid")
     query.check()
     assert action is not None
-    model = {Action.UPDATE: UpdateVmRequest, Action.KILL: KillBody}.get(action, ActionBody)
-    parsed = parse_body(request, model, data,
+    parsed = parse_body(request, ACTION_BODIES[action.value], data,
                         message=UPDATE_MESSAGE if action is Action.UPDATE else None)
     check_agree(request, parsed)
     args: dict[str, Any] = {}
@@ -160,12 +157,12 @@ def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
             for name, value in given.items()}
 
 
-@router.delete("/vms/{vm_uuid}")
+@router.delete("/vms/{vm_uuid}", openapi_extra=DELETE_VM)
 async def delete_vm(vm_uuid: str, request: Request,
                     data: dict[str, Any] | None = Body(None)) -> Response:
     """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2"). Its parameters may
     be in the query or the body, as an action's (``DeleteVmBody``)."""
-    query = Query(request, {"sync", *CLIENT_EXTRAS})
+    query = DELETE_VM.parse(request)
     sync = query.boolean("sync")
     _client_extras(query)
     query.check()
@@ -198,12 +195,11 @@ def _networks(request: Request, networks: Any) -> list[NicRequest]:
 async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None,
                       name: str) -> JSONResponse:
     """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them."""
-    query = Query(request, {"action", "sync", *CLIENT_EXTRAS})
+    query = NIC_QUERY.parse(request)
     sync = query.boolean("sync")
     _client_extras(query)
     query.check()
-    adding = name == "add_nics"
-    parsed = parse_body(request, AddNicsBody if adding else RemoveNicsBody, data)
+    parsed = parse_body(request, ACTION_BODIES[name], data)
     check_agree(request, parsed)
     services = services_of(request)
     add = (await run_in_threadpool(_networks, request, parsed.networks)
@@ -219,6 +215,8 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
 
 
 def _client_extras(query: Query) -> None:
+    # Sent by the VMAPI client on actions and DeleteVm when its caller gives them (cloudapi
+    # always does); validated, then not recorded (docs/vmapi-compatibility.md).
     query.text("origin")
     query.uuid("creator_uuid")
 

@@ -15,12 +15,24 @@ from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.errors import LIST_MESSAGE, invalid_parameters
 from service.api.fast_json import FastJSONResponse
-from service.api.list_vms_params import ListVmsQuery
-from service.api.params import Query
+from service.api.list_vms_params import LIST_VMS, ListVmsQuery
+from service.api.query_parameters import (
+    INSTANT, LIMIT, Param, QueryParameters, integer, owner,
+)
 from service.api.time_travel import as_it_was, owned_now, version_or_instant
 from service.audit.history import vm_history
 
 router = authorized_router()
+
+_OWNERS_VM = owner("another owner's VM is not found")
+GET_VM = QueryParameters(
+    Param("version", "the VM as it was at this version (not with at)", integer(1)),
+    Param("at", "the VM as it was at this RFC 3339 instant, with its time zone (not with "
+          "version)", INSTANT),
+    _OWNERS_VM)
+HISTORY = QueryParameters(
+    Param("after_version", "only events after this version of the VM", integer(0)),
+    LIMIT, _OWNERS_VM)
 
 
 def _list(request: Request, *, rows: bool = True
@@ -41,7 +53,7 @@ def _list(request: Request, *, rows: bool = True
     return [query.project(vm) for vm in vms], total, next_marker
 
 
-@router.get("/vms")
+@router.get("/vms", openapi_extra=LIST_VMS)
 def list_vms(request: Request) -> JSONResponse:
     """ListVms: filters (also ``tag.K=V`` and ``internal_metadata.K=V``: only VMs whose tag or
     internal_metadata key K is V), then a page in a stable order; the total in
@@ -53,7 +65,7 @@ def list_vms(request: Request) -> JSONResponse:
     return FastJSONResponse(vms, headers=headers)
 
 
-@router.head("/vms")
+@router.head("/vms", openapi_extra=LIST_VMS)
 def count_vms(request: Request) -> Response:
     """CountVms: only the number of matches, in x-joyent-resource-count; no body (and no
     ``Content-Length`` for curl: service/api/connection.py)."""
@@ -61,11 +73,11 @@ def count_vms(request: Request) -> Response:
     return Response(headers={"x-joyent-resource-count": str(total)})
 
 
-@router.get("/vms/{vm_uuid}")
+@router.get("/vms/{vm_uuid}", openapi_extra=GET_VM)
 def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     """GetVm; ``?version=N`` or ``?at=RFC3339`` returns the VM as it was, folded from the log."""
     services = services_of(request)
-    query = Query(request, {"version", "at"})
+    query = GET_VM.parse(request)
     version, at = version_or_instant(query)
     owner_uuid = query.owner_uuid
     if version is not None or at is not None:
@@ -82,11 +94,11 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
     return FastJSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
 
 
-@router.get("/vms/{vm_uuid}/history")
+@router.get("/vms/{vm_uuid}/history", openapi_extra=HISTORY)
 def vm_history_route(vm_uuid: str, request: Request) -> JSONResponse:
     """Every event of the VM: version, position, timestamp, type, data, cause (paginated by
     ``after_version`` and ``limit``); an owner gets those it may see (``domain.visibility``)."""
-    query = Query(request, {"after_version", "limit"})
+    query = HISTORY.parse(request)
     after = query.integer("after_version", minimum=0) or 0
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     query.check()

@@ -16,12 +16,18 @@ from service.api.auth import authorized_router
 from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
 )
-from service.api.params import MAX_LIMIT, Query
+from service.api.params import MAX_LIMIT
+from service.api.query_parameters import LIMIT, OFFSET, Param, QueryParameters, one_of
 from service.api.schemas import Name, StrictModel, Uuid
 
 router = authorized_router(tags=["volumes"])
 
 ACTIONS = ("attach_network", "detach_network")
+NO_PARAMETERS = QueryParameters()
+LIST_VOLUMES = QueryParameters(LIMIT, OFFSET)
+VOLUME_ACTION = QueryParameters(Param(
+    "action", "attach_network (body: network_uuid, address) or detach_network (body: "
+    "network_uuid)", one_of(ACTIONS), required=True))
 
 
 class CreateVolumeRequest(StrictModel):
@@ -58,12 +64,12 @@ def _volume(volume: Volume, *, status: int, position: int | None) -> JSONRespons
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-@router.get("/volumes")
+@router.get("/volumes", openapi_extra=LIST_VOLUMES)
 def list_volumes(request: Request) -> JSONResponse:
     """ListVolumes: oldest first, paged by ``limit`` and ``offset``; the total in
     x-joyent-resource-count."""
     services = services_of(request)
-    query = Query(request, {"limit", "offset"})
+    query = LIST_VOLUMES.parse(request)
     limit = query.integer("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT
     offset = query.integer("offset", minimum=0) or 0
     query.check()
@@ -72,20 +78,20 @@ def list_volumes(request: Request) -> JSONResponse:
     return JSONResponse(volumes, headers={"x-joyent-resource-count": str(total)})
 
 
-@router.get("/volumes/{volume_uuid}")
+@router.get("/volumes/{volume_uuid}", openapi_extra=NO_PARAMETERS)
 def get_volume(volume_uuid: str, request: Request) -> JSONResponse:
     """GetVolume: its networks, its address on each, and the address VMs mount."""
-    query = Query(request, set())
+    query = NO_PARAMETERS.parse(request)
     query.check()
     volume = read_one(request, "volume_mounts", services_of(request).volumes.get, volume_uuid,
                       VolumeNotFoundError, eventual=query.eventual)
     return JSONResponse(volume, headers={"ETag": f'"{volume["version"]}"'})
 
 
-@router.post("/volumes", status_code=201)
+@router.post("/volumes", status_code=201, openapi_extra=NO_PARAMETERS)
 def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """CreateVolume (201): a volume on the given networks."""
-    Query(request, set()).check()
+    NO_PARAMETERS.parse(request).check()
     if_match_of(request)  # checked as every command's is; a new volume has no version yet
     asked = parse_body(request, CreateVolumeRequest, data)
     services, cause = services_of(request), cause_of(request)
@@ -97,14 +103,14 @@ def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) ->
     return _volume(volume, status=201, position=position)
 
 
-@router.post("/volumes/{volume_uuid}")
+@router.post("/volumes/{volume_uuid}", openapi_extra=VOLUME_ACTION)
 def volume_action(volume_uuid: str, request: Request,
                   data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """``?action=attach_network`` (body ``{network_uuid, address}``) or ``detach_network``
     (body ``{network_uuid}``), 202 with the volume: the VMs mounting it keep the addresses
     they booted with until they boot again (``GET /vms?stale_mounts=true``). A repeat
     changes nothing. ``If-Match`` (the volume's version) is honoured: 412 otherwise."""
-    query = Query(request, {"action"})
+    query = VOLUME_ACTION.parse(request)
     action = query.params.get("action")
     if action not in ACTIONS:
         query.invalid("action", f"must be one of {', '.join(ACTIONS)}",

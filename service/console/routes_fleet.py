@@ -20,8 +20,8 @@ from projections.vm_markers import InvalidMarkerError
 from service.api.auth import OWNER, authorized_router, principal_of, roles_for
 from service.api.deps import read_your_writes, services_of
 from service.api.errors import invalid_parameters
-from service.api.list_vms_params import ListVmsQuery
-from service.api.params import Query
+from service.api.list_vms_params import LIST_VMS, ListVmsQuery
+from service.api.query_parameters import OFFSET, QueryParameters, owner
 from service.console import pager
 from service.console.render import chart, fragment
 
@@ -32,12 +32,17 @@ SERVERS_PAGE = 50
 LISTED = 10  # stuck, quarantined and deepest-queue VMs shown
 FLEET_READ_MODELS = ("vm_view", "volume_mounts", "job_view", "analytics")
 
+NO_PARAMETERS = QueryParameters()
+CHART = QueryParameters(owner("only this owner's VMs"))
+SERVERS = QueryParameters(OFFSET)
 
-@router.get("/console/fragments/session", response_class=HTMLResponse)
+
+@router.get("/console/fragments/session", response_class=HTMLResponse,
+            openapi_extra=NO_PARAMETERS)
 def session(request: Request) -> HTMLResponse:
     """Who the token is: its name and role (and owner), and whether the service runs in open
     local mode (no tokens configured)."""
-    Query(request, set()).check()
+    NO_PARAMETERS.parse(request).check()
     return fragment("session.html", principal=principal_of(request),
                     open_mode=request.app.state.tokens.open)
 
@@ -48,7 +53,7 @@ def _link(params: dict[str, Any], **changes: Any) -> str:
     return "/console" + (f"?{urlencode(merged)}" if merged else "")
 
 
-@router.get("/console/fragments/fleet", response_class=HTMLResponse)
+@router.get("/console/fragments/fleet", response_class=HTMLResponse, openapi_extra=LIST_VMS)
 def fleet(request: Request) -> HTMLResponse:
     """The fleet page: the same filters and paging as ``GET /vms`` (owner_uuid, server_uuid,
     state, ..., offset, limit; ``PAGE_SIZE`` VMs by default), every figure computed in SQL."""
@@ -119,12 +124,13 @@ def _changes_counted(head: int, owner_uuid: str | None, server_uuid: str | None)
     return "/changes?" + urlencode({k: v for k, v in wanted.items() if v is not None})
 
 
-@router.get("/console/fragments/fleet/chart", response_class=HTMLResponse)
+@router.get("/console/fragments/fleet/chart", response_class=HTMLResponse,
+            openapi_extra=CHART)
 def fleet_chart(request: Request) -> HTMLResponse:
     """The fleet page's chart of VMs by state over time (``owner_uuid`` for one owner's),
     a fragment of its own: it reads every state change, so the rest of the page does not
     wait for it."""
-    query = Query(request, set())
+    query = CHART.parse(request)
     query.check()
     services = services_of(request)
     read_your_writes(request, services, ("vm_view", "analytics"), eventual=query.eventual)
@@ -132,12 +138,12 @@ def fleet_chart(request: Request) -> HTMLResponse:
     return fragment("chart.html", chart=chart(over_time), owner=query.owner_uuid is not None)
 
 
-@router.get("/console/fragments/servers", response_class=HTMLResponse)
+@router.get("/console/fragments/servers", response_class=HTMLResponse, openapi_extra=SERVERS)
 def servers(request: Request) -> HTMLResponse:
     """Servers by hostname (``offset``, ``SERVERS_PAGE`` a page): capacity from the claims
     the log records, used and free, and the VMs on each by state; and every network with
     its addresses in use and free (``GET /networks``)."""
-    query = Query(request, {"offset"})
+    query = SERVERS.parse(request)
     offset = query.integer("offset", minimum=0) or 0
     query.check()
     services = services_of(request)

@@ -15,6 +15,7 @@ from projections.vm_view import render_vm
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.params import Query
+from service.api.query_parameters import INSTANT, UUID, Param, QueryParameters, integer, owner
 # GetVm's own time travel, so the console shows exactly what ?version= and ?at= answer
 from service.api.time_travel import as_it_was, owned_now, version_or_instant
 from service.audit.history import hidden_from_its_owner, vm_history
@@ -26,6 +27,24 @@ router = authorized_router(tags=["console"])
 TIMELINE = 1000  # events shown on a VM's timeline (the newest are past it: say so)
 JOBS = 100  # jobs listed on a VM's page, the newest (the page says how many it has)
 AUDIT_PAGE = 50
+
+_OWNERS_VM = owner("another owner's VM is not found")
+VM_PAGE = QueryParameters(_OWNERS_VM)
+VM_STATE = QueryParameters(
+    Param("version", "the VM as it was at this version (not with at)", integer(1)),
+    Param("at", "the VM as it was at this RFC 3339 instant, with its time zone (not with "
+          "version)", INSTANT),
+    _OWNERS_VM)
+VM_DIFF = QueryParameters(
+    Param("from", "the version compared from", integer(1), required=True),
+    Param("to", "the version compared to", integer(1), required=True),
+    _OWNERS_VM)
+AUDIT_FORM = QueryParameters(Param("vm_uuid", "the VM the form is filled in for", UUID))
+AUDIT_RUN = QueryParameters(
+    Param("vm_uuid", "verify this VM only (not with after or limit)", UUID),
+    Param("after", "the fleet's VMs created after this log position (default 0)", integer(0)),
+    Param("limit", f"this many VMs (default {AUDIT_PAGE}, at most {MAX_PAGE})",
+          integer(1, MAX_PAGE)))
 
 
 def _visible(request: Request, query: Query, vm_uuid: str) -> Any:
@@ -44,11 +63,12 @@ def _visible_before(version: int, hidden: list[tuple[int, int]]) -> int:
     return previous
 
 
-@router.get("/console/fragments/vms/{vm_uuid}", response_class=HTMLResponse)
+@router.get("/console/fragments/vms/{vm_uuid}", response_class=HTMLResponse,
+            openapi_extra=VM_PAGE)
 def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
     """A VM: the object now, every event (up to ``TIMELINE``) with its cause, its jobs with
     their chain results, its volumes' mounts (stale or not), and the version slider."""
-    query = Query(request, set())
+    query = VM_PAGE.parse(request)
     query.check()
     services = services_of(request)
     current = _visible(request, query, vm_uuid)
@@ -74,11 +94,12 @@ def vm_page(vm_uuid: str, request: Request) -> HTMLResponse:
                     previous=_visible_before(current.version, hidden))
 
 
-@router.get("/console/fragments/vms/{vm_uuid}/state", response_class=HTMLResponse)
+@router.get("/console/fragments/vms/{vm_uuid}/state", response_class=HTMLResponse,
+            openapi_extra=VM_STATE)
 def vm_state(vm_uuid: str, request: Request) -> HTMLResponse:
     """The VM object as it was at ``version`` or at instant ``at`` (RFC 3339), folded from
     its stream; without either, as it is now."""
-    query = Query(request, {"version", "at"})
+    query = VM_STATE.parse(request)
     version, at = version_or_instant(query)
     services = services_of(request)
     current = _visible(request, query, vm_uuid)
@@ -88,11 +109,12 @@ def vm_state(vm_uuid: str, request: Request) -> HTMLResponse:
     return fragment("vm_state.html", vm=vm, newest=current.version)
 
 
-@router.get("/console/fragments/vms/{vm_uuid}/diff", response_class=HTMLResponse)
+@router.get("/console/fragments/vms/{vm_uuid}/diff", response_class=HTMLResponse,
+            openapi_extra=VM_DIFF)
 def vm_diff(vm_uuid: str, request: Request) -> HTMLResponse:
     """What changed in the VM object from version ``from`` to version ``to`` (both folded
     from its stream)."""
-    query = Query(request, {"from", "to"})
+    query = VM_DIFF.parse(request)
     versions = [query.integer(name, minimum=1) for name in ("from", "to")]
     for name, value in zip(("from", "to"), versions, strict=True):
         if value is None and name not in query.params:
@@ -109,16 +131,16 @@ def vm_diff(vm_uuid: str, request: Request) -> HTMLResponse:
     return fragment("vm_diff.html", old=old, new=new, changes=differences(before, after))
 
 
-@router.get("/console/fragments/audit", response_class=HTMLResponse)
+@router.get("/console/fragments/audit", response_class=HTMLResponse, openapi_extra=AUDIT_FORM)
 def audit_form(request: Request) -> HTMLResponse:
     """The audit page: run verify for one VM, or for the fleet a page of VMs at a time."""
-    query = Query(request, {"vm_uuid"})
+    query = AUDIT_FORM.parse(request)
     vm_uuid = query.uuid("vm_uuid")
     query.check()
     return fragment("audit.html", vm_uuid=vm_uuid, page=AUDIT_PAGE, max_page=MAX_PAGE)
 
 
-@router.post("/console/fragments/audit", response_class=HTMLResponse)
+@router.post("/console/fragments/audit", response_class=HTMLResponse, openapi_extra=AUDIT_RUN)
 def audit_run(request: Request) -> HTMLResponse:
     """Run verify: ``vm_uuid`` for one VM; otherwise the fleet's next ``limit`` VMs
     (``AUDIT_PAGE`` by default, at most ``MAX_PAGE``) created after log position ``after``.
@@ -126,7 +148,7 @@ def audit_run(request: Request) -> HTMLResponse:
     holds (the roles that audit see every VM, so no owner scoping applies). ``vm_uuid`` with
     ``after`` or ``limit`` is ``ConflictingParameters`` naming the paging parameter (``after``
     first): one VM is not paged, and the paging was silently ignored (console tester)."""
-    query = Query(request, {"vm_uuid", "after", "limit"})
+    query = AUDIT_RUN.parse(request)
     vm_uuid = query.uuid("vm_uuid")
     after = query.integer("after", minimum=0) or 0
     limit = query.integer("limit", minimum=1, maximum=MAX_PAGE) or AUDIT_PAGE

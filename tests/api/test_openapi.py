@@ -1,7 +1,8 @@
 """The OpenAPI schema tells the truth (docs/api.md, "OpenAPI schema"): every operation declares
-its answers (``service.api.openapi.declare``), the list routes the query parameters they parse
-themselves, /metrics is Prometheus text, and the check every test client runs
-(tests/api/conformance.py) fails for an answer the schema does not describe."""
+its answers (``service.api.openapi.declare``), ListVms the query parameters it parses (every
+route's: tests/api/test_openapi_parameters.py), /metrics is Prometheus text, and the check
+every test client runs (tests/api/conformance.py) fails for an answer the schema does not
+describe."""
 
 from __future__ import annotations
 
@@ -103,37 +104,6 @@ def test_list_vms_declares_every_query_parameter_it_accepts() -> None:
         assert "active" in declared["state"]["schema"]["enum"]
         assert all(p["description"] and p["required"] is False for p in declared.values())
     assert "tag.K=V" in schema["paths"]["/vms"]["get"]["description"]
-
-
-def _accepted_value(parameter: dict) -> str:
-    """A value of the parameter's declared type (the route may still refuse it: a marker)."""
-    declared = parameter["schema"]
-    if "enum" in declared:
-        return declared["enum"][0]
-    if declared.get("format") == "uuid":
-        return "8f0e3d2c-1b4a-4c5d-9e6f-7a8b9c0d1e2f"
-    return {"integer": str(declared.get("minimum", 0)), "boolean": "true"}.get(
-        declared["type"], "a")
-
-
-def test_each_declared_query_parameter_is_one_the_route_accepts(client: TestClient) -> None:
-    vm = create_running_vm(client)
-    schema = client.get("/openapi.json").json()
-    unknown = {"field": "nonesuch", "code": "Invalid", "message": "Invalid parameter"}
-    for method, path in openapi.QUERY_PARAMETERS:
-        url = path.replace("{vm_uuid}", vm)
-        declared = [p for p in schema["paths"][path][method]["parameters"] if p["in"] == "query"]
-        assert declared, (method, path)
-        answer = client.request("GET", url, params={"nonesuch": "1"})  # the control
-        assert unknown in answer.json()["errors"], (path, answer.text)
-        for parameter in declared:
-            name = parameter["name"]
-            # sent with GET: HEAD /vms parses its query as GET /vms does, and has no body
-            answer = client.request("GET", url, params={name: _accepted_value(parameter)})
-            assert answer.status_code < 500, (path, name, answer.text)
-            if answer.status_code >= 400:
-                assert {**unknown, "field": name} not in answer.json().get("errors", []), (
-                    path, name, answer.text)
 
 
 def test_every_get_route_declares_its_head_with_the_gets_answers_and_no_body(
