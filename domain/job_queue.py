@@ -20,6 +20,10 @@ from domain.states import Action, Execution, JobName, VmState
 # same in every fold.
 _FENCE_JOBS = uuid5(UUID(int=0), "vmledger:fence-job")
 
+# Why a version 2 DeleteVm ended a queued provision, and the jobs queued behind it
+# (``JobQueue.cancel_queued_provision``; docs/api.md, "Contract: DeleteVm and actions").
+CANCELED_BY_DELETE_VM = "canceled by a DeleteVm"
+
 
 class ActiveJob(TypedDict, total=False):
     """A queued or running job as ``Vm.active_jobs`` holds it (a plain dict, so snapshots
@@ -205,6 +209,25 @@ class JobQueue:
         canceled = [job["uuid"] for job in self.active_jobs
                     if job["execution"] == Execution.QUEUED.value
                     and (name is None or job["name"] == name)]
+        for job_uuid in canceled:
+            self.cancel_job(job_uuid, reason, cause=cause)
+        return canceled
+
+    def cancel_queued_provision(self, reason: str, *, cause: Cause) -> list[str]:
+        """Cancel the provision if it has not started, and with it every job queued behind
+        it but a ``fence`` job, in queue order; returns their uuids (none when no provision
+        is queued). A version 2 DeleteVm of a VM still provisioning does this, in the save
+        that queues its destroy: the destroy then marks the VM destroyed, never placed, so a
+        start, stop, reboot or update queued behind the provision could only fail at its
+        turn ("Cannot stop a VM in state 'provisioning'", the operator tester's case) or
+        change a VM about to be destroyed; an ``add_nics`` gives its NICs back
+        (``cancel_job``). A fence job is kept: its fence is owed to a job canceled earlier
+        ("A quarantine while a job runs" in docs/jobs.md), and no cancel may lose it."""
+        queued = [job for job in self.active_jobs if job["execution"] == Execution.QUEUED.value]
+        at = next((n for n, job in enumerate(queued) if job["name"] == JobName.PROVISION), None)
+        if at is None:
+            return []
+        canceled = [job["uuid"] for job in queued[at:] if job["name"] != JobName.FENCE]
         for job_uuid in canceled:
             self.cancel_job(job_uuid, reason, cause=cause)
         return canceled

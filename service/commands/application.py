@@ -20,6 +20,7 @@ from eventsourcing.persistence import Mapper, Transcoder
 from domain.errors import (
     DuplicateVmError, NothingToUpdateError, UuidTakenError, VmNotFoundError,
 )
+from domain.job_queue import CANCELED_BY_DELETE_VM
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.change import Accepted, Changed, Changes
@@ -276,9 +277,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
                 vm.record_destroyed_without_job(cause=job_cause)
                 return None
             job_uuid = str(uuidlib.uuid4())
-            if plan.cancel_queued_provision:
-                vm.cancel_queued("canceled by a DeleteVm", cause=job_cause,
-                                 name=JobName.PROVISION)
+            if plan.cancel_queued_provision:  # and the jobs queued behind it
+                vm.cancel_queued_provision(CANCELED_BY_DELETE_VM, cause=job_cause)
             params = {"args": args, "if_already": plan.if_already.value,
                       "api_version": behaviour.version}
             if context is not None:

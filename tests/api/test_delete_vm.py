@@ -7,7 +7,7 @@ import pytest
 
 from domain.vm import make_cause
 from tests.api.helpers import (
-    V2, assert_error, create_running_vm, create_vm, event_types_after, get_vm, history_types,
+    V2, act, assert_error, create_running_vm, create_vm, event_types_after, get_vm, history_types,
     sim_row, wait_job,
 )
 
@@ -65,6 +65,35 @@ def test_v2_delete_of_a_provisioning_vm_cancels_the_queued_provision_and_touches
     assert (vm["state"], vm["server_uuid"]) == ("destroyed", None)
     assert sim_row(services, created["vm_uuid"]) is None
     assert "Provisioned" not in history_types(http, created["vm_uuid"])
+
+
+def test_v2_delete_that_cancels_the_queued_provision_cancels_the_jobs_queued_behind_it(
+        client, services) -> None:
+    # the operator tester's case: a stop queued behind the provision could never succeed
+    # once the DELETE canceled the provision (it ran, and failed "Cannot stop a VM in state
+    # 'provisioning'", before the destroy); it ends canceled with the provision instead
+    assert client.post("/sim/workers", params={"action": "pause"}).json()["workers_paused"]
+    created = create_vm(client)
+    vm_uuid = created["vm_uuid"]
+    behind = [act(client, vm_uuid, "stop", headers=V2),
+              act(client, vm_uuid, "update", headers=V2, json={"alias": "renamed"})]
+    assert [r.status_code for r in behind] == [202, 202], behind[-1].text
+    head = services.commands.head_position()
+    response = client.delete(f"/vms/{vm_uuid}", headers=V2)
+    assert response.status_code == 202, response.text
+    destroy_uuid = response.json()["job_uuid"]
+    assert event_types_after(services, head) == ["JobCanceled"] * 3 + ["JobQueued"]
+    assert get_vm(client, vm_uuid)["queued_job_uuids"] == [destroy_uuid]
+    assert client.post("/sim/workers", params={"action": "resume"}).status_code == 200
+    for job_uuid in [created["job_uuid"], *(r.json()["job_uuid"] for r in behind)]:
+        canceled = wait_job(client, job_uuid)
+        assert (canceled["execution"], canceled["error"]) == (
+            "canceled", "canceled by a DeleteVm"), canceled
+    destroy = wait_job(client, destroy_uuid)
+    assert destroy["execution"] == "succeeded", destroy
+    assert [step["name"] for step in destroy["chain_results"]] == ["mark_destroyed"]
+    assert get_vm(client, vm_uuid)["state"] == "destroyed"
+    assert "Stopped" not in history_types(client, vm_uuid)
 
 
 def test_v1_delete_of_a_destroyed_vm_queues_a_job_that_succeeds_doing_nothing(

@@ -206,6 +206,22 @@ def test_cancel_queued_by_name_cancels_only_the_jobs_of_that_name():
     assert [j["uuid"] for j in vm.active_jobs] == [destroy]
 
 
+def test_a_canceled_queued_provision_takes_the_jobs_queued_behind_it_but_a_fence_job():
+    # a v2 DeleteVm's cancel: the VM is then destroyed unplaced, so a stop behind the
+    # provision could only fail; a fence job is owed to an earlier cancel and stays
+    vm = vm_in(VmState.PROVISIONING)  # its provision is queued
+    provision = vm.head_job["uuid"]
+    behind = [queue(vm, Action.STOP), queue(vm, Action.UPDATE, alias="a")]
+    fence = vm.queue_fence({"canceled_job_uuid": "earlier", "servers": [], "macs": []},
+                           cause=cause())
+    recorded(vm)
+    assert vm.cancel_queued_provision("canceled by a DeleteVm", cause=cause()) == [
+        provision, *behind]
+    assert recorded(vm) == ["JobCanceled"] * 3
+    assert [j["uuid"] for j in vm.active_jobs] == [fence]
+    assert vm.cancel_queued_provision("again", cause=cause()) == [] and recorded(vm) == []
+
+
 # -- queue_job follows the rules table --------------------------------------------------------
 
 JOB_PAIRS = list(itertools.product(VmState, JOB_FOR_ACTION))
