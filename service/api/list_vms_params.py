@@ -35,11 +35,8 @@ from service.api.vmapi_rules import ALIAS_MISMATCH, ALIAS_RE, INVALID_UUID, is_a
 RAM_RE = re.compile(r"^0\Z|^([1-9][0-9]*\Z)")
 RAM_RE_SHOWN = r"/^0$|^([1-9][0-9]*$)/"
 VMAPI_STATES = ("active", "destroyed", "running", "stopped")
-# vmledger's own states are accepted too, and the refusal, in VMAPI's words, lists every
-# value accepted: it named only VMAPI's four, so a client was told provisioning, failed and
-# quarantined were not filters (a tester).
+# vmledger's own states are accepted too; VMAPI's message names only its four.
 STATES = frozenset(VMAPI_STATES) | {s.value for s in VmState}
-STATES_REFUSAL = f"Must be one of: {', '.join(sorted(STATES))}"
 # The VM fields VMAPI's ``fields=`` accepts (validation.js VM_FIELDS), with ours (api.md).
 VMAPI_VM_FIELDS = frozenset((  # noqa: SIM905 - as a list of words, as validation.js has it
     "alias autoboot billing_id brand cpu_cap cpu_shares cpu_type customer_metadata "
@@ -172,7 +169,7 @@ class ListVmsQuery:
         vm_filter.brand = self._checked(
             "brand", VMAPI_BRANDS.__contains__, f"Must be one of: {', '.join(VMAPI_BRANDS)}")
         vm_filter.state = self._checked(
-            "state", STATES.__contains__, STATES_REFUSAL)
+            "state", STATES.__contains__, f"Must be one of: {', '.join(VMAPI_STATES)}")
         docker = self._checked("docker", ("true", "false").__contains__, "Invalid parameter")
         if docker is not None:
             vm_filter.docker = docker == "true"
