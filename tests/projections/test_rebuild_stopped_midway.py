@@ -40,3 +40,25 @@ def test_a_stop_while_folding_is_a_stop(services, monkeypatch):
     monkeypatch.setattr(Vm.Created, "mutate", _stop_on_the_third_call(Vm.Created.mutate))
     with pytest.raises(RebuildStopped):
         services.projections.rebuild()
+
+
+@pytest.mark.parametrize("where", ["decoding", "folding"])
+def test_vmledger_rebuild_stopped_there_ends_as_a_stop_in_one_line(
+        services, settings, monkeypatch, where):
+    from typer.testing import CliRunner
+
+    from service.cli.app import cli
+    from service.transcoder import ReusedEncoderTranscoder
+
+    a_mix_of_commands_and_jobs(services)
+    if where == "decoding":
+        monkeypatch.setattr(ReusedEncoderTranscoder, "decode",
+                            _stop_on_the_third_call(ReusedEncoderTranscoder.decode))
+    else:
+        monkeypatch.setattr(Vm.Created, "mutate", _stop_on_the_third_call(Vm.Created.mutate))
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    done = CliRunner().invoke(cli, ["rebuild"])
+    assert done.exit_code == 128 + signal.SIGTERM, done.output
+    assert "vmledger rebuild: stopped by SIGTERM: a read model not yet switched is as it was" \
+        in done.output
+    assert "needs repair" not in done.output and "Traceback" not in done.output
