@@ -17,30 +17,30 @@ from __future__ import annotations
 from typing import Any
 
 from domain.vm import Vm
-from service.jobs.compute.driver import ServerRemovedError, UnknownServerError
+from service.jobs.compute.driver import ComputeError, ServerRemovedError, UnknownServerError
+from service.jobs.copies import is_removed
 from service.jobs.run import JobRun, StepFailedError
 
 
 def fence(job: JobRun) -> None:
     """Raise the VM's fence on every server a copy may be on (those the cancel named, and the
-    VM's now), one step ``fence`` each, then give back the canceled ``add_nics``'s NICs
-    (``macs``) if every server dropped them or cannot have them, and release the addresses a
-    VM destroyed at once kept (``Nics.release_kept_addresses``): no late call of the canceled
-    job can configure a copy with them now. Any other failure, once the step's attempts are
+    VM's now), one step ``fence`` each (a server recorded removed is trusted to be gone:
+    nothing to fence there), then give back the canceled ``add_nics``'s NICs (``macs``),
+    and release the addresses a VM destroyed at once kept (``Nics.release_kept_addresses``):
+    no late call of the canceled job can configure a copy with them now. Any other failure, once the step's attempts are
     spent, fails the job and gives nothing back: the NICs and their addresses stay the VM's,
     as the node may have them, and the job's error says so."""
     args = job.params.get("args", {})
     macs: list[str] = args.get("macs", [])
     servers = list(dict.fromkeys([*args.get("servers", []), *job.vm.copy_servers]))
     try:
-        dropped = fence_everywhere(job, servers, macs)
+        fence_everywhere(job, servers, macs)
     except StepFailedError as failure:
         job.fail(kept(job, str(failure)))
         return
 
     def give_back(vm: Vm) -> None:
-        if dropped:  # else a copy on a removed server may have them: the VM keeps them
-            vm.remove_nics_it_has(macs, cause=job.cause)
+        vm.remove_nics_it_has(macs, cause=job.cause)
         vm.release_kept_addresses(cause=job.cause)
 
     job.succeed(give_back)
@@ -55,20 +55,19 @@ def kept(job: JobRun, error: str) -> str:
             "fenced may be configured with them")
 
 
-def fence_everywhere(job: JobRun, servers: list[str], macs: list[str]) -> bool:
+def fence_everywhere(job: JobRun, servers: list[str], macs: list[str]) -> None:
     """Raise ``job``'s fence on each of ``servers``, one step ``fence`` each (``_raise_on``,
     whatever the VM's state), having the copy there drop the NICs ``macs``; with none, a
-    ``fence`` step saying no node was touched. True when every server dropped them or cannot
-    have them; False when one took the fence but a removal recorded in the log keeps it from
-    being asked more. Raises ``StepFailedError`` when a server's step failed every attempt:
-    that server may still admit an older fence, and may have the NICs."""
+    ``fence`` step saying no node was touched. Returns once every server dropped them or
+    cannot have them (a server recorded removed holds no copy). Raises ``StepFailedError``
+    when a server's step failed every attempt: that server may still admit an older fence,
+    and may have the NICs."""
     vm_uuid = str(job.vm.id)
     if not servers:
         job.record_step("fence", result="no server: no compute node was touched")
-    results = [job.step("fence", lambda server=server_uuid: _raise_on(job, server, vm_uuid, macs),
-                        whatever_the_state=True)
-               for server_uuid in servers]
-    return all(result.get("nics_dropped", True) for result in results)
+    for server_uuid in servers:
+        job.step("fence", lambda server=server_uuid: _raise_on(job, server, vm_uuid, macs),
+                 whatever_the_state=True)
 
 
 def _raise_on(job: JobRun, server_uuid: str, vm_uuid: str, macs: list[str]
@@ -77,19 +76,28 @@ def _raise_on(job: JobRun, server_uuid: str, vm_uuid: str, macs: list[str]
     and with ``macs``, the copy there asked to drop those NICs, under the same fence. The
     result: the server and what it reports; ``refused`` when it takes no call at all (not
     the driver's, or removed by its own report: the canceled job's call cannot land there
-    either); ``nics_dropped`` False when it took the fence but a removal recorded in the log
-    keeps it from being asked more."""
+    either). A server recorded removed in the log is trusted to be gone, as a version 2
+    DeleteVm with no job running trusts it: the fence is still raised there if its node
+    takes it (it may be up), nothing more is asked of it, and where even that fails the
+    step succeeds all the same, ``removed`` saying so: it holds no copy that needs fencing,
+    nor NICs to drop. Only a server not recorded removed that cannot be reached fails the
+    step (``ComputeError``): its node may come back with a copy."""
     try:
         job.driver.raise_fence(server_uuid, vm_uuid)
     except UnknownServerError as unreachable:
         return {"server_uuid": server_uuid, "refused": str(unreachable)}
+    except ComputeError as failure:
+        if not is_removed(job, server_uuid):
+            raise  # unreachable, not removed: its node may come back with a copy
+        return {"server_uuid": server_uuid,
+                "removed": f"recorded removed, so trusted gone: nothing to fence ({failure})"}
     try:
         run = job.driver.observe(server_uuid, vm_uuid)
         if run is not None and macs:
             job.driver.reconfigure(server_uuid, vm_uuid, {"remove_nics": {"macs": macs}})
     except ServerRemovedError as removed:  # recorded removed: the fence is up there all the same
         return {"server_uuid": server_uuid, "fence": "raised", "refused": str(removed),
-                "nics_dropped": not macs}
+                "nics_dropped": True}
     if run is None:
         return {"server_uuid": server_uuid, "state": "absent"}
     return {"server_uuid": server_uuid, **run.as_result()}

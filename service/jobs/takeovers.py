@@ -46,17 +46,15 @@ def _give_up_nics(job: JobRun, error: str) -> None:
     node, or still may, so this worker (its claim newer than theirs) raises its fence on
     every server a copy may be on and has the copy drop the job's NICs there, as a ``fence``
     job does for a canceled ``add_nics`` (service/jobs/fence_job.py); then the job fails and
-    gives the NICs back, with their addresses. A server that could not be fenced, or one
-    recorded removed that may still have them, leaves the VM its NICs: the job fails naming
-    why, and the NICs and addresses stay the VM's, as the node may have them."""
+    gives the NICs back, with their addresses. A server recorded removed is trusted to be
+    gone (``fence_job._raise_on``); one not removed that could not be fenced leaves the VM
+    its NICs: the job fails naming why, and the NICs and addresses stay the VM's, as the
+    node may have them."""
     macs = [nic["mac"] for nic in job.params.get("args", {}).get("nics", [])]
     try:
-        dropped = fence_job.fence_everywhere(job, job.vm.copy_servers, macs)
+        fence_job.fence_everywhere(job, job.vm.copy_servers, macs)
     except StepFailedError as failure:
         job.fail(f"{error}; its NICs are kept, as a node may have them: {failure}")
-        return
-    if not dropped:
-        job.fail(f"{error}; its NICs are kept, as a removed server may have them")
         return
     job.fail(error, lambda vm: vm.give_back_added_nics(job.job, cause=job.cause) and None)
 

@@ -61,8 +61,10 @@ def test_an_immediate_destroy_gives_the_address_to_no_one_before_its_fence_job_r
     assert (vm.state, vm.nic_list) == ("destroyed", [nic])  # its nics show what it had
 
 
-def test_an_immediate_destroy_whose_fence_job_cannot_reach_the_node_keeps_the_address(
+def test_an_immediate_destroy_whose_fence_job_cannot_reach_the_removed_node_frees_the_address(
         services, monkeypatch):
+    # a server recorded removed is trusted to be gone, as a destroy at once with no job
+    # running trusts it: its unreachable node holds nothing the fence job waits for
     vm_uuid, server_uuid, network = running_vm_with_a_network(services)
     change(services, vm_uuid, add=[network])
     [nic] = services.commands.load(vm_uuid).nic_list
@@ -72,18 +74,22 @@ def test_an_immediate_destroy_whose_fence_job_cannot_reach_the_node_keeps_the_ad
         services.commands.remove_server(server_uuid, cause=make_cause("operator"))
         services.projections.catch_up()
         assert act(services, vm_uuid, Action.DESTROY).job_uuid is None
-        # the node cannot be reached: each attempt of the fence step fails
+        assert claims(services, network) == {nic["ip"]: vm_uuid}
+        # the node cannot be reached: each attempt to raise the fence there fails
         services.fleet.faults.inject("inventory", "fail", services.worker.step_attempts)
         assert worker_b(services).run_vm(vm_uuid)
 
     paused_in(services, monkeypatch, "reconfigure", vm_uuid, meanwhile)
 
     [fence] = fence_jobs(services, vm_uuid)
-    assert fence["execution"] == "failed", fence
-    assert "addresses are kept" in fence["error"], fence["error"]
-    # no fence went up, so A's call landed: the node has the NIC, and the address stays held
-    assert copy_macs(services, vm_uuid, server_uuid) == [nic["mac"]]
-    assert claims(services, network) == {nic["ip"]: vm_uuid}
+    assert fence["execution"] == "succeeded", fence
+    [step] = fence["chain_results"]
+    assert step["result"]["server_uuid"] == server_uuid
+    assert "recorded removed" in step["result"]["removed"], step
+    assert claims(services, network) == {}
+    # a second v2 DELETE has nothing left to do
+    vm = services.commands.load(vm_uuid)
+    assert (vm.state, vm.addresses_kept) == ("destroyed", False)
 
 
 # -- a failed VM that kept its NICs: a copy may be left on a server -------------------------
