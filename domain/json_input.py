@@ -81,20 +81,32 @@ def loads_body(raw: bytes) -> Any:
     a key twice (``json.loads`` kept the last silently: ``{"ram": 1, "ram": 2}``)."""
     if raw.startswith(_UTF8_BOM):
         raw = raw[len(_UTF8_BOM):]
+    text = _utf8(raw)
     try:
-        text = raw.decode("utf-8")
+        return _decoded(text)
+    except json.JSONDecodeError as error:  # worded as FastAPI's parse of a body worded it
+        if "\x00" in text:  # UTF-16 or UTF-32 of ASCII is UTF-8 too, NUL bytes between
+            raise JsonInputError(unparsable_reason(UnicodeError())) from None
+        raise JsonInputError(f"{error.msg}, at character {error.pos}") from None
+
+
+def _utf8(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise JsonInputError(unparsable_reason(error)) from None
+
+
+def _decoded(text: str) -> Any:
+    """``_BODY_DECODER``'s value of ``text``; a syntax error is the caller's to word
+    (``json.JSONDecodeError``). Raises ``RepeatedKeyError`` and ``JsonInputError`` (too
+    deep)."""
     try:
         return _BODY_DECODER.decode(text)
     except _Repeated:
         raise RepeatedKeyError(_repeated_path(text)) from None
     except RecursionError:
         raise JsonInputError(unparsable_reason(RecursionError()), too_deep=True) from None
-    except json.JSONDecodeError as error:  # worded as FastAPI's parse of a body worded it
-        if "\x00" in text:  # UTF-16 or UTF-32 of ASCII is UTF-8 too, NUL bytes between
-            raise JsonInputError(unparsable_reason(UnicodeError())) from None
-        raise JsonInputError(f"{error.msg}, at character {error.pos}") from None
 
 
 def _repeated_path(text: str) -> str:
@@ -122,17 +134,12 @@ def loads(text: str | bytes) -> Any:
     ``RepeatedKeyError`` for an object that gives a key twice, as a body's
     (``loads_body``)."""
     if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise JsonInputError(unparsable_reason(error)) from None
+        text = _utf8(text)
     try:
-        return _BODY_DECODER.decode(text)
-    except _Repeated:
-        raise RepeatedKeyError(_repeated_path(text)) from None
-    except RecursionError:
-        raise JsonInputError(unparsable_reason(RecursionError()), too_deep=True) from None
-    except ValueError as error:
+        return _decoded(text)
+    except JsonInputError:
+        raise
+    except ValueError as error:  # a syntax error, or an integer past int()'s digits
         raise JsonInputError(str(error)) from None
 
 
