@@ -74,6 +74,14 @@ OWNER = owner("the VMAPI client's owner scoping: what another owner has is not f
 LIMIT = Param("limit", f"at most this many (default and maximum {MAX_LIMIT})",
               integer(1, MAX_LIMIT))
 OFFSET = Param("offset", "skip this many first", integer(0))
+#: A VM path's owner scoping, and its time travel (GetVm's, and the console's VM state,
+#: which shows exactly what GetVm answers)
+OWNERS_VM = owner("another owner's VM is not found")
+AS_IT_WAS = (
+    Param("version", "the VM as it was at this version (not with at)", integer(1)),
+    Param("at", "the VM as it was at this RFC 3339 instant, with its time zone (not with "
+          "version)", INSTANT),
+)
 
 
 class QueryParameters(dict[str, Any]):

@@ -17,22 +17,17 @@ from service.api.errors import LIST_MESSAGE, invalid_parameters
 from service.api.fast_json import FastJSONResponse
 from service.api.list_vms_params import LIST_VMS, ListVmsQuery
 from service.api.query_parameters import (
-    INSTANT, LIMIT, Param, QueryParameters, integer, owner,
+    AS_IT_WAS, LIMIT, OWNERS_VM, Param, QueryParameters, integer,
 )
 from service.api.time_travel import as_it_was, owned_now, version_or_instant
 from service.audit.history import vm_history
 
 router = authorized_router()
 
-_OWNERS_VM = owner("another owner's VM is not found")
-GET_VM = QueryParameters(
-    Param("version", "the VM as it was at this version (not with at)", integer(1)),
-    Param("at", "the VM as it was at this RFC 3339 instant, with its time zone (not with "
-          "version)", INSTANT),
-    _OWNERS_VM)
+GET_VM = QueryParameters(*AS_IT_WAS, OWNERS_VM)
 HISTORY = QueryParameters(
     Param("after_version", "only events after this version of the VM", integer(0)),
-    LIMIT, _OWNERS_VM)
+    LIMIT, OWNERS_VM)
 
 
 def _list(request: Request, *, rows: bool = True

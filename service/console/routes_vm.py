@@ -15,7 +15,9 @@ from projections.vm_view import render_vm
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.params import Query
-from service.api.query_parameters import INSTANT, UUID, Param, QueryParameters, integer, owner
+from service.api.query_parameters import (
+    AS_IT_WAS, OWNERS_VM, UUID, Param, QueryParameters, integer,
+)
 # GetVm's own time travel, so the console shows exactly what ?version= and ?at= answer
 from service.api.time_travel import as_it_was, owned_now, version_or_instant
 from service.audit.history import hidden_from_its_owner, vm_history
@@ -28,17 +30,12 @@ TIMELINE = 1000  # events shown on a VM's timeline (the newest are past it: say 
 JOBS = 100  # jobs listed on a VM's page, the newest (the page says how many it has)
 AUDIT_PAGE = 50
 
-_OWNERS_VM = owner("another owner's VM is not found")
-VM_PAGE = QueryParameters(_OWNERS_VM)
-VM_STATE = QueryParameters(
-    Param("version", "the VM as it was at this version (not with at)", integer(1)),
-    Param("at", "the VM as it was at this RFC 3339 instant, with its time zone (not with "
-          "version)", INSTANT),
-    _OWNERS_VM)
+VM_PAGE = QueryParameters(OWNERS_VM)
+VM_STATE = QueryParameters(*AS_IT_WAS, OWNERS_VM)
 VM_DIFF = QueryParameters(
     Param("from", "the version compared from", integer(1), required=True),
     Param("to", "the version compared to", integer(1), required=True),
-    _OWNERS_VM)
+    OWNERS_VM)
 AUDIT_FORM = QueryParameters(Param("vm_uuid", "the VM the form is filled in for", UUID))
 AUDIT_RUN = QueryParameters(
     Param("vm_uuid", "verify this VM only (not with after or limit)", UUID),
