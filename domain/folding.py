@@ -59,8 +59,7 @@ def upcast_state(cls: type, state: dict[str, Any]) -> tuple[dict[str, Any], int]
     ``Snapshot.mutate`` (``CanSnapshotAggregate.mutate``), which a load runs, restated for
     those that want the state alone, field by field; ``class_version`` is left as written,
     for the caller to set. If a library upgrade changes its loop, this must follow:
-    tests/integration/test_audit_snapshots.py and tests/projections/test_older_rows.py
-    check the two agree."""
+    tests/integration/test_audit_snapshots.py checks the two agree."""
     upcast = dict(state)
     version = upcast.get("class_version", 1)
     current = getattr(cls, "class_version", 1)
@@ -68,3 +67,20 @@ def upcast_state(cls: type, state: dict[str, Any]) -> tuple[dict[str, Any], int]
         getattr(cls, f"upcast_v{version}_v{version + 1}")(upcast)
         version += 1
     return upcast, version
+
+
+def said_fields(cls: type, state: dict[str, Any]) -> tuple[dict[str, Any], frozenset[str]]:
+    """What a stored fold's ``state`` (a snapshot's, a read model's kept fold) says, as a
+    load reads it, and the fields it never said. Upcast to ``cls``'s class version
+    (``upcast_state``), ``class_version`` that version; the fields the upcasts added are left
+    out and returned apart: they are the upcasts' guesses (a VM's ``claimed_servers`` before
+    version 6, from its server and claim, is none for a failed provision, which claimed one),
+    so only a fold of the log knows them. Every field the state did say is kept, upcast. The
+    audit compares an older fold with a fresh one on those fields alone
+    (service/audit/snapshots.py, service/audit/verify.py ``compare``)."""
+    upcast, _ = upcast_state(cls, state)
+    current = getattr(cls, "class_version", 1)
+    if current > 1:
+        upcast["class_version"] = current
+    supplied = frozenset(key for key in upcast if key not in state)
+    return {k: v for k, v in upcast.items() if k not in supplied}, supplied

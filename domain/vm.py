@@ -73,8 +73,12 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     def upcast_v5_v6(state: dict[str, Any]) -> None:
         """A snapshot taken before VMs kept the servers they claimed does not know them: every
         server it names is counted (its server, its claim's, those its failed provision
-        named), so no server a copy may be on is left out. A load does not use such a
-        snapshot (service/commands/snapshot_seal.py), so this is the audit's reading alone."""
+        named), so no server a copy may be on is left out. It is a guess (a failed provision
+        gave its claim back, and is read as having claimed none), so nothing folds on from it:
+        a load does not use such a snapshot (service/commands/snapshot_seal.py), the runner
+        folds a ``vm_view`` row this old afresh from the log (projections/vm_view_folds.py)
+        and the audit does not compare what an upcast supplies (domain/folding.py
+        ``said_fields``)."""
         named = [state.get("server_uuid"), (state.get("claim") or {}).get("server_uuid"),
                  *state.get("copy_may_be_on", [])]
         state.setdefault("claimed_servers",

@@ -18,7 +18,7 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
-from domain.folding import apply_stored, upcast_state
+from domain.folding import apply_stored, said_fields
 from service.audit.verify import Difference
 from service.commands.snapshot_seal import SEAL, seal
 
@@ -150,17 +150,14 @@ def _seal_problem(app: Any, snapshot: Any, cls: type) -> str | None:
 
 def _as_current(cls: type, state: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
     """What the snapshot ``state`` (as stored) says, as a load reads it, and the fields it
-    never said. A load upcasts it by ``cls``'s ``upcast_vN_vN+1`` methods from the class
-    version it was taken at to ``cls``'s (the library's ``Snapshot.mutate``); the fields
-    those upcasts add (a VM's ``state_since`` before version 2), and ``class_version`` when
-    the snapshot is older, are the fold's alone, so they are left out of the comparison;
-    every field the snapshot did say is compared, upcast as a load sees it."""
-    upcast, _ = upcast_state(cls, state)
-    current = getattr(cls, "class_version", 1)
-    if current > 1:
-        upcast["class_version"] = current
-    supplied = {key for key in upcast if key not in state}
-    return {k: v for k, v in upcast.items() if k not in supplied}, supplied
+    never said (``domain.folding.said_fields``): a load upcasts it by ``cls``'s
+    ``upcast_vN_vN+1`` methods from the class version it was taken at to ``cls``'s (the
+    library's ``Snapshot.mutate``); the fields those upcasts add (a VM's ``state_since``
+    before version 2), and ``class_version`` when the snapshot is older, are the fold's
+    alone, so they are left out of the comparison; every field the snapshot did say is
+    compared, upcast as a load sees it."""
+    said, supplied = said_fields(cls, state)
+    return said, set(supplied)
 
 
 def _canonical(app: Any, state: dict[str, Any]) -> dict[str, str]:
