@@ -33,12 +33,19 @@ def on_each_copy_server(job: JobRun, step: str, operation: Callable[[str], objec
                         passed_over: str) -> None:
     """Run ``operation(server_uuid)`` as step ``step`` on each of the VM's copy servers, in
     order. While one of them is live, a removed one is not asked: its step is recorded with
-    the result ``"server <uuid> removed: <passed_over>"``. Raises ``StepFailedError`` as
-    ``JobRun.step`` does (every one removed: ``server <uuid> is removed``, for the first)."""
+    the result ``"server <uuid> removed: <passed_over>"``. A removed server that only a
+    failed provision names (``ProvisionFailed.copy_may_be_on``, stored before removed
+    servers were left out of it) is always passed over: a server recorded removed is
+    trusted to be gone, holding no copy. Raises ``StepFailedError`` as ``JobRun.step`` does
+    (every one removed, the VM's own server or claim among them: ``server <uuid> is
+    removed``, for the first asked)."""
     servers = job.vm.copy_servers
     removed = {server for server in servers if is_removed(job, server)}
-    if removed == set(servers):
-        removed = set()  # nowhere else to look: asked, each fails as a removed server does
+    if removed == set(servers):  # nowhere else to look: the VM's own server and claim are
+        # asked, each failing as a removed server does; one only a failed provision names
+        # (copy_may_be_on) is trusted gone, recorded removed, and is passed over still
+        own = {job.vm.server_uuid, (job.vm.claim or {}).get("server_uuid")}
+        removed -= own
     for server_uuid in servers:
         if server_uuid in removed:
             job.record_step(step, result=f"server {server_uuid} removed: {passed_over}")

@@ -28,12 +28,16 @@ def run(job: JobRun) -> None:
         handler(job)
     except StepFailedError as failure:
         error = str(failure)
+        # a server recorded removed is trusted to be gone: no copy a provision left is there
+        gone = ({server for server in job.vm.copy_servers if copies.is_removed(job, server)}
+                if job.vm.state == VmState.PROVISIONING else set())
 
         def record(vm: Vm) -> None:
             # Only a provision leaves the VM in a transient state when its step fails; other
             # jobs leave the VM as it was (the failed step is in the job's chain_results).
             if vm.state == VmState.PROVISIONING:
                 left = vm.copy_servers if job.copies_left is None else job.copies_left
+                left = [server for server in left if server not in gone]
                 vm.record_provision_failed(error, cause=job.cause, copy_may_be_on=left)
             vm.give_back_added_nics(job.job, cause=job.cause)  # an add_nics's
 
@@ -86,7 +90,8 @@ def provision(job: JobRun) -> None:
 
 def _unregistered_everywhere(job: JobRun, vm_uuid: str) -> list[str]:
     """Remove the VM from every server a copy may be on (``Vm.copy_servers``); returns the
-    servers whose removal raised (none: each succeeded, or no node was touched), its error
+    servers whose removal raised (none: each succeeded, or no node was touched), but those
+    recorded removed, trusted to be gone with any copy (docs/jobs.md, "Removed servers"), its error
     not hidden from the caller: the copy there may still be configured with the VM's
     addresses, and the VM's destroy removes it (``ProvisionFailed.copy_may_be_on``)."""
     left = []
@@ -94,7 +99,8 @@ def _unregistered_everywhere(job: JobRun, vm_uuid: str) -> list[str]:
         try:
             job.driver.unregister(server_uuid, vm_uuid)
         except ComputeError:
-            left.append(server_uuid)
+            if not copies.is_removed(job, server_uuid):  # recorded removed: trusted gone
+                left.append(server_uuid)
     return left
 
 

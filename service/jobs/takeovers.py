@@ -13,6 +13,7 @@ from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
 from service.jobs import effects, fence_job
 from service.jobs.compute.driver import ComputeError, Incarnation, UnknownServerError
+from service.jobs.compute.recorded_removals import REMOVED
 from service.jobs.run import JobRun, StepFailedError
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -172,17 +173,25 @@ class _Look:
 
 def _where_is(job: JobRun, vm_uuid: str) -> _Look:
     """Ask the servers for the VM, the one it claims capacity on first, until one reports
-    it. Each look (``observe``) raises the takeover's fence there. A server that raises
+    it. A server recorded removed (in the log, or by its node's own report) is trusted to
+    be gone: it is not asked, holds no copy, and is neither ``unanswered`` nor ``unfenced``
+    (its fence is still raised where its node takes it). Each look (``observe``) raises the
+    takeover's fence there. A server that raises
     ``ComputeError`` is passed over (its copy, if any, is not found, so "found nowhere" then
     does not mean no copy); if a copy may be on it, its fence is raised alone
     (``raise_fence``: a server an operator recorded removed still takes it), and where that
     fails too, the server is ``unfenced``, unless it takes no call at all
     (``UnknownServerError``: not the driver's, or removed by its own report)."""
-    servers = [server.uuid for server in job.driver.servers()]
+    fleet = job.driver.servers()
+    servers = [server.uuid for server in fleet if server.status != REMOVED]
     claimed = (job.vm.claim or {}).get("server_uuid")
     look = _Look()
+    for server in fleet:  # trusted gone: no copy there, but its node may still take a fence
+        if server.status == REMOVED and server.uuid in job.vm.copy_servers:
+            _fenced(job, server.uuid, vm_uuid)
+    fleet_uuids = {server.uuid for server in fleet}
     # a claimed server the driver no longer lists is not asked: it did not answer either
-    if claimed is not None and claimed not in servers:
+    if claimed is not None and claimed not in fleet_uuids:
         look.unanswered.append(claimed)
     if claimed in servers:
         servers.remove(claimed)
@@ -229,12 +238,15 @@ def _wait_for(job: JobRun, unfenced: list[str]) -> None:
 
 def _remove_everywhere(job: JobRun, vm_uuid: str) -> list[str]:
     """Unregister the VM from every server that reports it (a provision that ends failed
-    leaves no copy behind). Returns the servers that did not answer or whose removal failed:
+    leaves no copy behind; a server recorded removed is trusted to be gone, and passed
+    over). Returns the servers that did not answer or whose removal failed:
     a copy may be left there if the VM claimed it, which the failed VM's destroy removes
     (``ProvisionFailed.copy_may_be_on``, which keeps only those); none when every copy
     found was removed."""
     left = []
     for server in job.driver.servers():
+        if server.status == REMOVED:
+            continue  # trusted gone: no copy is left there
         try:
             if vm_uuid in job.driver.inventory(server.uuid):
                 job.driver.unregister(server.uuid, vm_uuid)

@@ -129,3 +129,46 @@ def test_the_server_the_vm_claimed_still_keeps_its_nics_and_blocks_its_delete(
     settle(services)
     assert job(services, again)["execution"] == "succeeded"
     assert claims(services, network) == {}
+
+
+def test_the_claimed_server_recorded_removed_neither_keeps_its_nics_nor_blocks_its_delete(
+        services, monkeypatch):
+    # a server recorded removed is trusted to be gone: no copy is on it (docs/jobs.md,
+    # "Removed servers"), as a v2 DELETE destroying at once already trusts it
+    vm_uuid, claimed, network, failed = failed_by_a_takeover(
+        services, monkeypatch, lambda c: recorded_removed(services, c))
+    assert failed.copy_may_be_on == []
+    vm = services.commands.load(vm_uuid)
+    assert (vm.state, vm.nic_list, vm.copy_servers) == ("failed", [], [])
+    assert claims(services, network) == {}
+
+    delete = act(services, vm_uuid, Action.DESTROY, version=1).job_uuid
+    settle(services)
+    done = job(services, delete)
+    assert done["execution"] == "succeeded", done
+    assert services.commands.load(vm_uuid).state == "destroyed"
+
+
+def test_a_failure_stored_naming_a_server_since_recorded_removed_no_longer_blocks_its_delete(
+        services, monkeypatch):
+    # stored before: the claimed server did not answer, and is recorded removed later
+    def claimed_does_not_answer(_claimed: str) -> None:
+        services.fleet.faults.inject("inventory", "fail", 1)
+
+    vm_uuid, claimed, network, failed = failed_by_a_takeover(services, monkeypatch,
+                                                             claimed_does_not_answer)
+    assert failed.copy_may_be_on == [claimed]
+    [nic] = services.commands.load(vm_uuid).nic_list
+    recorded_removed(services, claimed)
+
+    update = act(services, vm_uuid, Action.UPDATE, version=1, args={"alias": "renamed"})
+    delete = act(services, vm_uuid, Action.DESTROY, version=1).job_uuid
+    settle(services)
+    assert job(services, update.job_uuid)["execution"] == "succeeded"
+    done = job(services, delete)
+    assert done["execution"] == "succeeded", done
+    assert [step["result"] for step in done["chain_results"]] == [
+        f"server {claimed} removed: no copy to remove"]
+    vm = services.commands.load(vm_uuid)
+    assert (vm.state, vm.nic_list) == ("destroyed", [nic])
+    assert claims(services, network) == {}
