@@ -29,7 +29,10 @@ class ActiveJob(TypedDict, total=False):
     """A queued or running job as ``Vm.active_jobs`` holds it (a plain dict, so snapshots
     store it as they always did). ``execution`` is ``Execution.QUEUED`` or
     ``Execution.RUNNING``; ``attempt``, ``worker`` and ``lease_expires_at`` (ISO 8601) are set
-    when a worker claims it; ``steps_done`` names the steps an attempt finished."""
+    when a worker claims it; ``steps_done`` names the steps an attempt finished; ``waits``
+    counts the attempts that ended waiting for a server (a provision's takeover,
+    docs/jobs.md, "Takeovers"), ``waiting`` whether the last step was such a wait, and
+    ``after_a_wait`` whether the attempt claimed last followed one."""
 
     uuid: str
     name: str
@@ -40,6 +43,9 @@ class ActiveJob(TypedDict, total=False):
     lease_expires_at: str | None
     steps_done: list[str]
     started_at: str
+    waits: int
+    waiting: bool
+    after_a_wait: bool
 
 
 class JobQueue:

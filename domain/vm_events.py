@@ -78,6 +78,9 @@ class JobStarted(VmEvent):
         job["worker"] = self.worker
         job["lease_expires_at"] = self.lease_expires_at.isoformat()
         job.setdefault("started_at", self.timestamp.isoformat())  # the first start
+        # whether the attempt before ended in a deliberate wait (its last step one), not
+        # with its worker lost: a re-take after a wait is no lost worker's takeover
+        job["after_a_wait"] = job.pop("waiting", False)
 
 
 class JobLeaseRenewed(VmEvent):
@@ -103,6 +106,12 @@ class JobStepRecorded(VmEvent):
         job = vm.active_job(self.job_uuid)
         if job is not None and self.step.get("error") is None:
             job.setdefault("steps_done", []).append(self.step["name"])
+        if job is not None:
+            # a takeover that waits for a server ends its attempt with this step
+            # (service/jobs/takeovers.py, ``_wait_for``): counted apart from lost workers
+            result = self.step.get("result")
+            job["waiting"] = isinstance(result, dict) and "waiting_for" in result
+            job["waits"] = job.get("waits", 0) + int(job["waiting"])
 
 
 class JobSucceeded(VmEvent):

@@ -225,12 +225,17 @@ def _fenced(job: JobRun, server_uuid: str, vm_uuid: str) -> bool:
 def _wait_for(job: JobRun, unfenced: list[str]) -> None:
     """Leave the provision undecided: recorded as a ``reconcile`` step naming the servers
     that could not be asked, the job still running under this worker's lease, which is not
-    renewed. Once it expires, another worker takes the job over (attempt + 1, a newer
-    fence) and asks again; attempts spent, the giving up asks the same way (``give_up``)."""
+    renewed; its result ``{"waiting_for": [...]}`` marks the attempt as one that waited
+    (``ActiveJob.waits``). Once the lease expires, another worker takes the job again
+    (attempt + 1, a newer fence) and asks again; that re-take is no lost worker's: it is
+    not counted in ``vmledger_job_lease_takeovers_total`` nor logged as taken over, and an
+    attempt that waited does not count towards ``max_attempts`` (the worker's
+    ``_claim_and_run``); attempts spent by lost workers, the giving up asks the same way
+    (``give_up``)."""
     error = (f"server {', '.join(unfenced)} could not be asked, and a copy may be there: "
              "the provision is decided once every such server answers (taken over again "
              "when this lease expires)")
-    job.record_step("reconcile", result=None, error=error)
+    job.record_step("reconcile", result={"waiting_for": unfenced}, error=error)
     job.outcome = "waiting"
     log.info("job %s waits for %s to answer", job.job["name"], ", ".join(unfenced),
              extra={"job_name": job.job["name"], "attempt": job.attempt})

@@ -126,18 +126,24 @@ class Worker:
             return False
         run = JobRun(self.job_context(), vm, vm.head_job)
         fields = {"job_name": run.job["name"], "attempt": run.attempt, "worker": self.worker_id}
-        if run.attempt > 1:
+        after_a_wait = bool(run.job.get("after_a_wait"))
+        taken_over = run.attempt > 1 and not after_a_wait
+        if taken_over:
             # Started before and still running, but its lease had expired (``start_job``
             # refuses otherwise): the worker that held it was lost, and this one took it over.
+            # Not so when that attempt ended waiting for a server (takeovers._wait_for): it
+            # left its lease to expire on purpose, so that this one asks again.
             metrics.LEASE_TAKEOVERS.inc()
         log.info("job %s started (attempt %d%s)", run.job["name"], run.attempt,
-                 ", taken over after its lease expired" if run.attempt > 1 else "",
+                 ", taken over after its lease expired" if taken_over
+                 else ", asking again after a wait for a server" if after_a_wait else "",
                  extra=fields)
         if self.renew_leases:
             run.keep_lease()
         self._in_hand = run
         try:
-            if run.attempt > self.max_attempts:
+            # attempts that ended waiting for a server are no lost workers': not counted
+            if run.attempt - run.job.get("waits", 0) > self.max_attempts:
                 takeovers.give_up(run)
             else:
                 jobs.run(run)

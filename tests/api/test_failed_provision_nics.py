@@ -247,3 +247,40 @@ def test_nic_jobs_queued_behind_the_failed_provision_neither_add_nor_remove_a_ni
     assert "already removed" in removed["chain_results"][-1]["result"]
     assert get_vm(client, created["vm_uuid"])["nics"] == []
     assert figures(client) == (0, 2)
+
+
+def test_a_takeover_waiting_for_a_server_is_not_taken_for_a_lost_worker_nor_given_up(
+        services, monkeypatch, json_logs) -> None:
+    # each lease that a waiting provision is asked again used to count and log as a lost
+    # worker's takeover (the lost-workers alert firing while no worker died), and its
+    # attempts passed max_attempts: a re-take after a wait now counts neither
+    from service import metrics
+
+    network, _asked, accepted = _one_address_and_a_vm_asking_it(services)
+    vm_uuid = accepted.vm_uuid
+    takeovers: list[float] = []
+
+    def meanwhile() -> None:
+        server = services.commands.load(vm_uuid).claim["server_uuid"]
+        services.fleet.set_server_status(server, "unknown")
+        before = metrics.LEASE_TAKEOVERS._value.get()
+        assert rescuer(services, "b").run_vm(vm_uuid)  # A was lost: a takeover, then a wait
+        takeovers.append(metrics.LEASE_TAKEOVERS._value.get() - before)
+        for n in range(services.worker.max_attempts + 2):  # waiting still, lease after lease
+            assert rescuer(services, f"w{n}", leases_later=4 + 2 * n).run_vm(vm_uuid)
+        takeovers.append(metrics.LEASE_TAKEOVERS._value.get() - before)
+        vm = services.commands.load(vm_uuid)
+        assert (vm.state, vm.head_job["execution"]) == ("provisioning", "running")
+        assert "gave up" not in str([e.step for e in stream(services, vm_uuid)
+                                     if isinstance(e, Vm.JobStepRecorded)])
+        services.fleet.set_server_status(server, "running")
+        assert rescuer(services, "z", leases_later=40).run_vm(vm_uuid)
+
+    paused_in(services, monkeypatch, "ensure_state", vm_uuid, meanwhile)
+    assert takeovers == [1, 1]
+    started = [line["message"] for line in json_logs() if " started (attempt" in line["message"]
+               and line.get("actor") in {f"worker:w{n}" for n in range(10)}]
+    assert len(started) == services.worker.max_attempts + 2, started
+    assert not [m for m in started if "taken over" in m], started
+    assert all("after a wait" in m for m in started), started
+    assert services.commands.load(vm_uuid).state == "running"

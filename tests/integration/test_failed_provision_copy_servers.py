@@ -172,3 +172,15 @@ def test_a_failure_stored_naming_a_server_since_recorded_removed_no_longer_block
     vm = services.commands.load(vm_uuid)
     assert (vm.state, vm.nic_list) == ("destroyed", [nic])
     assert claims(services, network) == {}
+
+
+def test_a_claimed_server_recorded_removed_and_unreachable_is_not_waited_for(
+        services, monkeypatch):
+    # the takeover used to wait for it, lease after lease, until the stuck check (an hour)
+    def gone(claimed: str) -> None:
+        unreachable(services, claimed)
+        recorded_removed(services, claimed)
+
+    vm_uuid, claimed, network, failed = failed_by_a_takeover(services, monkeypatch, gone)
+    assert failed.copy_may_be_on == []
+    assert claims(services, network) == {}
