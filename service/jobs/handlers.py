@@ -224,6 +224,9 @@ def destroy(job: JobRun) -> None:
     addresses, as the copy there may be configured with them, and the error says so."""
     vm = job.vm
     if verdict(VmState(vm.state), Action.DESTROY, has_server=vm.has_server) is Verdict.ALREADY:
+        if vm.addresses_kept:
+            _fence_and_release(job)
+            return
         _already(job, "destroy")
         return
     if not vm.copy_servers:
@@ -239,6 +242,22 @@ def destroy(job: JobRun) -> None:
                               "their addresses, as a copy there may be configured with "
                               "them") from None
     job.succeed(lambda v: v.record_destroyed(cause=job.cause))
+
+
+def _fence_and_release(job: JobRun) -> None:
+    """A version 1 DeleteVm of a VM destroyed at once whose addresses are still kept
+    (``Destroyed.addresses_kept``: its ``fence`` job failed, or was given up): do that job's
+    work again, under this job's fence, newer than the canceled job's, on every server a
+    copy may be on (``Vm.copy_servers``; one recorded removed is trusted to be gone), then
+    release the addresses. A server that still cannot be reached fails the job, the
+    addresses kept, and a later DeleteVm tries again (docs/jobs.md, "A quarantine while a
+    job runs")."""
+    try:
+        fence_job.fence_everywhere(job, job.vm.copy_servers, [])
+    except StepFailedError as failure:
+        job.fail(fence_job.kept(job, str(failure)))
+        return
+    job.succeed(lambda v: v.release_kept_addresses(cause=job.cause) and None)
 
 
 def nics_changed(job: JobRun) -> None:

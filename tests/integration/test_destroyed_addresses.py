@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from domain.errors import ValidationError
+from domain.errors import ValidationError, VmAlreadyDestroyedError
 from domain.states import Action
 from domain.vm import make_cause
 from service.commands.networks import NicRequest
@@ -90,6 +90,41 @@ def test_an_immediate_destroy_whose_fence_job_cannot_reach_the_removed_node_free
     # a second v2 DELETE has nothing left to do
     vm = services.commands.load(vm_uuid)
     assert (vm.state, vm.addresses_kept) == ("destroyed", False)
+
+
+def test_a_v1_delete_of_a_vm_whose_fence_job_was_given_up_fences_again_and_frees_the_address(
+        services, monkeypatch):
+    # a fence job that failed or was given up kept the addresses, and nothing released them:
+    # a v2 DELETE is VmAlreadyDestroyed, and a v1 DELETE's job only said already destroyed
+    vm_uuid, server_uuid, network = running_vm_with_a_network(services)
+    change(services, vm_uuid, add=[network])
+    [nic] = services.commands.load(vm_uuid).nic_list
+    services.projections.catch_up()
+
+    def meanwhile() -> None:
+        services.commands.remove_server(server_uuid, cause=make_cause("operator"))
+        services.projections.catch_up()
+        assert act(services, vm_uuid, Action.DESTROY).job_uuid is None
+        b = worker_b(services)
+        b.max_attempts = 0  # as if its workers had been lost: given up at once
+        assert b.run_vm(vm_uuid)
+
+    paused_in(services, monkeypatch, "reconfigure", vm_uuid, meanwhile)
+    [fence] = fence_jobs(services, vm_uuid)
+    assert fence["execution"] == "failed" and "addresses are kept" in fence["error"], fence
+    assert claims(services, network) == {nic["ip"]: vm_uuid}
+    with pytest.raises(VmAlreadyDestroyedError):
+        act(services, vm_uuid, Action.DESTROY)
+
+    delete = act(services, vm_uuid, Action.DESTROY, version=1).job_uuid
+    settle(services)
+
+    done = job(services, delete)
+    assert done["execution"] == "succeeded", done
+    assert [step["name"] for step in done["chain_results"]] == ["fence"]
+    assert claims(services, network) == {}
+    vm = services.commands.load(vm_uuid)
+    assert (vm.state, vm.addresses_kept, vm.nic_list) == ("destroyed", False, [nic])
 
 
 # -- a failed VM that kept its NICs: a copy may be left on a server -------------------------
