@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from eventsourcing.persistence import Transcoder
@@ -61,13 +61,15 @@ class ReadModel(ABC):
     def stale_tables(self, tx: Tx, db: Database) -> list[str]:
         """Its tables that are missing, or lack a column its ``create_statements`` declare
         (made by an older version), read in ``tx``."""
+        return self.stale_among(db.columns_of(tx, self.real_tables()), db)
+
+    def stale_among(self, present: Mapping[str, set[str]], db: Database) -> list[str]:
+        """``stale_tables`` given each of its tables' ``present`` columns, as
+        ``Database.columns_of`` reads them (one query for several read models' tables)."""
         declared = self.declared_columns(db)
-        stale = []
-        for table in self.real_tables():
-            present = db.columns(tx, table)
-            if not present or any(c not in present for c in declared.get(table, ())):
-                stale.append(table)
-        return stale
+        return [table for table in self.real_tables()
+                if not present[table] or any(c not in present[table]
+                                             for c in declared.get(table, ()))]
 
     @classmethod
     def fresh(cls, transcoder: Transcoder) -> ReadModel:

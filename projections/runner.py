@@ -80,48 +80,48 @@ class ProjectionRunner(BackgroundLoop):
         empty it would be served as if complete. Only the projection runner mends it, when
         its loop starts (``mend_stale_tables``); a warning says so."""
         with self.db.transaction() as tx:
-            tx.execute(TRACKING_DDL)
-            if self.db.dialect is Dialect.POSTGRES:
-                tx.execute(CLAIM_FUNCTION_DDL)
-            applied = applied_read_models(self.db, tx)
+            # each step in one round trip: start-up made one a statement and a table checked
+            tx.execute_all([TRACKING_DDL] + ([CLAIM_FUNCTION_DDL]
+                                             if self.db.dialect is Dialect.POSTGRES else []))
+            stale = self._stale(tx, applied_read_models(self.db, tx))
+            statements: list[str] = []
             for read_model in self.read_models.values():
-                stale = self._stale(tx, read_model, applied)
-                if stale:
+                if stale[read_model.name]:
                     log.warning("read model %s has applied events but its table %s is missing "
                                 "or lacks a column (an older version's): the projection runner "
                                 "makes it again and rebuilds it from the log when it starts",
-                                read_model.name, ", ".join(stale))
+                                read_model.name, ", ".join(stale[read_model.name]))
                     continue
-                for statement in read_model.create_statements(self.db):
-                    tx.execute(statement)
+                statements += read_model.create_statements(self.db)
+            tx.execute_all(statements)
 
     def mend_stale_tables(self) -> None:
         """Make every read model ``create_tables`` left stale again, empty, at position 0, so
         that the runner rebuilds it from the log (called as the runner's loop starts: only a
         process that will rebuild it drops anything)."""
         with self.db.schema_lock(), self.db.transaction() as tx:
-            applied = applied_read_models(self.db, tx)
+            stale = self._stale(tx, applied_read_models(self.db, tx))
             for read_model in self.read_models.values():
-                stale = self._stale(tx, read_model, applied)
-                if not stale:
+                if not stale[read_model.name]:
                     continue
                 log.warning("read model %s: its table %s was missing or lacked a column; it is "
                             "made again and rebuilt from the log", read_model.name,
-                            ", ".join(stale))
+                            ", ".join(stale[read_model.name]))
                 for table in read_model.real_tables():
                     tx.execute(f"DROP TABLE IF EXISTS {table}")
                 tx.execute("UPDATE projection_tracking SET position = 0 WHERE name = ?",
                            (read_model.name,))
-                for statement in read_model.create_statements(self.db):
-                    tx.execute(statement)
+                tx.execute_all(read_model.create_statements(self.db))
 
-    def _stale(self, tx: Tx, read_model: ReadModel, applied: set[str]) -> list[str]:
-        """The tables of ``read_model`` that are missing or lack a column, if it is among the
-        read models that have ``applied`` events (else none: the tables of a read model at 0
-        are simply made)."""
-        if read_model.name not in applied:
-            return []
-        return read_model.stale_tables(tx, self.db)
+    def _stale(self, tx: Tx, applied: set[str]) -> dict[str, list[str]]:
+        """By read model name: its tables that are missing or lack a column, if it is among
+        the read models that have ``applied`` events (else none: the tables of a read model
+        at 0 are simply made). One catalogue query for them all."""
+        checked = [rm for rm in self.read_models.values() if rm.name in applied]
+        present = self.db.columns_of(tx, [t for rm in checked for t in rm.real_tables()])
+        stale = {name: [] for name in self.read_models}
+        stale.update((rm.name, rm.stale_among(present, self.db)) for rm in checked)
+        return stale
 
     def position(self, name: str) -> int:
         """The last log position applied to read model ``name`` (0 before any)."""

@@ -10,10 +10,10 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from eventsourcing.persistence import PersistenceError
 
-from domain.errors import ServerNotFoundError
 from domain.stuck import StuckThresholds
 from domain.vm import make_cause
 from projections.db import Database
@@ -34,8 +34,9 @@ from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.service_read_models import READ_MODEL_NAMES, read_models  # noqa: F401 - the
 # composition root's names, which the CLI and the audit import from here
 from service.settings import Settings
+from service.storage import select_present
 from service.schema_check import lacks_privilege, refuse_missing, refuse_undone, service_tables
-from service.db_limits import bound_waits
+from service.db_limits import bound_pool, bound_waits
 from service.commands.quarantine import Quarantine, StuckCheck
 from service.jobs.worker import Worker, utcnow
 
@@ -54,13 +55,22 @@ class RebuildRunner:
     def __call__(self) -> Iterator[ProjectionRunner]:
         # a spawned child logs as the rebuild command does: errors only, one line each
         setup_command_logging()
-        app = VmLedger(env={**self.settings.eventsourcing_env(), "CREATE_TABLE": "n"})
-        bound_waits(app, self.settings)
+        app = open_ledger(self.settings)
         try:
             yield ProjectionRunner(Database(app.recorder.datastore), app.recorder, app.mapper,
                                    read_models(app.mapper.transcoder, app))
         finally:
             app.close()
+
+
+def open_ledger(settings: Settings) -> VmLedger:
+    """The event store on the settings' database, every wait for it bounded from its first
+    connection on (``bound_waits``; docs/jobs.md, "Outages"). It creates no table: the
+    caller does, under a lock."""
+    app = VmLedger(env={**settings.eventsourcing_env(), "CREATE_TABLE": "n"},
+                   on_datastore=lambda datastore: bound_pool(datastore, settings))
+    bound_waits(app, settings)
+    return app
 
 
 def _use_tables_made_by_another_role(app: VmLedger, db: Database) -> None:
@@ -97,12 +107,15 @@ def _server_status(servers: ServerQueries, fleet: SimulatedFleet, server_uuid: s
 def _register_simulated_servers(commands: Commands, fleet: SimulatedFleet,
                                 runner: ProjectionRunner) -> None:
     """Record each simulated compute node as a ``Server`` (once), and make them visible to
-    placement at once."""
+    placement at once. One read finds which are in the log already (a load of each was a few
+    round trips): those are left as they are, even where the settings' RAM now differ; the
+    others are registered through the change loop, which settles a race with another process
+    registering them too."""
+    servers = fleet.servers()
+    present = select_present(commands.app.recorder, [UUID(s.uuid) for s in servers])
     registered = False
-    for server in fleet.servers():
-        try:
-            commands.load_server(server.uuid)
-        except ServerNotFoundError:
+    for server in servers:
+        if UUID(server.uuid) not in present:
             registered |= commands.register_server(
                 server.uuid, hostname=server.hostname, boot_id=server.boot_id,
                 ram_mib=server.ram_mib, cpus=server.cpus, cause=make_cause("simulator"))
@@ -139,9 +152,7 @@ class Services:
         made and each recorded as a ``Server`` once; without it (a command that only reads
         the log, or rebuilds read models) the log is left as it is: an auditor's command
         appends nothing."""
-        # Tables are created below under a lock, not by the library as the app is built.
-        app = VmLedger(env={**settings.eventsourcing_env(), "CREATE_TABLE": "n"})
-        bound_waits(app, settings)  # before the pool opens (docs/jobs.md, "Outages")
+        app = open_ledger(settings)
         db = Database(app.recorder.datastore)
         runner = ProjectionRunner(
             db, app.recorder, app.mapper, read_models(app.mapper.transcoder, app),

@@ -34,7 +34,7 @@ log = logging.getLogger(f"vmledger.{__name__}")
 # pool's timeout: with the database down a request took 42-52 s to fail (issue #13).
 _RETRIED_CALLS = ("insert_events", "select_events", "select_notifications",
                   "max_notification_id", "insert_batch", "select_stream",
-                  "select_versions")
+                  "select_versions", "select_present")
 
 
 # How long a database call made for an HTTP request waits for the server's answer (None:
@@ -136,12 +136,24 @@ def bound_waits(app: Application[Any], settings: Settings) -> None:
     closed while idle is never lent (``DeadConnectionProbe``). The event store's calls are retried for ``database_retry_s`` at most
     (the library's own retry is taken off). Nothing on SQLite, whose writers wait for each
     other (``SQLITE_LOCK_TIMEOUT``) and which has no network."""
-    recorders = [app.recorder, getattr(app.snapshots, "recorder", None)]
     datastore = getattr(app.recorder, "datastore", None)
     if not isinstance(datastore, PostgresDatastore):
         return
-    # The library opened its pool with its defaults as the app was built: replace it by one
-    # with the bounds (changing the open pool would race the connections it is opening).
+    if datastore.pool.connection_class is not BoundedConnection:  # no ``bound_pool`` yet
+        # The library opened its pool with its defaults as the app was built: replace it
+        # (changing the open pool would race the connections it is opening).
+        bound_pool(datastore, settings)
+    for recorder in (app.recorder, getattr(app.snapshots, "recorder", None)):
+        if recorder is not None:
+            _retry_within(recorder, settings.database_retry_s)
+
+
+def bound_pool(datastore: Any, settings: Settings) -> None:
+    """Put a pool with ``bound_waits``' bounds in place of the PostgreSQL ``datastore``'s
+    own, and close that one (nothing on SQLite). Given to ``VmLedger`` as its
+    ``on_datastore``, before the library opens its pool: one pool opens, not two."""
+    if not isinstance(datastore, PostgresDatastore):
+        return
     old = datastore.pool
     assert isinstance(old.kwargs, dict)
     probe = DeadConnectionProbe()
@@ -163,9 +175,6 @@ def bound_waits(app: Application[Any], settings: Settings) -> None:
         get_password_func=old.get_password_func)
     probe.pool = weakref.ref(datastore.pool)
     old.close()
-    for recorder in recorders:
-        if recorder is not None:
-            _retry_within(recorder, settings.database_retry_s)
 
 
 def _retry_within(recorder: object, budget_s: float) -> None:

@@ -46,6 +46,20 @@ class VmLedger(Application[UUID]):
     log_section_size = 1000
     is_snapshotting_enabled = True  # taken by Commands.save (service/commands/snapshots.py)
 
+    def __init__(self, env: Any = None, *, on_datastore: Callable[[Any], None] | None = None):
+        """``on_datastore`` is given the factory's datastore before any recorder uses it:
+        ``db_limits.bound_pool`` puts in its bounded pool before the library opens its own
+        (replacing the open one opened two pools a start)."""
+        self._on_datastore = on_datastore
+        super().__init__(env)
+
+    def construct_factory(self, env: Any) -> Any:
+        """The library's factory, its datastore first given to ``on_datastore``."""
+        factory = super().construct_factory(env)
+        if self._on_datastore is not None:
+            self._on_datastore(factory.datastore)  # type: ignore[attr-defined]
+        return factory
+
     def construct_repository(self) -> Repository[UUID]:
         """The library's repository, refusing a snapshot that does not match the log
         (service/commands/snapshot_seal.py)."""

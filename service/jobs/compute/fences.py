@@ -29,13 +29,14 @@ FENCES_DDL = (
 PER_VM_LACKS = ("sim_fences", "server_uuid")
 
 
-def carry_per_vm_fences(db: Database, tx: Tx) -> int:
+def carry_per_vm_fences(db: Database, tx: Tx, columns: set[str] | None = None) -> int:
     """Remake an older per-VM ``sim_fences`` keyed per server, in ``tx``: each VM's fence is
     carried to every server the fleet has (``sim_servers``), so a lost worker it refused on
     any server is still refused on each. Returns the number of per-VM rows carried; 0, and
     nothing done, when the table already has ``server_uuid``. Run after ``FENCES_DDL``'s
-    statement (which leaves an older table as it is) and under the schema lock."""
-    if PER_VM_LACKS[1] in db.columns(tx, "sim_fences"):
+    statement (which leaves an older table as it is) and under the schema lock; ``columns``
+    are the table's columns if the caller read them since (else they are read here)."""
+    if PER_VM_LACKS[1] in (db.columns(tx, "sim_fences") if columns is None else columns):
         return 0
     # copied aside and dropped before the new table is made, so that it takes the old name's
     # constraint names too (PostgreSQL's sim_fences_pkey), as a new database's does

@@ -32,7 +32,9 @@ from service.jobs.compute.driver import (
     UnknownServerError,
 )
 from service.jobs.compute.faults import FAULTS_DDL, Faults, Operation
-from service.jobs.compute.fences import FENCES_DDL, admit, carry_per_vm_fences
+from service.jobs.compute.fences import (
+    FENCES_DDL, PER_VM_LACKS, admit, carry_per_vm_fences,
+)
 from service.jobs.compute.sim_config import copy_config, reconfigure_copy
 from service.jobs.compute.sim_world import SimulatedWorld, bump as _bump
 
@@ -81,23 +83,23 @@ class SimulatedFleet(SimulatedWorld):
         """Create the simulator's tables (idempotent), adding the columns an older table
         lacks and keying an older per-VM ``sim_fences`` per server (``carry_per_vm_fences``)."""
         with self.db.transaction() as tx:
-            for statement in DDL:
-                tx.execute(statement)
+            # a round trip for the DDL, one for every table's columns (and one per ALTER)
+            tx.execute_all(DDL)
+            present = self.db.columns_of(tx, {table for table, _, _ in ADDED_COLUMNS}
+                                         | {PER_VM_LACKS[0]})
             for table, column, kind in ADDED_COLUMNS:
-                if column not in self.db.columns(tx, table):
+                if column not in present[table]:
                     tx.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-            carry_per_vm_fences(self.db, tx)
+            carry_per_vm_fences(self.db, tx, present[PER_VM_LACKS[0]])
 
     def ensure_servers(self, count: int, *, ram_mib: int, cpus: int) -> None:
         """Make sure servers 0..count-1 exist (existing ones keep their state)."""
         with self.db.transaction() as tx:
-            for index in range(count):
-                tx.execute(
-                    "INSERT INTO sim_servers (uuid, hostname, boot_id, ram_mib, cpus) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (uuid) DO NOTHING",
-                    (simulated_server_uuid(index), f"sim{index:04d}", str(uuidlib.uuid4()),
-                     ram_mib, cpus),
-                )
+            tx.executemany(  # one round trip for them all (psycopg pipelines them)
+                "INSERT INTO sim_servers (uuid, hostname, boot_id, ram_mib, cpus) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (uuid) DO NOTHING",
+                [(simulated_server_uuid(index), f"sim{index:04d}", str(uuidlib.uuid4()),
+                  ram_mib, cpus) for index in range(count)])
 
     # -- the ComputeDriver protocol ---------------------------------------------------------
 
