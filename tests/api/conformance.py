@@ -6,6 +6,8 @@ answer the schema does not describe fails, whatever the test asserts."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import schemathesis
 from fastapi.testclient import TestClient
@@ -15,9 +17,29 @@ class SchemaMismatch(AssertionError):
     """A response the schema does not describe."""
 
 
-def conforming(client: TestClient) -> TestClient:
-    """``client`` (of a FastAPI app), checking every response it receives."""
-    schema = schemathesis.openapi.from_dict(client.app.openapi())
+# Parsed schemas by route table: every test builds an app of its own, and generating its
+# OpenAPI document (about 80 ms) and compiling the schema's validators anew was most of a
+# test's set-up; apps with the same routes have the same document.
+_SCHEMAS: dict[tuple[Any, ...], Any] = {}
+
+
+def _schema_of(app: Any, *, cached: bool) -> Any:
+    """The schemathesis schema of ``app``'s OpenAPI document, parsed once per route table
+    (``cached``), or anew."""
+    if not cached:
+        return schemathesis.openapi.from_dict(app.openapi())
+    key = tuple((getattr(route, "path", None), tuple(sorted(getattr(route, "methods", None)
+                                                            or ())),
+                 getattr(route, "name", None)) for route in app.routes)
+    if key not in _SCHEMAS:
+        _SCHEMAS[key] = schemathesis.openapi.from_dict(app.openapi())
+    return _SCHEMAS[key]
+
+
+def conforming(client: TestClient, *, cached: bool = True) -> TestClient:
+    """``client`` (of a FastAPI app), checking every response it receives; ``cached=False``
+    for an app whose declarations a test changed (its routes are those of every app)."""
+    schema = _schema_of(client.app, cached=cached)
 
     def check(response: httpx.Response) -> None:
         request = response.request
