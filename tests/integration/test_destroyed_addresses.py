@@ -29,17 +29,12 @@ from tests.integration.test_reconfigure_faults import (
 
 def test_an_immediate_destroy_gives_the_address_to_no_one_before_its_fence_job_ran(
         services, monkeypatch, json_logs):
-    vm_uuid, server_uuid, network = running_vm_with_a_network(services)
-    add = change(services, vm_uuid, add=[network])
-    [nic] = services.commands.load(vm_uuid).nic_list
-    services.projections.catch_up()
+    vm_uuid, server_uuid, network, add, nic = _running_with_a_nic_being_added(services)
     same_address = (NicRequest(network, ip=nic["ip"]),)
     taker: list[str] = []
 
     def meanwhile() -> None:
-        services.commands.remove_server(server_uuid, cause=make_cause("operator"))
-        services.projections.catch_up()
-        assert act(services, vm_uuid, Action.DESTROY).job_uuid is None  # destroyed at once
+        _destroyed_at_once_on_a_removed_server(services, vm_uuid, server_uuid)
         # A's add_nics may still land on the node: the address is still the VM's
         assert claims(services, network) == {nic["ip"]: vm_uuid}
         with pytest.raises(ValidationError, match=nic["ip"]):
@@ -65,15 +60,10 @@ def test_an_immediate_destroy_whose_fence_job_cannot_reach_the_removed_node_free
         services, monkeypatch):
     # a server recorded removed is trusted to be gone, as a destroy at once with no job
     # running trusts it: its unreachable node holds nothing the fence job waits for
-    vm_uuid, server_uuid, network = running_vm_with_a_network(services)
-    change(services, vm_uuid, add=[network])
-    [nic] = services.commands.load(vm_uuid).nic_list
-    services.projections.catch_up()
+    vm_uuid, server_uuid, network, _add, nic = _running_with_a_nic_being_added(services)
 
     def meanwhile() -> None:
-        services.commands.remove_server(server_uuid, cause=make_cause("operator"))
-        services.projections.catch_up()
-        assert act(services, vm_uuid, Action.DESTROY).job_uuid is None
+        _destroyed_at_once_on_a_removed_server(services, vm_uuid, server_uuid)
         assert claims(services, network) == {nic["ip"]: vm_uuid}
         # the node cannot be reached: each attempt to raise the fence there fails
         services.fleet.faults.inject("inventory", "fail", services.worker.step_attempts)
@@ -87,7 +77,7 @@ def test_an_immediate_destroy_whose_fence_job_cannot_reach_the_removed_node_free
     assert step["result"]["server_uuid"] == server_uuid
     assert "recorded removed" in step["result"]["removed"], step
     assert claims(services, network) == {}
-    # a second v2 DELETE has nothing left to do
+    # no address is kept for a later fence and release
     vm = services.commands.load(vm_uuid)
     assert (vm.state, vm.addresses_kept) == ("destroyed", False)
 
@@ -96,15 +86,10 @@ def test_a_v1_delete_of_a_vm_whose_fence_job_was_given_up_fences_again_and_frees
         services, monkeypatch):
     # a fence job that failed or was given up kept the addresses, and nothing released them:
     # a v2 DELETE is VmAlreadyDestroyed, and a v1 DELETE's job only said already destroyed
-    vm_uuid, server_uuid, network = running_vm_with_a_network(services)
-    change(services, vm_uuid, add=[network])
-    [nic] = services.commands.load(vm_uuid).nic_list
-    services.projections.catch_up()
+    vm_uuid, server_uuid, network, _add, nic = _running_with_a_nic_being_added(services)
 
     def meanwhile() -> None:
-        services.commands.remove_server(server_uuid, cause=make_cause("operator"))
-        services.projections.catch_up()
-        assert act(services, vm_uuid, Action.DESTROY).job_uuid is None
+        _destroyed_at_once_on_a_removed_server(services, vm_uuid, server_uuid)
         b = worker_b(services)
         b.max_attempts = 0  # as if its workers had been lost: given up at once
         assert b.run_vm(vm_uuid)
@@ -189,3 +174,20 @@ def test_a_delete_of_a_failed_vm_whose_copy_server_cannot_be_asked_keeps_its_nic
     assert job(services, again)["execution"] == "succeeded"
     assert copies(services, vm_uuid) == []
     assert claims(services, network) == {}
+
+
+def _running_with_a_nic_being_added(services) -> tuple[str, str, str, str, dict]:
+    """A running VM on a network, and an add_nics of it queued: (VM, its server, the
+    network, the add_nics job, the NIC the VM holds)."""
+    vm_uuid, server_uuid, network = running_vm_with_a_network(services)
+    add = change(services, vm_uuid, add=[network])
+    [nic] = services.commands.load(vm_uuid).nic_list
+    services.projections.catch_up()
+    return vm_uuid, server_uuid, network, add, nic
+
+
+def _destroyed_at_once_on_a_removed_server(services, vm_uuid: str, server_uuid: str) -> None:
+    """The VM's server recorded removed, then a v2 DELETE that destroys it at once."""
+    services.commands.remove_server(server_uuid, cause=make_cause("operator"))
+    services.projections.catch_up()
+    assert act(services, vm_uuid, Action.DESTROY).job_uuid is None

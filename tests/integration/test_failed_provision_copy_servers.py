@@ -105,11 +105,8 @@ def test_the_server_the_vm_claimed_still_keeps_its_nics_and_blocks_its_delete(
         services, monkeypatch):
     # B's look at the claimed server fails, its fence there goes up (the next look at the
     # node works), so B fails the provision: a copy may be on that server
-    def claimed_does_not_answer(_claimed: str) -> None:
-        services.fleet.faults.inject("inventory", "fail", 1)
-
-    vm_uuid, claimed, network, failed = failed_by_a_takeover(services, monkeypatch,
-                                                             claimed_does_not_answer)
+    vm_uuid, claimed, network, failed = _failed_while_the_claimed_server_was_silent(
+        services, monkeypatch)
     assert failed.copy_may_be_on == [claimed]
     vm = services.commands.load(vm_uuid)
     [nic] = vm.nic_list
@@ -152,11 +149,8 @@ def test_the_claimed_server_recorded_removed_neither_keeps_its_nics_nor_blocks_i
 def test_a_failure_stored_naming_a_server_since_recorded_removed_no_longer_blocks_its_delete(
         services, monkeypatch):
     # stored before: the claimed server did not answer, and is recorded removed later
-    def claimed_does_not_answer(_claimed: str) -> None:
-        services.fleet.faults.inject("inventory", "fail", 1)
-
-    vm_uuid, claimed, network, failed = failed_by_a_takeover(services, monkeypatch,
-                                                             claimed_does_not_answer)
+    vm_uuid, claimed, network, failed = _failed_while_the_claimed_server_was_silent(
+        services, monkeypatch)
     assert failed.copy_may_be_on == [claimed]
     [nic] = services.commands.load(vm_uuid).nic_list
     recorded_removed(services, claimed)
@@ -184,3 +178,12 @@ def test_a_claimed_server_recorded_removed_and_unreachable_is_not_waited_for(
     vm_uuid, claimed, network, failed = failed_by_a_takeover(services, monkeypatch, gone)
     assert failed.copy_may_be_on == []
     assert claims(services, network) == {}
+
+
+def _failed_while_the_claimed_server_was_silent(services, monkeypatch):
+    """``failed_by_a_takeover`` whose look at the claimed server fails once (its fence there
+    goes up, the next look works): a copy may be on that server."""
+    def claimed_does_not_answer(_claimed: str) -> None:
+        services.fleet.faults.inject("inventory", "fail", 1)
+
+    return failed_by_a_takeover(services, monkeypatch, claimed_does_not_answer)
