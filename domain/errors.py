@@ -58,11 +58,16 @@ class InvalidTransitionError(DomainError):
 
 
 class UnallocatedVmError(DomainError):
-    """API version 1 refuses actions on a VM with no server yet (VMAPI ``UnallocatedVM``)."""
+    """API version 1 refuses actions on a VM with no server yet (``UnallocatedVM``). The
+    texts of a provisioning VM's action and of DeleteVm are VMAPI's (``lib/endpoints/vms.js``:
+    its action dispatch, and deleteVm's ``ConflictError``); VMAPI has no refusal of an
+    action on a VM that is on no server and not provisioning, so that text is ours."""
 
     def __init__(self, state: str, action: str, allowed_actions: list[str] | None = None):
         if action == "destroy":
             message = "Cannot delete a VM with no server_uuid"
+        elif state == "provisioning":
+            message = f"Cannot call {action} for a VM that has not been provisioned yet"
         else:
             message = f"Cannot {action} a VM with no server_uuid (state '{state}')"
         super().__init__(message)

@@ -61,7 +61,9 @@ class VmFilter:
     docker: bool | None = None  # vmledger makes no docker VMs: true matches none
     tags: dict[str, str] = field(default_factory=dict)
     internal_metadata: dict[str, str] = field(default_factory=dict)
-    stale_mounts: bool = False  # only running VMs mounting a volume whose address changed
+    # True: only running VMs mounting a volume whose address changed; False: only the
+    # others; None: no filter
+    stale_mounts: bool | None = None
 
     def where(self) -> tuple[str, list[Any]]:
         """The WHERE clause (with leading ``WHERE`` or empty) and its parameters."""
@@ -95,8 +97,8 @@ class VmFilter:
             else:
                 clauses.append(f"uuid IN ({', '.join('?' * len(self.uuids))})")
                 params.extend(self.uuids)
-        if self.stale_mounts:
-            clauses.append(STALE_VMS)
+        if self.stale_mounts is not None:
+            clauses.append(STALE_VMS if self.stale_mounts else f"NOT ({STALE_VMS})")
         return (" WHERE " + " AND ".join(clauses) if clauses else "", params)
 
 

@@ -26,6 +26,7 @@ from service.api.fast_json import FastJSONResponse
 from service.api.field_errors import field_errors
 from service.api.headers import stored_header
 from service.api.params import header_version
+from service.api.query_parameters import check_declared_header
 from service.commands.application import Accepted
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKey
@@ -71,6 +72,7 @@ def idempotency_of(request: Request, data: Any, cause: Cause, *,
     the raw query's and the whole body's, as the service gave it before those parameters
     were mapped: a retry of the same bytes with a key stored then (keys live ``ttl_s``, 24 h)
     is answered as stored, where it was 422 ``IdempotencyKeyReused`` (reviewer)."""
+    check_declared_header(request, "Idempotency-Key")
     key = cause["idempotency_key"]
     if key is None:
         return None
@@ -95,6 +97,7 @@ def if_match_of(request: Request) -> int | None:
     header or for ``*``, which matches any current representation (RFC 9110, 13.1.1): a VM
     that does not exist is still 404. Anything else, a version out of ``?version=``'s range
     too, is refused naming ``If-Match`` (``params.header_version``)."""
+    check_declared_header(request, "If-Match")
     header = request.headers.get("if-match")
     if header is None or header.strip() == "*":
         return None

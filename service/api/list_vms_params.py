@@ -83,7 +83,8 @@ LIST_VMS = QueryParameters(
     Param("docker", "only Docker VMs (true) or only the others (false)", BOOLEAN),
     Param("create_timestamp", "only VMs created at this instant: milliseconds since the "
           "epoch, or ISO 8601"),
-    Param("stale_mounts", "true: only VMs with a volume mount whose address is stale", BOOLEAN),
+    Param("stale_mounts", "true: only VMs with a volume mount whose address is stale; "
+          "false: only the others", BOOLEAN),
     *(Param(name, "accepted as VMAPI does; vmledger records none, so a value matches no VM",
             UUID if name == "billing_id" else TEXT) for name in UNRECORDED),
     LIMIT,
@@ -114,7 +115,8 @@ class ListVmsQuery:
         self.vm_filter = VmFilter(owner_uuid=query.owner_uuid)
         self.errors += [e for e in query.errors
                         if e["field"] == "consistency"]  # the rest are checked below
-        self.vm_filter.stale_mounts = query.boolean("stale_mounts")
+        if query.params.get("stale_mounts") is not None:
+            self.vm_filter.stale_mounts = query.boolean("stale_mounts")
         self.errors += [e for e in query.errors if e["field"] == "stale_mounts"]
         self._filters()
         self.page = Page(limit=self._number("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT)

@@ -33,6 +33,7 @@ from service.api.response_models import (
     Accepted, Error, HistoryEvent, InventoryApplied, Job, ListedVm, Ping, Vm,
 )
 from service.api.head import STREAMS
+from service.api.query_parameters import EVERY_OPERATION_HEADERS
 from service.api.schemas import CreateVmRequest, DeleteVmBody
 from service.api.vm_actions import EXAMPLES, VmActionRequest
 
@@ -200,6 +201,11 @@ def declare_schema(app: FastAPI) -> None:
                 if (method, path) in REQUEST_EXAMPLES:
                     body["examples"] = copy.deepcopy(REQUEST_EXAMPLES[(method, path)])
                 operation["requestBody"] = {"content": {"application/json": body}}
+        every = [header.openapi() for header in EVERY_OPERATION_HEADERS]
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                operation["parameters"] = [*operation.get("parameters", []),
+                                           *copy.deepcopy(every)]
         heads = [path for path, operations in schema["paths"].items()
                  if _declare_head_of_get(path, operations)]
         for (method, path), answers in RESPONSES.items():

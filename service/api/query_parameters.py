@@ -105,6 +105,7 @@ class QueryParameters(dict[str, Any]):
         self.prefixes = prefixes
         self.undeclared = frozenset(undeclared)
         self.declared = frozenset(p.name for p in self.params if p.where == "query")
+        self.headers = frozenset(p.name.lower() for p in self.params if p.where == "header")
         self.names = self.declared | self.undeclared
         self.parts = parts
         super().__init__({"parameters": [p.openapi() for p in self.params]} if self.params
@@ -138,3 +139,41 @@ class QueryParameters(dict[str, Any]):
             raise RuntimeError(f"{getattr(route, 'path', '?')} parses a query it does not "
                                "declare: give the route openapi_extra=<its QueryParameters>")
         return Query(request, self.names, prefixes=self.prefixes)
+
+
+def check_declared_header(request: Request, name: str) -> None:
+    """Raise ``RuntimeError`` (a programming error, 500) when the route serving ``request``
+    reads the header ``name`` without declaring it: its schema would not show it. Called by
+    what reads a command's own headers (``deps.if_match_of``, ``deps.idempotency_of``, the
+    VM commands' ``x-context``), so every test of a command route checks its declaration. A
+    request no route matched (built by hand) is not checked."""
+    route = request.scope.get("route")
+    if route is None:
+        return
+    declared = getattr(route, "openapi_extra", None)
+    if not isinstance(declared, QueryParameters) or name.lower() not in declared.headers:
+        raise RuntimeError(f"{getattr(route, 'path', '?')} reads the header {name} it does "
+                           "not declare: add it to the route's openapi_extra")
+
+
+#: A command's own request headers (docs/api.md, "Commands"), declared by every command route
+IF_MATCH = Param("If-Match", 'the version the aggregate must be at ("7", 7 or W/"7"), or * '
+                 "for any: another version is 412 PreconditionFailed and changes nothing",
+                 where="header")
+IDEMPOTENCY_KEY = Param("Idempotency-Key", "1 to 255 characters, scoped to the caller: the "
+                        "same request sent again with it is answered as the first was; "
+                        "another request with it is 422 IdempotencyKeyReused",
+                        where="header")
+COMMAND_HEADERS = (IF_MATCH, IDEMPOTENCY_KEY)
+#: The VM commands' too: JSON (at most 4096 bytes) kept in their events' cause
+X_CONTEXT = Param("x-context", "JSON kept with the command's events (at most 4096 bytes; "
+                  "text that is not JSON is kept as {\"raw\": text})", where="header")
+#: Every operation's (added to each by service/api/openapi.py)
+EVERY_OPERATION_HEADERS = (
+    Param("Accept-Version", "the API version, a node-semver range: none or * is version 1 "
+          "(VMAPI's behaviour), ~2 is version 2; one that matches no version is 400 "
+          "InvalidVersion", where="header"),
+    Param("x-request-id", "the request's id (1 to 128 printable ASCII characters), echoed "
+          "in the answer and recorded in the cause of every event it appends; one is made "
+          "when it is absent or any other value", where="header"),
+)

@@ -18,12 +18,13 @@ from service.api.deps import (
     services_of,
 )
 from service.api.errors import ApiError
-from service.api.query_parameters import Param, QueryParameters
+from service.api.query_parameters import COMMAND_HEADERS, Param, QueryParameters
 from service.api.schemas import Name, StrictModel, Uuid
 
 router = authorized_router(tags=["networks"])
 
 NO_PARAMETERS = QueryParameters()
+CREATE_NETWORK = QueryParameters(*COMMAND_HEADERS)
 LIST_NETWORKS = QueryParameters(Param("name", "only the networks of this name",
                                       {"type": "string", "minLength": 1, "maxLength": 256}))
 
@@ -48,13 +49,13 @@ def _network(request: Request, network_uuid: str) -> dict[str, Any]:
                     eventual=False)
 
 
-@router.post("/networks", status_code=201, openapi_extra=NO_PARAMETERS)
+@router.post("/networks", status_code=201, openapi_extra=CREATE_NETWORK)
 def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Record a network; 201 with the network object and ``Location``: the network as the
     command left it, rendered as ``network_view`` renders it (``network_object``), not read
     from the read model, so the answer never waits for the projector (api.md, "Commands and
     the projector")."""
-    NO_PARAMETERS.parse(request).check()
+    CREATE_NETWORK.parse(request).check()
     if_match_of(request)  # checked as every command's is; a new network has no version yet
     asked = parse_body(request, CreateNetworkRequest, data)
     services, cause = services_of(request), cause_of(request)

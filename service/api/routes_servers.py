@@ -20,15 +20,16 @@ from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes,
     services_of,
 )
-from service.api.query_parameters import Param, QueryParameters, one_of
+from service.api.query_parameters import COMMAND_HEADERS, Param, QueryParameters, one_of
 from service.api.schemas import StrictModel, Uuid
 
 router = authorized_router(tags=["servers"])
 
 NO_PARAMETERS = QueryParameters()
+CREATE_SERVER = QueryParameters(*COMMAND_HEADERS)
 SERVER_ACTION = QueryParameters(Param(
     "action", "reboot: record the host's reboot (body: its new boot_id); remove: record that "
-    "it left the fleet", one_of(("reboot", "remove")), required=True))
+    "it left the fleet", one_of(("reboot", "remove")), required=True), *COMMAND_HEADERS)
 
 
 class CreateServerRequest(StrictModel):
@@ -96,11 +97,11 @@ def _answer(server: dict[str, Any], *, status: int = 200,
                         headers={"ETag": f'"{server["version"]}"', **(headers or {})})
 
 
-@router.post("/servers", status_code=201, openapi_extra=NO_PARAMETERS)
+@router.post("/servers", status_code=201, openapi_extra=CREATE_SERVER)
 def create_server(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Record a compute node (201); an existing uuid with the same hostname, RAM and CPUs is
     200, with others ``ValidationFailed`` naming ``uuid`` (``Duplicate``), nothing recorded."""
-    NO_PARAMETERS.parse(request).check()
+    CREATE_SERVER.parse(request).check()
     if_match_of(request)  # checked as every command's is; a new server has no version yet
     asked = parse_body(request, CreateServerRequest, data)
     services, cause = services_of(request), cause_of(request)

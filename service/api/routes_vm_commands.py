@@ -37,6 +37,7 @@ from service.api.deps import (
 from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header
 from service.api.errors import invalid_parameters
 from service.api.params import Query
+from service.api.query_parameters import check_declared_header
 from service.api.quarantine_actions import quarantine_action
 from service.api.network_params import parse_networks
 from service.api.schemas import (
@@ -229,7 +230,7 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
     services = services_of(request)
     cause = cause_of(request)
     idempotency = idempotency_of(request, body, cause, action=True)
-    context = context or _x_context(request)
+    context = _one_context(request, context)
     behaviour, if_match = behaviour_of(request), if_match_of(request)
     result = await command(request, lambda: services.commands.request_action(
         vm_uuid.lower(), action,
@@ -264,7 +265,22 @@ async def _answer(request: Request, result: Accepted, *, sync: bool) -> JSONResp
     return accepted(request, result)
 
 
+def _one_context(request: Request, in_body: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The action's context: its body's ``context`` or its ``x-context`` header, each checked
+    wherever given (a bad header is refused even beside a body's context, which it used to
+    pass unread); both given and different, ``ConflictingParameters`` naming ``x-context``:
+    neither silently wins (VMAPI reads only the header)."""
+    in_header = _x_context(request)
+    if in_body is not None and in_header is not None and in_body != in_header:
+        message = "x-context in the header and context in the body differ"
+        raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
+                                            "message": message}],
+                                 code="ConflictingParameters", message=message)
+    return in_body if in_body is not None else in_header
+
+
 def _x_context(request: Request) -> dict[str, Any] | None:
+    check_declared_header(request, "x-context")
     header = stored_header(request, "x-context")
     if header is None:
         return None
@@ -279,7 +295,7 @@ def _x_context(request: Request) -> dict[str, Any] | None:
             # giving a key twice is JSON whose meaning would be a guess, as a body's
             raise invalid_parameters(request, [{"field": "x-context", "code": "Invalid",
                                                 "message": f"not valid JSON ({error})"}]) from None
-        value = {"raw": header}  # VMAPI keeps a context that is not JSON as its text
+        value = {"raw": header}  # kept as sent, where VMAPI drops it
     context = value if isinstance(value, dict) else {"value": value}
     problem = json_input.at_field(json_input.unstorable(context, "x-context"), "x-context")
     if problem:

@@ -17,17 +17,19 @@ from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
 )
 from service.api.params import MAX_LIMIT
-from service.api.query_parameters import LIMIT, OFFSET, Param, QueryParameters, one_of
+from service.api.query_parameters import (
+    COMMAND_HEADERS, LIMIT, OFFSET, Param, QueryParameters, one_of)
 from service.api.schemas import Name, StrictModel, Uuid
 
 router = authorized_router(tags=["volumes"])
 
 ACTIONS = ("attach_network", "detach_network")
 NO_PARAMETERS = QueryParameters()
+CREATE_VOLUME = QueryParameters(*COMMAND_HEADERS)
 LIST_VOLUMES = QueryParameters(LIMIT, OFFSET)
 VOLUME_ACTION = QueryParameters(Param(
     "action", "attach_network (body: network_uuid, address) or detach_network (body: "
-    "network_uuid)", one_of(ACTIONS), required=True))
+    "network_uuid)", one_of(ACTIONS), required=True), *COMMAND_HEADERS)
 
 
 class CreateVolumeRequest(StrictModel):
@@ -88,10 +90,10 @@ def get_volume(volume_uuid: str, request: Request) -> JSONResponse:
     return JSONResponse(volume, headers={"ETag": f'"{volume["version"]}"'})
 
 
-@router.post("/volumes", status_code=201, openapi_extra=NO_PARAMETERS)
+@router.post("/volumes", status_code=201, openapi_extra=CREATE_VOLUME)
 def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """CreateVolume (201): a volume on the given networks."""
-    NO_PARAMETERS.parse(request).check()
+    CREATE_VOLUME.parse(request).check()
     if_match_of(request)  # checked as every command's is; a new volume has no version yet
     asked = parse_body(request, CreateVolumeRequest, data)
     services, cause = services_of(request), cause_of(request)

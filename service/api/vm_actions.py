@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
 from service.api.query_parameters import (
-    BOOLEAN, UUID, Param, QueryParameters, integer, one_of, owner,
+    BOOLEAN, COMMAND_HEADERS, UUID, X_CONTEXT, Param, QueryParameters, integer, one_of, owner,
 )
 from service.api.schemas import (
     ActionBody, AddNicsBody, KillBody, RemoveNicsBody, StrictModel, UpdateVmRequest,
@@ -143,6 +143,8 @@ KILL_QUERY = QueryParameters(
 NIC_QUERY = QueryParameters(_ACTION, *_ACTIONS_CLIENT, _OWNER)
 QUARANTINE_QUERY = QueryParameters(_ACTION, _OWNER)
 #: What ``POST /vms/{uuid}`` declares: each action's parameters (the route parses by its own)
-ACT_ON_VM = KILL_QUERY | LIFECYCLE_QUERY | NIC_QUERY | QUARANTINE_QUERY
-CREATE_VM = QueryParameters(_client_params("the provision")[0])
-DELETE_VM = QueryParameters(*_client_params("the destroy"), _OWNER)
+_VM_COMMAND_HEADERS = (*COMMAND_HEADERS, X_CONTEXT)
+ACT_ON_VM = (KILL_QUERY | LIFECYCLE_QUERY | NIC_QUERY | QUARANTINE_QUERY
+             | QueryParameters(*_VM_COMMAND_HEADERS, common=False))
+CREATE_VM = QueryParameters(_client_params("the provision")[0], *_VM_COMMAND_HEADERS)
+DELETE_VM = QueryParameters(*_client_params("the destroy"), _OWNER, *_VM_COMMAND_HEADERS)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from domain.json_input import cut
 from projections.db import Database, Dialect, Tx
 
 DDL = (
@@ -28,7 +29,9 @@ class IdempotencyKeyReusedError(Exception):
     """The key was already used for a different request (422 ``IdempotencyKeyReused``)."""
 
     def __init__(self, key: str):
-        super().__init__(f"Idempotency-Key '{key}' was already used for a different request")
+        # a key may be 255 characters: a message repeats at most ECHOED of them (api.md)
+        super().__init__(f"Idempotency-Key '{cut(key)}' was already used for a different "
+                         "request")
         self.key = key
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.api.helpers import (
     OTHER_OWNER, V2, act, act_and_wait, assert_error, create_running_vm, create_vm,
-    error_fields, get_vm, vm_body, wait_job,
+    error_fields, get_vm, history_types, vm_body, wait_job,
 )
 
 
@@ -283,6 +283,27 @@ def test_x_context_is_kept_in_the_jobs_params(client) -> None:
     assert job["params"]["context"] == context
     in_body = act_and_wait(client, vm_uuid, "start", json={"context": {"from": "body"}})
     assert in_body["params"]["context"] == {"from": "body"}
+
+
+def test_an_x_context_beside_a_body_context_is_still_checked_and_must_agree(client) -> None:
+    """Found by a tester: with a body ``context`` the header was not read at all, so a header
+    the service refuses on its own (too long, repeated keys) passed, silently dropped."""
+    vm_uuid = create_running_vm(client)
+    too_long = json.dumps({"a": "x" * 5000})
+    for header in (too_long, '{"a": 1, "a": 2}', json.dumps({"other": 1})):
+        for method in ("start", "delete"):
+            before = history_types(client, vm_uuid)
+            headers, body = {"x-context": header}, {"context": {"k": 1}}
+            response = (client.request("DELETE", f"/vms/{vm_uuid}", headers=headers, json=body)
+                        if method == "delete" else act(client, vm_uuid, "start", json=body,
+                                                         headers=headers))
+            answer = assert_error(response, 409, "ValidationFailed" if header != json.dumps(
+                {"other": 1}) else "ConflictingParameters")
+            assert error_fields(answer) == {"x-context": "Invalid"}, answer
+            assert history_types(client, vm_uuid) == before
+    same = act_and_wait(client, vm_uuid, "stop", json={"context": {"k": 1}},
+                        headers={"x-context": '{"k": 1}'})
+    assert same["params"]["context"] == {"k": 1}
 
 
 def test_sync_true_answers_only_once_the_job_has_ended(client, services) -> None:

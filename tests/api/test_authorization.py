@@ -233,7 +233,7 @@ def test_a_create_naming_another_owners_vm_is_a_duplicate_saying_not_whose(
     response = authed.as_("owner", "POST", "/vms", json=vm_body(uuid=theirs["vm_uuid"]))
     body = assert_error(response, 409, "ValidationFailed")
     assert body["errors"] == [{"field": "uuid", "code": "Duplicate", "message": "already exists"}]
-    assert body["message"] == "Invalid VM parameters", body  # as any bad input to CreateVm
+    assert body["message"] == "Invalid VM parameters", body  # as any bad field of CreateVm
     assert authed.head() == before
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from service.api.errors import MAX_FIELD, MAX_MESSAGE
-from tests.api.helpers import assert_error
+from tests.api.helpers import assert_error, vm_body
 
 LONG = "x" * 5000
 
@@ -36,3 +36,14 @@ def test_every_refusal_bounds_what_it_repeats(client):
     for error in body["errors"]:
         assert len(error["field"]) <= MAX_FIELD + 1 and len(error["message"]) <= MAX_MESSAGE + 1
     assert any(error["field"].endswith("…") for error in body["errors"]), body
+
+
+def test_a_long_idempotency_key_is_cut_in_its_reuse_refusal(client):
+    # found by a tester: the 422 repeated all 255 characters of the key
+    key = "k" * 255
+    first = client.post("/vms", json=vm_body(), headers={"Idempotency-Key": key})
+    assert first.status_code == 202, first.text
+    body = assert_error(client.post("/vms", json=vm_body(ram=2048),
+                                    headers={"Idempotency-Key": key}),
+                        422, "IdempotencyKeyReused")
+    assert "k" * 100 + "…" in body["message"] and "k" * 101 not in body["message"], body

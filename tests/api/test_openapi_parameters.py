@@ -16,7 +16,8 @@ from fastapi.testclient import TestClient
 
 from service import console
 from service.api.app import api_routers, create_app
-from service.api.query_parameters import Param, QueryParameters
+from service.api.deps import if_match_of
+from service.api.query_parameters import COMMAND_HEADERS, Param, QueryParameters
 from service.settings import Settings
 from tests.api.helpers import create_running_vm
 
@@ -111,6 +112,50 @@ def test_a_route_parsing_by_a_declaration_not_its_own_is_refused() -> None:
     with pytest.raises(RuntimeError, match="parses a query it does not declare"):
         http.get("/other")
     assert union.declared == {"a", "b", "consistency", "owner_uuid"}
+
+
+# The commands: each reads If-Match and Idempotency-Key (deps.if_match_of, idempotency_of)
+COMMANDS = {("post", "/vms"), ("post", "/vms/{vm_uuid}"), ("delete", "/vms/{vm_uuid}"),
+            ("post", "/volumes"), ("post", "/volumes/{volume_uuid}"), ("post", "/servers"),
+            ("post", "/servers/{server_uuid}"), ("post", "/networks")}
+VM_COMMANDS = {("post", "/vms"), ("post", "/vms/{vm_uuid}"), ("delete", "/vms/{vm_uuid}")}
+
+
+def test_every_operation_declares_the_request_headers_it_reads() -> None:
+    """Generated clients and Swagger's "Try it out" send only the headers the schema
+    declares: Accept-Version and x-request-id on every operation, If-Match and
+    Idempotency-Key on every command, x-context on the VM commands (none were declared)."""
+    schema = create_app(Settings()).openapi()
+    seen = set()
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            headers = {p["name"]: p for p in operation.get("parameters", [])
+                       if p["in"] == "header"}
+            assert {"Accept-Version", "x-request-id"} <= set(headers), (method, path)
+            command = {"If-Match", "Idempotency-Key"} & set(headers)
+            assert command == ({"If-Match", "Idempotency-Key"} if (method, path) in COMMANDS
+                               else set()), (method, path)
+            assert ("x-context" in headers) == ((method, path) in VM_COMMANDS), (method, path)
+            assert all(h["description"] and not h["required"] for h in headers.values())
+            seen.add((method, path))
+    assert COMMANDS <= seen
+
+
+def test_a_route_reading_a_command_header_it_does_not_declare_is_refused() -> None:
+    app = FastAPI()
+
+    @app.post("/declared", openapi_extra=QueryParameters(*COMMAND_HEADERS))
+    def declared(request: Request) -> dict:
+        return {"version": if_match_of(request)}
+
+    @app.post("/undeclared", openapi_extra=QueryParameters())
+    def undeclared(request: Request) -> dict:
+        return {"version": if_match_of(request)}
+
+    http = TestClient(app, raise_server_exceptions=True)
+    assert http.post("/declared", headers={"If-Match": '"3"'}).json() == {"version": 3}
+    with pytest.raises(RuntimeError, match="reads the header If-Match it does not declare"):
+        http.post("/undeclared")
 
 
 def _value(parameter: dict) -> str:

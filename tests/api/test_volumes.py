@@ -326,9 +326,19 @@ def test_a_vm_provisioned_after_a_change_boots_with_the_new_address(client):
 
 
 def test_stale_mounts_is_a_boolean_filter(client):
-    volume = create_volume(client)
-    vm_uuid = create_running_vm(client, volumes=mounting(volume["uuid"]))
-    everything = client.get("/vms", params={"stale_mounts": "false"})
-    assert [vm["uuid"] for vm in everything.json()] == [vm_uuid]
+    # found by a tester: false was no filter at all, listing the stale VMs too
+    volume = create_volume(client, networks={NET_A: "10.0.0.5"})
+    stale_vm = create_running_vm(client, volumes=mounting(volume["uuid"]))
+    assert volume_action(client, volume["uuid"], "attach_network", network_uuid=NET_B,
+                         address="192.168.7.20").status_code == 202
+    fresh_vm = create_running_vm(client, volumes=mounting(volume["uuid"]))
+    plain_vm = create_running_vm(client)
+    for value, listed in (("true", {stale_vm}), ("1", {stale_vm}),
+                          ("false", {fresh_vm, plain_vm}), ("0", {fresh_vm, plain_vm})):
+        answer = client.get("/vms", params={"stale_mounts": value})
+        assert {vm["uuid"] for vm in answer.json()} == listed, value
+        head = client.head("/vms", params={"stale_mounts": value})
+        assert head.headers["x-joyent-resource-count"] == str(len(listed)), value
+    assert len(client.get("/vms").json()) == 3
     bad = client.get("/vms", params={"stale_mounts": "maybe"})
     assert error_fields(assert_error(bad, 409, "ValidationFailed")) == {"stale_mounts": "Invalid"}
