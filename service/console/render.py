@@ -19,7 +19,12 @@ from projections.console_queries import StatesOverTime
 TEMPLATES = Path(__file__).parent / "templates"
 _ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
                    undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters["pretty"] = lambda value: json.dumps(value, indent=2, sort_keys=True)
+# JSON as the API answers it: characters as they are (not \u escapes), left to the
+# autoescape to make safe. Jinja's own tojson escapes < > & ' for a script, where a page
+# showed "\u003cb\u003e" for a tag the API returns as "<b>" (found by a console tester).
+_ENV.filters["pretty"] = lambda value: json.dumps(value, indent=2, sort_keys=True,
+                                                  ensure_ascii=False)
+_ENV.filters["json"] = lambda value: json.dumps(value, sort_keys=True, ensure_ascii=False)
 _ENV.filters["count"] = lambda value: f"{value:,}"
 _ENV.globals["STATES"] = STATE_ORDER
 

@@ -5,6 +5,7 @@ console.)"""
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -49,9 +50,29 @@ def test_the_diff_fragment_shows_a_first_tag_as_added(client: TestClient) -> Non
     assert re.findall(r'data-field="([^"]+)"', diff).count("tags.role") == 1
     assert 'data-field="tags"' not in diff
     row = re.search(r'data-field="tags.role">(.*?)</tr>', diff).group(1)
-    assert '<td class="before"><em>absent</em></td><td class="after">"web"</td>' in row, row
+    assert ('<td class="before"><em>absent</em></td><td class="after">"web"</td>'
+            in html.unescape(row)), row
     changed = len(re.findall(r"<tr data-field=", diff))
     assert f"{changed} field{'' if changed == 1 else 's'} changed" in diff
+
+
+def test_the_console_shows_values_as_the_api_answers_them(client: TestClient) -> None:
+    # found by a console tester: the diff showed "<b>" as "\u003cb\u003e" and the VM object
+    # "☃" as "\u2603", where the API answers both as they are
+    vm_uuid = create_running_vm(client)
+    tags = {"markup": "<b>bold</b> & 'q'", "snow": "☃ 😀"}
+    act_and_wait(client, vm_uuid, "update", json={"tags": tags})
+    version = get_vm(client, vm_uuid)["version"]
+    assert get_vm(client, vm_uuid)["tags"] == tags
+    diff = client.get(f"/console/fragments/vms/{vm_uuid}/diff",
+                      params={"from": 1, "to": version}).text
+    state = client.get(f"/console/fragments/vms/{vm_uuid}/state").text
+    page = client.get(f"/console/vms/{vm_uuid}").text
+    for html in (diff, state):
+        assert "&lt;b&gt;bold&lt;/b&gt; &amp; &#39;q&#39;" in html, html
+        assert "☃ 😀" in html and "\\u" not in html, html
+        assert "<b>" not in html
+    assert "\\u" not in page
 
 
 def test_a_vms_jobs_say_how_many_it_has_when_only_the_newest_are_listed(
