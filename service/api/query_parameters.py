@@ -5,6 +5,11 @@ type and a one-line description) and the names its parsing accepts (``parse``, a
 a parameter the route takes, nor declare one it refuses (docs/api.md, "OpenAPI schema";
 ``tests/api/test_openapi_parameters.py`` walks every route).
 
+The request headers a command reads (``If-Match``, ``Idempotency-Key``, ``x-context``) are
+declared the same way (``Param(..., where="header")``), and reading one a route does not
+declare raises (``check_declared_header``); those of every operation are added by
+service/api/openapi.py.
+
 A route declares ``openapi_extra=SPEC`` and parses with ``SPEC.parse(request)``; a route
 whose parameters depend on what is asked (the actions of ``POST /vms/{uuid}``) declares the
 union of its parts (``a | b``) and parses with the part the request needs. ``parse`` refuses
@@ -165,9 +170,10 @@ IDEMPOTENCY_KEY = Param("Idempotency-Key", "1 to 255 characters, scoped to the c
                         "another request with it is 422 IdempotencyKeyReused",
                         where="header")
 COMMAND_HEADERS = (IF_MATCH, IDEMPOTENCY_KEY)
-#: The VM commands' too: JSON (at most 4096 bytes) kept in their events' cause
-X_CONTEXT = Param("x-context", "JSON kept with the command's events (at most 4096 bytes; "
-                  "text that is not JSON is kept as {\"raw\": text})", where="header")
+#: The VM commands' too
+X_CONTEXT = Param("x-context", "JSON kept in the job's params.context (at most 4096 bytes; "
+                  "text that is not JSON is kept as {\"raw\": text}); a body's context "
+                  "that differs is ConflictingParameters", where="header")
 #: Every operation's (added to each by service/api/openapi.py)
 EVERY_OPERATION_HEADERS = (
     Param("Accept-Version", "the API version, a node-semver range: none or * is version 1 "
