@@ -16,10 +16,13 @@
 3. **Switch**, in one transaction: hold the live tracking row (PostgreSQL: ``FOR UPDATE``;
    SQLite: the database write lock), so no runner moves it; apply to the shadow whatever the
    live read model already has and the shadow has not (a switch never moves a read model
-   back, which read-your-writes relies on); drop the live tables; rename the shadow tables to
-   the live names; give their indexes the live names (PostgreSQL renames them; SQLite cannot
-   rename an index, so they are created again under the live names from the same DDL); move
-   the tracking row to the shadow's position and delete the shadow's.
+   back past an event, which read-your-writes relies on; a live position past every event
+   the log holds up to it, as an edit of ``projection_tracking`` leaves one past the head,
+   is discarded, and the shadow switched at the last event it applied, with a warning);
+   drop the live tables; rename the shadow tables to the live names; give their indexes the
+   live names (PostgreSQL renames them; SQLite cannot rename an index, so they are created
+   again under the live names from the same DDL); move the tracking row to the shadow's
+   position and delete the shadow's.
 
 Readers never see a half-built table: before the commit they read the old tables, after it
 the new ones. A live runner that read its position before the switch fails its
@@ -70,6 +73,8 @@ class Runner(Protocol):
     def position_in(self, tx: Tx, name: str) -> int: ...
 
     def decode(self, notifications: Sequence[Notification]) -> list[tuple[int, Any]]: ...
+
+    def head(self) -> int: ...
 
 
 def rebuild_beside(runner: Runner, lives: Sequence[ReadModel],
@@ -166,7 +171,12 @@ def make_deferred_indexes(db: Database, deferred: Sequence[str]) -> None:
 
 def switch(runner: Runner, live: ReadModel, shadow: ReadModel) -> int:
     """Put the shadow tables in the live ones' place and move the tracking row, in one
-    transaction; return how many events the shadow still needed to apply first."""
+    transaction; return how many events the shadow still needed to apply first.
+
+    The shadow first applies the log's events up to the live position. When the log holds
+    none up to it (a position past the log's head, ``projections.past_head``), the shadow
+    is switched at the last event it applied, with a warning (``_discarded``): the rebuild
+    is the documented fix for such a read model (docs/operations.md, ``tracking``)."""
     db = runner.db
     applied = 0
     with db.transaction() as tx:
@@ -175,11 +185,13 @@ def switch(runner: Runner, live: ReadModel, shadow: ReadModel) -> int:
         while position < live_position:
             notifications = runner.source.select_notifications(
                 position, runner.batch_size, stop=live_position, inclusive_of_start=False)
-            if not notifications:  # pragma: no cover - the live read model applied them
-                raise LookupError(f"{live.name}: the log has no events after {position}")
+            if not notifications:
+                break  # the log holds nothing more up to the live position
             shadow.apply(tx, runner.decode(notifications))
             position = notifications[-1].id
             applied += len(notifications)
+        if position < live_position:
+            _discarded(live.name, live_position, position, runner.head())
         for table in live.real_tables():
             tx.execute(f"DROP TABLE IF EXISTS {table}")
         for table in live.tables:
@@ -189,6 +201,23 @@ def switch(runner: Runner, live: ReadModel, shadow: ReadModel) -> int:
                    (position, live.name))
         tx.execute("DELETE FROM projection_tracking WHERE name = ?", (shadow.name,))
     return applied
+
+
+def _discarded(name: str, live_position: int, position: int, head: int) -> None:
+    """Log that read model ``name``'s live position, past every event the log holds up to
+    it, is given up for the shadow's ``position`` (the last of those events).
+
+    Only an edit of ``projection_tracking``, a log restored older than the read models, or
+    events deleted behind the service's back put a live position there (the runner only ever
+    moves one to an event it applied). The shadow holds every event of the log up to it, so
+    its position is the right one: the runner goes on from there and skips nothing; the live
+    one, kept, would skip for good the events appended up to it (``projections.past_head``),
+    and catching up to it ended the switch in ``LookupError`` (tester, bug 1)."""
+    where = (f"past the log's head {head}" if live_position > head
+             else f"but the log holds no event after {position} up to it")
+    log.warning("read model %s was at position %s, %s: switched at position %s, the last event "
+                "the log holds up to it; the position it was at is discarded",
+                name, live_position, where, position)
 
 
 def _hold(tx: Tx, name: str) -> int:
