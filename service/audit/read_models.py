@@ -9,7 +9,15 @@ passed as "held").
 An event a fold cannot apply (undecodable, a gap, a transition its state refuses) is one
 ``fold`` finding naming its stream and version; that stream's later events and the rows
 that name it are left out of the comparison, and every other stream is compared as usual
-(tester B, B5: one bad stream had every row of its read model reported).
+(tester B, B5: one bad stream had every row of its read model reported). The rows are left
+out of every read model, not only of those whose fold failed: a read model that does not
+fold the VM (``analytics`` keeps a row per VM from its ``Created`` on) can take a damaged
+stream without failing, and its rows naming it were compared, "absent from a fresh fold",
+beside the finding that said they were left out (tester, bug 2). Each read model is folded
+on its own, up to its own failure, and the finding names the earliest version any failed
+at (``_merge``), whatever order the read models come in; a read model's differences are
+kept with the streams its rows name (``_compared``), and those naming a stream that a later
+read model's fold found damaged are dropped once every fold is done.
 
 Rows are keyed by their table's primary key, the same columns on both sides (B4: a key
 width chosen per side from the data made one difference name every VM).
@@ -23,7 +31,7 @@ from typing import Any
 from uuid import UUID
 
 from service.audit.verify import (
-    BATCH, Difference, comparable, compare, notifications, scratch_directory,
+    BATCH, Difference, comparable, compare_row, notifications, scratch_directory,
 )
 
 Rows = dict[str, dict[str, Any]]
@@ -37,8 +45,10 @@ def verify_read_models(services: Any, progress: Callable[[int], None] | None = N
     folded states the runner folds the next event onto, decoded: ``comparable``), and one
     ``fold`` difference for each stream a fresh fold could not apply, and a ``tracking`` one
     for each read model whose position is past the log's head, or behind its rows (in place
-    of its rows' differences: ``_behind_its_rows``). ``notes`` gets a line for each read
-    model behind the log's head (its rows were compared where it stands)."""
+    of its rows' differences: ``_behind_its_rows``). The rows naming a stream any read
+    model's fresh fold could not apply are left out of every read model's comparison: that
+    stream's ``fold`` difference stands for them. ``notes`` gets a line for each read model
+    behind the log's head (its rows were compared where it stands)."""
     from eventsourcing.sqlite import SQLiteDatastore
 
     from projections.db import Database
@@ -47,7 +57,8 @@ def verify_read_models(services: Any, progress: Callable[[int], None] | None = N
     directory = scratch_directory()
     datastore = SQLiteDatastore(str(directory / "fresh.db"))
     broken: Broken = {}
-    differences: list[Difference] = []
+    # each difference found, with the streams its rows name (none for a ``tracking`` one)
+    differences: list[tuple[Difference, frozenset[str]]] = []
     transcoder = services.app.mapper.transcoder
     try:
         scratch = Database(datastore)
@@ -58,39 +69,71 @@ def verify_read_models(services: Any, progress: Callable[[int], None] | None = N
             # appended up to that position)
             log_head = services.app.recorder.max_notification_id() or 0
             if stop > log_head:
-                differences.append(past_head(fresh.name, stop, log_head))
+                differences.append((past_head(fresh.name, stop, log_head), frozenset()))
             with scratch.transaction() as tx:
                 for statement in fresh.create_statements(scratch):
                     tx.execute(statement)
                 keys = {table: primary_key(tx, table) for table in fresh.tables}
             mine: Broken = {}
             _fold(services.app, fresh, scratch, mine, progress, after=0, stop=stop)
-            live_rows = {table: _keyed(live[table], keys[table], mine, transcoder)
+            # left out already: the streams this fold and the ones before it found damaged
+            left_out = {**broken, **mine}
+            live_rows = {table: _keyed(live[table], keys[table], left_out, transcoder)
                          for table in fresh.tables}
-            at_stop = _scratch_rows(scratch, fresh, keys, mine, transcoder)
-            found = [d for table in fresh.tables
-                     for d in compare(table, live_rows[table], at_stop[table])]
+            at_stop = _scratch_rows(scratch, fresh, keys, left_out, transcoder)
+            found = [named for table in fresh.tables
+                     for named in _compared(table, live_rows[table], at_stop[table])]
             ahead = _ahead(live_rows, at_stop, stop)
             head = _fold(services.app, fresh, scratch, mine, progress, after=stop, stop=None)
-            behind = _behind_its_rows(fresh.name, stop, ahead, found, _scratch_rows(
-                scratch, fresh, keys, mine, transcoder)) if ahead else None
-            differences += [behind] if behind else found
+            behind = _behind_its_rows(fresh.name, stop, ahead, [d for d, _ in found],
+                                      _scratch_rows(scratch, fresh, keys, {**broken, **mine},
+                                                    transcoder)) if ahead else None
+            differences += [(behind, frozenset())] if behind else found
             if notes is not None and head > stop:
                 notes.append(f"{fresh.name} is at log position {stop}, behind the head "
                              f"({head}): its rows were compared at {stop}, the events after "
                              "it only folded")
             for stream, (version, _, error) in mine.items():
-                first = broken.setdefault(stream, (version, [], error))
-                first[1].append(fresh.name)
-        differences += [Difference(f"stream {stream}", version, "fold",
-                                   f"a fresh fold of {', '.join(models)} failed: {error}")
-                        for stream, (version, models, error) in broken.items()]
-        return differences
+                _merge(broken, stream, version, fresh.name, error)
+        damaged = {str(stream) for stream in broken}
+        return [difference for difference, names in differences if not names & damaged] + [
+            Difference(f"stream {stream}", version, "fold",
+                       f"a fresh fold of {', '.join(models)} failed: {error}")
+            for stream, (version, models, error) in broken.items()]
     finally:
         datastore.close()
         for path in directory.iterdir():
             path.unlink()
         directory.rmdir()
+
+
+def _merge(broken: Broken, stream: UUID, version: int, name: str, error: str) -> None:
+    """Add read model ``name``'s fold failure of ``stream`` at ``version`` to ``broken``:
+    the finding names every read model that failed, and the earliest version any failed at
+    with its error (the read models are folded in whatever order they are served)."""
+    first, names, said = broken.get(stream, (version, [], error))
+    if version < first:
+        first, said = version, error
+    broken[stream] = (first, [*names, name], said)
+
+
+def _compared(table: str, live: Rows, fresh: Rows
+              ) -> list[tuple[Difference, frozenset[str]]]:
+    """``compare``'s differences of ``table``'s ``live`` and ``fresh`` rows, each with the
+    values its two rows hold, as text (``_names``): the streams a read model's row names
+    are among its values, whatever its columns."""
+    found = []
+    for key in sorted(set(live) | set(fresh)):
+        have, want = live.get(key), fresh.get(key)
+        difference = compare_row(table, key, have, want)
+        if difference is not None:
+            found.append((difference, _names(have) | _names(want)))
+    return found
+
+
+def _names(row: dict[str, Any] | None) -> frozenset[str]:
+    """The values of ``row`` (``comparable``) as text: the streams it names among them."""
+    return frozenset(str(value) for value in (row or {}).values())
 
 
 def past_head(name: str, position: int, head: int) -> Difference:
@@ -248,7 +291,7 @@ def _keyed(rows: list[dict[str, Any]], key: list[str], broken: Broken, transcode
     keyed = {}
     for row in rows:
         plain = comparable(row, transcoder)
-        if left_out and left_out & {str(v) for v in plain.values()}:
+        if left_out and left_out & _names(plain):
             continue
         keyed["/".join(str(row[c]) for c in key)] = plain
     return keyed

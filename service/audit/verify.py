@@ -134,19 +134,25 @@ def compare(table: str, live: dict[str, dict[str, Any]], fresh: dict[str, dict[s
     Values are compared with ``==``, unlike snapshots' fields (service/audit/snapshots.py):
     the read models' columns are TEXT (JSON kept as text) or integers, whose column type fixes
     what a stored value is on both backends, so no edit changes only a value's type."""
-    differences = []
-    for key in sorted(set(live) | set(fresh)):
-        have, want = live.get(key), fresh.get(key)
-        version = (want or have or {}).get("version")
-        where = f"{table} row {key}"
-        if have is None:
-            differences.append(Difference(where, version, "read model", "missing from the "
-                                          "read model, present in a fresh fold"))
-        elif want is None:
-            differences.append(Difference(where, version, "read model", "present in the read "
-                                          "model, absent from a fresh fold"))
-        elif have != (want := _as_older(have, want)):
-            columns = sorted(c for c in set(have) | set(want) if have.get(c) != want.get(c))
-            differences.append(Difference(where, version, "read model",
-                                          f"differs from a fresh fold in {', '.join(columns)}"))
-    return differences
+    found = (compare_row(table, key, live.get(key), fresh.get(key))
+             for key in sorted(set(live) | set(fresh)))
+    return [difference for difference in found if difference is not None]
+
+
+def compare_row(table: str, key: str, have: dict[str, Any] | None,
+                want: dict[str, Any] | None) -> Difference | None:
+    """The difference between the live row ``have`` and the fresh fold's ``want`` of a
+    read-model table's row ``key`` (either None when absent; ``compare``), or None."""
+    version = (want or have or {}).get("version")
+    where = f"{table} row {key}"
+    if have is None:
+        return Difference(where, version, "read model",
+                          "missing from the read model, present in a fresh fold")
+    if want is None:
+        return Difference(where, version, "read model",
+                          "present in the read model, absent from a fresh fold")
+    if have != (want := _as_older(have, want)):
+        columns = sorted(c for c in set(have) | set(want) if have.get(c) != want.get(c))
+        return Difference(where, version, "read model",
+                          f"differs from a fresh fold in {', '.join(columns)}")
+    return None
