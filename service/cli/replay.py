@@ -31,6 +31,8 @@ def _print(summary: Summary, console: Console) -> None:
             table.add_row(f"  {prefix}{name}", f"{count:,}")
     table.add_row("wall time (replay)", f"{summary.wall_time_s:.1f} s")
     table.add_row("read models caught up in", f"{summary.catch_up_s:.1f} s after it")
+    table.add_row("  positions behind when it ended", f"{summary.behind_at_end:,} "
+                  "(summed over the read models)")
     if summary.applied_beside:
         table.add_row("  events applied during the replay", f"{summary.applied_beside:,}")
     console.print(table)

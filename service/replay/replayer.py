@@ -55,6 +55,7 @@ class Summary:
     wall_time_s: float = 0.0
     catch_up_s: float = 0.0  # from the replay's end to every read model at the head
     applied_beside: int = 0  # events applied to read models during the replay, summed
+    behind_at_end: int = 0  # log positions the read models lacked at the replay's end, summed
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as plain JSON-able data (``--json``)."""
@@ -65,7 +66,7 @@ class Summary:
             "vms_created": self.vms_created,
             "final_states": dict(sorted(self.final_states.items())),
             "wall_time_s": round(self.wall_time_s, 1), "catch_up_s": round(self.catch_up_s, 1),
-            "applied_beside": self.applied_beside,
+            "applied_beside": self.applied_beside, "behind_at_end": self.behind_at_end,
         }
 
 

@@ -107,10 +107,13 @@ def catch_up(services: Services, summary: Summary, progress: Progress | None = N
     started = time.perf_counter()
     runner = services.projections
     gained = None
+    head, before = runner.head(), runner.positions()
+    # what the catch-up's time says: how far the follower was left behind (it shares the
+    # cores with the replay), not only what the read models cost (docs/replay.md)
+    summary.behind_at_end = sum(max(0, head - p) for p in before.values())
     if progress is not None:
         # Counted in positions gained, summed over the read models: the runner's callback
         # counts log events per batch, and one batch may serve several read models.
-        head, before = runner.head(), runner.positions()
         task = progress.add_task("read models (positions, summed)",
                                  total=sum(head - p for p in before.values()))
 

@@ -21,7 +21,7 @@ from service.container import Services
 from service.audit.history import vm_history
 from domain.errors import DomainError
 from service.replay.follow import Follower
-from service.replay.run import Replayer, Summary, replay, replay_and_catch_up
+from service.replay.run import Replayer, Summary, catch_up, replay, replay_and_catch_up
 from domain.vm import Vm
 from service.replay.commands import ReplayAppendFailedError, ReplayCommands
 from service.replay.trace import server_uuid, vm_uuid
@@ -236,6 +236,20 @@ def test_replay_refuses_a_database_that_already_has_events(services, tmp_path):
     replay(services, trace)
     with pytest.raises(ValueError, match="already has VMs"):
         replay(services, trace)
+
+
+def test_the_summary_says_how_far_behind_the_read_models_were_when_the_replay_ended(
+        services, tmp_path):
+    # a slow catch-up was read as costlier read models where the follower had been starved
+    # of a core (docs/replay.md): the summary now says how far behind they were left
+    trace = write_trace(tmp_path / "t.csv", [row(SUBMIT), row(SCHEDULE, machine="1")])
+    summary = replay(services, trace)  # no follower: every read model at its start
+    runner = services.projections
+    behind = sum(runner.head() - position for position in runner.positions().values())
+    assert behind > 0
+    catch_up(services, summary)
+    assert summary.behind_at_end == behind == summary.as_dict()["behind_at_end"]
+    assert set(runner.positions().values()) == {runner.head()}
 
 
 def test_a_refused_replay_starts_no_follower(services, tmp_path, monkeypatch):
