@@ -23,7 +23,7 @@ from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
 from service.commands.application import Commands
 from service.jobs.compute.driver import (
-    ComputeDriver, ComputeError, Fence, Incarnation, UnknownServerError,
+    ComputeDriver, ComputeError, Fence, Incarnation, OutcomeUnknownError, UnknownServerError,
 )
 from service.db_retry import retry_transient
 from service.jobs.fencing import FencedDriver
@@ -44,6 +44,19 @@ def utcnow() -> datetime:
 
 class StepFailedError(Exception):
     """A job step failed; the job ends failed with this message."""
+
+    # whether the node may have done the step's work all the same (OutcomeUnknownError)
+    outcome_unknown = False
+
+
+class OutcomeUnknownStepError(StepFailedError):
+    """Every attempt of a step failed, and one of them may have done its work on the node
+    (its answer was lost: ``OutcomeUnknownError``), or the job follows an attempt that waited
+    to ask the node what such a step did. The job asks the node before it records the step
+    as not done (service/jobs/lost_answers.py ``settle_unknown``; docs/jobs.md, "An answer
+    lost on the last attempt")."""
+
+    outcome_unknown = True
 
 
 class PreconditionFailedError(StepFailedError):
@@ -98,6 +111,10 @@ class JobRun:
         # When the lease was last known held (claimed or renewed), on the monotonic clock:
         # transient database errors are retried until a third of a lease before it ends.
         self._held_since = time.monotonic()
+        # Whether a step's work may have been done though no attempt got its answer: so when
+        # an earlier attempt of the job ended waiting to ask the node what its step did
+        # (lost_answers.settle_unknown), until the node answers.
+        self.outcome_unknown = bool(job.get("after_a_wait")) and job["name"] != "provision"
         self.fence = Fence(self.job_uuid, vm.version)
         self._driver = PatientDriver(FencedDriver(context.driver, self.fence), self.retry_until)
 
@@ -182,9 +199,12 @@ class JobRun:
         job's step, which is right in any state: service/jobs/fence_job.py).
 
         Raises ``StepFailedError`` when every attempt failed (``PreconditionFailedError`` when
-        the VM changed under the job, before anything was run), and ``JobNotRunnableError`` if
-        the job was taken from this worker.
+        the VM changed under the job, before anything was run; ``OutcomeUnknownStepError``
+        when one of them may have done the work, its answer lost, or the run follows a wait
+        to ask the node: ``outcome_unknown``), and ``JobNotRunnableError`` if the job was
+        taken from this worker.
         """
+        unknown = self.outcome_unknown
         for attempt in range(1, self.context.step_attempts + 1):
             if not whatever_the_state:
                 self._check_preconditions(name)
@@ -194,10 +214,12 @@ class JobRun:
             except ComputeError as failure:
                 error = str(failure) or type(failure).__name__
                 self.record_step(name, result=None, error=error, started=started)
+                unknown = unknown or isinstance(failure, OutcomeUnknownError)
                 # a server the driver does not have stays unknown: asking again cannot help
                 if attempt == self.context.step_attempts \
                         or isinstance(failure, UnknownServerError):
-                    raise StepFailedError(error) from failure
+                    failed = OutcomeUnknownStepError if unknown else StepFailedError
+                    raise failed(error) from failure
                 continue
             if isinstance(result, Incarnation):
                 self.record_step(name, result=result.as_result(), started=started,

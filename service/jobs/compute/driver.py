@@ -71,6 +71,16 @@ class ComputeError(Exception):
     """A compute node could not do what was asked (the job records the message)."""
 
 
+class OutcomeUnknownError(ComputeError):
+    """The call may have done its work: the node took it, and its answer was lost (a
+    timeout after the request was sent, a connection cut while it ran). Any other
+    ``ComputeError`` says the node did nothing. A driver raises it only once the call can no
+    longer take effect (the node finished or dropped it), so a later call of the same job
+    on that VM there is ordered after it. A job whose step failed so asks the node what it
+    did before it records anything as not done (docs/jobs.md, "An answer lost on the last
+    attempt")."""
+
+
 class UnknownServerError(ComputeError):
     """The driver has no such server: it cannot reach it, so asking again cannot help (a
     server registered in the log that the compute fleet does not have, docs/jobs.md)."""

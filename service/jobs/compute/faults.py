@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Literal, get_args
 
 from projections.db import Database
-from service.jobs.compute.driver import ComputeError
+from service.jobs.compute.driver import ComputeError, OutcomeUnknownError
 
 Operation = Literal["ensure_registered", "ensure_state", "unregister", "inventory",
                     "reconfigure"]
@@ -129,4 +129,5 @@ class Faults:
         if delay:
             time.sleep(delay)
         if self._take(operation, "lose_response"):
-            raise ComputeError(f"{operation} timed out (its response was lost after the work)")
+            raise OutcomeUnknownError(
+                f"{operation} timed out (its response was lost after the work)")
