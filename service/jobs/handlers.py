@@ -13,7 +13,7 @@ from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
 from domain.vm import Vm
 from service.commands.agents import record_happening
-from service.jobs import copies, effects, fence_job, takeovers
+from service.jobs import copies, effects, fence_job, lost_answers, takeovers
 from service.jobs.compute.driver import ComputeError
 from service.jobs.placing import (
     claim_a_server, place_and_register, placed_by_an_earlier_attempt,
@@ -27,6 +27,8 @@ def run(job: JobRun) -> None:
     try:
         handler(job)
     except StepFailedError as failure:
+        if lost_answers.settle_unknown(job, failure):
+            return  # its step's work may have been done: ended as the node says, or waiting
         error = str(failure)
         # a server recorded removed is trusted to be gone: no copy a provision left is there
         gone = ({server for server in job.vm.copy_servers if copies.is_removed(job, server)}
@@ -78,7 +80,11 @@ def provision(job: JobRun) -> None:
     try:
         server_uuid = place_and_register(job, pinned)
         run = effects.boot(job, server_uuid)
-    except StepFailedError:
+    except StepFailedError as failure:
+        if failure.outcome_unknown:  # the node may have made the copy, or booted it: asked
+            job.outcome_unknown = False
+            takeovers.reconcile_provision(job, vm_uuid, giving_up=str(failure))
+            return
         # Leave nothing half-made where a copy may be (the server it holds a claim on, if
         # any); the failure itself is what gets recorded, and whether the copy is known gone
         # decides whether the failure gives back the VM's NICs (run, above).
@@ -238,9 +244,9 @@ def destroy(job: JobRun) -> None:
     except StepFailedError as failure:
         if not vm.nic_list:
             raise
-        raise StepFailedError(f"{failure}; the VM is not destroyed and keeps its NICs and "
-                              "their addresses, as a copy there may be configured with "
-                              "them") from None
+        raise type(failure)(f"{failure}; the VM is not destroyed and keeps its NICs and "
+                            "their addresses, as a copy there may be configured with "
+                            "them") from None
     job.succeed(lambda v: v.record_destroyed(cause=job.cause))
 
 

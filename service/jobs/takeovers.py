@@ -35,9 +35,11 @@ def give_up(job: JobRun) -> None:
     if job.vm.state == VmState.PROVISIONING:
         reconcile_provision(job, str(job.vm.id), giving_up=error)
         return
-    if name in (JobName.START, JobName.REBOOT) and _adopt_effect(job):
+    # after an attempt that waited to ask the node what a lost answer did, it is asked again
+    wait = job.outcome_unknown
+    if name in (JobName.START, JobName.REBOOT) and adopt_effect(job, wait=wait):
         return
-    if name is JobName.STOP and _adopt_stop(job):
+    if name is JobName.STOP and adopt_stop(job, wait=wait):
         return
     job.fail(error)
 
@@ -51,18 +53,29 @@ def _give_up_nics(job: JobRun, error: str) -> None:
     gone (``fence_job._raise_on``); one not removed that could not be fenced leaves the VM
     its NICs: the job fails naming why, and the NICs and addresses stay the VM's, as the
     node may have them."""
+    if drop_added_nics(job, error):
+        job.fail(error, lambda vm: vm.give_back_added_nics(job.job, cause=job.cause) and None)
+
+
+def drop_added_nics(job: JobRun, error: str) -> bool:
+    """Raise the job's fence on every server a copy may be on and have the copy drop the
+    ``add_nics`` job's NICs there (``fence_job.fence_everywhere``): True once every server
+    did or cannot have them. Otherwise the job fails here, keeping the NICs and their
+    addresses, as a node may have them (False)."""
     macs = [nic["mac"] for nic in job.params.get("args", {}).get("nics", [])]
     try:
         fence_job.fence_everywhere(job, job.vm.copy_servers, macs)
     except StepFailedError as failure:
         job.fail(f"{error}; its NICs are kept, as a node may have them: {failure}")
-        return
-    job.fail(error, lambda vm: vm.give_back_added_nics(job.job, cause=job.cause) and None)
+        return False
+    return True
 
 
-def _adopt_stop(job: JobRun) -> bool:
+def adopt_stop(job: JobRun, *, wait: bool = False) -> bool:
     """If the host reports the VM not running (the lost workers' stop ran, or it is gone by
-    the stop's own rule), record it stopped and end the job well; False if it still runs."""
+    the stop's own rule), record it stopped and end the job well; False if it still runs.
+    A server that cannot be asked: False, or with ``wait`` the job left waiting for it
+    (``_wait_for``, True)."""
     vm = job.vm
     if verdict(VmState(vm.state), Action.STOP, has_server=vm.has_server) is not Verdict.ALLOWED:
         return False  # the rules table: only a stop its handler would carry out is adopted
@@ -70,10 +83,10 @@ def _adopt_stop(job: JobRun) -> bool:
     try:
         run = job.driver.observe(server_uuid, str(vm.id))
     except ComputeError:
-        return False
+        return wait and _wait_for(job, [server_uuid], _UNKNOWN_EFFECT)
     # the answer's sequence number, recorded with it: a report the node took before the
     # stop landed is then older than the log, and cannot start the VM again
-    job.record_step("reconcile", result=_reported(server_uuid, run, job), observed=run)
+    job.record_step("reconcile", result=reported(server_uuid, run, job), observed=run)
     if run is not None and run.state == "running":
         return False
     if run is None and vm.state == VmState.RUNNING \
@@ -83,9 +96,10 @@ def _adopt_stop(job: JobRun) -> bool:
     return True
 
 
-def _adopt_effect(job: JobRun) -> bool:
+def adopt_effect(job: JobRun, *, wait: bool = False) -> bool:
     """If the VM's server reports a run this job began, record the boot it was (and what its
-    guest did since) and end the job well; False if the host has no such run."""
+    guest did since) and end the job well; False if the host has no such run. A server that
+    cannot be asked: False, or with ``wait`` the job left waiting for it (True)."""
     vm = job.vm
     server_uuid = (vm.claim or {}).get("server_uuid") or vm.server_uuid
     if server_uuid is None:
@@ -93,8 +107,8 @@ def _adopt_effect(job: JobRun) -> bool:
     try:
         run = job.driver.observe(server_uuid, str(vm.id))
     except ComputeError:
-        return False
-    job.record_step("reconcile", result=_reported(server_uuid, run, job), observed=run)
+        return wait and _wait_for(job, [server_uuid], _UNKNOWN_EFFECT)
+    job.record_step("reconcile", result=reported(server_uuid, run, job), observed=run)
     if run is None or run.begun_by != job.job_uuid:
         return False
     if JobName(job.job["name"]) is JobName.REBOOT:
@@ -105,7 +119,7 @@ def _adopt_effect(job: JobRun) -> bool:
     return True
 
 
-def _reported(server_uuid: str, run: Incarnation | None, job: JobRun) -> dict[str, object]:
+def reported(server_uuid: str, run: Incarnation | None, job: JobRun) -> dict[str, object]:
     """The ``reconcile`` step's result: what the host reports, and whether this job began
     the run it reports."""
     if run is None:
@@ -142,7 +156,7 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
             error, cause=job.cause, copy_may_be_on=look.unanswered))
         return
     server_uuid, run = look.found
-    job.record_step("reconcile", result=_reported(server_uuid, run, job), observed=run)
+    job.record_step("reconcile", result=reported(server_uuid, run, job), observed=run)
     if run.begun_by != job.job_uuid and run.state != "running":
         if giving_up is not None:
             left = _remove_everywhere(job, vm_uuid)
@@ -222,23 +236,33 @@ def _fenced(job: JobRun, server_uuid: str, vm_uuid: str) -> bool:
     return True
 
 
-def _wait_for(job: JobRun, unfenced: list[str]) -> None:
-    """Leave the provision undecided: recorded as a ``reconcile`` step naming the servers
-    that could not be asked, the job still running under this worker's lease, which is not
+_UNKNOWN_PROVISION = ("a copy may be there: the provision is decided once every such server "
+                      "answers")
+_UNKNOWN_EFFECT = ("its step's answer was lost, and what it did there is decided once the "
+                   "server answers")
+
+
+def _wait_for(job: JobRun, unfenced: list[str], why: str = _UNKNOWN_PROVISION) -> bool:
+    """Leave the provision (or a step whose answer was lost, ``why`` saying so:
+    ``lost_answers.settle_unknown``) undecided: recorded as a ``reconcile`` step naming the
+    servers that could not be asked, the job still running under this worker's lease, which is not
     renewed; its result ``{"waiting_for": [...]}`` marks the attempt as one that waited
     (``ActiveJob.waits``). Once the lease expires, another worker takes the job again
     (attempt + 1, a newer fence) and asks again; that re-take is no lost worker's: it is
     not counted in ``vmledger_job_lease_takeovers_total`` nor logged as taken over, and an
     attempt that waited does not count towards ``max_attempts`` (the worker's
     ``_claim_and_run``); attempts spent by lost workers, the giving up asks the same way
-    (``give_up``)."""
-    error = (f"server {', '.join(unfenced)} could not be asked, and a copy may be there: "
-             "the provision is decided once every such server answers (taken over again "
+    (``give_up``). The job holds the ticket meanwhile, so no agent's report changes the
+    VM; the next claim of a job other than a provision runs its handler again, each step
+    counting as one whose answer may have been lost (``JobRun.outcome_unknown``). Returns
+    True (the job is ended here: left waiting)."""
+    error = (f"server {', '.join(unfenced)} could not be asked, and {why} (taken over again "
              "when this lease expires)")
     job.record_step("reconcile", result={"waiting_for": unfenced}, error=error)
     job.outcome = "waiting"
     log.info("job %s waits for %s to answer", job.job["name"], ", ".join(unfenced),
              extra={"job_name": job.job["name"], "attempt": job.attempt})
+    return True
 
 
 def _remove_everywhere(job: JobRun, vm_uuid: str) -> list[str]:
