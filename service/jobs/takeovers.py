@@ -165,7 +165,11 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
             return
         try:  # created but never booted: finish the provision, or leave nothing half-made
             run = effects.boot(job, server_uuid)
-        except StepFailedError:
+        except StepFailedError as failure:
+            if failure.outcome_unknown:  # the boot may have run: asked as with none left (L8)
+                job.outcome_unknown = False
+                reconcile_provision(job, vm_uuid, giving_up=str(failure))
+                return
             job.copies_left = _remove_everywhere(job, vm_uuid)  # handlers.run records it
             raise
     job.succeed(effects.booted(job, run,

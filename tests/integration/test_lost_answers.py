@@ -15,7 +15,7 @@ from domain.states import Action
 from service.jobs.compute.driver import OutcomeUnknownError
 from service.jobs.compute.simulated import simulated_server_uuid
 from tests.builders import act, create, event_names, job, settle
-from tests.integration.test_job_faults import rescuer
+from tests.integration.test_job_faults import WorkerDied, dies_once, rescuer
 from tests.integration.test_reconfigure_faults import (
     change, claims, copy_macs, running_vm_with_a_network,
 )
@@ -259,3 +259,18 @@ def test_a_stop_whose_answer_was_lost_before_the_node_stopped_it_fails_as_the_no
     assert "NodeObserved" in event_names(services, vm_uuid)
     assert services.commands.load(vm_uuid).state == "running"
     assert apply(services, taken(services)) == {}
+
+
+def test_a_provision_taken_over_whose_boot_answer_was_lost_is_provisioned_with_one_boot(
+        services, monkeypatch):
+    accepted = create(services)
+    dies_once(monkeypatch, services.fleet, "ensure_state")  # registered, never booted
+    with pytest.raises(WorkerDied):
+        services.worker.run_vm(accepted.vm_uuid)
+    services.fleet.faults.inject("ensure_state", "lose_response", services.worker.step_attempts)
+    assert rescuer(services).run_vm(accepted.vm_uuid)
+
+    done = job(services, accepted.job_uuid)
+    assert done["execution"] == "succeeded", done
+    assert services.commands.load(accepted.vm_uuid).state == "running"
+    assert services.fleet.boots(accepted.vm_uuid) == 1
