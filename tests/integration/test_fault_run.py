@@ -1,7 +1,8 @@
 """The fault run (issue #13; docs/jobs.md, "The fault run"): real processes on PostgreSQL,
 three ``vmledger work`` under load with a slow simulated driver; 20 ``kill -9`` of a worker at
 random moments, then 20 right after each kind of compute effect (provision, start, stop,
-reboot) ran on the host and before its worker recorded it. Then: no VM stuck past lease +
+reboot) ran on the host and before its worker recorded it, then answers lost after the work
+(``lose_response``), as many in a row as a step has attempts, ten times. Then: no VM stuck past lease +
 poll (from the log: how late each takeover came after the lease it took over ran out), no VM
 booted or rebooted twice (the host's boot count of every VM equals the boots the log
 records), no job lost (every acknowledged job ended), and the log agrees with the host. Last,
@@ -34,6 +35,11 @@ KILLS = 20
 EFFECTS = ("provision", "start", "stop", "reboot")
 SLOW_ANSWER_S = 0.6  # after each ensure_state's work: the window to kill in
 PHASE_TIMEOUT_S = 120.0
+# Then answers lost after the work (docs/jobs.md, "An answer lost on the last attempt"): this
+# many rounds of as many lost answers as a step has attempts (the deployment's default), taken
+# by whichever steps run, so some steps lose every one: the log must still agree with the host.
+LOST_ROUNDS = 10
+STEP_ATTEMPTS = 3
 # A takeover comes when a worker next looks (poll) once the lease ran out; a worker busy with
 # a job finishes that first (a job here: a few slow operations, each answered SLOW_ANSWER_S
 # after its work, under 3 s). Seen: 2.9 s on a quiet machine, 7.9 s on one shared by seven
@@ -171,6 +177,9 @@ def test_kill_9_at_random_and_right_after_each_effect_loses_nothing_and_repeats_
                     kills[kind] += 1
             load.creating = False
             fleet.faults.set_latency_after(0.0, "ensure_state")
+            for _ in range(LOST_ROUNDS):  # answers lost after the work, every attempt of some
+                fleet.faults.inject("ensure_state", "lose_response", STEP_ATTEMPTS)
+                system.wait(lambda: not fleet.faults.pending(), "the lost answers", timeout=60)
         all_vms = load.vms + load.created
 
         def quiet() -> bool:
@@ -190,7 +199,8 @@ def test_kill_9_at_random_and_right_after_each_effect_loses_nothing_and_repeats_
             host = [str(c["state"]) for c in fleet.copies(vm_uuid)]
             if fleet.running_copies(vm_uuid) > 1 or (state == "running") != (host == ["running"]):
                 disagree.append((vm_uuid, state, host))
-    print(f"fault run: {sum(kills.values())} kill -9 ({kills}) over {len(all_vms)} VMs and "
+    print(f"fault run: {sum(kills.values())} kill -9 ({kills}) and "
+          f"{LOST_ROUNDS * STEP_ATTEMPTS} lost answers over {len(all_vms)} VMs and "
           f"{len(load.jobs)} jobs ({outcomes.count('succeeded')} succeeded, "
           f"{outcomes.count('failed')} failed) in {time.monotonic() - began:.0f} s; "
           f"{len(late)} takeovers, the latest {max(late, default=0):.2f} s after its lease "
