@@ -96,7 +96,8 @@ def _adopt_destroy(job: JobRun) -> bool:
             run = job.driver.observe(server_uuid, vm_uuid)
         except ComputeError:
             return False
-        job.record_step("reconcile", result=takeovers.reported(server_uuid, run, job), observed=run)
+        job.record_step("reconcile", result=takeovers.reported(server_uuid, run, job),
+                        observed=run)
         if run is not None:
             return False
     job.succeed(lambda v: v.record_destroyed(cause=job.cause))

@@ -111,8 +111,8 @@ class JobRun:
         # When the lease was last known held (claimed or renewed), on the monotonic clock:
         # transient database errors are retried until a third of a lease before it ends.
         self._held_since = time.monotonic()
-        # Whether a step's work may have been done though no attempt got its answer: so when
-        # an earlier attempt of the job ended waiting to ask the node what its step did
+        # Whether the node may have done a step's work that no answer told of before this
+        # run: so after an attempt that ended waiting to ask the node what its step did
         # (lost_answers.settle_unknown), until the node answers.
         self.outcome_unknown = bool(job.get("after_a_wait")) and job["name"] != "provision"
         self.fence = Fence(self.job_uuid, vm.version)
