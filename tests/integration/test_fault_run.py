@@ -2,9 +2,9 @@
 three ``vmledger work`` under load with a slow simulated driver; 20 ``kill -9`` of a worker at
 random moments, then 20 right after each kind of compute effect (provision, start, stop,
 reboot) ran on the host and before its worker recorded it, then answers lost after the work
-(``lose_response``), as many in a row as a step has attempts, ten times. Then: no VM stuck past lease +
-poll (from the log: how late each takeover came after the lease it took over ran out), no VM
-booted or rebooted twice (the host's boot count of every VM equals the boots the log
+(``lose_response``), as many in a row as a step has attempts, ten times. Then: no VM stuck
+past lease + poll (from the log: how late each takeover came after the lease it took over ran
+out), no VM booted or rebooted twice (the host's boot count of every VM equals the boots the log
 records), no job lost (every acknowledged job ended), and the log agrees with the host. Last,
 the outage timings through a TCP proxy (refused, silent partition). Figures are printed (run
 with ``-rP``: ``.ci/faults.sh``).
