@@ -223,7 +223,10 @@ class StreamGapError(DamagedStreamError):
     ``OriginatorVersionError``, which names no stream."""
 
     def __init__(self, stream: UUID | str, version: int, previous: int):
-        follows = f"follows version {previous}" if previous else "is its first"
+        # read in log order, a version stored out of order looks the same as one deleted (an
+        # auditor took the word "gap" for a lost event): the message names both
+        follows = (f"follows version {previous} (one between is missing, or stored out of "
+                   "order)" if previous else "is its first")
         super().__init__(f"stream {stream} has a gap: its event of version {version} {follows}")
         self.stream = str(stream)
         self.version = version

@@ -189,8 +189,11 @@ def rebuild(
                                 total=services.commands.head_position())
             count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
             events = finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
+        # events appended during the build are applied at the switch, not read by the build:
+        # N may pass K x E (an analyst read that as events applied twice)
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
-                   f"({_count(len(chosen), 'read model')}), {events} events in the log")
+                   f"({_count(len(chosen), 'read model')}), {events} events in the log read "
+                   "by the build; what was appended meanwhile applied at the switch")
     except RebuildStopped as stopped:
         # the process's own build and its children are stopped on the way here (the
         # ``finally`` of projections.parallel_rebuild), before its lock goes with it

@@ -150,7 +150,8 @@ def test_a_deleted_event_is_named_and_the_read_models_still_compared(services):
     assert (fold.where, fold.version, fold.kind) == (f"stream {vm_uuid}", 4, "fold")
     assert "vm_view" in fold.detail
     assert fold.detail.endswith(f"failed: stream {vm_uuid} has a gap: its event of version 4 "
-                                "follows version 2")
+                                "follows version 2 (one between is missing, or stored out of "
+                                "order)")
 
 
 @pytest.mark.parametrize("order", ["as served", "reversed"])
@@ -188,7 +189,8 @@ def test_a_damaged_streams_rows_are_left_out_of_every_read_model(services, monke
     (("audit", "verify"), "stdout", "missing: stream {vm} version 3"),
     # a rebuild stopped by the gap says so in one line
     (("rebuild", "vm_view"), "stderr",
-     "stream {vm} has a gap: its event of version 4 follows version 2: the log needs repair"),
+     "stream {vm} has a gap: its event of version 4 follows version 2 (one between is "
+     "missing, or stored out of order): the log needs repair"),
 ], ids=["audit verify", "rebuild"])
 def test_a_command_meeting_a_deleted_event_names_it_and_exits_1(
         services, settings, command, output, said):
