@@ -297,3 +297,24 @@ def test_a_throttled_missing_table_is_one_line_saying_what_to_do_with_no_traceba
     assert record.getMessage().startswith(
         "worker pass failed: the database is not as this service built it (no such table: "
         "vm_view); it makes its tables only at start-up: restart it")
+
+
+def test_setup_logging_gives_back_the_outage_warnings_a_command_left_out() -> None:
+    """``main`` sets up every command's logging first (``setup_command_logging``: the outage
+    loggers at ERROR); ``serve``, ``work`` and ``project`` then set up their own, whose
+    warnings those are (docs/operations.md, "Logs")."""
+    from service.logs import OUTAGE_NOISE, setup_command_logging
+
+    levels = {name: logging.getLogger(name).level for name in OUTAGE_NOISE}
+    try:
+        setup_command_logging()
+        assert not logging.getLogger("psycopg.pool").isEnabledFor(logging.WARNING)
+        setup_logging(Settings(log_level="warning"))
+        for name in (*OUTAGE_NOISE, "psycopg.pool"):
+            assert logging.getLogger(name).isEnabledFor(logging.WARNING), name
+            assert not logging.getLogger(name).isEnabledFor(logging.INFO), name
+        setup_command_logging()  # a command after them in the same process: quiet again
+        assert not logging.getLogger("vmledger.service.db_retry").isEnabledFor(logging.WARNING)
+    finally:  # later tests' caplog sees these loggers as they were
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
