@@ -22,7 +22,7 @@ from service.cli.changes import changes_command
 from service.cli.endings import database_ending
 from service.cli.preflight import check_database, checked_services
 from service.cli.progress import finish, progress_bar
-from service.cli.rebuild_signals import RebuildStopped, restore_signals, stop_rebuild_on_signals
+from service.cli.stop_signals import CommandStopped, restore_signals, stop_on_signals
 from service.cli.replay import replay_command
 from service.cli.tokens import token_create
 from service.container import READ_MODEL_NAMES, Services
@@ -182,7 +182,7 @@ def rebuild(
     services = _services(register_fleet=False)
     if processes is not None:
         services.projections.rebuild_processes = processes
-    handlers = stop_rebuild_on_signals()
+    handlers = stop_on_signals()
     try:
         with one_rebuild_at_a_time(services.settings), progress_bar() as bar:
             task = bar.add_task(f"rebuilding {', '.join(chosen)}",
@@ -194,7 +194,7 @@ def rebuild(
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
                    f"({_count(len(chosen), 'read model')}), {events} events in the log read "
                    "by the build; what was appended meanwhile applied at the switch")
-    except RebuildStopped as stopped:
+    except CommandStopped as stopped:
         # the process's own build and its children are stopped on the way here (the
         # ``finally`` of projections.parallel_rebuild), before its lock goes with it
         typer.echo(f"vmledger rebuild: stopped by {stopped}: a read model not yet switched "

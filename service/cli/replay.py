@@ -14,9 +14,11 @@ from rich.table import Table
 
 from service.cli.preflight import checked_services
 from service.cli.progress import progress_bar
+from service.cli.stop_signals import CommandStopped, restore_signals, stop_on_signals
 from service.database_failures import database_failure
 
 if TYPE_CHECKING:
+    from service.container import Services
     from service.replay.replayer import Summary
 
 
@@ -58,6 +60,7 @@ def replay_command(
 
     services = checked_services()
     progress = progress_bar()
+    handlers = stop_on_signals()
     try:
         selection = {"skip_jobs": skip_jobs, "max_jobs": max_jobs, "max_rows": max_rows}
         with progress:
@@ -66,6 +69,11 @@ def replay_command(
             else:
                 summary = replay(services, trace, progress=progress, **selection)
                 catch_up(services, summary, progress)
+    except CommandStopped as stopped:
+        # its children stopped and what it handed to the committer written, on the way here
+        # (service.replay.run), before the database is closed
+        typer.echo(f"vmledger replay: {_stopped(stopped, services)}", err=True)
+        raise typer.Exit(128 + stopped.signum) from None
     except UnicodeDecodeError as error:  # a ValueError, but the trace's, not the database's
         raise typer.BadParameter(f"cannot read the trace: it is not UTF-8 text ({error})",
                                  param_hint="TRACE") from None
@@ -88,11 +96,27 @@ def replay_command(
             "drop and create the database, or point VMLEDGER_DATABASE_URL at a new one, "
             "then run the same command again") from None
     finally:
+        restore_signals(handlers)
         services.close()
     if as_json:
         typer.echo(json.dumps(summary.as_dict(), indent=2))
     else:
         _print(summary, Console())
+
+
+def _stopped(stopped: CommandStopped, services: Services) -> str:
+    """What a replay stopped by a signal says it left (docs/replay.md, "Stopping a replay"):
+    the log's events, whole appends in the order the replay made them, so a consistent
+    prefix of its log (``audit verify`` passes), and that it cannot be continued."""
+    try:
+        held = f"the log holds its first {services.commands.head_position():,} events"
+    except Exception:  # noqa: BLE001 - the database lost as well: say the rest anyway
+        held = "the log holds what it appended before"
+    return (f"stopped by {stopped}: {held}, whole appends in order (vmledger audit verify "
+            "passes; the read models may be behind: vmledger project or rebuild brings them "
+            "up). A replay cannot be resumed: to replay the trace, drop and create the "
+            "database (or point VMLEDGER_DATABASE_URL at a new one) and run the same command "
+            "again")
 
 
 def trace_problem(trace: Path) -> str | None:

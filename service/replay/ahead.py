@@ -49,7 +49,11 @@ class RowsAhead:
 
         self._child = subprocess.Popen(
             [sys.executable, "-m", __name__, str(path), str(skip_jobs), limit(max_jobs),
-             limit(max_rows)], stdout=subprocess.PIPE)
+             limit(max_rows)], stdout=subprocess.PIPE,
+            # a process group of its own, from its first instruction: a terminal's ^C reaches
+            # the replay only, which decides (and closes the pipe). Ignoring SIGINT once
+            # started left its imports open to one, and their traceback (operator tester)
+            process_group=0)
 
     def __iter__(self) -> Iterator[tuple[int, list[str]]]:
         stream = self._child.stdout
@@ -102,7 +106,8 @@ def _read_ahead(out: IO[bytes], path: str, skip_jobs: int, max_jobs: int | None,
 
 
 if __name__ == "__main__":
-    # Ctrl-C reaches the whole process group: the parent decides, and closes the pipe.
+    # Ctrl-C is the parent's to decide (it closes the pipe); the parent also starts this
+    # process in a group of its own, which a terminal's ^C does not reach
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def _limit(text: str) -> int | None:

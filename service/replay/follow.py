@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import multiprocessing.synchronize
+import signal
 from collections.abc import Callable
 from multiprocessing.sharedctypes import Synchronized
 from typing import Any
@@ -46,10 +47,18 @@ class Follower:
         self._process = context.Process(
             target=_follower, args=(settings, self._done, self._applied),
             name="vmledger-replay-follower", daemon=True)
+        self._count = 0  # ``applied`` once the process is released
 
     def start(self) -> None:
-        """Start following (the process imports the service: about a second)."""
-        self._process.start()
+        """Start following (the process imports the service: about a second). The process
+        starts with SIGINT blocked, for good: a terminal's ^C reaches the whole process
+        group, and it is the replay's to decide (``stop``); ignored only once the process
+        had imported the service, one during the imports printed their traceback."""
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:  # a ^C meanwhile waits for the replay's mask to be set back: none is lost
+            self._process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     def finish(self, while_waiting: Callable[[], None] | None = None) -> bool:
         """Tell the follower that the replay has committed everything, and wait until its
@@ -61,22 +70,37 @@ class Follower:
             self._process.join(0.5)
             if while_waiting is not None:
                 while_waiting()
-        if self._process.exitcode != 0:
+        exitcode = self._process.exitcode
+        self._release()
+        if exitcode != 0:
             log.warning("the read models' follower ended with exit code %s; the catch-up "
-                        "after the replay does its work", self._process.exitcode)
+                        "after the replay does its work", exitcode)
             return False
         return True
 
     def stop(self) -> None:
-        """End the follower now (the replay failed): a batch it was applying is rolled back
-        with its position."""
+        """End the follower now (the replay failed, or was stopped by a signal): a batch it
+        was applying is rolled back with its position."""
         self._process.terminate()
         self._process.join()
+        self._release()
+
+    def _release(self) -> None:
+        """Release the process and the shared objects (``_done``, ``_applied``: six POSIX
+        semaphores), keeping the count. Each semaphore is unlinked when its last reference
+        goes (multiprocessing's finalizer); a process killed before then leaves it to the
+        resource tracker, which warns of "leaked semaphore objects" (operator tester, a
+        replay stopped by SIGTERM). The process object holds them too, as its arguments."""
+        if self._process is None:
+            return
+        self._count = int(self._applied.value)
+        self._process.close()
+        self._process = self._done = self._applied = None  # type: ignore[assignment]
 
     @property
     def applied(self) -> int:
         """Events the follower applied so far, summed over the read models."""
-        return int(self._applied.value)
+        return self._count if self._process is None else int(self._applied.value)
 
 
 def _follower(settings: Settings, done: multiprocessing.synchronize.Event,

@@ -56,6 +56,12 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
                 gc.freeze()
             if task is not None and (summary.rows_read % 200 == 0):
                 progress.update(task, completed=summary.rows_read, description=_said(summary))
+    except BaseException:
+        # stopped (a signal: service.cli.stop_signals) or failed: what was handed to the
+        # committer is written, in order, and its thread ended before the database is closed
+        # under it; what a row left unsaved is not (docs/replay.md, "Stopping a replay")
+        replayer.commands.committer.close()
+        raise
     finally:
         rows.close()
         gc.unfreeze()  # what follows collects as usual

@@ -1,7 +1,7 @@
 """A signal that stops ``vmledger rebuild`` while it decodes or folds an event (its handler
-raises ``RebuildStopped`` wherever the main thread is) ends the rebuild as a stop, never as
+raises ``CommandStopped`` wherever the main thread is) ends the rebuild as a stop, never as
 damage to the log: the damage checks around decoding and folding took it for an event that
-cannot be read ("stream … has an unreadable event at version 8 (RebuildStopped: SIGTERM):
+cannot be read ("stream … has an unreadable event at version 8 (CommandStopped: SIGTERM):
 the log needs repair") and sent an operator to repair an intact log (operator tester)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import signal
 import pytest
 
 from domain.vm import Vm
-from service.cli.rebuild_signals import RebuildStopped
+from service.cli.stop_signals import CommandStopped
 from tests.builders import a_mix_of_commands_and_jobs
 
 
@@ -21,7 +21,7 @@ def _stop_on_the_third_call(original):
     def stopping(*args, **kwargs):
         calls.append(1)
         if len(calls) == 3:
-            raise RebuildStopped(signal.SIGTERM)
+            raise CommandStopped(signal.SIGTERM)
         return original(*args, **kwargs)
 
     return stopping
@@ -31,14 +31,14 @@ def test_a_stop_while_decoding_is_a_stop(services, monkeypatch):
     a_mix_of_commands_and_jobs(services)
     transcoder = services.app.mapper.transcoder
     monkeypatch.setattr(transcoder, "decode", _stop_on_the_third_call(transcoder.decode))
-    with pytest.raises(RebuildStopped):
+    with pytest.raises(CommandStopped):
         services.projections.rebuild()
 
 
 def test_a_stop_while_folding_is_a_stop(services, monkeypatch):
     a_mix_of_commands_and_jobs(services)
     monkeypatch.setattr(Vm.Created, "mutate", _stop_on_the_third_call(Vm.Created.mutate))
-    with pytest.raises(RebuildStopped):
+    with pytest.raises(CommandStopped):
         services.projections.rebuild()
 
 
