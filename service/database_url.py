@@ -60,7 +60,8 @@ def postgres_target(url: str) -> PostgresTarget:
     split (unbalanced IPv6 brackets), its port is not a number from 1 to 65535, it has a
     query or a fragment (which vmledger would ignore: libpq's other parameters, such as
     ``sslmode``, come from its ``PG*`` environment variables, which every connection
-    vmledger makes reads), or it names no database (libpq would
+    vmledger makes reads), its host is a Unix-domain socket's directory (``%2Frun%2F
+    postgresql``: not supported), or it names no database (libpq would
     then use the user's name, and the tables would go into the ``postgres`` maintenance
     database)."""
     try:
@@ -79,6 +80,12 @@ def postgres_target(url: str) -> PostgresTarget:
                          f"{_ENCODE}); give libpq's other connection parameters in its "
                          f"environment variables instead, e.g. PGSSLMODE=require, "
                          f"PGSSLROOTCERT=PATH, PGAPPNAME=NAME")
+    if "/" in unquote(parts.hostname or ""):
+        # libpq reads a host that is a path as a Unix-domain socket's directory; the event
+        # store's pool and our first connection would resolve it as a name, and fail later
+        raise ValueError("names a Unix-domain socket's directory as HOST, which vmledger "
+                         "does not support: give the server's address (127.0.0.1 for a "
+                         "local server)")
     dbname = unquote(parts.path.removeprefix("/"))
     if not dbname.strip():
         raise ValueError("names no database: add /DBNAME (postgresql://USER[:PASSWORD]@HOST"

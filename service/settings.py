@@ -53,7 +53,8 @@ class Settings(BaseSettings):
 
     database_url: str = Field(
         "sqlite:///vmledger.db",
-        description="sqlite:///PATH or postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME",
+        description="sqlite:///PATH or postgresql://USER[:PASSWORD]@HOST[:PORT]/DBNAME "
+        "(postgres:// too)",
     )
     driver: Literal["simulated"] = "simulated"
     public_url: str | None = Field(
@@ -166,6 +167,20 @@ class Settings(BaseSettings):
             raise ValueError(f"the port must be 0 to {MAX_PORT}")
         return address
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _a_duration_is_a_number(cls, value: object, info: ValidationInfo) -> object:
+        # before the bounds: "nan" was answered "Input should be greater than 0" (operator
+        # tester), as if a smaller number were wanted
+        if (info.field_name or "").endswith("_s") and isinstance(value, str | float):
+            try:
+                number = float(value)
+            except ValueError:
+                return value  # not a number at all: pydantic's own words say so
+            if not math.isfinite(number):
+                raise ValueError(f"must be a finite number of seconds, not {value!s}")
+        return value
+
     @field_validator("*")
     @classmethod
     def _a_duration_is_finite(cls, value: object, info: ValidationInfo) -> object:
@@ -191,7 +206,7 @@ class Settings(BaseSettings):
         elif url.startswith(("postgresql://", "postgres://")):
             postgres_target(url)
         else:
-            raise ValueError("must start with sqlite:/// or postgresql://")
+            raise ValueError("must start with sqlite:///, postgresql:// or postgres://")
         return url
 
     @field_validator("public_url")

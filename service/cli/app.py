@@ -248,17 +248,20 @@ def main() -> None:
     not UTF-8 text, naming it, and a privilege the database role lacks, naming the role. A database that could not be reached or was lost
     (``service.database_failures``) ends any command that ends on it with one line naming
     the database and the error, and status 1; ``serve``, ``work`` and ``project`` retry
-    through an outage instead (docs/operations.md). Logs warnings and errors (of an
+    through an outage instead (docs/operations.md). Warns of each ``VMLEDGER_*`` variable
+    that is no setting (``settings_check.warn_of_unknown_variables``). Logs warnings and errors (of an
     outage's reconnects, only errors), one line each, unless the command sets up its own
     logging (``setup_command_logging``)."""
     from pydantic import ValidationError
 
     from service.schema_check import PrivilegeError
+    from service.settings_check import warn_of_unknown_variables
     from service.settings import EnvFileError
 
     from service.cli.help import unwrapped
 
     setup_command_logging()  # serve, work and project set up their own
+    warn_of_unknown_variables()  # a typo of a setting's name was ignored without a word
     try:
         unwrapped(typer.main.get_command(cli))(prog_name="vmledger")
     except EnvFileError as error:

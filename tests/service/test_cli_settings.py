@@ -14,17 +14,20 @@ def test_bad_settings_end_any_command_with_one_line_naming_the_variable_and_no_v
                     timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "VMLEDGER_DATABASE_URL: must start with sqlite:/// or postgresql://"]
+        "VMLEDGER_DATABASE_URL: must start with sqlite:///, postgresql:// or postgres://"]
     assert "hunter2" not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("name, value, message", [
     # found by a tester: both passed "greater than 0", then overflowed a timedelta or a wait
-    ("VMLEDGER_JOB_LEASE_S", "inf", "must be a number of seconds up to 31,536,000 (a year)"),
+    ("VMLEDGER_JOB_LEASE_S", "inf", "must be a finite number"),
     ("VMLEDGER_JOB_LEASE_S", "1e15", "must be a number of seconds up to 31,536,000 (a year)"),
     ("VMLEDGER_POSTGRES_LOCK_TIMEOUT_S", "99999999999",
      "must be a number of seconds up to 31,536,000 (a year)"),
-    ("VMLEDGER_CHANGES_HEARTBEAT_S", "-inf", "greater than 0"),
+    ("VMLEDGER_CHANGES_HEARTBEAT_S", "-inf", "must be a finite number"),
+    # found by a tester: "Input should be greater than 0"
+    ("VMLEDGER_JOB_LEASE_S", "nan", "must be a finite number"),
+    ("VMLEDGER_DATABASE_RETRY_S", "nan", "must be a finite number"),
     # found by a tester: SQLite's 75-line "unable to open database file"
     ("VMLEDGER_DATABASE_URL", "sqlite:////nonexistent/dir/x.db",
      "names a file in /nonexistent/dir, which is not a directory that exists"),
@@ -98,3 +101,20 @@ def test_a_refusal_of_settings_together_names_vmledger_not_pydantic(tmp_path) ->
     assert done.returncode == 2
     [line] = done.stderr.strip().splitlines()
     assert line.startswith("vmledger: VMLEDGER_TOKENS and VMLEDGER_TOKENS_FILE are both set")
+
+
+def test_an_unknown_vmledger_variable_is_named_with_the_setting_it_may_mean(tmp_path) -> None:
+    """A typo of a setting's name was ignored without a word, its default used instead
+    (operator tester): every command warns, in one line each, and goes on
+    (docs/operations.md, "Settings"); the variables of the tests and CI are no typo."""
+    done = vmledger("audit", "verify", env={
+        "VMLEDGER_JOB_LEASES_S": "1", "VMLEDGER_NOTHING_LIKE_IT": "x",
+        "VMLEDGER_REQUIRE_POSTGRES": "1", "VMLEDGER_TRACE": "/x"},
+        database_url=f"sqlite:///{tmp_path / 'v.db'}", cwd=tmp_path, timeout=60)
+    warnings = [line.split(": ", 1)[1] for line in done.stderr.splitlines()
+                if "WARNING vmledger.settings" in line]
+    assert warnings == [
+        "VMLEDGER_JOB_LEASES_S is not a setting and is ignored; did you mean "
+        "VMLEDGER_JOB_LEASE_S?",
+        "VMLEDGER_NOTHING_LIKE_IT is not a setting and is ignored (docs/operations.md, "
+        "\"Settings\", lists them)"], done.stderr

@@ -29,6 +29,9 @@ from tests.cli import vmledger
     ("postgresql://postgres@::1/x", "port must be a number"),  # IPv6 without brackets
     ("postgresql://u:pa#ss@127.0.0.1/x", "port must be a number"),  # '#' not encoded
     ("postgresql://u:p@127.0.0.1/x?sslmode=require", "has a query"),
+    # found by a tester: accepted, then failed resolving "%2frun%2fpostgresql" as a host
+    ("postgresql://%2Frun%2Fpostgresql/db", "a Unix-domain socket"),
+    ("postgresql://postgres@%2Ftmp:5432/db", "a Unix-domain socket"),
     ("sqlite:///", "names no file"),
     # found by a tester: accepted, and the service then took writes it never read back
     ("sqlite:///:memory:", "names an in-memory database"),
