@@ -30,6 +30,8 @@ def wake_on_appends(recorder: object, wake: Callable[[], None], stop: threading.
     """
     if not isinstance(recorder, PostgresLedgerRecorder):
         return None
+    # the pool's parameters: VMLEDGER_POSTGRES_CONNECT_TIMEOUT_S among them (bound_pool);
+    # 5 s only for a pool that has none
     params = {"connect_timeout": 5,
               **{k: v for k, v in recorder.datastore.pool.kwargs.items() if k != "row_factory"},
               "autocommit": True}

@@ -35,7 +35,8 @@ def one_rebuild_at_a_time(settings: Settings) -> Iterator[None]:
     ``RebuildRunningError`` at once, without waiting, when another process holds it."""
     if settings.backend == "postgres":
         target = settings.postgres_target().connect_kwargs()
-        with psycopg.connect(**target, autocommit=True, connect_timeout=5) as connection:
+        with psycopg.connect(**target, autocommit=True,
+                             connect_timeout=settings.postgres_connect_timeout_s) as connection:
             [taken] = connection.execute("SELECT pg_try_advisory_lock(%s)",
                                          (ADVISORY_KEY,)).fetchone() or [False]
             if not taken:

@@ -290,6 +290,6 @@ class Settings(BaseSettings):
             "POSTGRES_POOL_SIZE": str(self.postgres_pool_size),
             "POSTGRES_MAX_OVERFLOW": str(self.postgres_max_overflow),
             "POSTGRES_LOCK_TIMEOUT": str(self.postgres_lock_timeout_s),
-            "POSTGRES_CONNECT_TIMEOUT": "5",
+            "POSTGRES_CONNECT_TIMEOUT": str(self.postgres_connect_timeout_s),
             "APPLICATION_RECORDER_TOPIC": "service.storage:PostgresLedgerRecorder",
         }

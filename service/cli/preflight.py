@@ -71,7 +71,8 @@ def _check_postgres(settings: Settings) -> None:
     try:
         # the event store's parameters, not libpq's reading of the URL: the check is of the
         # database the command will use
-        psycopg.connect(**target.connect_kwargs(), connect_timeout=5).close()
+        psycopg.connect(**target.connect_kwargs(),
+                        connect_timeout=settings.postgres_connect_timeout_s).close()
     except psycopg.OperationalError as error:
         reason = _reason(str(error))
         if f'database "{dbname}" does not exist' in reason:
