@@ -183,7 +183,8 @@ class TextFormatter(logging.Formatter):
 def logging_config(settings: Settings) -> dict[str, Any]:
     """The ``logging.config.dictConfig`` of a vmledger process: one handler on stderr with
     the formatter ``settings.log_format`` names, at ``settings.log_level``, which
-    ``OUTAGE_NOISE``'s loggers follow too (their warnings included); uvicorn's loggers
+    ``OUTAGE_NOISE``'s loggers follow too (their warnings included; psycopg's from WARNING
+    up whatever the level, its INFO being a line per connection lent); uvicorn's loggers
     pass their lines to it (``serve`` also gives this to uvicorn, which applies it in each of
     its worker processes)."""
     formatter = {"json": JsonFormatter, "text": TextFormatter}[settings.log_format]
@@ -198,10 +199,13 @@ def logging_config(settings: Settings) -> dict[str, Any]:
             **{name: {"handlers": [], "propagate": True}
                for name in ("uvicorn", "uvicorn.error", "uvicorn.access")},
             # their warnings are this process's to log (docs/operations.md, "Logs"): set
-            # back to the root's level what ``setup_command_logging`` (which ``main`` runs
-            # for every command first) raised to ERROR, as dictConfig leaves alone a logger
-            # it is not given
-            **{name: {"level": "NOTSET"} for name in OUTAGE_NOISE},
+            # back what ``setup_command_logging`` (which ``main`` runs for every command
+            # first) raised to ERROR, as dictConfig leaves alone a logger it is not given;
+            # ours to the root's level, psycopg's to WARNING at least (its pool says INFO
+            # at every connection lent and returned)
+            **{name: {"level": "NOTSET"} for name in OUTAGE_NOISE if name != "psycopg"},
+            "psycopg": {"level": max(logging.WARNING,
+                                     logging.getLevelName(settings.log_level))},
         },
     }
 

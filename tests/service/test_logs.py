@@ -313,6 +313,11 @@ def test_setup_logging_gives_back_the_outage_warnings_a_command_left_out() -> No
         for name in (*OUTAGE_NOISE, "psycopg.pool"):
             assert logging.getLogger(name).isEnabledFor(logging.WARNING), name
             assert not logging.getLogger(name).isEnabledFor(logging.INFO), name
+        setup_logging(Settings(log_level="info"))
+        assert logging.getLogger("vmledger.service.db_retry").isEnabledFor(logging.INFO)
+        # its pool's INFO is a line per connection lent and returned (not ours to log)
+        assert not logging.getLogger("psycopg.pool").isEnabledFor(logging.INFO)
+        assert logging.getLogger("psycopg.pool").isEnabledFor(logging.WARNING)
         setup_command_logging()  # a command after them in the same process: quiet again
         assert not logging.getLogger("vmledger.service.db_retry").isEnabledFor(logging.WARNING)
     finally:  # later tests' caplog sees these loggers as they were
