@@ -80,7 +80,9 @@ class Follower:
 
     def stop(self) -> None:
         """End the follower now (the replay failed, or was stopped by a signal): a batch it
-        was applying is rolled back with its position."""
+        was applying is rolled back with its position. Nothing once it has ended."""
+        if self._process is None:  # finished, or stopped, already
+            return
         self._process.terminate()
         self._process.join()
         self._release()

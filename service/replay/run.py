@@ -98,10 +98,10 @@ def replay_and_catch_up(services: Services, trace: Path | str, *, skip_jobs: int
     try:
         summary = replay(services, trace, skip_jobs=skip_jobs, max_jobs=max_jobs,
                          max_rows=max_rows, progress=progress)
-    except BaseException:
+        catch_up(services, summary, progress, follower=follower)
+    except BaseException:  # failed, or stopped by a signal (in the catch-up too)
         follower.stop()
         raise
-    catch_up(services, summary, progress, follower=follower)
     return summary
 
 
