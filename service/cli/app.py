@@ -249,9 +249,9 @@ def main() -> None:
     (``service.database_failures``) ends any command that ends on it with one line naming
     the database and the error, and status 1; ``serve``, ``work`` and ``project`` retry
     through an outage instead (docs/operations.md). Warns of each ``VMLEDGER_*`` variable
-    that is no setting (``settings_check.warn_of_unknown_variables``). Logs warnings and errors (of an
-    outage's reconnects, only errors), one line each, unless the command sets up its own
-    logging (``setup_command_logging``)."""
+    that is no setting (``settings_check.warn_of_unknown_variables``). Logs warnings and
+    errors (of an outage's reconnects, only errors), one line each, unless the command sets
+    up its own logging (``setup_command_logging``)."""
     from pydantic import ValidationError
 
     from service.schema_check import PrivilegeError

@@ -11,9 +11,9 @@ from typing import Any
 
 class CommandStopped(BaseException):
     """A rebuild or a replay ended by a signal (SIGTERM, SIGINT or SIGHUP); ``signum`` is its
-    number. A ``BaseException``, as ``KeyboardInterrupt`` is: the handler raises it wherever the main
-    thread is, and the checks that take any ``Exception`` of decoding or folding an event
-    for damage to the log (``CheckedMapper``, ``domain.folding``) must let it through
+    number. A ``BaseException``, as ``KeyboardInterrupt`` is: the handler raises it wherever
+    the main thread is, and the checks that take any ``Exception`` of decoding or folding an
+    event for damage to the log (``CheckedMapper``, ``domain.folding``) must let it through
     (operator tester: "the log needs repair" of an intact log)."""
 
     def __init__(self, signum: int):
@@ -30,8 +30,8 @@ def stop_on_signals() -> Handlers:
     transaction rolled back and its child processes stopped (SIGTERM's default ended the
     process there and then, and left a child building, past the rebuild's lock; a replay's
     semaphores were left to multiprocessing's resource tracker to warn of). Only the first
-    does: the others arrive while it stops, and would cut that short. Returns the handlers it replaced, for
-    ``restore_signals``."""
+    does: the others arrive while it stops, and would cut that short. Returns the handlers
+    it replaced, for ``restore_signals``."""
     def stop(signum: int, _frame: object) -> None:
         for each in _STOP_SIGNALS:
             signal.signal(each, signal.SIG_IGN)
