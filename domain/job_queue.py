@@ -32,7 +32,10 @@ class ActiveJob(TypedDict, total=False):
     when a worker claims it; ``steps_done`` names the steps an attempt finished; ``waits``
     counts the attempts that ended waiting for a server (a provision's takeover,
     docs/jobs.md, "Takeovers"), ``waiting`` whether the last step was such a wait, and
-    ``after_a_wait`` whether the attempt claimed last followed one."""
+    ``after_a_wait`` whether the attempt claimed last followed one, and ``outcome_unknown``
+    whether what a step whose answer was lost did is still unknown (set by such a wait,
+    cleared by a ``reconcile`` step that is no wait: ``JobStepRecorded``; a snapshot taken
+    before it was kept lacks it, and ``after_a_wait`` stands for it)."""
 
     uuid: str
     name: str
@@ -46,6 +49,7 @@ class ActiveJob(TypedDict, total=False):
     waits: int
     waiting: bool
     after_a_wait: bool
+    outcome_unknown: bool
 
 
 class JobQueue:

@@ -112,6 +112,13 @@ class JobStepRecorded(VmEvent):
             result = self.step.get("result")
             job["waiting"] = isinstance(result, dict) and "waiting_for" in result
             job["waits"] = job.get("waits", 0) + int(job["waiting"])
+            # what a step whose answer was lost did stays unknown from the wait to ask the
+            # node until a ``reconcile`` step that is no wait (the node answered, or the job
+            # decided without it), whatever attempts come between, lost workers' too
+            if job["waiting"]:
+                job["outcome_unknown"] = True
+            elif self.step["name"] == "reconcile" and self.step.get("error") is None:
+                job["outcome_unknown"] = False
 
 
 class JobSucceeded(VmEvent):

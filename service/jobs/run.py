@@ -112,9 +112,12 @@ class JobRun:
         # transient database errors are retried until a third of a lease before it ends.
         self._held_since = time.monotonic()
         # Whether the node may have done a step's work that no answer told of before this
-        # run: so after an attempt that ended waiting to ask the node what its step did
-        # (lost_answers.settle_unknown), until the node answers.
-        self.outcome_unknown = bool(job.get("after_a_wait")) and job["name"] != "provision"
+        # run: from an attempt that ended waiting to ask the node what its step did
+        # (lost_answers.settle_unknown) until the node answers, kept in the job's state
+        # (``ActiveJob.outcome_unknown``), so across attempts whose workers were lost too
+        # (a provision's wait is its takeover's, which asks the node anyway).
+        self.outcome_unknown = bool(job.get("outcome_unknown", job.get("after_a_wait"))) \
+            and job["name"] != "provision"
         self.fence = Fence(self.job_uuid, vm.version)
         self._driver = PatientDriver(FencedDriver(context.driver, self.fence), self.retry_until)
 

@@ -35,7 +35,9 @@ def give_up(job: JobRun) -> None:
     if job.vm.state == VmState.PROVISIONING:
         reconcile_provision(job, str(job.vm.id), giving_up=error)
         return
-    # after an attempt that waited to ask the node what a lost answer did, it is asked again
+    # a job that waited to ask the node what a lost answer did, and whose workers were lost
+    # since until no attempt is left, still knows nothing: it waits again while the node
+    # cannot be asked (row L4; ``JobRun.outcome_unknown`` is kept until the node answers)
     wait = job.outcome_unknown
     if name in (JobName.START, JobName.REBOOT) and adopt_effect(job, wait=wait):
         return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from domain.states import Action
-from service.jobs.compute.driver import OutcomeUnknownError
+from service.jobs.compute.driver import OutcomeUnknownError, UnknownServerError
 from service.jobs.compute.simulated import simulated_server_uuid
 from tests.builders import act, create, event_names, job, settle
 from tests.integration.test_job_faults import WorkerDied, dies_once, rescuer
@@ -274,3 +274,97 @@ def test_a_provision_taken_over_whose_boot_answer_was_lost_is_provisioned_with_o
     assert done["execution"] == "succeeded", done
     assert services.commands.load(accepted.vm_uuid).state == "running"
     assert services.fleet.boots(accepted.vm_uuid) == 1
+
+
+# -- what the node did stays unknown until it answers (a reviewer's findings) -----------------
+
+
+def test_a_stop_that_waited_then_lost_its_worker_still_asks_the_node_before_it_fails(
+        services, monkeypatch):
+    """Row L4 across a lost worker: the attempt after the wait dies, and the takeover's
+    ``ensure_state`` is refused every attempt (the node did nothing more). The node stopped
+    the VM on the first attempt, so the job must still ask it and adopt the stop; it used to
+    fail the stop as plain, the log left running, and the next report destroyed the VM as a
+    guest shutdown (``guest_shutdown: destroy``)."""
+    vm_uuid = pinned(services, {"preset": "persistent", "guest_shutdown": "destroy"})
+    settle(services)
+    lost_every_time(services, "ensure_state")
+    services.fleet.faults.inject("inventory", "fail", 1)
+    stop = act(services, vm_uuid, Action.STOP).job_uuid
+    settle(services)
+    waiting = job(services, stop)
+    assert waiting["execution"] == "running", waiting
+    assert waiting["chain_results"][-1]["result"] == {"waiting_for": [S]}
+    assert services.fleet.copies(vm_uuid)[0]["state"] == "stopped"  # the lost stop did it
+    # attempt 2 (after the wait): its worker dies in its first compute call
+    dies_once(monkeypatch, services.fleet, "ensure_state")
+    with pytest.raises(WorkerDied):
+        rescuer(services, "second", leases_later=2).run_vm(vm_uuid)
+    # attempt 3 (a takeover): the node refuses every ensure_state, and answers observe
+    services.fleet.faults.inject("ensure_state", "fail", services.worker.step_attempts)
+    assert rescuer(services, "third", leases_later=4).run_vm(vm_uuid)
+
+    done = job(services, stop)
+    assert done["execution"] == "succeeded", done
+    assert steps(done)[-1] == ("reconcile", True)
+    assert done["chain_results"][-1]["result"]["state"] == "stopped"
+    assert services.commands.load(vm_uuid).state == "stopped"
+    assert apply(services, taken(services)) == {}
+    assert services.commands.load(vm_uuid).state == "stopped"
+    assert "Destroyed" not in event_names(services, vm_uuid)
+    assert services.commands.load(vm_uuid).active_jobs == []
+
+
+def test_a_reboot_whose_answers_were_lost_after_a_guest_shutdown_records_the_shutdown(
+        services):
+    """Row L3 for a reboot the node did not do because the guest had shut the VM down: the
+    job fails, and records what the observed run says (a guest shutdown), as the answered
+    reboot does (``handlers.reboot``). It used to record only the run's sequence number, so
+    the log stayed running and every later report was no later than it, for good."""
+    vm_uuid = pinned(services)
+    settle(services)
+    services.fleet.shut_down_guest(vm_uuid)
+    sent = taken(services)  # the agent's report of the shutdown, not applied yet
+    lost_every_time(services, "ensure_state")
+    reboot = act(services, vm_uuid, Action.REBOOT).job_uuid
+    settle(services)
+
+    failed = job(services, reboot)
+    assert failed["execution"] == "failed", failed
+    assert "not rebooted: the VM is stopped" in failed["error"], failed["error"]
+    assert services.fleet.copies(vm_uuid)[0]["state"] == "stopped"
+    assert services.commands.load(vm_uuid).state == "stopped"
+    assert "Rebooted" not in event_names(services, vm_uuid)
+    assert apply(services, sent) == {}  # older than the log's reconcile
+    assert apply(services, taken(services)) == {}
+    assert services.commands.load(vm_uuid).state == "stopped"
+
+
+@pytest.mark.parametrize("status", ["removed", "unknown"])
+def test_a_stop_waiting_for_a_server_removed_or_unknown_ends_failed(
+        services, monkeypatch, status):
+    """A removed server is trusted gone and an unknown one takes no call (as a provision's
+    look treats them: ``takeovers._where_is``): asking again cannot help, so the stop that
+    waited for the node ends failed at the next claim, as any stop there would, rather than
+    waiting every lease until the stuck check quarantined the VM."""
+    vm_uuid = pinned(services)
+    settle(services)
+    lost_every_time(services, "ensure_state")
+    services.fleet.faults.inject("inventory", "fail", 1)
+    stop = act(services, vm_uuid, Action.STOP).job_uuid
+    settle(services)
+    assert job(services, stop)["execution"] == "running"
+    if status == "removed":
+        services.fleet.set_server_status(S, "removed")
+    else:  # the driver no longer has the server: it takes no call
+        def unknown(*args, **kwargs):
+            raise UnknownServerError(f"unknown server {S}")
+
+        for operation in ("ensure_state", "observe", "raise_fence", "inventory"):
+            monkeypatch.setattr(services.fleet, operation, unknown)
+    assert rescuer(services).run_vm(vm_uuid)
+
+    failed = job(services, stop)
+    assert failed["execution"] == "failed", failed
+    assert failed["chain_results"][-1]["result"] != {"waiting_for": [S]}
+    assert services.commands.load(vm_uuid).active_jobs == []
