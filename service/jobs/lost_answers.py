@@ -45,7 +45,7 @@ def settle_unknown(job: JobRun, failure: StepFailedError) -> bool:
     if name is JobName.DESTROY:
         return _adopt_destroy(job)
     if name in (JobName.START, JobName.REBOOT):
-        return takeovers.adopt_effect(job, wait=True)
+        return takeovers.adopt_effect(job, error, wait=True)
     if name is JobName.STOP:
         return takeovers.adopt_stop(job, wait=True)
     return False

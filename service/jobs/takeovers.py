@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from domain.rules import Verdict, verdict
 from domain.states import Action, JobName, VmState
+from service.commands.agents import record_happening
 from service.jobs import effects, fence_job
 from service.jobs.compute.driver import ComputeError, Incarnation, UnknownServerError
 from service.jobs.compute.recorded_removals import REMOVED
@@ -39,7 +40,7 @@ def give_up(job: JobRun) -> None:
     # since until no attempt is left, still knows nothing: it waits again while the node
     # cannot be asked (row L4; ``JobRun.outcome_unknown`` is kept until the node answers)
     wait = job.outcome_unknown
-    if name in (JobName.START, JobName.REBOOT) and adopt_effect(job, wait=wait):
+    if name in (JobName.START, JobName.REBOOT) and adopt_effect(job, error, wait=wait):
         return
     if name is JobName.STOP and adopt_stop(job, wait=wait):
         return
@@ -77,15 +78,16 @@ def adopt_stop(job: JobRun, *, wait: bool = False) -> bool:
     """If the host reports the VM not running (the lost workers' stop ran, or it is gone by
     the stop's own rule), record it stopped and end the job well; False if it still runs.
     A server that cannot be asked: False, or with ``wait`` the job left waiting for it
-    (``_wait_for``, True)."""
+    (``_wait_for``, True), unless it is removed or unknown to the driver (False:
+    ``_wait_unless_gone``)."""
     vm = job.vm
     if verdict(VmState(vm.state), Action.STOP, has_server=vm.has_server) is not Verdict.ALLOWED:
         return False  # the rules table: only a stop its handler would carry out is adopted
     server_uuid = vm.server_uuid
     try:
         run = job.driver.observe(server_uuid, str(vm.id))
-    except ComputeError:
-        return wait and _wait_for(job, [server_uuid], _UNKNOWN_EFFECT)
+    except ComputeError as failure:
+        return wait and _wait_unless_gone(job, server_uuid, failure)
     # the answer's sequence number, recorded with it: a report the node took before the
     # stop landed is then older than the log, and cannot start the VM again
     job.record_step("reconcile", result=reported(server_uuid, run, job), observed=run)
@@ -98,19 +100,32 @@ def adopt_stop(job: JobRun, *, wait: bool = False) -> bool:
     return True
 
 
-def adopt_effect(job: JobRun, *, wait: bool = False) -> bool:
+def adopt_effect(job: JobRun, error: str, *, wait: bool = False) -> bool:
     """If the VM's server reports a run this job began, record the boot it was (and what its
-    guest did since) and end the job well; False if the host has no such run. A server that
-    cannot be asked: False, or with ``wait`` the job left waiting for it (True)."""
+    guest did since) and end the job well; False if the host has no such run. A reboot's
+    server that reports the run it was to end over (its guest shut it down, or crashed) ends
+    the job failed with ``error`` here (True), recording what ended it as the answered
+    reboot does (``handlers.reboot``, row R4): the observed run's ``NodeObserved`` makes
+    every report taken before it older than the log, so only this job can record it. A
+    server that cannot be asked: False, or with ``wait`` the job left waiting for it
+    (True); one that is removed or unknown to the driver takes no call, and is not waited
+    for (False: ``_cannot_answer``)."""
     vm = job.vm
     server_uuid = (vm.claim or {}).get("server_uuid") or vm.server_uuid
     if server_uuid is None:
         return False
     try:
         run = job.driver.observe(server_uuid, str(vm.id))
-    except ComputeError:
-        return wait and _wait_for(job, [server_uuid], _UNKNOWN_EFFECT)
+    except ComputeError as failure:
+        return wait and _wait_unless_gone(job, server_uuid, failure)
     job.record_step("reconcile", result=reported(server_uuid, run, job), observed=run)
+    if run is not None and run.begun_by != job.job_uuid \
+            and JobName(job.job["name"]) is JobName.REBOOT:
+        happening = effects.ended_by(run)
+        if happening is not None:
+            job.fail(f"{error}; not rebooted: the VM is {run.state} on server {server_uuid}",
+                     lambda v: record_happening(v, happening, job.cause))
+            return True
     if run is None or run.begun_by != job.job_uuid:
         return False
     if JobName(job.job["name"]) is JobName.REBOOT:
@@ -119,6 +134,19 @@ def adopt_effect(job: JobRun, *, wait: bool = False) -> bool:
         job.succeed(effects.booted(job, run, lambda v: v.record_started(
             cause=job.cause, server_uuid=server_uuid if server_uuid != vm.server_uuid else None)))
     return True
+
+
+def _wait_unless_gone(job: JobRun, server_uuid: str, failure: ComputeError) -> bool:
+    """Leave the job waiting for ``server_uuid``, whose ``observe`` raised ``failure``
+    (``_wait_for``, True), unless asking again cannot help: a server removed (by its node's
+    own report, or recorded so by an operator) is trusted to be gone and one the driver does
+    not have takes no call (``UnknownServerError``, ``ServerRemovedError`` its kind), as a
+    provision's look treats them (``_where_is``, ``_fenced``; docs/jobs.md, "Removed
+    servers"). Then False: the job fails as its step did, as any job's step there does; it
+    used to wait every lease until the stuck check quarantined the VM."""
+    if isinstance(failure, UnknownServerError):
+        return False
+    return _wait_for(job, [server_uuid], _UNKNOWN_EFFECT)
 
 
 def reported(server_uuid: str, run: Incarnation | None, job: JobRun) -> dict[str, object]:
