@@ -9,7 +9,7 @@ import contextlib
 
 from domain.errors import ServerNotFoundError
 from domain.server import InsufficientCapacityError
-from service.jobs.compute.driver import ComputeError, UnknownServerError
+from service.jobs.compute.driver import ComputeError, ServerRemovedError, UnknownServerError
 from service.jobs.run import JobRun, StepFailedError
 
 
@@ -21,7 +21,12 @@ def place_and_register(job: JobRun, named: str | None) -> str:
     step) and the next candidate is tried, so one such server cannot sink every provision.
     The answer is the one judge: a shortlist is out of date as soon as it is read, so the
     shortlist is not first checked against the driver's servers. A named server is the only
-    candidate: its refusal fails the job. Raises ``StepFailedError``."""
+    candidate: its refusal fails the job. So does a server the driver does not know (not
+    removed) after an attempt whose answer was lost (``OutcomeUnknownStepError``): that
+    attempt may have made the copy there, so the provision is reconciled as its takeover
+    with none left (``handlers.provision``, row L8), never placed on the next candidate with
+    the copy left behind; a removed server is trusted gone (docs/jobs.md, "Removed
+    servers"), and passed over. Raises ``StepFailedError``."""
     vm_uuid = str(job.vm.id)
     tried: set[str] = set()
     while True:
@@ -32,7 +37,9 @@ def place_and_register(job: JobRun, named: str | None) -> str:
                 server, vm_uuid, ram_mib=job.vm.ram, metadata=job.vm.internal_metadata))
             return server_uuid
         except StepFailedError as failure:
-            if named or not isinstance(failure.__cause__, UnknownServerError):
+            cause = failure.__cause__
+            if named or not isinstance(cause, UnknownServerError) \
+                    or (failure.outcome_unknown and not isinstance(cause, ServerRemovedError)):
                 raise
             job.release_claim("release")
             tried.add(server_uuid)  # the loop ends: each pass leaves out one more server

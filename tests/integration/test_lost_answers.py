@@ -368,3 +368,36 @@ def test_a_stop_waiting_for_a_server_removed_or_unknown_ends_failed(
     assert failed["execution"] == "failed", failed
     assert failed["chain_results"][-1]["result"] != {"waiting_for": [S]}
     assert services.commands.load(vm_uuid).active_jobs == []
+
+
+def test_a_provision_whose_copy_may_be_on_a_server_the_driver_then_lost_does_not_move_on(
+        services, monkeypatch):
+    """Row L8 in a placement: ``ensure_registered`` made the copy on the first candidate and
+    its answers were lost, then the driver no longer knows that server. A placement moves on
+    from a server the driver does not know (``placing.place_and_register``), but this one may
+    hold the copy, so the provision is reconciled as its takeover with no attempts left
+    rather than placed on the next candidate: the copy it finds is removed, and the job
+    fails. It used to provision the VM on the next server, the copy left on the first."""
+    first, second = simulated_server_uuid(1), simulated_server_uuid(2)
+    services.worker.placement = lambda vm: [first, second]
+    original = services.fleet.ensure_registered
+    calls: list[int] = []
+
+    def lost_then_unknown(server_uuid, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == services.worker.step_attempts:
+            raise UnknownServerError(f"unknown server {server_uuid}")
+        original(server_uuid, *args, **kwargs)
+        raise OutcomeUnknownError("ensure_registered timed out")
+
+    monkeypatch.setattr(services.fleet, "ensure_registered", lost_then_unknown)
+    accepted = create(services)
+    settle(services)
+
+    failed = job(services, accepted.job_uuid)
+    assert failed["execution"] == "failed", failed
+    assert "place" not in [name for name, _ in steps(failed)[1:]]  # no second placement
+    assert services.fleet.copies(accepted.vm_uuid) == []
+    vm = services.commands.load(accepted.vm_uuid)
+    assert vm.state == "failed"
+    assert accepted.vm_uuid not in services.commands.load_server(second).claims
