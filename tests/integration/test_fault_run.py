@@ -48,6 +48,20 @@ TAKEOVER_SLACK_S = POLL_S + 10.0
 BOOT_EVENTS = (Vm.Provisioned, Vm.Started, Vm.Rebooted)
 
 
+def asked_after_every_answer_lost(job: dict) -> bool:
+    """Whether the job has a step whose every attempt lost the node's answer, followed by a
+    ``reconcile`` step: the node asked what it did (``lost_answers.settle_unknown``; a
+    provision's takeover with none left, row L8)."""
+    chain = job.get("chain_results") or []
+    for at, step in enumerate(chain):
+        tries = chain[at - STEP_ATTEMPTS:at] if at >= STEP_ATTEMPTS else []
+        if step["name"] == "reconcile" and tries and all(
+                "its response was lost after the work" in (tried["error"] or "")
+                and tried["name"] == tries[0]["name"] for tried in tries):
+            return True
+    return False
+
+
 class Load:
     """Keeps the VMs busy, short of saturating the workers (a saturated queue would make
     every job wait, takeovers too): when a VM's last job ended, the next of stop, start,
@@ -188,6 +202,7 @@ def test_kill_9_at_random_and_right_after_each_effect_loses_nothing_and_repeats_
         system.wait(quiet, "every job to end", timeout=120)
         system.wait(lambda: all(system.job_ended(j) for j in load.jobs), "the job view")
         outcomes = [system.job(j)["execution"] for j in load.jobs]
+        asked = sum(asked_after_every_answer_lost(system.job(j)) for j in load.jobs)
         late = [s for vm in all_vms for s in takeover_lateness(system, vm)]
         twice: list[tuple[str, int, int]] = []
         disagree: list[tuple[str, str, list[str]]] = []
@@ -206,7 +221,9 @@ def test_kill_9_at_random_and_right_after_each_effect_loses_nothing_and_repeats_
           f"{len(late)} takeovers, the latest {max(late, default=0):.2f} s after its lease "
           f"({LEASE_S} s) ran out")
 
+    print(f"fault run: {asked} jobs lost a step's answer on every attempt and asked the node")
     assert len(load.jobs) == len(set(load.jobs))
+    assert asked >= 1, "no step lost every answer: the lost-answer path did not run"
     assert set(outcomes) <= {"succeeded", "failed", "canceled"}, "a job was lost"
     assert twice == [], "booted or rebooted twice (vm, host boots, boots in the log)"
     assert disagree == [], "the log and the host disagree (vm, log state, host copies)"
