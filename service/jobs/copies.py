@@ -1,6 +1,8 @@
 """The steps that must find a VM's copy wherever it may be (``Vm.copy_servers``: its server,
 then the server it holds a claim on): the destroy's ``unregister``, and the ``reconfigure`` of
-an update or a NIC change (service/jobs/handlers.py; docs/jobs.md, "Removed servers").
+an update or a NIC change, and of the change that sets a copy back after one whose answer
+was lost (service/jobs/handlers.py, service/jobs/lost_answers.py; docs/jobs.md, "Removed
+servers").
 
 A removed server is passed over while another of them is live: a start that placed the VM
 anew and was canceled (a quarantine) before it recorded ``Started`` leaves the VM's server
@@ -51,3 +53,20 @@ def on_each_copy_server(job: JobRun, step: str, operation: Callable[[str], objec
             job.record_step(step, result=f"server {server_uuid} removed: {passed_over}")
         else:
             job.step(step, lambda server=server_uuid: operation(server))
+
+
+def reconfigure_each(job: JobRun, step: str, changes: dict[str, object],
+                     result: Callable[[str], object]) -> None:
+    """Ask each server a copy of the VM may be on to apply ``changes`` to it
+    (``ComputeDriver.reconfigure``: whole values, NICs by MAC), one step ``step`` each whose
+    result is ``result(server_uuid)``, as ``on_each_copy_server`` runs them (a server without
+    the copy changes nothing). Shared by a job's own change (``handlers._reconfigure``) and
+    the change that sets a copy back as the log has it (``lost_answers._set_back``). Raises
+    ``StepFailedError`` as ``JobRun.step`` does."""
+    vm_uuid = str(job.vm.id)
+
+    def apply(server_uuid: str) -> object:
+        job.driver.reconfigure(server_uuid, vm_uuid, changes)
+        return result(server_uuid)
+
+    on_each_copy_server(job, step, apply, "no copy to change")

@@ -201,13 +201,7 @@ def _reconfigure(job: JobRun, step: str, changes: dict, result: object) -> None:
     if not job.vm.copy_servers:
         job.record_step(step, result=result)
         return
-    vm_uuid = str(job.vm.id)
-
-    def apply(server_uuid: str) -> object:
-        job.driver.reconfigure(server_uuid, vm_uuid, changes)
-        return result
-
-    copies.on_each_copy_server(job, step, apply, "no copy to change")
+    copies.reconfigure_each(job, step, changes, lambda _server: result)
 
 
 def update(job: JobRun) -> None:

@@ -46,9 +46,9 @@ def settle_unknown(job: JobRun, failure: StepFailedError) -> bool:
         return _adopt_destroy(job)
     if name in (JobName.START, JobName.REBOOT):
         return takeovers.adopt_effect(job, error, wait=True)
-    if name is JobName.STOP:
-        return takeovers.adopt_stop(job, wait=True)
-    return False
+    # the rest: a provision settles its own lost answers (handlers.provision, row L8), and a
+    # fence job ends its own failed steps (fence_job.fence): neither reaches here
+    return takeovers.adopt_stop(job, wait=True) if name is JobName.STOP else False
 
 
 def _as_logged(job: JobRun) -> dict[str, object]:
@@ -68,14 +68,9 @@ def _set_back(job: JobRun, error: str) -> bool:
     fails as if its change never ran. Where that fails too, the job fails here saying the
     node may hold the change (True)."""
     changes = _as_logged(job)
-    vm_uuid = str(job.vm.id)
-
-    def set_back(server_uuid: str) -> dict[str, object]:
-        job.driver.reconfigure(server_uuid, vm_uuid, changes)
-        return {"server_uuid": server_uuid, "set_back": sorted(changes)}
-
     try:
-        copies.on_each_copy_server(job, "reconcile", set_back, "no copy to change")
+        copies.reconfigure_each(job, "reconcile", changes, lambda server_uuid: {
+            "server_uuid": server_uuid, "set_back": sorted(changes)})
     except StepFailedError as failure:
         job.fail(f"{error}; its server may have applied the change, and setting the log's "
                  f"values back failed too: {failure}")

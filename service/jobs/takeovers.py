@@ -270,10 +270,9 @@ def _fenced(job: JobRun, server_uuid: str, vm_uuid: str) -> bool:
     return True
 
 
-_UNKNOWN_PROVISION = ("a copy may be there: the provision is decided once every such server "
-                      "answers")
-_UNKNOWN_EFFECT = ("its step's answer was lost, and what it did there is decided once the "
-                   "server answers")
+_UNKNOWN_PROVISION = "whether it has a copy: the provision is decided once it answers"
+_UNKNOWN_EFFECT = ("what the step whose answer was lost did there: the job is decided once "
+                   "it answers")
 
 
 def _wait_for(job: JobRun, unfenced: list[str], why: str = _UNKNOWN_PROVISION) -> bool:
@@ -290,8 +289,8 @@ def _wait_for(job: JobRun, unfenced: list[str], why: str = _UNKNOWN_PROVISION) -
     VM; the next claim of a job other than a provision runs its handler again, each step
     counting as one whose answer may have been lost (``JobRun.outcome_unknown``). Returns
     True (the job is ended here: left waiting)."""
-    error = (f"server {', '.join(unfenced)} could not be asked, and {why} (taken over again "
-             "when this lease expires)")
+    error = (f"server {', '.join(unfenced)} could not be asked {why} (asked again when "
+             "this lease expires)")
     job.record_step("reconcile", result={"waiting_for": unfenced}, error=error)
     job.outcome = "waiting"
     log.info("job %s waits for %s to answer", job.job["name"], ", ".join(unfenced),
