@@ -175,10 +175,12 @@ def switch(runner: Runner, live: ReadModel, shadow: ReadModel) -> int:
 
     The shadow first applies the log's events up to the live position. When the log holds
     none up to it (a position past the log's head, ``projections.past_head``), the shadow
-    is switched at the last event it applied, with a warning (``_discarded``): the rebuild
-    is the documented fix for such a read model (docs/operations.md, ``tracking``)."""
+    is switched at the last event it applied, with a warning (``_discarded``, logged once
+    the switch is committed: a switch that fails, rolled back, switched nothing): the
+    rebuild is the documented fix for such a read model (docs/operations.md, ``tracking``)."""
     db = runner.db
     applied = 0
+    discarded: tuple[str, int, int, int] | None = None
     with db.transaction() as tx:
         live_position = _hold(tx, live.name)
         position = runner.position_in(tx, shadow.name)
@@ -190,8 +192,8 @@ def switch(runner: Runner, live: ReadModel, shadow: ReadModel) -> int:
             shadow.apply(tx, runner.decode(notifications))
             position = notifications[-1].id
             applied += len(notifications)
-        if position < live_position:
-            _discarded(live.name, live_position, position, runner.head())
+        if position < live_position:  # logged once the switch is committed
+            discarded = (live.name, live_position, position, runner.head())
         for table in live.real_tables():
             tx.execute(f"DROP TABLE IF EXISTS {table}")
         for table in live.tables:
@@ -200,6 +202,8 @@ def switch(runner: Runner, live: ReadModel, shadow: ReadModel) -> int:
         tx.execute("UPDATE projection_tracking SET position = ? WHERE name = ?",
                    (position, live.name))
         tx.execute("DELETE FROM projection_tracking WHERE name = ?", (shadow.name,))
+    if discarded is not None:
+        _discarded(*discarded)
     return applied
 
 

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from domain.states import Action
+from projections import rebuild
 from projections.rebuild import build_beside, switch_all
 from service.audit.read_models import verify_read_models
 from service.cli.app import cli
@@ -87,3 +88,23 @@ def test_the_rebuild_command_mends_a_read_model_past_the_head(services, database
     verified = CliRunner().invoke(cli, ["audit", "verify"])
     assert verified.exit_code == 0, verified.output
     _runs_again(services, "job_view")  # the runner that refused it, not restarted
+
+
+def test_a_switch_that_fails_logs_no_position_discarded(services, monkeypatch, caplog):
+    # the warning says the switch happened: it is logged once the switch is committed, so a
+    # switch rolled back (here, naming the indexes fails) logs none and discards nothing
+    a_mix_of_commands_and_jobs(services)
+    runner = services.projections
+    live = runner.read_models["job_view"]
+    position, _ = _push_past_head(services, "job_view", by=500)
+    build_beside(runner, [live])
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("the switch failed")
+
+    monkeypatch.setattr(rebuild, "_name_indexes", fails)
+    with caplog.at_level(logging.WARNING, logger="vmledger.projections.rebuild"), \
+            pytest.raises(RuntimeError):
+        switch_all(runner, [live])
+    assert [r for r in caplog.records if r.name.endswith(".rebuild")] == []
+    assert runner.position("job_view") == position
