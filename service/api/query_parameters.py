@@ -171,9 +171,11 @@ IDEMPOTENCY_KEY = Param("Idempotency-Key", "1 to 255 characters, scoped to the c
                         where="header")
 COMMAND_HEADERS = (IF_MATCH, IDEMPOTENCY_KEY)
 #: The VM commands' too
-X_CONTEXT = Param("x-context", "JSON kept in the job's params.context (at most 4096 bytes; "
-                  "text that is not JSON is kept as {\"raw\": text}); a body's context "
-                  "that differs is ConflictingParameters", where="header")
+X_CONTEXT = Param("x-context", "JSON kept in the params.context of the job the command "
+                  "queues (CreateVm, DeleteVm, and every action but quarantine and release, "
+                  "which queue none and do not read it; at most 4096 bytes; text that is not "
+                  "JSON is kept as {\"raw\": text}); a body's context that differs is "
+                  "ConflictingParameters", where="header")
 #: Every operation's (added to each by service/api/openapi.py)
 EVERY_OPERATION_HEADERS = (
     Param("Accept-Version", "the API version, a node-semver range: none or * is version 1 "

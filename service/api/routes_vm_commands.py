@@ -195,7 +195,9 @@ def _networks(request: Request, networks: Any) -> list[NicRequest]:
 
 async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None,
                       name: str) -> JSONResponse:
-    """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them."""
+    """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them; their
+    context (``x-context``, or the body's) is kept in the job's ``params.context``, as the
+    other actions keep it."""
     query = NIC_QUERY.parse(request)
     sync = query.boolean("sync")
     _client_extras(query)
@@ -209,9 +211,11 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
     behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
     owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
     idempotency = idempotency_of(request, data, cause, action=True)
+    context = _one_context(request, parsed.context)
     result = await command(request, lambda: change_nics(
         services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
-        remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency))
+        remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency,
+        context=context))
     return await _answer(request, result, sync=sync or bool(parsed.sync))
 
 

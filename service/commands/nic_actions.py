@@ -35,9 +35,11 @@ IF_ALREADY = "succeed"
 def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause: Cause,
                 add: list[NicRequest] | None = None, remove: list[str] | None = None,
                 owner_uuid: str | None = None, if_match: int | None = None,
-                idempotency: IdempotencyKey | None = None) -> Accepted:
+                idempotency: IdempotencyKey | None = None,
+                context: dict[str, Any] | None = None) -> Accepted:
     """Add NICs on the networks ``add`` names, or queue the removal of the NICs ``remove``
-    (MACs). Raises
+    (MACs); ``context`` (the VMAPI client's ``x-context``) is kept in the job's
+    ``params.context``, as every action that queues a job keeps it. Raises
     ``VmNotFoundError`` (also for another owner's VM), ``UnallocatedVmError`` (version 1, a
     provisioning VM, or one on no server: ``refuse_nic_change``),
     ``InvalidTransitionError``, ``NetworkNotFoundError``, ``NetworkFullError``,
@@ -61,9 +63,12 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
                 return str(existing["uuid"])
         job_uuid = str(uuidlib.uuid4())
         # a NIC change is an update of the VM as far as the rules table goes
+        params: dict[str, Any] = {"args": args, "if_already": IF_ALREADY,
+                                  "api_version": behaviour.version}
+        if context is not None:
+            params["context"] = context
         vm.queue_job(action=Action.UPDATE, job_uuid=job_uuid, name=name.value,
-                     params={"args": args, "if_already": IF_ALREADY,
-                             "api_version": behaviour.version}, cause=job_cause)
+                     params=params, cause=job_cause)
         return job_uuid
 
     job_uuid, vm, position, replayed = commands.change(

@@ -12,6 +12,7 @@ from tests.api.helpers import (
     OTHER_OWNER, V2, act, act_and_wait, assert_error, create_running_vm, create_vm,
     error_fields, get_vm, history_types, vm_body, wait_job,
 )
+from tests.api.test_networks import make_network
 
 
 def etag_version(response) -> int:
@@ -283,6 +284,32 @@ def test_x_context_is_kept_in_the_jobs_params(client) -> None:
     assert job["params"]["context"] == context
     in_body = act_and_wait(client, vm_uuid, "start", json={"context": {"from": "body"}})
     assert in_body["params"]["context"] == {"from": "body"}
+
+
+def test_the_nic_actions_keep_their_context_in_the_jobs_params_and_check_it(client) -> None:
+    """A reviewer's finding: ``x-context`` was said to be kept in the job's params, but
+    ``add_nics`` and ``remove_nics`` never read it (nor a body's ``context``), so a header
+    over the limit was accepted there and the context lost. They keep it as every action
+    that queues a job does; quarantine and release queue none and do not read it."""
+    network = make_network(client)
+    vm_uuid = create_running_vm(client)
+    added = act_and_wait(client, vm_uuid, "add_nics", headers={**V2, "x-context": '{"who": 1}'},
+                         json={"networks": [network["uuid"]]})
+    assert added["execution"] == "succeeded" and added["params"]["context"] == {"who": 1}
+    [nic] = get_vm(client, vm_uuid)["nics"]
+    removed = act_and_wait(client, vm_uuid, "remove_nics", headers=V2,
+                           json={"macs": [nic["mac"]], "context": {"from": "body"}})
+    assert removed["params"]["context"] == {"from": "body"}
+    before = history_types(client, vm_uuid)
+    too_long = act(client, vm_uuid, "add_nics", json={"networks": [network["uuid"]]},
+                   headers={**V2, "x-context": json.dumps({"a": "x" * 5000})})
+    assert error_fields(assert_error(too_long, 422, "ValidationFailed")) == {
+        "x-context": "Invalid"}
+    differ = act(client, vm_uuid, "add_nics", headers={**V2, "x-context": '{"k": 2}'},
+                 json={"networks": [network["uuid"]], "context": {"k": 1}})
+    assert error_fields(assert_error(differ, 422, "ConflictingParameters")) == {
+        "x-context": "Invalid"}
+    assert history_types(client, vm_uuid) == before
 
 
 def test_an_x_context_beside_a_body_context_is_still_checked_and_must_agree(client) -> None:
