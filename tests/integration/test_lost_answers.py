@@ -525,7 +525,7 @@ def test_a_destroy_whose_answer_was_lost_fails_keeping_the_nics_unless_the_copy_
     """Row L7's other cases: a copy still there (the answers lost before the node took the
     call), or a server that cannot be asked: the destroy fails as before, the VM keeping
     its NICs and their addresses."""
-    vm_uuid, server_uuid, network = running_vm_with_a_network(services)
+    vm_uuid, _, network = running_vm_with_a_network(services)
     change(services, vm_uuid, add=[network])
     settle(services)
     [nic] = services.commands.load(vm_uuid).nic_list
