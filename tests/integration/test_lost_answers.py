@@ -34,6 +34,23 @@ def lost_every_time(services, operation: str, *, failed_first: bool = False) -> 
         services.fleet.faults.inject(operation, "lose_response", attempts)
 
 
+# a guest shutdown destroys it: a report taken for one is seen at once
+DESTROYED_ON_SHUTDOWN = {"preset": "persistent", "guest_shutdown": "destroy"}
+
+
+def waiting_stop(services, persistence: dict | None = None) -> tuple[str, str]:
+    """``(vm_uuid, job_uuid)``: a running VM on ``S`` whose stop lost every answer after the
+    node stopped it, and whose node could not be asked then: the job waits (row L4)."""
+    vm_uuid = pinned(services, persistence) if persistence else pinned(services)
+    settle(services)
+    lost_every_time(services, "ensure_state")
+    services.fleet.faults.inject("inventory", "fail", 1)
+    stop = act(services, vm_uuid, Action.STOP).job_uuid
+    settle(services)
+    assert job(services, stop)["execution"] == "running"
+    return vm_uuid, stop
+
+
 def steps(done: dict) -> list[tuple[str, bool]]:
     return [(step["name"], step["error"] is None) for step in done["chain_results"]]
 
@@ -148,12 +165,7 @@ def test_a_reboot_whose_last_answer_was_lost_is_recorded_rebooted_once(services)
 def test_a_stop_whose_answer_was_lost_and_whose_node_cannot_be_asked_waits_for_it(services):
     """Nothing is decided while the node cannot say what it did: the job waits, holding the
     ticket (a report changes nothing meanwhile), and the next claim asks again."""
-    vm_uuid = pinned(services, {"preset": "persistent", "guest_shutdown": "destroy"})
-    settle(services)
-    lost_every_time(services, "ensure_state")
-    services.fleet.faults.inject("inventory", "fail", 1)
-    stop = act(services, vm_uuid, Action.STOP).job_uuid
-    settle(services)
+    vm_uuid, stop = waiting_stop(services, DESTROYED_ON_SHUTDOWN)
 
     waiting = job(services, stop)
     assert waiting["execution"] == "running", waiting
@@ -286,12 +298,7 @@ def test_a_stop_that_waited_then_lost_its_worker_still_asks_the_node_before_it_f
     the VM on the first attempt, so the job must still ask it and adopt the stop; it used to
     fail the stop as plain, the log left running, and the next report destroyed the VM as a
     guest shutdown (``guest_shutdown: destroy``)."""
-    vm_uuid = pinned(services, {"preset": "persistent", "guest_shutdown": "destroy"})
-    settle(services)
-    lost_every_time(services, "ensure_state")
-    services.fleet.faults.inject("inventory", "fail", 1)
-    stop = act(services, vm_uuid, Action.STOP).job_uuid
-    settle(services)
+    vm_uuid, stop = waiting_stop(services, DESTROYED_ON_SHUTDOWN)
     waiting = job(services, stop)
     assert waiting["execution"] == "running", waiting
     assert waiting["chain_results"][-1]["result"] == {"waiting_for": [S]}
@@ -347,13 +354,7 @@ def test_a_stop_waiting_for_a_server_removed_or_unknown_ends_failed(
     look treats them: ``takeovers._where_is``): asking again cannot help, so the stop that
     waited for the node ends failed at the next claim, as any stop there would, rather than
     waiting every lease until the stuck check quarantined the VM."""
-    vm_uuid = pinned(services)
-    settle(services)
-    lost_every_time(services, "ensure_state")
-    services.fleet.faults.inject("inventory", "fail", 1)
-    stop = act(services, vm_uuid, Action.STOP).job_uuid
-    settle(services)
-    assert job(services, stop)["execution"] == "running"
+    vm_uuid, stop = waiting_stop(services)
     if status == "removed":
         services.fleet.set_server_status(S, "removed")
     else:  # the driver no longer has the server: it takes no call
@@ -484,13 +485,7 @@ def test_a_stop_asked_again_after_a_wait_whose_step_is_refused_asks_the_node(ser
     """Row L4's next claim: its step refused every attempt (the node did nothing more) is
     still one whose outcome is unknown, so the node is asked, and the stop the first
     attempt did is adopted."""
-    vm_uuid = pinned(services, {"preset": "persistent", "guest_shutdown": "destroy"})
-    settle(services)
-    lost_every_time(services, "ensure_state")
-    services.fleet.faults.inject("inventory", "fail", 1)
-    stop = act(services, vm_uuid, Action.STOP).job_uuid
-    settle(services)
-    assert job(services, stop)["execution"] == "running"
+    vm_uuid, stop = waiting_stop(services, DESTROYED_ON_SHUTDOWN)
     services.fleet.faults.inject("ensure_state", "fail", services.worker.step_attempts)
     assert rescuer(services).run_vm(vm_uuid)
 
