@@ -22,6 +22,9 @@ from tests.integration.outages import database_refused
 from tests.integration.processes import _answers, _has_tables, free_port
 from tests.waiting import wait_until
 
+# long runs of real processes: .ci/slow.sh runs them, the default run leaves them out
+pytestmark = pytest.mark.slow
+
 
 def outage_warnings(log_path: Path) -> list[dict]:
     """The WARNING lines of ``OUTAGE_NOISE``'s loggers in a process's JSON log."""

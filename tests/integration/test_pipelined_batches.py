@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from service.container import Services
 from service.settings import Settings
 from tests.builders import rows
@@ -20,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from _log import build_log  # noqa: E402 - the benchmark's realistic log of any size
 
 
+@pytest.mark.slow  # a long run over a large log (.ci/slow.sh)
 def test_a_rebuild_over_a_large_log_on_postgresql_equals_the_live_read_models(postgres_url):
     from tests.conftest import _empty_schema
 

@@ -46,6 +46,7 @@ def test_a_rebuild_started_while_another_runs_ends_in_one_line(settings, log_of_
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+@pytest.mark.slow  # a long run of real processes (.ci/slow.sh)
 def test_two_rebuilds_racing_on_postgres_never_share_the_shadow_tables(
         settings, log_of_vms) -> None:
     alone = _applied(vmledger("rebuild", database_url=settings.database_url))

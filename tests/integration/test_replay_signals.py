@@ -19,6 +19,9 @@ from tests.cli import VMLEDGER, environment, vmledger
 from tests.trace import SCHEDULE, SUBMIT, row, write_trace
 from tests.waiting import wait_until
 
+# long runs of real processes: .ci/slow.sh runs them, the default run leaves them out
+pytestmark = pytest.mark.slow
+
 
 def long_trace(path: Path, jobs: int = 3_000) -> Path:
     """A trace that takes a replay some seconds: 3 tasks a job, each submitted then placed."""

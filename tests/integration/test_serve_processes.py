@@ -20,6 +20,9 @@ from tests.cli import vmledger_process
 from tests.integration.processes import free_port
 from tests.waiting import wait_until
 
+# long runs of real processes: .ci/slow.sh runs them, the default run leaves them out
+pytestmark = pytest.mark.slow
+
 WORKERS = 2
 
 

@@ -67,6 +67,7 @@ def event_names(services: Services, vm_uuid: str) -> list[str]:
     return [type(e).__name__ for e in stream(services, vm_uuid)]
 
 
+@pytest.mark.slow  # a long run of real processes (.ci/slow.sh)
 def test_a_stopped_worker_process_leaves_its_job_to_its_lease_and_claims_no_other(
     services: Services, tmp_path: Path
 ) -> None:

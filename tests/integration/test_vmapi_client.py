@@ -21,6 +21,9 @@ from tests.cli import stop_processes, vmledger_process
 from tests.waiting import wait_until
 from tests.integration.processes import free_port
 
+# long runs of real processes: .ci/slow.sh runs them, the default run leaves them out
+pytestmark = pytest.mark.slow
+
 CLIENT = "sdc-clients@13.0.6"
 DRIVE_JS = Path(__file__).parent / "vmapi_client" / "drive.js"
 NPM_TIMEOUT_S = 300

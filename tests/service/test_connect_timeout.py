@@ -16,6 +16,9 @@ from service.cli.preflight import check_database
 from service.rebuild_lock import one_rebuild_at_a_time
 from service.settings import Settings
 
+# long runs of real processes: .ci/slow.sh runs them, the default run leaves them out
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def silent_peer() -> Iterator[int]:
