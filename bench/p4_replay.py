@@ -16,11 +16,15 @@ from 2 to about 20 events. It runs on a sibling SQLite file in the same director
 200 turns after every 1,000 commands of the replay (and once before and after), so that both
 see the machine at the same moments; the bursts' time is taken out of the replay's.
 
-The default replays the shard's first 80 jobs (1,511 rows; jobs 81 to 90 add one job of
-14,700 rows), so that a run takes well under a few minutes; ``--whole-shard`` replays all
-450,146 rows (hours on 2 cores).
+The default replays the shard's first 90 jobs (16,211 rows, about 60,000 commands: a run of
+15 to 20 s), so that a run takes well under a few minutes; ``--whole-shard`` replays all
+450,146 rows. It was 80 jobs (1,511 rows, 6,021 commands) until session 21: that slice's rows
+lie among the file's first 295,296 lines, which the trace's reader (``service.replay.ahead``)
+must parse to pick them out, and that scan, with the reader's start, took about as long as the
+replay's 6,021 commands (a one-job replay takes 0.6 s), so the figure measured the reading
+more than the replay's commands (docs/performance.md, "Session 21").
 
-    python bench/p4_replay.py [--quick] [--max-jobs 80] [--whole-shard]
+    python bench/p4_replay.py [--quick] [--max-jobs 90] [--whole-shard]
 """
 
 from __future__ import annotations
@@ -127,7 +131,7 @@ def run_replay(database_url: str, max_jobs: int | None, reference: ReferenceLoop
 
 def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
-    p.add_argument("--max-jobs", type=int, default=80,
+    p.add_argument("--max-jobs", type=int, default=90,
                    help="replay the first N job_ids of the shard (vmledger replay --max-jobs)")
     p.add_argument("--whole-shard", action="store_true", help="replay every row (long)")
     p.add_argument("--every", type=int, default=1000,
