@@ -28,6 +28,25 @@ def mount_address(networks: dict[str, str]) -> str | None:
     return ",".join(networks.values()) or None
 
 
+
+ADDRESS_TEXT = "must be an IPv4 or IPv6 address, with no zone id"
+
+
+def volume_address(text: str) -> str:
+    """``text`` as a volume address in its normal form. Raises ``ValidationError`` naming
+    ``address`` when it is no IPv4 or IPv6 address, or when it carries an IPv6 zone id
+    (``fe80::1%eth0``): a zone names an interface of one host, so it is no address another
+    host's VM can mount, and it may be any text at all (a tester stored markup and 5,000
+    characters through it)."""
+    try:
+        parsed = ipaddress.ip_address(text)
+    except ValueError:
+        raise ValidationError("address", "Invalid", ADDRESS_TEXT) from None
+    if getattr(parsed, "scope_id", None) is not None:
+        raise ValidationError("address", "Invalid", ADDRESS_TEXT)
+    return str(parsed)
+
+
 class Volume(chain.Chained, Aggregate):
     """A volume: its name and ``networks`` (``{network_uuid: address}``, attach order)."""
 
@@ -95,10 +114,7 @@ class Volume(chain.Chained, Aggregate):
         ``ValidationError`` for a bad address, one the volume has on another network, a
         network it is already on at another address (detach it first), or a network past
         ``MAX_NETWORKS``."""
-        try:
-            address = str(ipaddress.ip_address(address))
-        except ValueError:
-            raise ValidationError("address", "Invalid", "must be an IPv4 or IPv6 address") from None
+        address = volume_address(address)
         current = self.networks.get(network_uuid)
         if current == address:
             return False

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from ipaddress import IPv4Address, IPv6Address
+from typing import Annotated, Any
 
 from fastapi import Body, Request
 from fastapi.responses import JSONResponse
-from pydantic import Field, IPvAnyAddress
+from pydantic import AfterValidator, Field, IPvAnyAddress
 
 from domain.errors import VolumeNotFoundError
-from domain.volume import MAX_NETWORKS, Volume
+from domain.volume import ADDRESS_TEXT, MAX_NETWORKS, Volume
 from projections.volume_mounts import volume_object
 from service.api.auth import authorized_router
 from service.api.deps import (
@@ -32,20 +33,30 @@ VOLUME_ACTION = QueryParameters(Param(
     "network_uuid)", one_of(ACTIONS), required=True), *COMMAND_HEADERS)
 
 
+def _unzoned(address: IPv4Address | IPv6Address) -> IPv4Address | IPv6Address:
+    if getattr(address, "scope_id", None) is not None:
+        raise ValueError(ADDRESS_TEXT)
+    return address
+
+
+# An address a VM can mount: no IPv6 zone id (``domain.volume.volume_address``)
+VolumeAddress = Annotated[IPvAnyAddress, AfterValidator(_unzoned)]
+
+
 class CreateVolumeRequest(StrictModel):
     """``POST /volumes``: a name, and the networks it is reachable on with its address on each
     (``{network_uuid: address}``; none by default)."""
 
     uuid: Uuid | None = None
     name: Name
-    networks: dict[Uuid, IPvAnyAddress] = Field(default_factory=dict, max_length=MAX_NETWORKS)
+    networks: dict[Uuid, VolumeAddress] = Field(default_factory=dict, max_length=MAX_NETWORKS)
 
 
 class AttachNetworkRequest(StrictModel):
     """``?action=attach_network``: the network, and the volume's address on it."""
 
     network_uuid: Uuid
-    address: IPvAnyAddress
+    address: VolumeAddress
 
 
 class DetachNetworkRequest(StrictModel):

@@ -87,6 +87,7 @@ def test_list_volumes_pages_oldest_first_with_the_total_count(client):
     ({"name": "data", "networks": {"not-a-uuid": "10.0.0.5"}}, "networks.not-a-uuid.[key]"),
     ({"name": "data", "colour": "blue"}, "colour"),
     ({"name": "data", "uuid": "nope"}, "uuid"),
+    ({"name": "data", "networks": {NET_A: "fe80::1%<img src=x>"}}, f"networks.{NET_A}"),
 ])
 @pytest.mark.parametrize(("headers", "status"), [({}, 409), (V2, 422)])
 def test_create_volume_refuses_bad_fields_naming_each_and_records_nothing(
@@ -109,6 +110,15 @@ def test_an_unknown_volume_is_404_on_every_route(client):
     assert_error(client.get("/volumes/not-a-uuid"), 404, "ResourceNotFound")
     response = volume_action(client, unknown, "detach_network", network_uuid=NET_A)
     assert_error(response, 404, "ResourceNotFound")
+
+
+def test_an_attach_refuses_an_address_with_a_zone_id_and_records_nothing(client, services):
+    volume = create_volume(client)
+    head = services.commands.head_position()
+    refused = volume_action(client, volume["uuid"], "attach_network", network_uuid=NET_B,
+                            address="fe80::1%" + "x" * 5000)
+    assert "address" in error_fields(assert_error(refused, 409, "ValidationFailed"))
+    assert services.commands.head_position() == head
 
 
 def test_attach_and_detach_change_the_volumes_addresses(client):

@@ -54,6 +54,9 @@ def test_a_repeated_attach_or_a_detach_of_an_absent_network_records_nothing():
     (NET_B, "10.0.0.300", "address"),
     (NET_B, "10.0.0.5", "address"),  # the volume has it on NET_A
     (NET_A, "10.0.0.6", "network_uuid"),  # on NET_A already, at another address
+    # a zone id is any text after %: no address a VM on another host can mount (tester)
+    (NET_B, "fe80::1%<img src=x>", "address"),
+    (NET_B, "fe80::1%eth0", "address"),
 ])
 def test_attach_refuses_a_bad_or_conflicting_address(network, address, field):
     volume = volume_on(**{NET_A: "10.0.0.5"})
