@@ -88,7 +88,9 @@ def serve(
     check_database(settings)
     options = {"log_config": setup_logging(settings), "log_level": settings.log_level.lower(),
                "access_log": False, "timeout_keep_alive": KEEP_ALIVE_S,
-               "http": NoDelayHttpToolsProtocol, "ws": "websockets-sansio"}
+               "http": NoDelayHttpToolsProtocol, "ws": "websockets-sansio",
+               # X-Forwarded-* is any client's to send: behind a proxy, VMLEDGER_PUBLIC_URL
+               "proxy_headers": False}
     if workers > 1:  # processes of our own: uvicorn's share one socket and balance badly
         from service.api.processes import serve_processes
 

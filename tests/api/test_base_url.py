@@ -6,13 +6,18 @@ body and no declaration in the schema."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from service.api import deps
+from service.api import serving
 from service.api.app import create_app
+from service.cli.app import cli
 from service.settings import Settings
 from tests.api.helpers import assert_error, create_running_vm, vm_body
+from tests.changes.live import served
 
 EVIL = {"Host": "evil.example"}
 
@@ -21,6 +26,21 @@ def test_workflow_api_is_not_the_clients_host(client):
     response = client.post("/vms", json=vm_body(), headers=EVIL)
     assert response.status_code == 202, response.text
     assert response.headers["workflow-api"] == "http://testserver"
+
+
+def test_workflow_api_ignores_forwarded_headers_as_served(services, monkeypatch):
+    """Found by a tester: uvicorn trusts X-Forwarded-Proto from 127.0.0.1 by default, so a
+    client's ``https`` became the header's scheme on a plain-HTTP service. A service behind
+    a proxy sets ``VMLEDGER_PUBLIC_URL`` instead (operations.md)."""
+    given: dict = {}
+    monkeypatch.setattr(serving, "run", lambda *args, **kwargs: given.update(kwargs))
+    assert CliRunner().invoke(cli, ["serve"]).exit_code == 0
+    options = {key: given[key] for key in ("proxy_headers", "http") if key in given}
+    with served(create_app(services=services, background=False), **options) as (url, _):
+        response = httpx.post(f"{url}/vms", json=vm_body(), headers={
+            "X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"})
+    assert response.status_code == 202, response.text
+    assert response.headers["workflow-api"] == url
 
 
 def test_workflow_api_is_the_configured_public_url(services):

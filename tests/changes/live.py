@@ -31,12 +31,13 @@ def live_app(services: Services, *, background: bool = True) -> Iterator[tuple[s
 
 @contextlib.contextmanager
 def served(app: FastAPI, server_class: type[uvicorn.Server] = uvicorn.Server,
-           ) -> Iterator[tuple[str, uvicorn.Server]]:
+           **options: Any) -> Iterator[tuple[str, uvicorn.Server]]:
     """Serve ``app`` with a ``server_class`` in a thread, on 127.0.0.1 at a free port; yields
     its base URL and the server (set its ``should_exit`` to start its shutdown). The server
-    gets no signal: it runs in a thread."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
-                            timeout_graceful_shutdown=2, ws="websockets-sansio")
+    gets no signal: it runs in a thread. ``options`` are more ``uvicorn.Config`` options."""
+    config = uvicorn.Config(app, **{"log_level": "warning", "timeout_graceful_shutdown": 2,
+                                    "ws": "websockets-sansio", **options},
+                            host="127.0.0.1", port=0)
     server = server_class(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
