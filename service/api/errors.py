@@ -141,15 +141,20 @@ def invalid_parameters(request: HTTPConnection, errors: list[dict[str, str]],
 # where its own words do not cut it first (json_input.cut, ``ECHOED``).
 MAX_MESSAGE = 1000
 MAX_FIELD = 200
+# The most ``errors`` entries a body lists; the rest are counted in ``errors_omitted``
+MAX_ERRORS = 100
 
 
 def body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     """The error body: ``{"code", "message", ...}``, its ``message`` and each of its
     ``errors``' ``field`` and ``message`` at most ``MAX_MESSAGE`` and ``MAX_FIELD``
-    characters (cut, marked "…")."""
+    characters (cut, marked "…"), and at most ``MAX_ERRORS`` entries, the number left out
+    then given as ``errors_omitted``."""
     errors = extra.get("errors")
     if errors:
-        extra["errors"] = [_bounded(error) for error in errors]
+        extra["errors"] = [_bounded(error) for error in errors[:MAX_ERRORS]]
+        if len(errors) > MAX_ERRORS:
+            extra["errors_omitted"] = len(errors) - MAX_ERRORS
     return {"code": code, "message": cut(message, MAX_MESSAGE), **extra}
 
 

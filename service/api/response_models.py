@@ -25,12 +25,14 @@ class FieldError(_Open):
 
 
 class Error(_Open):
-    """Every error body: ``code`` and ``message``; a validation error adds ``errors``, a refusal
-    because of state adds ``state`` and ``allowed_actions``, a 412 ``current_version``."""
+    """Every error body: ``code`` and ``message``; a validation error adds ``errors`` (at most
+    100; ``errors_omitted`` counts the rest), a refusal because of state adds ``state`` and
+    ``allowed_actions``, a 412 ``current_version``."""
 
     code: str
     message: str
     errors: list[FieldError] | None = None
+    errors_omitted: int | None = None
 
 
 class Accepted(_Open):
