@@ -240,6 +240,14 @@ def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> J
     """The answer to an accepted command: ``{vm_uuid, job_uuid}`` (VMAPI), the VM version as
     ``ETag``, the log position, and ``workflow-api`` (where the VMAPI client polls jobs)."""
     bind(vm_uuid=result.vm_uuid, job_uuid=result.job_uuid)  # the request's closing log line
+    return FastJSONResponse({"vm_uuid": result.vm_uuid, "job_uuid": result.job_uuid},
+                            status_code=status_code, headers=accepted_headers(request, result))
+
+
+def accepted_headers(request: Request, result: Accepted) -> dict[str, str]:
+    """The headers of an accepted command's answer (``accepted``), also those of a ``sync``
+    command's refusal once its job ended badly (``JobEndedBadlyError``): the command was
+    accepted all the same."""
     headers = {
         "ETag": f'"{result.version}"',
         "Location": f"/vms/{result.vm_uuid}",
@@ -247,8 +255,7 @@ def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> J
     }
     if result.position is not None:
         headers["x-log-position"] = str(result.position)
-    return FastJSONResponse({"vm_uuid": result.vm_uuid, "job_uuid": result.job_uuid},
-                            status_code=status_code, headers=headers)
+    return headers
 
 
 # Each base URL as text, by the scope items it is built from (``request.base_url`` parsed a

@@ -117,6 +117,33 @@ class UnavailableError(ApiError):
         super().__init__(503, "Unavailable", message)
 
 
+class JobEndedBadlyError(ApiError):
+    """A ``sync=true`` command whose job failed or was canceled: 409 ``JobFailed`` or
+    ``JobCanceled`` with VMAPI's message (``job_ended_message``) and the ``vm_uuid`` and
+    ``job_uuid`` the 202 would have given. VMAPI's ``waitForJob`` answers a plain Error, a
+    500; here a 5xx other than 503 is a bug, and the job's end is the client's to read."""
+
+    def __init__(self, job: dict[str, Any], headers: dict[str, str] | None = None):
+        code = "JobCanceled" if job["execution"] == "canceled" else "JobFailed"
+        super().__init__(409, code, job_ended_message(job), headers=headers,
+                         vm_uuid=job["vm_uuid"], job_uuid=job["uuid"])
+
+
+def job_ended_message(job: dict[str, Any]) -> str:
+    """VMAPI's message for a job that ended badly (``pollJob``'s ``_getErrorFromJob``,
+    lib/common/util.js): its last chain result's error (that error's ``message`` when it
+    has one, else ``job NAME (UUID) failed: RESULT: ERROR``); without one, ``Job NAME (UUID)
+    failed`` or ``was canceled``."""
+    results = job.get("chain_results") or []
+    last = results[-1] if results else {}
+    error, prefix = last.get("error"), f"{job['name']} ({job['uuid']})"
+    if error:
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        return f"job {prefix} failed: {last.get('name')}: {error}"
+    return f"Job {prefix} " + ("was canceled" if job["execution"] == "canceled" else "failed")
+
+
 def validation_status(request: HTTPConnection) -> int:
     """Version 1 answers bad input with 409 as VMAPI does; version 2 with 422."""
     behaviour = getattr(request.state, "behaviour", None)

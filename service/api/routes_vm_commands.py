@@ -24,6 +24,7 @@ from service.api.action_params import action_of, check_agree
 from service.api.auth import authorized_router, require_owner
 from service.api.deps import (
     accepted,
+    accepted_headers,
     behaviour_of,
     cause_of,
     command,
@@ -35,7 +36,7 @@ from service.api.deps import (
     wait_for_job,
 )
 from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header
-from service.api.errors import invalid_parameters
+from service.api.errors import JobEndedBadlyError, invalid_parameters
 from service.api.params import Query
 from service.api.query_parameters import check_declared_header
 from service.api.quarantine_actions import quarantine_action
@@ -51,6 +52,7 @@ from service.commands.application import VmSpec
 from service.commands.change import Accepted
 from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
+from service.logs import bind
 
 router = authorized_router()
 
@@ -58,6 +60,7 @@ ACTIONS = {a.value: a for a in (Action.START, Action.STOP, Action.KILL, Action.R
                                 Action.UPDATE)}
 UPDATABLE = ("alias", "customer_metadata", "internal_metadata", "tags")
 SYNC_TIMEOUT_S = 60.0
+ENDED_BADLY = ("failed", "canceled")  # a sync wait's job that ended so is refused (409)
 # VMAPI's top-level messages of bad CreateVm and UpdateVm input (lib/common/validation.js)
 CREATE_MESSAGE, UPDATE_MESSAGE = "Invalid VM parameters", "Invalid VM update parameters"
 
@@ -260,12 +263,17 @@ async def _answer(request: Request, result: Accepted, *, sync: bool) -> JSONResp
     """The answer to an accepted command (``deps.accepted``). With ``sync``, given once the
     job ended (at most ``SYNC_TIMEOUT_S``; then as it is) with the VM's version at that time
     as ``ETag``: its ETag is the VM's version when it answers (api.md); the version at
-    acceptance would already be stale, and an ``If-Match`` taken from it refused."""
+    acceptance would already be stale, and an ``If-Match`` taken from it refused. Raises
+    ``JobEndedBadlyError`` (409) when the waited job failed or was canceled, as VMAPI's
+    ``handleUpdateVMResponse`` answers ``waitForJob``'s error, not 202."""
     if sync:
         services = services_of(request)
-        await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
+        job = await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
         now = await run_in_threadpool(services.commands.load, result.vm_uuid)
         result = replace(result, version=now.version)
+        if job is not None and job["execution"] in ENDED_BADLY:
+            bind(vm_uuid=result.vm_uuid, job_uuid=result.job_uuid)  # the closing log line
+            raise JobEndedBadlyError(job, headers=accepted_headers(request, result))
     return accepted(request, result)
 
 
