@@ -25,6 +25,18 @@ _FENCE_JOBS = uuid5(UUID(int=0), "vmledger:fence-job")
 CANCELED_BY_DELETE_VM = "canceled by a DeleteVm"
 
 
+def job_params(args: dict[str, Any], if_already: str, api_version: int,
+               context: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``params`` an action's or NIC change's job records: ``{args, if_already,
+    api_version}``, and ``context`` when the request gave one (api.md, "Jobs"). A repeat
+    merges into the last job only when it would record these very params
+    (``JobQueue.matching_active_job``)."""
+    params = {"args": args, "if_already": if_already, "api_version": api_version}
+    if context is not None:
+        params["context"] = context
+    return params
+
+
 class ActiveJob(TypedDict, total=False):
     """A queued or running job as ``Vm.active_jobs`` holds it (a plain dict, so snapshots
     store it as they always did). ``execution`` is ``Execution.QUEUED`` or
@@ -80,21 +92,21 @@ class JobQueue:
         """The queued or running job with this uuid, or None."""
         return next((j for j in self.active_jobs if j["uuid"] == job_uuid), None)
 
-    def matching_active_job(self, name: str, args: dict[str, Any],
-                            if_already: str) -> ActiveJob | None:
-        """The job a repeat of ``name`` with ``args`` merges into, or None (queue a new one).
+    def matching_active_job(self, name: str, params: dict[str, Any]) -> ActiveJob | None:
+        """The job a repeat of ``name`` that would record ``params`` merges into, or None
+        (queue a new one).
 
-        Only a job that does what the repeat's would can take it: the same ``args`` and the
-        same ``if_already`` (a v1 stop that fails on a stopped VM cannot answer a v2 or
-        idempotent stop, which succeeds doing nothing). And only the last job of the queue
-        (queued, or running with nothing queued after it): a repeat merged into an earlier
-        job would run before the jobs queued after it, so ``stop``, ``start``, ``stop`` would
-        end running although the last command acknowledged was a stop (the last
-        acknowledged intent wins; api.md)."""
+        Only a job recording exactly the repeat's ``params`` can take it: the same ``args``
+        and ``if_already`` (a v1 stop that fails on a stopped VM cannot answer a v2 or
+        idempotent stop, which succeeds doing nothing), and the same ``api_version`` and
+        ``context``: a job's params are what the log keeps of the request, and a request
+        merged into a job recording another caller's context would be recorded nowhere (a
+        tester). And only the last job of the queue (queued, or running with nothing queued
+        after it): a repeat merged into an earlier job would run before the jobs queued
+        after it, so ``stop``, ``start``, ``stop`` would end running although the last
+        command acknowledged was a stop (the last acknowledged intent wins; api.md)."""
         last = self.active_jobs[-1] if self.active_jobs else None
-        if (last is not None and last["name"] == name
-                and last["params"].get("args", {}) == args
-                and last["params"].get("if_already") == if_already):
+        if last is not None and last["name"] == name and last["params"] == params:
             return last
         return None
 

@@ -20,7 +20,7 @@ from eventsourcing.persistence import Mapper, Transcoder
 from domain.errors import (
     DuplicateVmError, NothingToUpdateError, UuidTakenError, VmNotFoundError,
 )
-from domain.job_queue import CANCELED_BY_DELETE_VM
+from domain.job_queue import CANCELED_BY_DELETE_VM, job_params
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.change import Accepted, Changed, Changes
@@ -265,8 +265,9 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
             copies = vm.copy_servers
             server_removed = (action is Action.DESTROY and bool(copies) and all(
                 self.server_status(server) == "removed" for server in copies))
-            existing = vm.matching_active_job(
-                name.value, args, behaviour.if_already(action, idempotent=idempotent).value)
+            existing = vm.matching_active_job(name.value, job_params(
+                args, behaviour.if_already(action, idempotent=idempotent).value,
+                behaviour.version, context))
             if existing is not None:
                 # A repeat only where this request is admitted in the VM's state now: its
                 # version's refusal answers first (a v2 DELETE of a destroyed VM is
@@ -293,10 +294,7 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
             job_uuid = str(uuidlib.uuid4())
             if plan.cancel_queued_provision:  # and the jobs queued behind it
                 vm.cancel_queued_provision(CANCELED_BY_DELETE_VM, cause=job_cause)
-            params = {"args": args, "if_already": plan.if_already.value,
-                      "api_version": behaviour.version}
-            if context is not None:
-                params["context"] = context
+            params = job_params(args, plan.if_already.value, behaviour.version, context)
             vm.queue_job(action=action, job_uuid=job_uuid, name=name.value, params=params,
                          cause=job_cause)
             return job_uuid

@@ -20,6 +20,7 @@ import uuid as uuidlib
 from typing import Any
 
 from domain.errors import InvalidTransitionError, UnallocatedVmError, VmNotFoundError
+from domain.job_queue import job_params
 from domain.rules import refused
 from domain.states import Action, JobName, VmState
 from domain.vm import Cause, Vm
@@ -58,15 +59,13 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}
         else:
             args = {"macs": [nic["mac"] for nic in vm.nics_to_remove(remove or [])]}
-            existing = vm.matching_active_job(name.value, args, IF_ALREADY)
+        params = job_params(args, IF_ALREADY, behaviour.version, context)
+        if add is None:  # a removal repeated merges; an add claims new addresses each time
+            existing = vm.matching_active_job(name.value, params)
             if existing is not None:
                 return str(existing["uuid"])
         job_uuid = str(uuidlib.uuid4())
         # a NIC change is an update of the VM as far as the rules table goes
-        params: dict[str, Any] = {"args": args, "if_already": IF_ALREADY,
-                                  "api_version": behaviour.version}
-        if context is not None:
-            params["context"] = context
         vm.queue_job(action=Action.UPDATE, job_uuid=job_uuid, name=name.value,
                      params=params, cause=job_cause)
         return job_uuid

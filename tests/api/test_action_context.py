@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 from tests.api.helpers import (
-    act, act_and_wait, assert_error, create_running_vm, error_fields, get_vm, history_types, V2,
+    V2, act, act_and_wait, assert_error, create_running_vm, create_vm, error_fields, get_vm,
+    history_types,
 )
 from tests.api.test_networks import make_network
 
@@ -66,3 +67,27 @@ def test_an_x_context_beside_a_body_context_is_still_checked_and_must_agree(clie
     same = act_and_wait(client, vm_uuid, "stop", json={"context": {"k": 1}},
                         headers={"x-context": '{"k": 1}'})
     assert same["params"]["context"] == {"k": 1}
+
+
+def test_a_repeated_action_with_another_context_queues_its_own_job(paused, services) -> None:
+    """Found by a tester: a second stop with another ``x-context`` merged into the first's
+    queued job, so its answer named A's job, the job's ``params.context`` stayed A's, and
+    nothing of B's request was recorded. A repeat merges only when it would record the very
+    same params (``Vm.matching_active_job``); a repeat with the same context still merges."""
+    http = paused.http
+    vm_uuid = create_vm(http)["vm_uuid"]
+    paused.run_jobs()
+    assert get_vm(http, vm_uuid)["state"] == "running"
+    by_a = act(http, vm_uuid, "stop", headers={"x-context": '{"who": "A"}'})
+    head = services.commands.head_position()
+    again_a = act(http, vm_uuid, "stop", headers={"x-context": '{"who": "A"}'})
+    assert again_a.json()["job_uuid"] == by_a.json()["job_uuid"]
+    assert services.commands.head_position() == head  # a true repeat appends nothing
+    by_b = act(http, vm_uuid, "stop", headers={"x-context": '{"who": "B"}'})
+    no_context = act(http, vm_uuid, "stop")
+    uuids = [r.json()["job_uuid"] for r in (by_a, by_b, no_context)]
+    assert len(set(uuids)) == 3, uuids
+    assert get_vm(http, vm_uuid)["queued_job_uuids"] == uuids
+    contexts = [services.commands.load(vm_uuid).active_job(u)["params"].get("context")
+                       for u in uuids]
+    assert contexts == [{"who": "A"}, {"who": "B"}, None]

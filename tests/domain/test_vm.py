@@ -19,7 +19,9 @@ from domain.rules import Verdict, allowed_actions, verdict
 from domain.states import JOB_FOR_ACTION, Action, DesiredState, Execution, JobName, VmState
 from domain.vm import Vm
 from tests.domain.test_rules import EXPECTED
-from tests.builders import LEASE, OWNER, T0, cause, new_vm, queue, recorded, run_head_job, vm_in
+from tests.builders import (
+    LEASE, OWNER, T0, cause, new_job_uuid, new_vm, queue, recorded, run_head_job, vm_in,
+)
 
 
 def claim(vm: Vm, worker: str = "w1", now=T0) -> str:
@@ -46,15 +48,20 @@ def test_create_records_the_vm_and_queues_its_provision_job():
 # -- repeats -----------------------------------------------------------------------------
 
 
+def asked(if_already: str, **recorded) -> dict:
+    """The params a repeat of a job queued by ``queue`` (no args) would record."""
+    return {"args": {}, "if_already": if_already, **recorded}
+
+
 def test_a_repeat_merges_only_into_the_last_job_of_the_queue():
     """The last acknowledged intent wins (api.md): stop, start, stop is three jobs; a stop
     repeated right after a stop is one."""
     vm = vm_in(VmState.RUNNING)
     first_stop = queue(vm, Action.STOP)
-    assert vm.matching_active_job("stop", {}, "fail")["uuid"] == first_stop
+    assert vm.matching_active_job("stop", asked("fail"))["uuid"] == first_stop
     queue(vm, Action.START)
-    assert vm.matching_active_job("stop", {}, "fail") is None
-    assert vm.matching_active_job("start", {}, "fail")["uuid"] == vm.active_jobs[-1]["uuid"]
+    assert vm.matching_active_job("stop", asked("fail")) is None
+    assert vm.matching_active_job("start", asked("fail"))["uuid"] == vm.active_jobs[-1]["uuid"]
 
 
 def test_a_repeat_merges_only_into_a_job_that_does_what_its_own_would():
@@ -62,17 +69,34 @@ def test_a_repeat_merges_only_into_a_job_that_does_what_its_own_would():
     one cannot answer the other."""
     vm = vm_in(VmState.RUNNING)
     stop = queue(vm, Action.STOP)
-    assert vm.matching_active_job("stop", {}, "succeed") is None
-    assert vm.matching_active_job("stop", {}, "fail")["uuid"] == stop
+    assert vm.matching_active_job("stop", asked("succeed")) is None
+    assert vm.matching_active_job("stop", asked("fail"))["uuid"] == stop
+
+
+def test_a_repeat_merges_only_into_a_job_recording_the_very_same_params():
+    """Found by a tester: a stop with another ``x-context`` merged into the last stop, so the
+    job kept the first caller's context and the second request was recorded nowhere. Every
+    param a job records (its context, its API version) must be the repeat's own."""
+    vm = vm_in(VmState.RUNNING)
+    job_uuid = new_job_uuid()
+    recorded_params = asked("succeed", api_version=2, context={"who": "A"})
+    vm.queue_job(action=Action.STOP, job_uuid=job_uuid, name="stop", params=recorded_params,
+                 cause=cause())
+    assert vm.matching_active_job("stop", dict(recorded_params))["uuid"] == job_uuid
+    for other in (asked("succeed", api_version=2, context={"who": "B"}),
+                  asked("succeed", api_version=2),
+                  asked("succeed", api_version=1, context={"who": "A"}),
+                  {**recorded_params, "args": {"force": True}}):
+        assert vm.matching_active_job("stop", other) is None, other
 
 
 def test_a_repeat_merges_into_a_running_job_only_with_nothing_queued_after_it():
     vm = vm_in(VmState.RUNNING)
     stop = queue(vm, Action.STOP)
     claim(vm)
-    assert vm.matching_active_job("stop", {}, "fail")["uuid"] == stop
+    assert vm.matching_active_job("stop", asked("fail"))["uuid"] == stop
     queue(vm, Action.REBOOT)
-    assert vm.matching_active_job("stop", {}, "fail") is None
+    assert vm.matching_active_job("stop", asked("fail")) is None
 
 
 # -- the ticket and the lease -------------------------------------------------------------
