@@ -86,15 +86,6 @@ class VmAlreadyDestroyedError(DomainError):
         self.allowed_actions: list[str] = []  # the API version's (Behaviour.admit sets it)
 
 
-class DuplicateVmError(DomainError):
-    """A create named the uuid of an existing VM with a different request (VMAPI
-    ``Duplicate``)."""
-
-    def __init__(self, vm_uuid: UUID | str):
-        super().__init__(f"VM {vm_uuid} already exists with different parameters")
-        self.vm_uuid = str(vm_uuid)
-
-
 class VersionMismatchError(DomainError):
     """``If-Match`` named another version than the aggregate's current one (``noun``: what
     it is, for the message)."""
@@ -123,8 +114,23 @@ class UuidTakenError(ValidationError):
     another owner's VM (api.md, "Errors")."""
 
     def __init__(self, uuid: UUID | str):
-        super().__init__("uuid", "Duplicate", "already exists")
+        # VMAPI's words (errors.duplicateParamErrorsElem's default)
+        super().__init__("uuid", "Duplicate", "Already exists")
         self.summary = f"uuid {uuid} is already taken"
+
+
+class DuplicateVmError(UuidTakenError):
+    """A create named the uuid of an existing VM of the same owner and is no repeat of its
+    create: another request, or one made after that VM was destroyed. VMAPI's
+    ``validateUniqueUuid`` refuses any uuid a VM has; vmledger answers a repeat of the first
+    create its first result instead (a retry of a lost answer), and refuses the rest with the
+    very refusal of a taken uuid (``UuidTakenError``), so no refusal tells more than another.
+    ``reason`` says which it was (``"different parameters"``, ``"destroyed"``)."""
+
+    def __init__(self, vm_uuid: UUID | str, reason: str = "different parameters"):
+        super().__init__(vm_uuid)
+        self.vm_uuid = str(vm_uuid)
+        self.reason = reason
 
 
 class NothingToUpdateError(ValidationError):

@@ -25,7 +25,6 @@ from domain.errors import (
     StreamGapError,
     UnfoldableEventError,
     UnreadableEventError,
-    DuplicateVmError,
     IllegalTransitionError,
     InvalidTransitionError,
     JobNotFoundError,
@@ -252,10 +251,6 @@ ERRORS: dict[type[Exception], Row] = {
     VersionMismatchError: Row(412, "PreconditionFailed",
                               lambda e: {"current_version": e.current},
                               headers=lambda e: {"ETag": f'"{e.current}"'}),
-    # A duplicate uuid is a validation error like any other (VMAPI: ValidationFailed,
-    # errors[].code Duplicate).
-    DuplicateVmError: Row(VALIDATION, "ValidationFailed", lambda e: {"errors": [
-        {"field": "uuid", "code": "Duplicate", "message": "already exists"}]}),
     ValidationError: Row(VALIDATION, "ValidationFailed", lambda e: {"errors": e.errors},
                          message=lambda e: e.summary),
     IdempotencyKeyReusedError: Row(422, "IdempotencyKeyReused"),

@@ -151,9 +151,9 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         """Record a new VM with its provision job queued (VMAPI CreateVm, 202); ``context``
         (the VMAPI client's ``x-context``) is kept in the job's ``params.context``.
 
-        A client-chosen ``vm_uuid`` is idempotent the VMAPI way: a second create with the same
-        uuid and the same spec returns the first result; another spec raises
-        ``DuplicateVmError``; a uuid another resource has (another owner's VM, or another
+        A client-chosen ``vm_uuid`` is idempotent: a second create with the same uuid and the
+        same spec returns the first result while the VM is not destroyed; another spec, or a
+        destroyed VM, raises ``DuplicateVmError`` (VMAPI refuses every existing uuid); a uuid another resource has (another owner's VM, or another
         kind's) is ``UuidTakenError``. Raises ``IdempotencyKeyReusedError``, and ``ValidationError``
         naming ``volumes`` when a volume to mount does not exist. With ``spec.networks``, each
         NIC's address is claimed on its network in the same transaction
@@ -206,8 +206,11 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         )
 
     def _same_create(self, vm_uuid: str, spec: VmSpec) -> Accepted:
-        """The first create's result if ``spec`` repeats it; else ``DuplicateVmError``, or
-        ``UuidTakenError`` when the VM is another owner's (whose is not said)."""
+        """The first create's result if ``spec`` repeats it and the VM is not destroyed; else
+        ``DuplicateVmError`` (another spec, or the VM destroyed since), or ``UuidTakenError``
+        when the VM is another owner's (whose is not said): one refusal, VMAPI's for a
+        duplicate uuid, in every case. A failed VM still answers its failed provision: that
+        is what the retried create must learn (api.md, "Idempotency")."""
         first = self.load(vm_uuid, version=2)  # Created, then the provision's JobQueued
         owner = (first.quarantine["previous_owner_uuid"] if first.quarantine
                  else first.owner_uuid)
@@ -228,7 +231,12 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         if asked != spec or [n["network_uuid"] for n in nics] != [
                 r.network_uuid for r in spec.networks]:
             raise DuplicateVmError(vm_uuid)
-        return Accepted(vm_uuid, provision["uuid"], self.load(vm_uuid).version, None)
+        now = self.load(vm_uuid)
+        if VmState(now.state) is VmState.DESTROYED:
+            # its provision's outcome no longer tells what the VM is: a retry so late is a
+            # new create, and the uuid is taken (VMAPI's validateUniqueUuid)
+            raise DuplicateVmError(vm_uuid, "destroyed")
+        return Accepted(vm_uuid, provision["uuid"], now.version, None)
 
     def request_action(
         self,

@@ -232,7 +232,7 @@ def test_a_create_naming_another_owners_vm_is_a_duplicate_saying_not_whose(
     before = authed.head()
     response = authed.as_("owner", "POST", "/vms", json=vm_body(uuid=theirs["vm_uuid"]))
     body = assert_error(response, 409, "ValidationFailed")
-    assert body["errors"] == [{"field": "uuid", "code": "Duplicate", "message": "already exists"}]
+    assert body["errors"] == [{"field": "uuid", "code": "Duplicate", "message": "Already exists"}]
     assert body["message"] == "Invalid VM parameters", body  # as any bad field of CreateVm
     assert authed.head() == before
 

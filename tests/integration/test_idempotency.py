@@ -142,5 +142,5 @@ def test_a_create_reusing_a_uuid_with_another_body_is_a_duplicate(client, servic
     clash = client.post("/vms", json={**BODY, "uuid": vm_uuid, "ram": 1024})
     assert clash.status_code == 409  # version 1, as VMAPI: ValidationFailed, code Duplicate
     assert clash.json()["errors"] == [
-        {"field": "uuid", "code": "Duplicate", "message": "already exists"}]
+        {"field": "uuid", "code": "Duplicate", "message": "Already exists"}]
     assert services.commands.head_position() == head
