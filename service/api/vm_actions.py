@@ -52,7 +52,8 @@ _FIELDS = {
     "owner_uuid": "the VMAPI client's owner scoping: another owner's VM is not found",
     "idempotent": "true: a version 1 stop of a stopped VM (start of a running one, ...) "
                   "succeeds doing nothing, as version 2's does",
-    "sync": "true: answer once the job has ended (at most 60 s)",
+    "sync": "true: answer once the job has ended (at most 60 s); 409 JobFailed or "
+            "JobCanceled if it ended so",
     "context": "kept in the job's params.context (as the x-context header is)",
     "timeout": "stop's and reboot's grace period, in seconds (validated, not used)",
     "origin": "the VMAPI client's caller (validated, not recorded)",
@@ -118,8 +119,8 @@ _ACTION = Param("action", "the action (or the body's action)", one_of(EVERY_ACTI
 
 def _client_params(job: str) -> tuple[Param, ...]:
     """``sync``, ``origin`` and ``creator_uuid`` of the commands making a ``job``."""
-    return (Param("sync", f"true or 1: answer once the job has ended (at most 60 s; {job})",
-                  BOOLEAN),
+    return (Param("sync", f"true or 1: answer once the job has ended (at most 60 s; {job}); "
+                  "409 JobFailed or JobCanceled if it ended so", BOOLEAN),
             Param("origin", f"the VMAPI client's caller (validated, not recorded; {job})",
                   {"type": "string", "minLength": 1, "maxLength": 256}),
             Param("creator_uuid", "the user the VMAPI client acts for (validated, not "
