@@ -91,3 +91,23 @@ def test_a_repeated_action_with_another_context_queues_its_own_job(paused, servi
     contexts = [services.commands.load(vm_uuid).active_job(u)["params"].get("context")
                        for u in uuids]
     assert contexts == [{"who": "A"}, {"who": "B"}, None]
+
+
+def test_a_body_context_is_bounded_as_the_header_is_and_a_refusal_appends_nothing(client):
+    """Found by a tester: a body's ``context`` of 900 KB was stored in the job's params (a
+    ``JobQueued`` event of 900 KB, repeated by every page of ``GET /jobs``), while the same
+    value as ``x-context`` was refused over 4,096 bytes."""
+    network = make_network(client)
+    vm_uuid = create_running_vm(client)
+    big = {"a": "x" * 5000}
+    before = history_types(client, vm_uuid)
+    for action, body in (("stop", {}), ("update", {"alias": "ok3"}),
+                         ("add_nics", {"networks": [network["uuid"]]})):
+        refused = act(client, vm_uuid, action, json={**body, "context": big})
+        assert error_fields(assert_error(refused, 409, "ValidationFailed")) == {
+            "context": "Invalid"}, action
+    deleted = client.request("DELETE", f"/vms/{vm_uuid}", json={"context": big})
+    assert error_fields(assert_error(deleted, 409, "ValidationFailed")) == {"context": "Invalid"}
+    assert history_types(client, vm_uuid) == before
+    just = act_and_wait(client, vm_uuid, "stop", json={"context": {"a": "x" * 4000}})
+    assert just["params"]["context"] == {"a": "x" * 4000}
