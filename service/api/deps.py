@@ -7,6 +7,7 @@ import asyncio
 import contextvars
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -86,9 +87,13 @@ def idempotency_of(request: Request, data: Any, cause: Cause, *,
                           _fingerprint(request, raw, data) if action else None)
 
 
+# A path segment that is a uuid, in any case: looked up in any case, so asked in one
+_UUID_SEGMENT = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
 def _fingerprint(request: Request, params: list[tuple[str, str]], data: Any) -> str:
-    asked = [request.method, request.url.path, sorted(params), data,
-             behaviour_of(request).version]
+    path = _UUID_SEGMENT.sub(lambda found: found[0].lower(), request.url.path)
+    asked = [request.method, path, sorted(params), data, behaviour_of(request).version]
     return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
 
 

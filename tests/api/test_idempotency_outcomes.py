@@ -37,3 +37,17 @@ def test_a_refused_request_stores_nothing_under_its_key(paused, services) -> Non
     assert "x-log-position" in accepted.headers  # carried out now, not a replay
     replayed = act(paused.http, created["vm_uuid"], "stop", headers=key)
     assert (replayed.status_code, replayed.json()) == (202, accepted.json())
+
+
+def test_a_path_uuid_in_another_case_is_the_same_request_under_its_key(client, services):
+    """Found by a tester: a path uuid is looked up in any case (api.md), but the replay of a
+    key with the uuid in upper case was 422 IdempotencyKeyReused."""
+    vm_uuid = create_running_vm(client)
+    key = {"Idempotency-Key": "stop-in-any-case"}
+    first = act(client, vm_uuid, "stop", headers=key)
+    assert first.status_code == 202, first.text
+    wait_job(client, first.json()["job_uuid"])  # the worker appends no more meanwhile
+    head = services.commands.head_position()
+    again = act(client, vm_uuid.upper(), "stop", headers=key)
+    assert (again.status_code, again.json()) == (202, first.json())
+    assert services.commands.head_position() == head
