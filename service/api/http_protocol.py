@@ -117,12 +117,44 @@ class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):
     ``ResponseHeadCasing``, and a request it cannot parse answered as the API answers errors
     (``send_400_response``)."""
 
+    _refusal: bytes | None = None  # a 400 held until the requests before it are answered
+
     def send_400_response(self, msg: str) -> None:
         """Answer a request llhttp refused (uvicorn calls this while handling the parser's
         error, ``msg`` its generic text) with ``errors.MalformedRequestError``'s JSON body,
         the parser's reason in its message, a new ``x-request-id`` (the request's own
         cannot be trusted: it may be the malformed header), and ``Connection: close``; then
-        close the connection, as uvicorn does: the parser cannot find the next request."""
+        close the connection, as uvicorn does: the parser cannot find the next request.
+
+        Requests pipelined before the refused one are answered first: the 400 is held, and
+        reading stopped, until their answers are sent (``on_response_complete``). uvicorn
+        wrote it at once and closed the connection, so a command sent in the same packet as
+        a malformed request was carried out but its 202 never sent (a tester)."""
+        self._refusal = self._refusal or self._refusal_bytes()
+        # the last request read whole: the refused one came after it (a refusal in a body
+        # belongs to the request still read, whose app would wait for that body forever)
+        newest = self.cycle  # uvicorn's cycle is the last request's, pipelined or not
+        if newest is not None and not newest.more_body and not newest.response_complete:
+            self.flow.pause_reading()
+            return
+        self._send_refusal()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        answered = self.cycle is None or self.cycle.response_complete  # the last request too
+        if self._refusal is not None and answered and not self.transport.is_closing():
+            if self.timeout_keep_alive_task is not None:
+                self.timeout_keep_alive_task.cancel()
+                self.timeout_keep_alive_task = None
+            self._send_refusal()
+
+    def _send_refusal(self) -> None:
+        assert self._refusal is not None
+        self.transport.write(self._refusal)
+        self.transport.close()
+
+    def _refusal_bytes(self) -> bytes:
+        """The 400 for the parser's error being handled (``sys.exception()``)."""
         error = sys.exception()
         reason = "the request could not be parsed"
         if isinstance(error, HttpParserCallbackError):
@@ -136,11 +168,9 @@ class NoDelayHttpToolsProtocol(_NoDelay, HttpToolsProtocol):
         response = errors.api_error_response(errors.MalformedRequestError(reason))
         headers = [*self.server_state.default_headers, *response.raw_headers,
                    (b"x-request-id", new_request_id().encode()), (CONNECTION, b"close")]
-        self.transport.write(b"".join([
-            STATUS_LINE[response.status_code],
-            *(name + b": " + value + b"\r\n" for name, value in headers), b"\r\n",
-            response.body]))
-        self.transport.close()
+        return b"".join([STATUS_LINE[response.status_code],
+                         *(name + b": " + value + b"\r\n" for name, value in headers),
+                         b"\r\n", response.body])
 
     def on_headers_complete(self) -> None:
         before = self.cycle

@@ -40,10 +40,12 @@ async def hello(scope, receive, send):  # a minimal ASGI app
     await send({"type": "http.response.body", "body": BODY + body})
 
 
-def served(protocol: type, request: bytes, loop: str = "auto", app=hello) -> tuple[int, bytes]:
+def served(protocol: type, request: bytes, loop: str = "auto", app=hello, *,
+           until_closed: bool = False) -> tuple[int, bytes]:
     """TCP_NODELAY of the server side of a connection accepted on a listener bound the way
     uvicorn's multiprocess mode binds it (``proto`` 0), and the bytes ``request`` was
-    answered with (read until the answer's end: its ``Content-Length``)."""
+    answered with (read until the answer's end: its ``Content-Length``; or, with
+    ``until_closed``, until the server closes the connection)."""
     seen: list[int] = []
 
     class Recording(protocol):  # type: ignore[misc, valid-type]
@@ -67,8 +69,11 @@ def served(protocol: type, request: bytes, loop: str = "auto", app=hello) -> tup
         with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
             client.sendall(request)
             answer = b""
-            while not _complete(answer, head_only=request.startswith(b"HEAD ")):
+            while until_closed or not _complete(answer,
+                                                head_only=request.startswith(b"HEAD ")):
                 chunk = client.recv(65536)
+                if until_closed and not chunk:
+                    break
                 assert chunk, f"connection closed before the answer ended: {answer!r}"
                 answer += chunk
     finally:
@@ -217,6 +222,19 @@ def test_a_url_the_parser_cannot_read_is_the_clients_error_told_and_not_logged(
     assert error["code"] == "BadRequest"
     assert error["message"].lower().startswith("invalid http request: " + reason.lower()), error
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL") or r.exc_info]
+
+
+@pytest.mark.parametrize("before", [1, 2])
+def test_requests_before_one_the_parser_refuses_are_answered_first(before):
+    """Found by a tester: a command followed in the same packet by a malformed request was
+    carried out, but the client got only the 400 (the connection closed before the first
+    answer): the answers must come in the requests' order, the 400 last."""
+    answer = served(NoDelayHttpToolsProtocol, GET * before + b"FOO / HTTP/1.1\r\n\r\n",
+                    until_closed=True)[1]
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer[:200]
+    assert answer.count(b"HTTP/1.1 200 OK\r\n") == before
+    assert answer.index(b"HTTP/1.1 400 Bad Request\r\n") > answer.rindex(BODY), answer
+    assert answer.count(b"HTTP/1.1 ") == before + 1
 
 
 def test_plain_httptools_answers_them_in_text():
