@@ -18,7 +18,7 @@ from eventsourcing.application import Application, Repository, project_aggregate
 from eventsourcing.persistence import Mapper, Transcoder
 
 from domain.errors import (
-    DuplicateVmError, NothingToUpdateError, UuidTakenError, VmNotFoundError,
+    DuplicateVmError, NothingToUpdateError, UuidTakenError,
 )
 from domain.job_queue import CANCELED_BY_DELETE_VM, job_params
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
@@ -264,8 +264,6 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
             args = {**args, "force": True}
 
         def decide(vm: Vm) -> str | None:
-            if owner_uuid is not None and vm.owner_uuid != owner_uuid:
-                raise VmNotFoundError(vm_uuid)
             # removed: every server a copy of it may be on (a quarantine during its
             # provision leaves a copy where only its claim tells: Vm.copy_servers); with one
             # live, a job removes the copy there, passing the removed ones over
@@ -308,7 +306,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
             return job_uuid
 
         job_uuid, vm, position, replayed = self.change(
-            Vm, vm_uuid, decide, if_match=if_match, idempotency_key=idempotency,
+            Vm, vm_uuid, decide, if_match=if_match, owner_uuid=owner_uuid,
+            idempotency_key=idempotency,
             outcome=lambda job, vm: Accepted(str(vm.id), job, vm.version, None),
         )
         if replayed is not None:

@@ -11,7 +11,9 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
    attempt on a stream this process saved last decides on its cached save without reading
    (``service.commands.aggregate_cache``): unconfirmed, so anything but its own committed
    append (a refusal, nothing to append, a conflict) is decided again on a fresh load;
-3. ``If-Match``: a version other than the current one raises ``VersionMismatchError``;
+3. the caller's scope (``owner_uuid``): an aggregate not that owner's is not found, before
+   ``If-Match``, whose refusal would tell its version (api.md, "Contract: roles");
+   ``If-Match``: a version other than the current one raises ``VersionMismatchError``;
 4. ``decide(aggregate)``: records events, or raises a domain refusal (nothing is saved);
 5. the servers' side of the VMs' capacity claims and releases (``_server_effects``), and the
    networks' side of their NICs removed or destroyed and of the volumes' networks attached or
@@ -116,6 +118,7 @@ class Changes:
         decide: Callable[[A], R],
         *,
         if_match: int | None = None,
+        owner_uuid: str | None = None,
         idempotency_key: IdempotencyKey | None = None,
         outcome: Callable[[R, A], Accepted] | None = None,
         new: Callable[[], A] | None = None,
@@ -133,6 +136,11 @@ class Changes:
           tell it from an existing one by ``pending_events``. A stream of another kind is
           ``UuidTakenError``: it is no concurrent writer, and no retry would get past it.
         - ``also`` names other aggregates ``decide`` changed, saved in the same transaction.
+        - ``owner_uuid``: the owner the request is scoped to (an owner token's): an aggregate
+          whose ``owner_uuid`` is another (another owner's VM, or its own once quarantined) is
+          the not-found refusal of ``kind``, checked before ``if_match`` and ``decide``, so
+          neither a 412 nor a refusal of ``decide`` tells that it exists (security tester:
+          ``If-Match: "1"`` answered 412 with the version of a VM that was 404 to a GET).
 
         A decision made on this process's cached save (no read: ``_load_or_new``) stands only
         if its aggregate's append commits; otherwise the attempt is made again at once on the
@@ -155,6 +163,9 @@ class Changes:
                 aggregate, unconfirmed = self._load_or_new(
                     kind, uuid, new, first=attempt == 0, trust_cache=trust_cache)
                 try:
+                    if owner_uuid is not None and getattr(
+                            aggregate, "owner_uuid", None) != owner_uuid:
+                        raise NOT_FOUND[kind](uuid)
                     if if_match is not None and aggregate.version != if_match:
                         raise VersionMismatchError(
                             if_match, aggregate.version,

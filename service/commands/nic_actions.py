@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any
 
-from domain.errors import InvalidTransitionError, UnallocatedVmError, VmNotFoundError
+from domain.errors import InvalidTransitionError, UnallocatedVmError
 from domain.job_queue import job_params
 from domain.rules import refused
 from domain.states import Action, JobName, VmState
@@ -51,8 +51,6 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
 
     def decide(vm: Vm) -> str:
         claimed.clear()  # (a repeat claims nothing)
-        if owner_uuid is not None and vm.owner_uuid != owner_uuid:
-            raise VmNotFoundError(vm_uuid)
         refuse_nic_change(VmState(vm.state), vm.has_server, name, behaviour)
         if add is not None:
             claimed.extend(commands.allocate(vm, add, cause=job_cause))
@@ -71,7 +69,8 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
         return job_uuid
 
     job_uuid, vm, position, replayed = commands.change(
-        Vm, vm_uuid, decide, if_match=if_match, idempotency_key=idempotency,
+        Vm, vm_uuid, decide, if_match=if_match, owner_uuid=owner_uuid,
+        idempotency_key=idempotency,
         outcome=lambda job, vm: Accepted(str(vm.id), job, vm.version, None),
         also=lambda _job: list(claimed))
     if replayed is not None:
