@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import HTTPConnection
 
 from service.api.bodies import read_json_body, refuse_unread_body
+from service.api.cross_site import cross_site_refusal
 from service.api.errors import ApiError, ForbiddenError, UnauthorizedError
 from service.api.tokens import (
     AGENT,
@@ -136,7 +137,8 @@ async def authorize(request: HTTPConnection) -> None:
     """Refuse (403 ``Forbidden``) a caller whose role the route's entry in ``ROUTE_ROLES``
     does not allow: called before every HTTP route's handler (``AuthorizedRoute``), and the
     changefeed's WebSocket dependency. A WebSocket (which the HTTP middleware does not see)
-    gets the envelope's URL checks here (``url_refusal``: 409 ``ValidationFailed``), then is
+    gets the envelope's cross-site and URL checks here (``cross_site_refusal``: 403;
+    ``url_refusal``: 409 ``ValidationFailed``), then is
     authenticated, by its ``Authorization`` header or ``?token=``, as ``GET``: each refused
     before the upgrade as an HTTP request is (``websocket_refusal``).
 
@@ -145,7 +147,8 @@ async def authorize(request: HTTPConnection) -> None:
     route = request.scope.get("route")
     path = getattr(route, "path", None) or request.scope["path"]
     if request.scope["type"] == "websocket":
-        refused = url_refusal(request)  # as the envelope refuses an HTTP request's URL
+        # as the envelope refuses an HTTP request for another site, and its URL
+        refused = cross_site_refusal(request.scope) or url_refusal(request)
         if refused is not None:
             raise websocket_refusal(request, refused)
         header = request.headers.get("authorization")

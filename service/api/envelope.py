@@ -1,5 +1,5 @@
 """The envelope around every HTTP request, vmledger's one ASGI layer in front of the routes:
-its id, its log scope and closing log line, its metrics, the body-size, API-version, URL
+its id, its log scope and closing log line, its metrics, the cross-site, body-size, API-version, URL
 (unstorable text, a query parameter given twice) and token checks that come before any
 route, the bound on its database waits, HEAD run as GET, and the head of every answer
 (``x-request-id``, ``Api-Version``, ``Connection``).
@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service import metrics
 from service.api import errors, routes_changes
 from service.api.connection import OWN_NAMES, connection_headers
+from service.api.cross_site import cross_site_refusal
 from service.api.headers import request_id_of
 from service.api.head import head_as_get
 from service.api.tokens import Tokens
@@ -124,10 +125,14 @@ class Envelope:
 
     def _refusal(self, request: Request, added: list[tuple[bytes, bytes]],
                  declared: int | None) -> Response | None:
-        """The answer to a request refused before its route (a body over the limit by its
+        """The answer to a request refused before its route (a browser's for another site:
+        ``cross_site_refusal``, a body over the limit by its
         ``Content-Length``, ``declared``, a bad ``Accept-Version``, text no route could store in its URL, a
         bad token), or None: the request goes on, ``added`` gaining ``Api-Version``, and the
         principal is in ``request.state`` and the log scope."""
+        cross_site = cross_site_refusal(request.scope)  # first: it changes nothing
+        if cross_site is not None:
+            return errors.api_error_response(cross_site)
         if declared is not None and declared > self.max_body_bytes:
             return errors.api_error_response(errors.PayloadTooLargeError(self.max_body_bytes))
         repeated = repeated_header(request)

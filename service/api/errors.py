@@ -92,6 +92,14 @@ class ForbiddenError(ApiError):
         super().__init__(403, "Forbidden", message)
 
 
+class CrossSiteRequestError(ForbiddenError):
+    """A browser sent a state-changing request for a page of another origin (403; ``why``
+    names the header that says so: service/api/cross_site.py)."""
+
+    def __init__(self, why: str):
+        super().__init__(f"cross-site request refused: {why}")
+
+
 class PayloadTooLargeError(ApiError):
     """The body is over the configured limit, ``max_bytes`` (413)."""
 
