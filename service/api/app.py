@@ -106,7 +106,8 @@ def create_app(
     # database wait bound, HEAD as GET, Connection and Keep-Alive (VMAPI's rules for curl).
     app.add_middleware(Envelope, router=app.router, tokens=tokens,
                        max_body_bytes=settings.max_body_bytes, keep_alive_s=KEEP_ALIVE_S,
-                       db_wait_s=settings.postgres_request_wait_s)
+                       db_wait_s=settings.postgres_request_wait_s,
+                       public_url=settings.public_url)
     app.add_middleware(ApiDocs, schema=app.openapi, title=app.title)
     console.install(app)  # last: its pages and assets are served before the token check
     refuse_unauthorized_routes([*routers, *console.ROUTERS])

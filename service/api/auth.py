@@ -148,7 +148,8 @@ async def authorize(request: HTTPConnection) -> None:
     path = getattr(route, "path", None) or request.scope["path"]
     if request.scope["type"] == "websocket":
         # as the envelope refuses an HTTP request for another site, and its URL
-        refused = cross_site_refusal(request.scope) or url_refusal(request)
+        public_url = request.app.state.services.settings.public_url
+        refused = cross_site_refusal(request.scope, public_url) or url_refusal(request)
         if refused is not None:
             raise websocket_refusal(request, refused)
         header = request.headers.get("authorization")

@@ -28,10 +28,13 @@ _DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 _HTTP_SCHEME = {"ws": "http", "wss": "https"}
 
 
-def cross_site_refusal(scope: Scope) -> CrossSiteRequestError | None:
+def cross_site_refusal(scope: Scope, public_url: str | None = None
+                       ) -> CrossSiteRequestError | None:
     """The refusal of an HTTP request (a WebSocket upgrade: any method) that a browser sent
     for another site, or None. One pass over the raw headers, and only for a method that may
-    change something: a GET costs a set lookup."""
+    change something: a GET costs a set lookup. The origin of ``public_url`` (the
+    ``VMLEDGER_PUBLIC_URL`` setting) is the service's own too: behind a TLS-terminating
+    proxy the request is served as plain HTTP, and no forwarded header is read."""
     if scope["type"] == "http" and scope["method"] in _SAFE:
         return None
     origin = site = host = None
@@ -47,7 +50,8 @@ def cross_site_refusal(scope: Scope) -> CrossSiteRequestError | None:
     if origin is None:
         return None
     own = own_origin(scope, host)
-    if _normal(_text(origin)) != _normal(own):
+    given = _normal(_text(origin))
+    if given != _normal(own) and (public_url is None or given != _normal(origin_of(public_url))):
         return CrossSiteRequestError(f"Origin {_text(origin)} is not this service's ({own})")
     return None
 
@@ -64,6 +68,12 @@ def own_origin(scope: Scope, host: bytes | None) -> str:
         server = scope.get("server") or ("", None)
         where = server[0] if server[1] is None else f"{server[0]}:{server[1]}"
     return f"{scheme}://{where}"
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of ``url`` (its path left out)."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.partition('/')[0]}"
 
 
 def _normal(origin: str) -> str:

@@ -51,12 +51,14 @@ class Envelope:
 
     ``router`` is the app's (which GET routes a HEAD runs), ``keep_alive_s`` what
     ``Keep-Alive: timeout=N`` announces, ``max_body_bytes`` the largest body (413 above it),
-    ``db_wait_s`` each database call's bound on its wait within the request.
+    ``db_wait_s`` each database call's bound on its wait within the request, ``public_url``
+    the ``VMLEDGER_PUBLIC_URL`` setting.
     """
 
     def __init__(self, app: ASGIApp, *, router: Router, tokens: Tokens, max_body_bytes: int,
-                 keep_alive_s: int, db_wait_s: float):
+                 keep_alive_s: int, db_wait_s: float, public_url: str | None = None):
         self.app = app
+        self.public_url = public_url  # its origin is the service's too (cross_site_refusal)
         self.router = router
         self.tokens = tokens
         self.max_body_bytes = max_body_bytes
@@ -130,7 +132,7 @@ class Envelope:
         ``Content-Length``, ``declared``, a bad ``Accept-Version``, text no route could store in its URL, a
         bad token), or None: the request goes on, ``added`` gaining ``Api-Version``, and the
         principal is in ``request.state`` and the log scope."""
-        cross_site = cross_site_refusal(request.scope)  # first: it changes nothing
+        cross_site = cross_site_refusal(request.scope, self.public_url)  # first: no change
         if cross_site is not None:
             return errors.api_error_response(cross_site)
         if declared is not None and declared > self.max_body_bytes:

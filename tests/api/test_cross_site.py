@@ -133,6 +133,24 @@ def test_the_own_origin_is_the_one_the_request_was_served_as(services) -> None:
         assert named.post("/vms", json=vm_body()).status_code == 202
 
 
+def test_behind_a_proxy_the_public_urls_origin_is_the_services_too(services) -> None:
+    """A TLS-terminating proxy reaches the service over plain HTTP, and the service reads no
+    forwarded header (operations.md, ``VMLEDGER_PUBLIC_URL``): the console's page, served
+    as the public URL, sends that origin, which must pass; another still does not."""
+    services.settings.public_url = "https://vmapi.example:8443/api"
+    try:
+        app = create_app(services=services, background=True)
+        with TestClient(app, base_url="http://127.0.0.1:8080") as behind:
+            ok = behind.post("/vms", json=vm_body(),
+                             headers={"Origin": "https://VMAPI.example:8443"})
+            assert ok.status_code == 202, ok.text
+            refused = behind.post("/vms", json=vm_body(),
+                                  headers={"Origin": "https://vmapi.example"})
+            assert_error(refused, 403, "Forbidden")
+    finally:
+        services.settings.public_url = None
+
+
 def test_a_changefeed_upgrade_from_another_origin_is_refused(services) -> None:
     """A WebSocket is not covered by the browser's same-origin rule: a foreign page could
     read every change of an open-mode service over it."""
