@@ -54,6 +54,15 @@ def test_a_missing_table_answers_503_json_to_reads_and_commands(http, services, 
         _assert_unavailable(http.post("/vms", json=vm_body()), dropped)
 
 
+def test_ping_names_a_missing_table_as_the_other_routes_do(http, services):
+    """Found by an operator tester: with the database dropped and made again, every route
+    named the missing table, but /ping, which an operator reads first, said only
+    ``database unreachable: ProgrammingError``."""
+    dropped = _events_table(services)
+    _drop(services, dropped)
+    _assert_unavailable(http.get("/ping"), dropped)
+
+
 def test_a_missing_table_is_logged_once_per_interval_without_a_traceback(
         http, services, caplog, monkeypatch):
     monkeypatch.setattr(errors, "_schema_missing_logged", errors.schema_missing_logger())
