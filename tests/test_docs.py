@@ -42,3 +42,15 @@ def test_the_design_and_the_contract_are_in_the_repository() -> None:
     for page in PAGES:  # every link to a page of ours resolves
         for target in re.findall(r"\]\(([\w.-]+\.md)(?:#[\w-]+)?\)", page.read_text()):
             assert (page.parent / target).exists(), (page.name, target)
+
+
+def test_operations_lists_every_read_models_tables(services) -> None:
+    """Found by an operator tester: "What is in the database" left out four tables."""
+    listed = (REPO / "docs" / "operations.md").read_text()
+    start = listed.index("- the read models' position")
+    section = listed[start:listed.index("- `idempotency_keys`", start)]
+    missing = [(read_model.name, table)
+               for read_model in services.projections.read_models.values()
+               for table in (read_model.name, *read_model.tables)
+               if f"`{table}`" not in section]
+    assert missing == []
