@@ -32,6 +32,9 @@ from service.metrics import serve_process_metrics
 from service.rebuild_lock import RebuildRunningError, one_rebuild_at_a_time
 from service.settings import MAX_PORT, Settings
 
+# uvicorn's exit status for a server that could not start (its address taken)
+STARTUP_FAILURE = 3
+
 cli = typer.Typer(help="vmledger: an event-sourced VM lifecycle service.", no_args_is_help=True)
 
 
@@ -96,8 +99,13 @@ def serve(
 
         try:
             status = serve_processes(workers, host, port, options)
-        except (ValueError, OSError) as error:
+        except ValueError as error:
             raise typer.BadParameter(str(error)) from None
+        except OSError as error:  # the address taken: as uvicorn ends one process (exit 3)
+            logging.getLogger("uvicorn.error").error(
+                "[Errno %s] error while attempting to bind on address %r: %s", error.errno,
+                (host, port), (error.strerror or str(error)).lower())
+            raise typer.Exit(STARTUP_FAILURE) from None
         raise typer.Exit(status)
     from service.api import serving
     from service.api.processes import APP
