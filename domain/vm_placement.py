@@ -22,6 +22,20 @@ class Placement:
         return self.server_uuid is not None
 
     @property
+    def shown_server_uuid(self) -> str | None:
+        """The ``server_uuid`` the VM object shows (GetVm, ListVms and its filters, sort and
+        markers, the changes): the VM's server, or while it has none, the server it holds a
+        claim on: a provisioning VM placed but not yet created there. VMAPI's createVm
+        allocates the server before the provision job and stores the VM with it
+        (sdc-vmapi ``lib/endpoints/vms.js``), so its clients see it at once. Only what is
+        shown: ``server_uuid`` and ``has_server`` still say whether the VM is on a server
+        (the rules table, the jobs and the takeovers read those), and a VM on a server shows
+        that one, even while a start places it anew elsewhere."""
+        if self.server_uuid is not None:
+            return self.server_uuid
+        return (self.claim or {}).get("server_uuid")
+
+    @property
     def copy_servers(self) -> list[str]:
         """The servers a copy of the VM may be on, each once: its server (``server_uuid``),
         then the server it holds a claim on, then those its failed provision could not rule

@@ -77,7 +77,7 @@ def render_vm(vm: Vm) -> dict[str, Any]:
         "uuid": uuid_text(vm.id),
         "alias": vm.alias,
         "owner_uuid": vm.owner_uuid,
-        "server_uuid": vm.server_uuid,
+        "server_uuid": vm.shown_server_uuid,
         "brand": vm.brand,
         "image_uuid": vm.image_uuid,
         "ram": vm.ram,
@@ -196,7 +196,7 @@ class VmView(FoldRows, ReadModel):
             f"INSERT INTO {self.table('vm_view')} ({', '.join(_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(_COLUMNS))}) "
             f"ON CONFLICT (uuid) DO UPDATE SET {updates}",
-            [(uuid_text(vm.id), vm.owner_uuid, vm.server_uuid, vm.brand, str(vm.state), vm.alias,
+            [(uuid_text(vm.id), vm.owner_uuid, vm.shown_server_uuid, vm.brand, str(vm.state), vm.alias,
               vm.image_uuid, vm.ram, rfc3339(vm.created_on), vm.version, tag_format(vm.tags),
               json.dumps(render_vm(vm)), self.folded_state(vm))
              for vm in vms],

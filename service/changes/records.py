@@ -20,7 +20,8 @@ from projections.formats import rfc3339
 from service.commands.aggregate_cache import fold_before
 
 # The fields of a VM whose change Triton's changefeed names in ``subResources`` (VMAPI's
-# changefeed configuration), and the aggregate attribute holding each one.
+# changefeed configuration), and the aggregate attribute holding each one as the VM object
+# shows it (``server_uuid``: a provisioning VM's claimed server too).
 VM_SUB_RESOURCES: dict[str, str] = {
     "alias": "alias",
     "customer_metadata": "customer_metadata",
@@ -28,7 +29,7 @@ VM_SUB_RESOURCES: dict[str, str] = {
     "internal_metadata": "internal_metadata",
     "nics": "nics",
     "owner_uuid": "owner_uuid",
-    "server_uuid": "server_uuid",
+    "server_uuid": "shown_server_uuid",
     "state": "state",
     "tags": "tags",
 }
@@ -83,6 +84,9 @@ def _facts(kind: str, aggregate: Any) -> dict[str, Any]:
     if kind == "server":
         facts["server_uuid"] = str(aggregate.id)
     if kind == "vm":
+        # the VM object's server (a provisioning VM's claimed one: Vm.shown_server_uuid), so
+        # a change's server and a ``server_uuid`` filter agree with GetVm and ListVms
+        facts["server_uuid"] = getattr(aggregate, "shown_server_uuid", None)
         for name, attribute in VM_SUB_RESOURCES.items():
             facts.setdefault(name, copy.deepcopy(getattr(aggregate, attribute, None)))
     return facts

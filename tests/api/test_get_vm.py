@@ -104,9 +104,10 @@ def fold(history: list[dict]) -> list[dict]:
             state["state"] = "stopped"
         elif kind == "Started":
             state["state"] = "running"
+        elif kind == "CapacityClaimed":  # placed: shown on its server before it is there
+            state["server_uuid"] = state["server_uuid"] or data["server_uuid"]
         else:  # events that change none of these fields
-            assert kind in ("JobStepRecorded", "NodeObserved", "JobLeaseRenewed",
-                        "CapacityClaimed"), kind
+            assert kind in ("JobStepRecorded", "NodeObserved", "JobLeaseRenewed"), kind
         after.append({**state, "version": event["version"],
                       "last_modified": event["timestamp"]})
     return after
