@@ -4,7 +4,9 @@ A verdict says what asking for ``action`` of a VM in ``state`` does:
 
 - ``ALLOWED``: a job is queued and will run when it gets the ticket.
 - ``QUEUED``: only possible behind the running provision (the VM has no server yet). API
-  version 2 queues the job; version 1 refuses it as VMAPI does (``UnallocatedVM``).
+  version 2 queues the job; version 1 refuses it as VMAPI does (``UnallocatedVM``), but for
+  the destroy of a VM its provision has placed (VMAPI's deleteVm checks only the VM's
+  ``server_uuid``, which such a VM shows: ``Vm.shown_server_uuid``), queued as version 2's.
 - ``ALREADY``: the action's target already holds (stop on stopped). Version 1 queues a job that
   fails unless ``idempotent=true``; version 2 queues a job that succeeds doing nothing.
   For destroy on a destroyed VM, version 2 refuses (``VmAlreadyDestroyed``).

@@ -282,7 +282,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
                 # once, as a first one would, rather than answer a job that would fail there.
                 if not behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
                                        idempotent=idempotent, server_removed=server_removed,
-                                       has_server=vm.has_server).destroy_now:
+                                       has_server=vm.has_server,
+                                       placed=vm.shown_server_uuid is not None).destroy_now:
                     return existing["uuid"]
             if action is Action.DESTROY:
                 stuck = self.is_stuck(vm)
@@ -290,7 +291,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
                     return self._quarantine_instead(vm, stuck, {**cause, "job_uuid": None})
             plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
                                    idempotent=idempotent, server_removed=server_removed,
-                                   has_server=vm.has_server)
+                                   has_server=vm.has_server,
+                                   placed=vm.shown_server_uuid is not None)
             if action is Action.UPDATE and not args:
                 raise NothingToUpdateError(vm_uuid)
             job_cause = {**cause, "job_uuid": None}

@@ -51,7 +51,8 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
 
     def decide(vm: Vm) -> str:
         claimed.clear()  # (a repeat claims nothing)
-        refuse_nic_change(VmState(vm.state), vm.has_server, name, behaviour)
+        refuse_nic_change(VmState(vm.state), vm.has_server, name, behaviour,
+                          placed=vm.shown_server_uuid is not None)
         if add is not None:
             claimed.extend(commands.allocate(vm, add, cause=job_cause))
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}
@@ -79,7 +80,7 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
 
 
 def refuse_nic_change(state: VmState, has_server: bool, name: JobName,
-                      behaviour: Behaviour) -> None:
+                      behaviour: Behaviour, *, placed: bool = False) -> None:
     """Refuse ``name`` (a NIC change) of a VM in ``state`` (on a server or not) unless
     ``behaviour`` admits it (``Behaviour.admits_nic_changes``, so that what is refused here is
     exactly what the refusals' ``allowed_actions`` leave out). A provisioning VM in version 1
@@ -88,10 +89,11 @@ def refuse_nic_change(state: VmState, has_server: bool, name: JobName,
     none) are refused as VMAPI answers an action on a VM with no ``server_uuid``
     (``UnallocatedVmError``; version 2 ``InvalidTransitionError`` for the latter, as the rules
     table answers start of such a VM); a state where no update is allowed with
-    ``InvalidTransitionError``."""
+    ``InvalidTransitionError``. ``placed``: the VM object shows a server
+    (``Behaviour.admit``), which the refusal's ``allowed_actions`` count."""
     if behaviour.admits_nic_changes(state, has_server=has_server):
         return
-    allowed = behaviour.allowed_actions(state, has_server=has_server)
+    allowed = behaviour.allowed_actions(state, has_server=has_server, placed=placed)
     if refused(state, Action.UPDATE):
         raise InvalidTransitionError(state, name.value, allowed)
     if behaviour.major < 2:

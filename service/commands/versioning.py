@@ -190,7 +190,7 @@ class Behaviour:
 
     def admit(
         self, state: VmState, action: Action, *, vm_uuid: str, idempotent: bool = False,
-        server_removed: bool = False, has_server: bool = True,
+        server_removed: bool = False, has_server: bool = True, placed: bool = False,
     ) -> JobPlan:
         """Decide whether ``action`` on a VM in ``state`` queues a job, and how.
 
@@ -202,6 +202,11 @@ class Behaviour:
         action carried out on the VM's server (start, stop, kill, reboot) of a VM on none is
         ``UnallocatedVmError`` in version 1 and ``InvalidTransitionError`` in version 2
         (``Verdict.UNALLOCATED``).
+        ``placed``: the VM object shows a server (``Vm.shown_server_uuid``), though the VM is
+        not on it yet: a provisioning VM whose provision claimed one. Version 1 deletes such
+        a VM as VMAPI does, whose deleteVm refuses only a VM with no ``server_uuid`` and
+        whose createVm gives a provisioning VM its server at once (sdc-vmapi
+        ``lib/endpoints/vms.js``): with version 2's destroy job, queued behind the provision.
         Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
         server) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM), each with this
         version's ``allowed_actions`` (``allowed_actions``): every refusal because of state
@@ -209,30 +214,36 @@ class Behaviour:
         """
         try:
             return self._plan(state, action, vm_uuid=vm_uuid, idempotent=idempotent,
-                              server_removed=server_removed, has_server=has_server)
+                              server_removed=server_removed, has_server=has_server,
+                              placed=placed)
         except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError) as refusal:
-            refusal.allowed_actions = self.allowed_actions(state, has_server=has_server)
+            refusal.allowed_actions = self.allowed_actions(state, has_server=has_server,
+                                                           placed=placed)
             raise
 
-    def require(self, state: VmState, action: Action, *, has_server: bool) -> Verdict:
+    def require(self, state: VmState, action: Action, *, has_server: bool,
+                placed: bool = False) -> Verdict:
         """``rules.require``, its refusal naming the actions this version admits (the
-        quarantine's, which no version answers otherwise)."""
+        quarantine's, which no version answers otherwise; ``placed`` as ``admit``'s)."""
         try:
             return rules.require(state, action, has_server=has_server)
         except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError) as refusal:
-            refusal.allowed_actions = self.allowed_actions(state, has_server=has_server)
+            refusal.allowed_actions = self.allowed_actions(state, has_server=has_server,
+                                                           placed=placed)
             raise
 
-    def allowed_actions(self, state: VmState, *, has_server: bool) -> list[str]:
+    def allowed_actions(self, state: VmState, *, has_server: bool,
+                        placed: bool = False) -> list[str]:
         """The actions of the rules table that this version admits for a VM in ``state``
-        (on a server or not: ``has_server``), in table order: what a refusal names, only
-        what would be accepted (api.md). The table's own list but for what the version
-        refuses: version 1 what waits for the provision (a quarantine aside) and deleting a
-        running or stopped VM on no server; version 2 deleting a destroyed VM."""
+        (on a server or not: ``has_server``; shown on one: ``placed``, as ``admit``'s), in
+        table order: what a refusal names, only what would be accepted (api.md). The
+        table's own list but for what the version refuses: version 1 what waits for the
+        provision (a quarantine aside, and deleting a placed VM) and deleting a running or
+        stopped VM on no server; version 2 deleting a destroyed VM."""
         return [name for name in rules.allowed_actions(state, has_server=has_server)
                 if (self.admits_nic_changes(state, has_server=has_server)
                     if name in rules.NIC_CHANGES
-                    else self._admits(state, Action(name), has_server))]
+                    else self._admits(state, Action(name), has_server, placed))]
 
     def admits_nic_changes(self, state: VmState, *, has_server: bool) -> bool:
         """Whether this version takes ``add_nics`` or ``remove_nics`` of a VM in ``state``:
@@ -242,16 +253,16 @@ class Behaviour:
             return False
         return rules.nic_changes_allowed(state, has_server=has_server)
 
-    def _admits(self, state: VmState, action: Action, has_server: bool) -> bool:
+    def _admits(self, state: VmState, action: Action, has_server: bool, placed: bool) -> bool:
         try:
-            self._plan(state, action, vm_uuid="", has_server=has_server)
+            self._plan(state, action, vm_uuid="", has_server=has_server, placed=placed)
         except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError):
             return False
         return True
 
     def _plan(
         self, state: VmState, action: Action, *, vm_uuid: str, idempotent: bool = False,
-        server_removed: bool = False, has_server: bool = True,
+        server_removed: bool = False, has_server: bool = True, placed: bool = False,
     ) -> JobPlan:
         """``admit``'s decision; a refusal names the rules table's allowed actions."""
         try:
@@ -267,7 +278,10 @@ class Behaviour:
                 and self.major >= 2):
             return JobPlan(if_already=IfAlready.SUCCEED, destroy_now=True)
         if verdict is Verdict.QUEUED:
-            if self.major < 2 and action is not Action.QUARANTINE:
+            # version 1 waits for nothing, as VMAPI: but its DeleteVm checks only the VM's
+            # server_uuid, which a placed provisioning VM shows (``placed``)
+            v1_delete = action is Action.DESTROY and placed
+            if self.major < 2 and action is not Action.QUARANTINE and not v1_delete:
                 raise UnallocatedVmError(state, action.value)
             return JobPlan(
                 if_already=IfAlready.SUCCEED,

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from service.changes.records import ChangeFolder
-from tests.api.helpers import create_vm, get_vm, wait_job
+from tests.api.helpers import act, assert_error, create_vm, get_vm, sim_row, wait_job
 from tests.integration.test_fencing import paused_in
 from tests.projections.test_rebuild import tables
 
@@ -76,3 +76,40 @@ def test_a_provisioning_vm_shows_the_server_its_provision_claimed(
     [claimed] = [c for c in changes if c.type == "CapacityClaimed"]
     assert claimed.server_uuid == seen["server"]
     assert json.loads(claimed.data)["server_uuid"] == seen["server"]
+
+
+def test_v1_delete_of_a_placed_provisioning_vm_is_a_destroy_job_behind_its_provision(
+        paused, services, monkeypatch) -> None:
+    # VMAPI's deleteVm refuses only a VM with no server_uuid, and a provisioning VM has the
+    # one createVm allocated: 202 and a destroy job (as version 2's, behind the provision)
+    http = paused.http
+    created = create_vm(http)
+    vm_uuid = created["vm_uuid"]
+    seen: dict[str, Any] = {}
+
+    def meanwhile() -> None:
+        refused = assert_error(act(http, vm_uuid, "stop"), 409, "UnallocatedVM")
+        assert refused["allowed_actions"] == ["destroy", "quarantine"], refused
+        deleted = http.delete(f"/vms/{vm_uuid}")
+        assert deleted.status_code == 202, deleted.text
+        seen["destroy"] = deleted.json()["job_uuid"]
+        vm = get_vm(http, vm_uuid)
+        assert vm["active_job_uuid"] == created["job_uuid"]  # the provision runs on
+        assert vm["queued_job_uuids"] == [seen["destroy"]]
+
+    paused_in(services, monkeypatch, "ensure_registered", vm_uuid, meanwhile)
+    paused.run_jobs()
+    assert wait_job(http, created["job_uuid"])["execution"] == "succeeded"
+    destroy = wait_job(http, seen["destroy"])
+    assert destroy["execution"] == "succeeded", destroy
+    assert [step["name"] for step in destroy["chain_results"]] == ["unregister"]
+    assert get_vm(http, vm_uuid)["state"] == "destroyed"
+    assert sim_row(services, vm_uuid) is None
+
+
+def test_v1_delete_of_a_provisioning_vm_not_yet_placed_stays_unallocated(paused) -> None:
+    vm_uuid = create_vm(paused.http)["vm_uuid"]
+    assert get_vm(paused.http, vm_uuid)["server_uuid"] is None
+    body = assert_error(paused.http.delete(f"/vms/{vm_uuid}"), 409, "UnallocatedVM")
+    assert body["message"] == "Cannot delete a VM with no server_uuid"
+    assert body["allowed_actions"] == ["quarantine"]
