@@ -129,6 +129,10 @@ class Page:
     limit: int = 1000
     offset: int = 0
     after: tuple[Any, str] | None = None
+    # The owner whose VMs alone the caller may see (an owner token's); None: every VM. A
+    # marker naming only the uuid of another VM names no VM: its sort value would tell the
+    # caller that the VM exists and where it falls among the caller's own
+    seen_by: str | None = None
 
     @property
     def sort(self) -> str:
@@ -142,9 +146,14 @@ class VmQueries:
     def __init__(self, db: Database):
         self.db = db
 
-    def _sort_value(self, expression: str, vm_uuid: str) -> Any:
+    def _sort_value(self, expression: str, vm_uuid: str, seen_by: str | None) -> Any:
+        """The sort value of the VM a marker names by its uuid alone. Raises
+        ``InvalidMarkerError`` when there is no such VM, or none the caller may see
+        (``Page.seen_by``): the same answer for both."""
+        owned, params = ("", [vm_uuid]) if seen_by is None else (
+            " AND owner_uuid = ?", [vm_uuid, seen_by])
         with self.db.transaction(commit=False) as tx:
-            tx.execute(f"SELECT {expression} AS v FROM vm_view WHERE uuid = ?", (vm_uuid,))
+            tx.execute(f"SELECT {expression} AS v FROM vm_view WHERE uuid = ?{owned}", params)
             row = tx.fetchone()
         if row is None:
             raise InvalidMarkerError(f"the marker names no VM ({vm_uuid})")
@@ -185,7 +194,7 @@ class VmQueries:
         if page.after is not None:
             value, uuid = page.after
             if value is MISSING:
-                value = self._sort_value(expression, uuid)
+                value = self._sort_value(expression, uuid, page.seen_by)
             comparison = "<" if page.descending else ">"
             keyset = f"({expression}, uuid) {comparison} (?, ?)"
             where = f"{where} AND {keyset}" if where else f" WHERE {keyset}"

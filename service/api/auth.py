@@ -225,6 +225,15 @@ def scoped_owner(request: Request, asked: str | None) -> str | None:
     return principal.owner_uuid
 
 
+def visible_owner(request: Request) -> str | None:
+    """The owner whose VMs alone the request may see: an owner token's own (another owner's
+    VM, and its own once quarantined, are 404 to it); None for every other role, which may
+    see every VM. A read that looks a VM up by a uuid the client gave (a ListVms marker)
+    treats any other VM as no VM."""
+    principal = principal_of(request)
+    return principal.owner_uuid if principal.role == OWNER else None
+
+
 def require_owner(request: Request, owner_uuid: str) -> None:
     """An owner token creates VMs for its own owner only (403 otherwise)."""
     principal = principal_of(request)

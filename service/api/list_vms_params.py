@@ -22,6 +22,7 @@ from domain.states import VmState
 from projections.formats import rfc3339
 from projections.vm_markers import InvalidMarkerError, decode_our_marker
 from projections.vm_queries import SORT_FIELDS, Page, VmFilter
+from service.api.auth import visible_owner
 from service.api.errors import LIST_MESSAGE, invalid_parameters
 from service.api.params import MAX_INTEGER, MAX_LIMIT, integer_param, parse_timestamp
 from service.api.query_parameters import (
@@ -119,7 +120,8 @@ class ListVmsQuery:
             self.vm_filter.stale_mounts = query.boolean("stale_mounts")
         self.errors += [e for e in query.errors if e["field"] == "stale_mounts"]
         self._filters()
-        self.page = Page(limit=self._number("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT)
+        self.page = Page(limit=self._number("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT,
+                         seen_by=visible_owner(request))
         self.page.offset = self._number("offset", minimum=0) or 0
         self._sort()
         self.fields = self._fields()
