@@ -6,18 +6,26 @@ An event's ``chain`` hashes the previous event's chain, its stream, its version,
 its content (domain/chain.py), so it says where the event belongs. The checker keeps each
 stream's head (version and chain) and reads every event against it:
 
-- the next version: its link is checked (``tampered`` when it does not hold);
+- the next version: its link is checked. When it does not hold, the next event of the stream
+  says what was edited (``tampered``, kept pending until then): it links to the stored chain
+  (the content was changed), or to the chain the content makes (the chain value was changed),
+  or to neither (the whole row is another stream's event, or forged: the next one cannot be
+  checked against it and is not called tampered, as after an undecodable event). Each was
+  "tampered" for the intact event after it too (auditor tester);
 - another version, whose link holds as the head's next version: its version was edited
   (``tampered``, saying which version it is). Two versions swapped were "out of order" for
   the intact events between them and "tampered" for the intact one after, and never named
   (auditor tester);
 - a later version that does not link: a ``missing`` version, unless the stream goes on from
-  before it. Then either the skipped event comes later in the log and is linked to by the one
-  that jumped (it was moved: ``out of order``), or the one that jumped is out of place: kept
-  aside and judged once the log is read, at the end of its stream (``out of order`` if it
-  links there, ``tampered`` if it links nowhere: an event moved from another stream or
-  forged). An event moved in from another stream was "out of order" for each of its new
-  stream's intact events and never named itself (auditor tester);
+  before it, or an event set aside earlier holds the version skipped. The event that comes
+  later in the log with the skipped version was moved (``out of order``), and is judged as
+  the next version would be, the event that jumped saying what was edited when it does not
+  link (``tampered`` too): an event edited and moved was only "out of order" with a false
+  ``missing`` (auditor tester). When the one that jumped is out of place, it is kept aside
+  and judged when its stream reaches its version, or at the stream's end (``out of order`` if
+  it links there, ``tampered`` if it links nowhere: an event moved from another stream or
+  forged). Kept aside, such an event was skipped as if another held its version (auditor
+  tester);
 - an earlier version that links nowhere: ``out of order`` (its position was changed).
 
 A stream's findings are final once ``findings()`` is called after its last event.
@@ -33,6 +41,23 @@ from eventsourcing.persistence import Notification
 
 from domain import chain
 from service.audit.findings import Difference, check_class, stored_fields
+
+# What a tampered event's finding says, by what the next event of its stream links to
+CONTENT = ("the event's content was changed: the event after it links to its chain, which "
+           "its content does not make")
+CHAIN = ("its chain value was changed: the event after it links to the chain its content "
+         "makes")
+UNJUDGED = "the event's content or its link to the previous event was changed"
+
+
+def foreign(version: int, successor: int | None = None) -> str:
+    """What an event that links to none of its stream's events is: another stream's, or
+    forged (``successor``: the version after it, which cannot be checked against it)."""
+    text = (f"it does not link to this stream's version {version - 1} (an event moved from "
+            "another stream, or forged)")
+    if successor is not None:
+        text += f"; version {successor} cannot be checked against it"
+    return text
 
 
 @dataclass
@@ -61,11 +86,22 @@ class _Jump:
 
 
 @dataclass
+class _Pending:
+    """An event whose link did not hold: the chain its content makes after the version
+    before it, and its ``tampered`` finding, worded once the next event is read."""
+
+    event: _Event
+    made: str | None
+    finding: Difference
+
+
+@dataclass
 class _Head:
     version: int = 0
     chain: str | None = chain.GENESIS  # None: the head's event could not be read
     jump: _Jump | None = None
     suspects: list[_Event] = field(default_factory=list)
+    pending: _Pending | None = None
 
 
 class ChainCheck:
@@ -88,20 +124,19 @@ class ChainCheck:
             return
         self._findings += check_class(where, stored, fields)
         event = _Event(version, stored.id, stored.topic, fields)
+        self._fill(stream, head, version)
         following = head.version + 1
         if version == following:
-            expected = self._link(stream, head.chain, event)
-            if expected is not None and event.recorded != expected:
-                self._found(where, version, "tampered",
-                            "the event's content or its link to the previous event was changed")
-            head.version, head.chain = version, event.recorded or expected
+            self._next(stream, head, event)
         elif event.recorded is not None and self._link(
                 stream, head.chain, event, as_version=following) == event.recorded:
+            self._settle(stream, head, None)
             self._found(where, version, "tampered",
                         f"at position {stored.id}: its version was changed: its chain makes it "
                         f"the event of version {following}")
             head.version, head.chain = following, event.recorded
         elif version > following:
+            self._settle(stream, head, None)
             missing = self._found(where, following, "missing",
                                   f"the stream goes from version {head.version} to {version}")
             head.jump = _Jump(head.version, head.chain, event, missing)
@@ -116,9 +151,14 @@ class ChainCheck:
         end of their streams."""
         for stream, head in self._heads.items():
             where = f"stream {stream}"
+            self._settle(stream, head, None)
             for event in head.suspects:
-                if event.version <= head.version:
-                    continue  # another event holds its version: it was found as such
+                if event.version <= head.version:  # the stream went past it by a gap
+                    self._found(where, event.version, "out of order",
+                                f"at position {event.position}, before the versions it follows "
+                                "in the log (its position was changed); a version before it is "
+                                "missing, so its link is not checked")
+                    continue
                 if (event.version == head.version + 1
                         and self._link(stream, head.chain, event) == event.recorded):
                     self._found(where, event.version, "out of order",
@@ -126,30 +166,85 @@ class ChainCheck:
                                 "in the log (its position was changed)")
                 else:
                     self._found(where, event.version, "tampered",
-                                f"at position {event.position}: it does not link to this "
-                                f"stream's version {event.version - 1} (an event moved from "
-                                "another stream, or forged)")
+                                f"at position {event.position}: {foreign(event.version)}")
                 head.version, head.chain = event.version, event.recorded
             head.suspects = []
         return list(self._findings)
 
+    def _next(self, stream: UUID, head: _Head, event: _Event) -> None:
+        """``event``, the head's next version: its link checked (a finding kept pending, to be
+        worded by the event after it), and the head moved to it."""
+        self._settle(stream, head, event)
+        made = self._link(stream, head.chain, event)
+        if made is not None and event.recorded != made:
+            finding = self._found(f"stream {stream}", event.version, "tampered", UNJUDGED)
+            head.pending = _Pending(event, made, finding)
+        head.version, head.chain = event.version, event.recorded or made
+
+    def _settle(self, stream: UUID, head: _Head, successor: _Event | None) -> None:
+        """Word the finding of the head's event kept pending (if any) by ``successor``, the
+        next event read of its stream (None: there is none, or not the next version), and
+        set the chain ``successor`` is checked against: the one it links to, or None when it
+        links to neither the stored chain nor the one the content makes (not checked)."""
+        pending, head.pending = head.pending, None
+        if pending is None:
+            return
+        detail, previous = self._edit(stream, pending.event, pending.made, successor)
+        if head.version == pending.event.version:  # the head did not go back before it
+            head.chain = previous
+        at = next(i for i, f in enumerate(self._findings) if f is pending.finding)
+        self._findings[at] = Difference(pending.finding.where, pending.finding.version,
+                                        pending.finding.kind, detail)
+
+    def _edit(self, stream: UUID, event: _Event, made: str | None,
+              successor: _Event | None) -> tuple[str, str | None]:
+        """What was edited of ``event``, whose stored chain is not ``made`` (the chain its
+        content makes after the version before it), as ``successor`` (its next version, or
+        None) tells it, and the chain the successor is checked against (None: not checked)."""
+        if (successor is None or successor.recorded is None
+                or successor.version != event.version + 1):
+            return UNJUDGED, event.recorded or made
+        if (event.recorded is not None
+                and self._link(stream, event.recorded, successor) == successor.recorded):
+            return CONTENT, event.recorded
+        if made is not None and self._link(stream, made, successor) == successor.recorded:
+            return CHAIN, made
+        return foreign(event.version, successor.version), None
+
+    def _fill(self, stream: UUID, head: _Head, version: int) -> None:
+        """Before the head jumps to ``version``: the events kept aside that hold the versions
+        it would skip, each read as the head's next version and ``out of order`` (it came
+        before the versions it follows)."""
+        while version > head.version + 1:
+            held = next((e for e in head.suspects if e.version == head.version + 1), None)
+            if held is None:
+                return
+            head.suspects.remove(held)
+            self._next(stream, head, held)
+            self._found(f"stream {stream}", held.version, "out of order",
+                        f"at position {held.position}, before version {held.version - 1} in "
+                        "the log (its position was changed)")
+
     def _resumes(self, stream: UUID, head: _Head, event: _Event) -> bool:
-        """Whether ``event``, an earlier version than the head's, continues the stream from
-        before its last jump; if so the jump's ``missing`` finding is withdrawn and either
-        ``event`` was moved later in the log (the event that jumped links to it: ``out of
-        order``) or the event that jumped is out of place (kept aside, and the stream goes on
-        from ``event``)."""
+        """Whether ``event``, an earlier version than the head's, holds the version skipped
+        by the head's last jump; if so the jump's ``missing`` finding is withdrawn. If it
+        links there, either it was moved later in the log (the event that jumped links to
+        it: ``out of order``) or the event that jumped is out of place (kept aside, and the
+        stream goes on from ``event``). If it does not, it was moved and edited, or is
+        another stream's (``tampered`` as the event that jumped tells it, and ``out of
+        order``)."""
         jump = head.jump
-        if (jump is None or jump.chain is None or event.recorded is None
-                or event.version != jump.version + 1
-                or self._link(stream, jump.chain, event) != event.recorded):
+        if jump is None or jump.chain is None or event.version != jump.version + 1:
             return False
+        where, jumped = f"stream {stream}", jump.event
+        made = self._link(stream, jump.chain, event)
         self._findings.remove(jump.finding)
         head.jump = None
-        jumped = jump.event
-        if (jumped.version == event.version + 1
+        if event.recorded is None or made != event.recorded:
+            self._tampered_late(stream, head, jump, event, made)
+        elif (jumped.version == event.version + 1
                 and self._link(stream, event.recorded, jumped) == jumped.recorded):
-            self._found(f"stream {stream}", event.version, "out of order",
+            self._found(where, event.version, "out of order",
                         f"at position {event.position}, after version {head.version} in the "
                         "log (its position was changed)")
         else:
@@ -157,11 +252,30 @@ class ChainCheck:
             head.version, head.chain = event.version, event.recorded
         return True
 
+    def _tampered_late(self, stream: UUID, head: _Head, jump: _Jump, event: _Event,
+                       made: str | None) -> None:
+        """``event`` holds the version the head's last jump skipped but does not link there:
+        ``tampered`` (worded by the event that jumped, when it is the next version) and
+        ``out of order``; versions still skipped after it are ``missing``."""
+        where, jumped = f"stream {stream}", jump.event
+        detail, _ = self._edit(stream, event, made, jumped)
+        self._found(where, event.version, "tampered", detail)
+        self._found(where, event.version, "out of order",
+                    f"at position {event.position}, after version {head.version} in the log "
+                    "(its position was changed)")
+        if jumped.version > event.version + 1:
+            missing = self._found(where, event.version + 1, "missing",
+                                  f"the stream goes from version {event.version} to "
+                                  f"{jumped.version}")
+            head.jump = _Jump(event.version, event.recorded or made, jumped, missing)
+
     def _undecodable(self, head: _Head, where: str, stored: Notification,
                      error: Exception) -> None:
         """An event whose state cannot be read: the finding, and the head moves to it with no
         chain (the next event's link cannot be checked: it is not called tampered)."""
         version = stored.originator_version
+        if version > head.version:
+            self._settle(stored.originator_id, head, None)
         if version <= head.version:
             self._found(where, version, "out of order",
                         f"at position {stored.id}, after version {head.version} in the log "
