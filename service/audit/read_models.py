@@ -31,7 +31,12 @@ from typing import Any
 from uuid import UUID
 
 from service.audit.verify import (
-    BATCH, Difference, comparable, compare_row, notifications, scratch_directory,
+    BATCH,
+    Difference,
+    comparable,
+    compare_row,
+    notifications,
+    scratch_directory,
 )
 
 Rows = dict[str, dict[str, Any]]
@@ -176,11 +181,18 @@ def _behind_its_rows(name: str, stop: int, ahead: list[tuple[str, str, dict[str,
     ``at_head``), or None. Its tracking row was set back (or its tables restored newer than
     it): its runner would apply those events again (docs/operations.md). The rows that differ
     at ``stop`` (``found``) follow from it and are counted, not listed: the audit named 13
-    rows "absent from a fresh fold" and never the tracking (auditor tester)."""
+    rows "absent from a fresh fold" and never the tracking (auditor tester).
+
+    Only a row the log reaches later says so: the fold at the head has it, at a version
+    (``version``) and a log position (``position``) at least the row's. A row whose version or
+    position no event of its stream holds (past the fold at the head) was edited, and is found
+    as such: one ``job_view`` row's ``position`` edited was said to be the tracking row behind
+    its rows, though that row was untouched (auditor tester)."""
     for table, key, row in ahead:
         fold = at_head[table].get(key)
-        if fold is None or (isinstance(row.get("version"), int)
-                            and row["version"] > (fold.get("version") or 0)):
+        if fold is None or any(isinstance(row.get(column), int)
+                               and row[column] > (fold.get(column) or 0)
+                               for column in ("version", "position")):
             continue  # not a row the log reaches later: an edited row, found as such
         version = f" at version {row['version']}" if "version" in row else ""
         return Difference(f"read model {name}", None, "tracking",

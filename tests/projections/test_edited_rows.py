@@ -99,3 +99,26 @@ def test_a_tracking_row_set_back_is_behind_the_rows_not_a_gap(services):
         services.projections.catch_up(["vm_view"])
     assert "gap" not in str(raised.value) and "vmledger rebuild vm_view" in str(raised.value)
     assert not any(other in str(raised.value) for other in others)
+
+
+@pytest.mark.parametrize("table, column, key", [
+    ("job_view", "position", "vm_uuid"),
+    ("vm_transitions", "position", "vm_uuid"),
+    ("vm_view", "version", "uuid"),
+])
+def test_a_row_edited_ahead_of_the_log_is_that_row_not_the_tracking(services, table, column,
+                                                                    key):
+    """A row's ``position`` (or ``version``) edited past anything its stream holds was said to
+    be the tracking row behind its rows (``tracking: read model job_view: is at position P,
+    behind its rows``) though the tracking row was untouched (auditor tester): it is that
+    row's edited column, as any other edit is."""
+    vm_uuid = _vm_with_history(services)
+    _vm_with_history(services)
+    with services.db.transaction() as tx:
+        tx.execute(f"SELECT * FROM {table} WHERE {key} = ? ORDER BY {column} LIMIT 1",
+                   (vm_uuid,))
+        row = tx.fetchone()
+        tx.execute(f"UPDATE {table} SET {column} = {column} + 100000 WHERE {key} = ? "
+                   f"AND {column} = ?", (vm_uuid, row[column]))
+    found = [(d.kind, d.detail) for d in verify_read_models(services)]
+    assert found == [("read model", f"differs from a fresh fold in {column}")], found
