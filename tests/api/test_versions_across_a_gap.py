@@ -8,6 +8,7 @@ version, those before the gap too."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from uuid import UUID
 
 import pytest
 
@@ -73,3 +74,27 @@ def test_an_instant_before_a_gap_is_served_and_one_after_it_is_503(client, resta
             "at": rfc3339(datetime.now(UTC))}), 503, "Unavailable")
         assert body["message"].startswith(f"stream {vm_uuid} has a gap: its event of version "
                                           f"{DELETED + 1} follows version {DELETED - 1}"), body
+
+
+def test_reads_that_do_not_fold_across_a_gap_are_served(client, restarted, services) -> None:
+    """A gap is found only by a fold that crosses it (docs/api.md, "Reads"): a version loaded
+    from a snapshot taken after the gap, and a history page that ends before it, are served;
+    a version before that snapshot, and a page that reaches the gap, are 503 naming it."""
+    vm_uuid = create_running_vm(client)
+    services.app.take_snapshot(UUID(vm_uuid), version=DELETED + 2)
+    delete_event(services, vm_uuid, DELETED)
+    gap = f"stream {vm_uuid} has a gap: its event of version {DELETED + 1} follows version"
+    for http in (client, restarted):
+        for version in (DELETED + 2, 10):
+            response = http.get(f"/vms/{vm_uuid}", params={"version": version})
+            assert response.status_code == 200, (version, response.text)
+            assert response.json()["version"] == version
+        body = assert_error(http.get(f"/vms/{vm_uuid}", params={"version": DELETED + 1}),
+                            503, "Unavailable")
+        assert body["message"].startswith(gap), body
+        page = http.get(f"/vms/{vm_uuid}/history", params={"limit": DELETED - 1})
+        assert page.status_code == 200, page.text
+        assert [e["version"] for e in page.json()] == list(range(1, DELETED))
+        body = assert_error(http.get(f"/vms/{vm_uuid}/history", params={"limit": 1000}),
+                            503, "Unavailable")
+        assert body["message"].startswith(gap), body
