@@ -26,7 +26,10 @@ stream's head (version and chain) and reads every event against it:
   it links there, ``tampered`` if it links nowhere: an event moved from another stream or
   forged). Kept aside, such an event was skipped as if another held its version (auditor
   tester);
-- an earlier version that links nowhere: ``out of order`` (its position was changed).
+- an earlier version that links nowhere: ``out of order`` (its position was changed),
+  kept so that a stream resuming before it goes on through it (two events moved later in
+  reverse order made the intact event after them "tampered"). An undecodable one is
+  ``undecodable`` and ``out of order``, and the version it holds is not ``missing``.
 
 A stream's findings are final once ``findings()`` is called after its last event.
 """
@@ -40,24 +43,15 @@ from uuid import UUID
 from eventsourcing.persistence import Notification
 
 from domain import chain
-from service.audit.findings import Difference, check_class, stored_fields
-
-# What a tampered event's finding says, by what the next event of its stream links to
-CONTENT = ("the event's content was changed: the event after it links to its chain, which "
-           "its content does not make")
-CHAIN = ("its chain value was changed: the event after it links to the chain its content "
-         "makes")
-UNJUDGED = "the event's content or its link to the previous event was changed"
-
-
-def foreign(version: int, successor: int | None = None) -> str:
-    """What an event that links to none of its stream's events is: another stream's, or
-    forged (``successor``: the version after it, which cannot be checked against it)."""
-    text = (f"it does not link to this stream's version {version - 1} (an event moved from "
-            "another stream, or forged)")
-    if successor is not None:
-        text += f"; version {successor} cannot be checked against it"
-    return text
+from service.audit.findings import (
+    CHAIN,
+    CONTENT,
+    UNJUDGED,
+    Difference,
+    check_class,
+    foreign,
+    stored_fields,
+)
 
 
 @dataclass
@@ -101,6 +95,7 @@ class _Head:
     chain: str | None = chain.GENESIS  # None: the head's event could not be read
     jump: _Jump | None = None
     suspects: list[_Event] = field(default_factory=list)
+    late: list[_Event] = field(default_factory=list)  # found out of order, after the head
     pending: _Pending | None = None
 
 
@@ -145,6 +140,7 @@ class ChainCheck:
             self._found(where, version, "out of order",
                         f"at position {stored.id}, after version {head.version} in the log "
                         "(its position was changed)")
+            head.late.append(event)
 
     def findings(self) -> list[Difference]:
         """Every finding, once every event was added: the events kept aside are judged at the
@@ -242,15 +238,29 @@ class ChainCheck:
         head.jump = None
         if event.recorded is None or made != event.recorded:
             self._tampered_late(stream, head, jump, event, made)
-        elif (jumped.version == event.version + 1
-                and self._link(stream, event.recorded, jumped) == jumped.recorded):
-            self._found(where, event.version, "out of order",
-                        f"at position {event.position}, after version {head.version} in the "
-                        "log (its position was changed)")
         else:
-            head.suspects.append(jumped)
-            head.version, head.chain = event.version, event.recorded
+            last = self._relinked(stream, head, event)
+            if (jumped.version == last.version + 1
+                    and self._link(stream, last.recorded, jumped) == jumped.recorded):
+                self._found(where, event.version, "out of order",
+                            f"at position {event.position}, after version {head.version} in "
+                            "the log (its position was changed)")
+            else:
+                head.suspects.append(jumped)
+                head.version, head.chain = last.version, last.recorded
         return True
+
+    def _relinked(self, stream: UUID, head: _Head, event: _Event) -> _Event:
+        """The last of the events found out of order earlier (``head.late``) that follow
+        ``event`` link by link: the stream goes on from it. Two events moved later in
+        reverse order made the intact event after them "tampered" (auditor tester)."""
+        last = event
+        while (following := next(
+                (e for e in head.late if e.version == last.version + 1 and last.recorded
+                 and self._link(stream, last.recorded, e) == e.recorded), None)) is not None:
+            head.late.remove(following)
+            last = following
+        return last
 
     def _tampered_late(self, stream: UUID, head: _Head, jump: _Jump, event: _Event,
                        made: str | None) -> None:
@@ -276,7 +286,15 @@ class ChainCheck:
         version = stored.originator_version
         if version > head.version:
             self._settle(stored.originator_id, head, None)
-        if version <= head.version:
+        if version <= head.version:  # moved: the version a jump skipped is not missing
+            jump = head.jump
+            if jump is not None and version == jump.version + 1:
+                self._findings.remove(jump.finding)
+                head.jump = None
+                if jump.event.version > version + 1:
+                    self._found(where, version + 1, "missing", f"the stream goes from version "
+                                f"{version} to {jump.event.version}")
+            self._found(where, version, "undecodable", f"{type(error).__name__}: {error}")
             self._found(where, version, "out of order",
                         f"at position {stored.id}, after version {head.version} in the log "
                         "(its position was changed)")

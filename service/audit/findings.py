@@ -1,6 +1,7 @@
 """What the audit's checks report (``Difference``), and what they share of a stored event:
 its fields as written (``stored_fields``) and whether its class can read it
-(``check_class``)."""
+(``check_class``); and how a ``tampered`` finding words what was edited
+(service/audit/chains.py)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,21 @@ def check_class(where: str, stored: Notification, fields: dict[str, Any]
                            f"class_version {stored_version!r} is newer than {stored.topic}'s "
                            f"({current})")]
     return []
+
+
+# What a tampered event's finding says, by what the next event of its stream links to
+CONTENT = ("the event's content was changed: the event after it links to its chain, which "
+           "its content does not make")
+CHAIN = ("its chain value was changed: the event after it links to the chain its content "
+         "makes")
+UNJUDGED = "the event's content or its link to the previous event was changed"
+
+
+def foreign(version: int, successor: int | None = None) -> str:
+    """What an event that links to none of its stream's events is: another stream's, or
+    forged (``successor``: the version after it, which cannot be checked against it)."""
+    text = (f"it does not link to this stream's version {version - 1} (an event moved from "
+            "another stream, or forged)")
+    if successor is not None:
+        text += f"; version {successor} cannot be checked against it"
+    return text

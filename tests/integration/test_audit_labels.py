@@ -147,3 +147,21 @@ def test_two_edited_rows_in_a_row_name_the_first_and_the_one_it_leaves_unchecked
     found = _findings(services)
     assert _kinds(found) == [(f"stream {vm_uuid}", EDITED, "tampered")], found
     assert f"version {EDITED + 1} cannot be checked against it" in found[0][3]
+
+
+def test_two_events_moved_later_in_reverse_order_are_the_two_findings(services):
+    """Versions 17 then 16 moved past the head: the intact event after them was called
+    tampered (it links to 17, which the checker had set aside as out of order)."""
+    vm_uuid = _vm_with_history(services)
+    _move_to_end(services, vm_uuid, EDITED + 1)
+    _move_to_end(services, vm_uuid, EDITED)
+    assert _kinds(_findings(services)) == [(f"stream {vm_uuid}", EDITED, "out of order"),
+                                           (f"stream {vm_uuid}", EDITED + 1, "out of order")]
+
+
+def test_an_undecodable_event_moved_later_is_named_not_missing(services):
+    vm_uuid = _vm_with_history(services)
+    set_event_column(services, vm_uuid, EDITED, "state", b"{not json")
+    _move_to_end(services, vm_uuid, EDITED)
+    assert _kinds(_findings(services)) == [(f"stream {vm_uuid}", EDITED, "out of order"),
+                                           (f"stream {vm_uuid}", EDITED, "undecodable")]
