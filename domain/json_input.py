@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 
@@ -79,9 +80,7 @@ def loads_body(raw: bytes) -> Any:
     bytes also read UTF-16 and UTF-32, and a body in either was applied. Raises
     ``JsonInputError`` as ``loads`` does, and ``RepeatedKeyError`` for an object that gives
     a key twice (``json.loads`` kept the last silently: ``{"ram": 1, "ram": 2}``)."""
-    if raw.startswith(_UTF8_BOM):
-        raw = raw[len(_UTF8_BOM):]
-    text = _utf8(raw)
+    text = _utf8(raw.removeprefix(_UTF8_BOM))
     try:
         return _decoded(text)
     except json.JSONDecodeError as error:  # worded as FastAPI's parse of a body worded it
@@ -99,14 +98,26 @@ def _utf8(raw: bytes) -> str:
 
 def _decoded(text: str) -> Any:
     """``_BODY_DECODER``'s value of ``text``; a syntax error is the caller's to word
-    (``json.JSONDecodeError``). Raises ``RepeatedKeyError`` and ``JsonInputError`` (too
-    deep)."""
+    (``json.JSONDecodeError``). Raises ``RepeatedKeyError``, and ``JsonInputError`` for a
+    value nested too deep or an integer of more digits than ``int()`` reads."""
     try:
         return _BODY_DECODER.decode(text)
     except _Repeated:
         raise RepeatedKeyError(_repeated_path(text)) from None
     except RecursionError:
         raise JsonInputError(unparsable_reason(RecursionError()), too_deep=True) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        # int()'s limit on the digits it reads (sys.get_int_max_str_digits), the one other
+        # ValueError the decoder raises: it was a 500 on every body route (a tester)
+        raise JsonInputError(TOO_MANY_DIGITS) from None
+
+
+#: Why an integer past ``int()``'s digits is refused: far past any double as well, it is
+#: refused where its value could be named only as the whole text's problem.
+TOO_MANY_DIGITS = (f"an integer of more than {sys.get_int_max_str_digits()} digits: "
+                   "numbers must be finite")
 
 
 def _repeated_path(text: str) -> str:
@@ -139,7 +150,7 @@ def loads(text: str | bytes) -> Any:
         return _decoded(text)
     except JsonInputError:
         raise
-    except ValueError as error:  # a syntax error, or an integer past int()'s digits
+    except ValueError as error:  # a syntax error
         raise JsonInputError(str(error)) from None
 
 
@@ -156,7 +167,8 @@ def unstorable(value: Any, path: str = "", *, levels_above: int = 0) -> str | No
     """Why ``value`` (a parsed JSON value) cannot be stored and served, naming where in it,
     or None. A NUL character or a lone surrogate in a string or key (PostgreSQL's text refuses
     the first, UTF-8 the second: a stored event holding one stopped every read model on it)
-    and a non-finite number (``NaN``, ``Infinity``: no JSON response can carry it) are refused
+    and a non-finite number (``NaN``, ``Infinity``: no JSON response can carry it; an integer
+    past the largest double, which a double reads as ``Infinity``) are refused
     before anything is appended; so is a value nested more than ``MAX_DEPTH`` levels of
     objects and arrays deep (``levels_above``: the levels of the value ``value`` sits in, a
     body's own object for one of its fields), naming ``path``: the parser takes about 1,000,
@@ -216,9 +228,28 @@ def _unstorable_scalar(value: Any, path: str) -> str | None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             return f"{path or 'value'}: strings must be valid Unicode (a lone surrogate)"
-    elif isinstance(value, float) and not math.isfinite(value):
+    elif _not_finite(value):
         return f"{path or 'value'}: numbers must be finite"
     return None
+
+
+#: The bits of the largest integer below which every one is a finite double.
+_DOUBLE_BITS = 1023
+
+
+def _not_finite(value: Any) -> bool:
+    """Whether ``value`` is a float ``NaN`` or infinite, or an integer that rounds to no
+    finite double: VMAPI's JSON.parse reads it as ``Infinity`` (so would any client reading
+    a double), refused as ``Infinity`` is."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if not isinstance(value, int) or value.bit_length() <= _DOUBLE_BITS:
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
 
 
 #: The most characters of one value a client sent that a message repeats: a 40 KB
