@@ -26,10 +26,19 @@ from service.api.auth import visible_owner
 from service.api.errors import LIST_MESSAGE, invalid_parameters
 from service.api.params import MAX_INTEGER, MAX_LIMIT, integer_param, parse_timestamp
 from service.api.query_parameters import (
-    BOOLEAN, LIMIT, TEXT, UUID, Param, QueryParameters, integer, one_of, owner,
+    BOOLEAN,
+    LIMIT,
+    TEXT,
+    UUID,
+    Param,
+    QueryParameters,
+    integer,
+    one_of,
+    owner,
 )
 from service.api.schemas import VMAPI_BRANDS
 from service.api.vmapi_markers import read_vmapi_marker
+from service.api.vmapi_numbers import vmapi_number_refusal
 from service.api.vmapi_rules import ALIAS_MISMATCH, ALIAS_RE, INVALID_UUID, is_alias, is_uuid
 
 # \Z, not $: Python's $ also matches before a final newline, JavaScript's (VMAPI's) does not
@@ -151,17 +160,12 @@ class ListVmsQuery:
         return self._checked(name, is_uuid, INVALID_UUID)
 
     def _number(self, name: str, *, minimum: int, maximum: int | None = None) -> int | None:
-        def message(number: int | None) -> str:
-            # VMAPI sets no upper bound on offset; ours (what a database integer holds) is
-            # named only to a number above it
-            top = maximum if maximum is not None else (
-                MAX_INTEGER if number is not None and number > MAX_INTEGER else None)
-            bounds = f">= {minimum}" + (f" and <= {top}" if top is not None else "")
-            return f"Not a valid number: number must be {bounds}"
-
+        # VMAPI sets no upper bound on offset; ours (what a database integer holds) is
+        # named only to a number above it
         return integer_param(self.params, name, minimum=minimum,
                              maximum=MAX_INTEGER if maximum is None else maximum,
-                             refuse=self._invalid, message=message)
+                             refuse=self._invalid, message=vmapi_number_refusal(
+                                 minimum, vmapi_maximum=maximum, maximum=MAX_INTEGER))
 
     def _filters(self) -> None:
         params, vm_filter = self.params, self.vm_filter

@@ -8,17 +8,25 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field,
-    field_validator, model_validator,
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
 )
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from projections.formats import MAX_INTEGER, in_utc_range
 from domain.json_input import at_field, printable, unstorable
-from service.api.vmapi_tags import FORBIDDEN_KEY, password_key, tags_problem
+from projections.formats import MAX_INTEGER, in_utc_range
 from service.api.headers import MAX_X_CONTEXT_BYTES
+from service.api.params import integer_refusal
 from service.api.vmapi_fields import Alias, Name, Uuid
+from service.api.vmapi_numbers import body_integer, vmapi_number_refusal
+from service.api.vmapi_tags import FORBIDDEN_KEY, password_key, tags_problem
 
 __all__ = ["Alias", "Name", "Uuid"]  # the body value types every route's model takes
 
@@ -81,7 +89,18 @@ def _bounded(value: dict[str, Any]) -> dict[str, Any]:
 #: The rules of a VM's sizes and metadata, CreateVm's, shared by every body that sets them
 #: (CreateVm, UpdateVm, vm-agent's report): ``true`` or ``"1024"`` is no size.
 Ram = Annotated[int, Field(ge=1, le=MAX_RAM_MIB, strict=True)]
-CpuCap = Annotated[int, Field(ge=0, le=100_000, strict=True)]
+MAX_CPU_CAP = 100_000
+CpuCap = Annotated[int, Field(ge=0, le=MAX_CPU_CAP, strict=True)]
+#: CreateVm's: VMAPI's createVm takes a number or its decimal text (``"ram": "1024"``) and
+#: refuses any other in its own words (service/api/vmapi_numbers.py); a compute agent's report
+#: keeps ``Ram`` and ``CpuCap``.
+CreateRam = Annotated[int, body_integer(1, MAX_RAM_MIB, vmapi_number_refusal(
+    1, vmapi_maximum=None, maximum=MAX_RAM_MIB)), Field(ge=1, le=MAX_RAM_MIB)]
+CreateCpuCap = Annotated[int, body_integer(0, MAX_CPU_CAP, vmapi_number_refusal(
+    0, vmapi_maximum=None, maximum=MAX_CPU_CAP)), Field(ge=0, le=MAX_CPU_CAP)]
+#: stop's and reboot's grace period: VMAPI passes it on unread; taken as in the query.
+Timeout = Annotated[int, body_integer(0, MAX_INTEGER, integer_refusal(0, MAX_INTEGER)),
+                    Field(ge=0, le=MAX_INTEGER)]
 Metadata = Annotated[dict[str, Scalar], AfterValidator(_bounded)]
 
 
@@ -194,9 +213,9 @@ class CreateVmRequest(MetadataFields):
 
     owner_uuid: Uuid
     brand: CreatableBrand
-    ram: Ram
+    ram: CreateRam
     image_uuid: Uuid | None = None
-    cpu_cap: CpuCap | None = None
+    cpu_cap: CreateCpuCap | None = None
     server_uuid: Uuid | None = None
     # A preset, or its rows set one by one ({"preset": "persistent", "guest_crash":
     # "destroy"}), which Vm.create checks against domain/policy.py (ValidationFailed naming
@@ -243,7 +262,7 @@ class ActionBody(StrictModel):
     idempotent: Boolean | None = None
     sync: Boolean | None = None
     context: Context = None
-    timeout: Annotated[int, Field(ge=0, le=MAX_INTEGER, strict=True)] | None = None
+    timeout: Timeout | None = None
     origin: str | None = Field(None, min_length=1, max_length=256)
     creator_uuid: Uuid | None = None
 
