@@ -22,6 +22,7 @@ from domain.errors import ValidationError
 from domain.states import Action
 from service.api.action_params import action_of, check_agree
 from service.api.auth import authorized_router, require_owner
+from service.api.create_vm_body import create_request, nic_requests
 from service.api.deps import (
     accepted,
     accepted_headers,
@@ -31,22 +32,32 @@ from service.api.deps import (
     idempotency_of,
     if_match_of,
     parse_body,
-    read_your_writes,
     services_of,
     wait_for_job,
 )
-from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header
 from service.api.errors import JobEndedBadlyError, invalid_parameters
+from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header
 from service.api.params import Query
-from service.api.query_parameters import check_declared_header
 from service.api.quarantine_actions import quarantine_action
-from service.api.network_params import parse_networks
+from service.api.query_parameters import check_declared_header
 from service.api.schemas import (
-    ONLY_SIGKILL, AddNicsBody, CreateVmRequest, DeleteVmBody, UpdateVmRequest, is_kill_signal,
+    ONLY_SIGKILL,
+    AddNicsBody,
+    CreateVmRequest,
+    DeleteVmBody,
+    UpdateVmRequest,
+    is_kill_signal,
 )
 from service.api.vm_actions import (
-    ACT_ON_VM, ACTION_BODIES, CREATE_VM, DELETE_VM, KILL_QUERY, LIFECYCLE_QUERY, NIC_ACTIONS,
-    NIC_QUERY, QUARANTINE_ACTIONS,
+    ACT_ON_VM,
+    ACTION_BODIES,
+    CREATE_VM,
+    DELETE_VM,
+    KILL_QUERY,
+    LIFECYCLE_QUERY,
+    NIC_ACTIONS,
+    NIC_QUERY,
+    QUARANTINE_ACTIONS,
 )
 from service.commands.application import VmSpec
 from service.commands.change import Accepted
@@ -75,18 +86,16 @@ async def create_vm(request: Request, data: dict[str, Any] | None = Body(None)
     query.check()
     # checked as every command's is; a VM not yet created has no version for it to match
     if_match_of(request)
-    spec_in = parse_body(request, CreateVmRequest, data, message=CREATE_MESSAGE)
+    spec_in, networks = await create_request(request, data, message=CREATE_MESSAGE)
     require_owner(request, str(spec_in.owner_uuid))
     try:
-        return await _create(request, spec_in, data, sync=sync)
-    except ValidationError as error:  # networks, volumes: VMAPI's top-level text
+        return await _create(request, spec_in, networks, data, sync=sync)
+    except ValidationError as error:  # volumes, networks' addresses: VMAPI's top-level text
         raise invalid_parameters(request, error.errors, message=CREATE_MESSAGE) from None
 
 
-async def _create(request: Request, spec_in: CreateVmRequest, data: dict[str, Any] | None,
-                  *, sync: bool) -> JSONResponse:
-    networks = (await run_in_threadpool(_networks, request, spec_in.networks)
-                if spec_in.networks is not None else [])
+async def _create(request: Request, spec_in: CreateVmRequest, networks: list[NicRequest],
+                  data: dict[str, Any] | None, *, sync: bool) -> JSONResponse:
     spec = VmSpec(
         owner_uuid=str(spec_in.owner_uuid),
         brand=spec_in.brand,
@@ -178,24 +187,6 @@ async def delete_vm(vm_uuid: str, request: Request,
                           context=parsed.context, body=data)
 
 
-def _networks(request: Request, networks: Any) -> list[NicRequest]:
-    """CreateVm's and ``add_nics``' ``networks`` as NIC requests (``parse_networks``). A
-    network named by its name waits for ``network_view`` (``UnavailableError`` saying nothing
-    was appended when the projector lags); one named by uuid waits for nothing."""
-    if networks is None:
-        return []
-    services = services_of(request)
-
-    def by_name(name: str) -> list[dict[str, Any]]:
-        # network_view is the only index of networks by name: a name waits for it (the
-        # projector must be up), before anything is appended; a network given by uuid is
-        # the aggregate's to find, and its addresses are claimed on its stream
-        read_your_writes(request, services, ("network_view",), eventual=False, deciding=True)
-        return services.networks.by_name(name)
-
-    return parse_networks(networks, by_name)
-
-
 async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None,
                       name: str) -> JSONResponse:
     """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them; their
@@ -208,7 +199,7 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
     parsed = parse_body(request, ACTION_BODIES[name], data)
     check_agree(request, parsed)
     services = services_of(request)
-    add = (await run_in_threadpool(_networks, request, parsed.networks)
+    add = (await run_in_threadpool(nic_requests, request, parsed.networks)
            if isinstance(parsed, AddNicsBody) else None)
     remove = None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs]
     behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)

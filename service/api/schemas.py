@@ -20,6 +20,7 @@ from pydantic import (
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from domain import policy
 from domain.json_input import at_field, printable, unstorable
 from projections.formats import MAX_INTEGER, in_utc_range
 from service.api.headers import MAX_X_CONTEXT_BYTES
@@ -208,6 +209,16 @@ class VolumeMount(StrictModel):
         return value
 
 
+def _carried_out(value: str | dict[str, str]) -> str | dict[str, str]:
+    policy.validate(value)  # the domain's rule, checked with every other field's (Vm.create)
+    return value
+
+
+#: CreateVm's ``persistence``: a preset or its rows, kept as given.
+Persistence = Annotated[Literal["persistent", "ephemeral"] | dict[str, str],
+                        AfterValidator(_carried_out)]
+
+
 class CreateVmRequest(MetadataFields):
     """CreateVm (``POST /vms``): ``owner_uuid``, ``brand`` and ``ram`` (MiB) are required."""
 
@@ -220,7 +231,7 @@ class CreateVmRequest(MetadataFields):
     # A preset, or its rows set one by one ({"preset": "persistent", "guest_crash":
     # "destroy"}), which Vm.create checks against domain/policy.py (ValidationFailed naming
     # persistence: an unknown row or response, or one not carried out).
-    persistence: Literal["persistent", "ephemeral"] | dict[str, str] = "persistent"
+    persistence: Persistence = "persistent"
     volumes: list[VolumeMount] = Field(default_factory=list, max_length=MAX_VOLUMES)
     uuid: Uuid | None = None
     # Sent by the VMAPI client for its caller (cloudapi does); validated, not recorded.
