@@ -60,6 +60,19 @@ def _query_value(name: str, text: str) -> Any:
     return text.lower() if name.endswith("_uuid") else text
 
 
+def with_query_owner(request: Request, data: Any) -> Any:
+    """CreateVm's body with the query's ``owner_uuid`` when the body gives none (or there is
+    no body), as restify's mapParams maps it: it was validated and then silently ignored.
+    Given in both, the body's is kept for ``check_agree`` to compare (``ConflictingParameters``
+    when they differ, as an action's)."""
+    in_query = request.query_params.get("owner_uuid")
+    if in_query is None or not (data is None or isinstance(data, dict)):
+        return data
+    if data is None or "owner_uuid" not in data:
+        return {**(data or {}), "owner_uuid": in_query}
+    return data
+
+
 def check_agree(request: Request, parsed: BaseModel) -> None:
     """Refuse a parameter given in the query and in the body (``parsed``, the validated body)
     with different values; the same value twice is one request."""

@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from domain import json_input
 from domain.errors import ValidationError
 from domain.states import Action
-from service.api.action_params import action_of, check_agree
+from service.api.action_params import action_of, check_agree, with_query_owner
 from service.api.auth import authorized_router, require_owner
 from service.api.create_vm_body import create_request, nic_requests
 from service.api.deps import (
@@ -86,7 +86,9 @@ async def create_vm(request: Request, data: dict[str, Any] | None = Body(None)
     query.check()
     # checked as every command's is; a VM not yet created has no version for it to match
     if_match_of(request)
-    spec_in, networks = await create_request(request, data, message=CREATE_MESSAGE)
+    spec_in, networks = await create_request(request, with_query_owner(request, data),
+                                             message=CREATE_MESSAGE)
+    check_agree(request, spec_in)  # owner_uuid in the query and the body: one value
     require_owner(request, str(spec_in.owner_uuid))
     try:
         return await _create(request, spec_in, networks, data, sync=sync)

@@ -20,10 +20,23 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
 from service.api.query_parameters import (
-    BOOLEAN, COMMAND_HEADERS, UUID, X_CONTEXT, Param, QueryParameters, integer, one_of, owner,
+    BOOLEAN,
+    COMMAND_HEADERS,
+    UUID,
+    X_CONTEXT,
+    Param,
+    QueryParameters,
+    integer,
+    one_of,
+    owner,
 )
 from service.api.schemas import (
-    ActionBody, AddNicsBody, KillBody, RemoveNicsBody, StrictModel, UpdateVmRequest,
+    ActionBody,
+    AddNicsBody,
+    KillBody,
+    RemoveNicsBody,
+    StrictModel,
+    UpdateVmRequest,
 )
 
 LIFECYCLE_ACTIONS = ("start", "stop", "kill", "reboot", "update")
@@ -147,5 +160,11 @@ QUARANTINE_QUERY = QueryParameters(_ACTION, _OWNER)
 _VM_COMMAND_HEADERS = (*COMMAND_HEADERS, X_CONTEXT)
 ACT_ON_VM = (KILL_QUERY | LIFECYCLE_QUERY | NIC_QUERY | QUARANTINE_QUERY
              | QueryParameters(*_VM_COMMAND_HEADERS, common=False))
-CREATE_VM = QueryParameters(_client_params("the provision")[0], *_VM_COMMAND_HEADERS)
+#: CreateVm's owner: in the query or the body, as restify's mapParams takes it (both given,
+#: they must agree), scoped as the body's (an owner token creates for its own owner only)
+_CREATE_OWNER = Param("owner_uuid", "the VM's owner, as the body's owner_uuid (given in both, "
+                      "they must agree; an owner's token creates VMs for its own owner only)",
+                      UUID)
+CREATE_VM = QueryParameters(_client_params("the provision")[0], _CREATE_OWNER,
+                            *_VM_COMMAND_HEADERS)
 DELETE_VM = QueryParameters(*_client_params("the destroy"), _OWNER, *_VM_COMMAND_HEADERS)

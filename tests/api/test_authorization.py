@@ -19,8 +19,8 @@ from fastapi.testclient import TestClient
 from service.api.app import create_app
 from service.api.auth import ROUTE_ROLES
 from service.api.tokens import ROLES, TokenFileError, Tokens, new_token
-from service.jobs.compute.simulated import simulated_server_uuid
 from service.container import Services
+from service.jobs.compute.simulated import simulated_server_uuid
 from tests.api.conformance import conforming
 from tests.api.helpers import OTHER_OWNER, OWNER, assert_error, vm_body, wait_job
 
@@ -155,6 +155,17 @@ def test_an_owner_token_cannot_create_a_vm_for_another_owner(authed: Authed) -> 
     response = authed.as_("owner", "POST", "/vms", json=vm_body(owner_uuid=OTHER_OWNER))
     assert_error(response, 403, "Forbidden")
     assert authed.head() == before
+
+
+def test_an_owner_token_creates_for_its_own_owner_only_in_the_query_too(authed: Authed) -> None:
+    # CreateVm takes owner_uuid in the query as in the body (test_create_vm_owner_in_query)
+    before = authed.head()
+    body = {"brand": "joyent", "ram": 256}
+    refused = authed.as_("owner", "POST", f"/vms?owner_uuid={OTHER_OWNER}", json=body)
+    assert_error(refused, 403, "Forbidden")
+    assert authed.head() == before
+    own = authed.as_("owner", "POST", f"/vms?owner_uuid={OWNER}", json=body)
+    assert own.status_code == 202, own.text
 
 
 def test_an_agent_reports_only_for_its_own_server(authed: Authed) -> None:
