@@ -55,3 +55,22 @@ def test_a_malformed_owner_in_the_query_is_refused_naming_it(client):
     assert error_fields(assert_error(response, 409, "ValidationFailed")) == {
         "owner_uuid": "Invalid"}
 
+
+
+def test_if_match_on_create_vm_is_checked_for_its_syntax_only(client, services):
+    # a VM being created has no version yet (api.md, "Contract: concurrency and idempotency")
+    body = {**BODY, "owner_uuid": OWNER, "uuid": "4ad5ac1c-bb0b-4f34-9a85-2d7a5b3c8a10"}
+    first = client.post("/vms", json=body, headers={"If-Match": '"7"'})
+    assert first.status_code == 202, first.text
+    # a repeat of a client-chosen uuid answers the first create, whatever If-Match says
+    again = client.post("/vms", json=body, headers={"If-Match": '"999"'})
+    assert again.status_code == 202, again.text
+    assert again.json() == first.json()
+    wait_job(client, first.json()["job_uuid"])  # its provision done: nothing else appends
+    head = services.commands.head_position()
+    for tag in ('"0"', "W/5", '"5'):
+        refused = client.post("/vms", json={**BODY, "owner_uuid": OWNER},
+                              headers={"If-Match": tag})
+        assert error_fields(assert_error(refused, 409, "ValidationFailed")) == {
+            "If-Match": "Invalid"}, tag
+    assert services.commands.head_position() == head
