@@ -174,3 +174,9 @@ def test_an_action_timeout_of_more_than_4300_digits_as_a_string_is_refused(clien
         body = assert_error(response, 409, "ValidationFailed")
         assert list(error_fields(body)) == ["timeout"], body
     assert services.commands.head_position() == head
+
+
+def test_a_last_event_id_past_4300_digits_is_refused_naming_it(client):
+    response = client.get("/changes", headers={"Last-Event-ID": PAST_INT})
+    body = assert_error(response, 409, "ValidationFailed")
+    assert error_fields(body) == {"Last-Event-ID": "Invalid"}, body
