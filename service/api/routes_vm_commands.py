@@ -77,7 +77,7 @@ CREATE_MESSAGE, UPDATE_MESSAGE = "Invalid VM parameters", "Invalid VM update par
 
 
 @router.post("/vms", status_code=202, openapi_extra=CREATE_VM)
-async def create_vm(request: Request, data: dict[str, Any] | None = Body(None)
+async def create_vm(request: Request, data: dict[str, Any] | None = Body(None)  # noqa: B008
                     ) -> JSONResponse:
     """CreateVm: records the VM and queues its provision job (``sync``: answered once the
     provision ended; VMAPI createVm refuses a ``sync`` that is not a boolean, naming it)."""
@@ -124,7 +124,7 @@ async def _create(request: Request, spec_in: CreateVmRequest, networks: list[Nic
 
 @router.post("/vms/{vm_uuid}", openapi_extra=ACT_ON_VM)
 async def act_on_vm(vm_uuid: str, request: Request,
-                    data: dict[str, Any] | None = Body(None)) -> Response:
+                    data: dict[str, Any] | None = Body(None)) -> Response:  # noqa: B008
     """VM actions: ``?action=start|stop|kill|reboot|update`` (202 with the job);
     ``quarantine|release`` (operator; 200 with the VM). The action and its parameters may be
     in the query or the body, as VMAPI maps both (``action_params``)."""
@@ -174,7 +174,7 @@ def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
 
 @router.delete("/vms/{vm_uuid}", openapi_extra=DELETE_VM)
 async def delete_vm(vm_uuid: str, request: Request,
-                    data: dict[str, Any] | None = Body(None)) -> Response:
+                    data: dict[str, Any] | None = Body(None)) -> Response:  # noqa: B008
     """DeleteVm (api.md, "DeleteVm and actions: version 1 vs version 2"). Its parameters may
     be in the query or the body, as an action's (``DeleteVmBody``)."""
     query = DELETE_VM.parse(request)
