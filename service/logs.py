@@ -186,12 +186,14 @@ def logging_config(settings: Settings) -> dict[str, Any]:
     ``OUTAGE_NOISE``'s loggers follow too (their warnings included; psycopg's from WARNING
     up whatever the level, its INFO being a line per connection lent); uvicorn's loggers
     pass their lines to it (``serve`` also gives this to uvicorn, which applies it in each of
-    its worker processes)."""
+    its worker processes). The lines of psycopg and its pool that repeat (a reconnection
+    attempt a second during an outage) are throttled (``service.log_repeats``)."""
     formatter = {"json": JsonFormatter, "text": TextFormatter}[settings.log_format]
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"vmledger": {"()": f"{formatter.__module__}.{formatter.__qualname__}"}},
+        "filters": {"repeats": {"()": "service.log_repeats.process_repeats"}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "vmledger",
                                 "stream": "ext://sys.stderr"}},
         "root": {"level": settings.log_level, "handlers": ["stderr"]},
@@ -205,7 +207,12 @@ def logging_config(settings: Settings) -> dict[str, Any]:
             # at every connection lent and returned)
             **{name: {"level": "NOTSET"} for name in OUTAGE_NOISE if name != "psycopg"},
             "psycopg": {"level": max(logging.WARNING,
-                                     logging.getLevelName(settings.log_level))},
+                                     logging.getLevelName(settings.log_level)),
+                        "filters": ["repeats"]},
+            # its pool's repeated lines throttled too (a logger's filters see only the
+            # records logged to it, not to its children), at psycopg's level (the event
+            # store raises it to ERROR when imported)
+            "psycopg.pool": {"level": "NOTSET", "filters": ["repeats"]},
         },
     }
 

@@ -22,12 +22,19 @@ from domain.job_queue import ActiveJob
 from domain.vm import Vm, make_cause
 from projections.formats import rfc3339
 from service.commands.application import Commands
-from service.jobs.compute.driver import (
-    ComputeDriver, ComputeError, Fence, Incarnation, OutcomeUnknownError, UnknownServerError,
-)
+from service.database_failures import database_failure
 from service.db_retry import retry_transient
+from service.jobs.compute.driver import (
+    ComputeDriver,
+    ComputeError,
+    Fence,
+    Incarnation,
+    OutcomeUnknownError,
+    UnknownServerError,
+)
 from service.jobs.fencing import FencedDriver
 from service.jobs.transient import PatientDriver
+from service.logs import Throttled
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
@@ -75,6 +82,18 @@ class JobContext:
     lease: timedelta
     clock: Callable[[], datetime]
     step_attempts: int
+    # Where a lease renewal that a database outage failed is logged: the worker's one
+    # ``lease_failures()`` (one line per 10 s per process); None, the run's own.
+    lease_failed: Callable[[str], None] | None = None
+
+
+def lease_failures() -> Throttled:
+    """How a lease renewal that failed on a database outage (``database_failure``) is logged:
+    one WARNING line, the database's own words without a traceback, then at most one every
+    10 s counting those left out, as the worker's failed passes (docs/operations.md,
+    "Logs"). Operator tester: each renewal of an outage logged an ERROR with a ~60-line
+    ``PoolTimeout`` traceback."""
+    return Throttled(log, "renewing a job's lease failed", level=logging.WARNING)
 
 
 class JobRun:
@@ -108,6 +127,7 @@ class JobRun:
         self.copies_left: list[str] | None = None
         self._done = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        self._lease_failed = context.lease_failed or lease_failures()
         # When the lease was last known held (claimed or renewed), on the monotonic clock:
         # transient database errors are retried until a third of a lease before it ends.
         self._held_since = time.monotonic()
@@ -158,15 +178,20 @@ class JobRun:
         while not self._done.wait(lease.total_seconds() / 3):
             expires = self.context.clock() + lease
             try:
-                self.context.commands.change(Vm, self.vm.id, lambda vm: vm.renew_lease(
-                    self.job_uuid, worker=self.context.worker_id, lease_expires_at=expires,
-                    cause=self.cause))
+                self.context.commands.change(
+                    Vm, self.vm.id, lambda vm, expires=expires: vm.renew_lease(
+                        self.job_uuid, worker=self.context.worker_id,
+                        lease_expires_at=expires, cause=self.cause))
                 self._held_since = time.monotonic()
             except JobNotRunnableError as lost:
                 self._lost = lost
                 return
-            except Exception:  # noqa: BLE001 - keep trying: the lease is not lost yet
-                log.exception("renewing the lease of job %s failed", self.job_uuid)
+            except Exception as error:  # keep trying: the lease is not lost yet
+                outage = database_failure(error)
+                if outage is None:  # a bug: its traceback says where
+                    log.exception("renewing the lease of job %s failed", self.job_uuid)
+                else:
+                    self._lease_failed(outage)
 
     # -- steps ------------------------------------------------------------------------------
 

@@ -25,11 +25,11 @@ from domain.errors import DamagedStreamError, DomainError, JobNotRunnableError, 
 from domain.states import Execution
 from domain.vm import Cause, Vm, make_cause
 from service import metrics
+from service.commands.application import Commands
 from service.jobs import handlers as jobs
 from service.jobs import takeovers
-from service.commands.application import Commands
 from service.jobs.compute.driver import ComputeDriver
-from service.jobs.run import JobContext, JobRun, Placement, utcnow
+from service.jobs.run import JobContext, JobRun, Placement, lease_failures, utcnow
 from service.logs import Throttled, log_context
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -90,12 +90,14 @@ class Worker:
         self._damaged: dict[str, str] = {}
         # The VMs the last pass passed over because their load or job raised, and why.
         self._failing: dict[str, str] = {}
+        # Lease renewals a database outage failed, of all this worker's jobs: one line a 10 s.
+        self._lease_failed = lease_failures()
 
     def job_context(self) -> JobContext:
         """What a run of a job this worker claimed works with."""
         return JobContext(commands=self.commands, driver=self.driver, placement=self.placement,
                           worker_id=self.worker_id, lease=self.lease, clock=self.clock,
-                          step_attempts=self.step_attempts)
+                          step_attempts=self.step_attempts, lease_failed=self._lease_failed)
 
     def run_vm(self, vm_uuid: str, stop: threading.Event | None = None) -> bool:
         """Claim and run the VM's head job if it is free; True if a job ran. Its log lines
