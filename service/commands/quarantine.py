@@ -4,6 +4,7 @@ quarantines VMs stuck past a threshold."""
 
 from __future__ import annotations
 
+import logging
 import uuid as uuidlib
 from collections.abc import Callable
 from datetime import datetime
@@ -15,6 +16,9 @@ from domain.vm import Cause, Vm, make_cause
 from service.commands.application import Accepted, Commands
 from service.commands.idempotency import IdempotencyKey
 from service.commands.versioning import OLDEST, Behaviour
+from service.logs import log_context
+
+log = logging.getLogger(f"vmledger.{__name__}")
 
 
 class StuckCheck:
@@ -88,15 +92,25 @@ class Quarantine:
 
     def quarantine_if_stuck(self, vm_uuid: str) -> bool:
         """The periodic check for one VM: quarantine it if it is stuck (re-checked on the
-        aggregate, not the read model). True if it was quarantined."""
+        aggregate, not the read model). True if it was quarantined, then logged as a
+        WARNING naming the VM (its scope's ``vm_uuid``), the state it was stuck in
+        (``vm_state``) and the reason: an operator tester found VMs quarantined, their jobs
+        canceled, without a line in the log (docs/operations.md, "Logs")."""
+        found: dict[str, str] = {}
 
         def decide(vm: Vm) -> bool:
             reason = self.stuck(vm)
             if reason is None or VmState(vm.state) in (VmState.QUARANTINED, VmState.DESTROYED):
                 return False
+            found.update(state=str(vm.state), reason=reason)  # as this (last) try saw it
             vm.record_quarantined(reason, cause=make_cause("stuck-check"))
             return True
 
         quarantined, _, _, _ = self.commands.change(Vm, vm_uuid, decide)
+        if quarantined:
+            with log_context(vm_uuid=vm_uuid):
+                log.warning("the stuck check quarantined the VM (it was %s): %s",
+                            found["state"], found["reason"],
+                            extra={"vm_state": found["state"], "reason": found["reason"]})
         return quarantined
 
