@@ -9,6 +9,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
+from typing import Any
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -16,7 +17,7 @@ from eventsourcing.persistence import PersistenceError
 
 from domain.stuck import StuckThresholds
 from domain.vm import make_cause
-from projections.db import Database
+from projections.db import Database, Dialect
 from projections.job_view import JobQueries, StuckCandidates
 from projections.runner import ProjectionRunner, ReadModel
 from projections.tracking import ProjectionConflictError
@@ -35,6 +36,7 @@ from service.service_read_models import READ_MODEL_NAMES, read_models  # noqa: F
 # composition root's names, which the CLI and the audit import from here
 from service.settings import Settings
 from service.storage import select_present
+from service import schema_undone
 from service.schema_check import lacks_privilege, refuse_missing, refuse_undone, service_tables
 from service.db_limits import bound_pool, bound_waits
 from service.commands.quarantine import Quarantine, StuckCheck
@@ -88,9 +90,43 @@ def _use_tables_made_by_another_role(app: VmLedger, db: Database) -> None:
         if refuse_undone(db, tx):
             log.warning("the database role may not run DDL: start-up made no table, index, "
                         "function or column (all there and current, made by their owner)")
-    register = getattr(app.recorder.datastore, "register_type_adapters", None)  # PostgreSQL's
+    _register_type_adapters(app)
+
+
+def _register_type_adapters(app: VmLedger) -> None:
+    """The event store's type adapters, which its ``create_table`` registers (PostgreSQL)."""
+    register = getattr(app.recorder.datastore, "register_type_adapters", None)
     if register is not None:
         register()
+
+
+def _make_tables(app: VmLedger, db: Database, makers: list[Any]) -> None:
+    """Start-up's DDL: the event store's tables, then each of ``makers``' ``create_tables``
+    (idempotent). PostgreSQL asks for CREATE on the schema (and a function's ownership)
+    even where everything exists: a role that may only read or write rows (an auditor's)
+    goes on over the tables their owner made, if none is missing."""
+    try:
+        app.recorder.create_table()
+        app.snapshots.recorder.create_table()  # type: ignore[union-attr] - always on
+        for maker in makers:
+            maker.create_tables()
+    except PersistenceError as error:
+        if not lacks_privilege(error):
+            raise
+        _use_tables_made_by_another_role(app, db)
+
+
+def _schema_current(app: VmLedger, db: Database, models: list[Any]) -> bool:
+    """Whether every table the service makes is there with its columns, and (PostgreSQL)
+    nothing else start-up's DDL would make or change is missing or stale
+    (``schema_undone.undone``): read from the catalogue, which takes no lock on a table."""
+    tables = service_tables(db, app.recorder.events_table_name,  # type: ignore[attr-defined]
+                            app.snapshots.recorder.events_table_name)  # type: ignore[union-attr]
+    with db.transaction(commit=False) as tx:
+        present = db.columns_of(tx, tables)
+        if any(not set(columns) <= present[table] for table, columns in tables.items()):
+            return False
+        return db.dialect is not Dialect.POSTGRES or not schema_undone.undone(db, tx, models)
 
 
 def _server_status(servers: ServerQueries, fleet: SimulatedFleet, server_uuid: str
@@ -146,12 +182,16 @@ class Services:
     _threads: list[threading.Thread] = field(default_factory=list)
 
     @classmethod
-    def build(cls, settings: Settings, *, register_fleet: bool = True) -> Services:
+    def build(cls, settings: Settings, *, register_fleet: bool = True,
+              reads_only: bool = False) -> Services:
         """Connect to the configured database and create what is missing (idempotent). With
         ``register_fleet`` (a process that serves or works), the simulated compute nodes are
         made and each recorded as a ``Server`` once; without it (a command that only reads
         the log, or rebuilds read models) the log is left as it is: an auditor's command
-        appends nothing."""
+        appends nothing. ``reads_only`` (``changes``, ``history``, ``audit verify``): no DDL
+        runs where every table is there and current (``_schema_current``), since even a
+        ``CREATE INDEX IF NOT EXISTS`` waits for every transaction writing to its table,
+        and a reader started beside an open append failed on the lock timeout (a tester)."""
         app = open_ledger(settings)
         db = Database(app.recorder.datastore)
         runner = ProjectionRunner(
@@ -162,19 +202,10 @@ class Services:
         fleet = SimulatedFleet(db, latency_s=settings.sim_latency_s)
         keys = IdempotencyStore(db, ttl_s=settings.idempotency_ttl_s)
         with db.schema_lock():
-            try:
-                app.recorder.create_table()
-                app.snapshots.recorder.create_table()  # type: ignore[union-attr] - always on
-                runner.create_tables()
-                fleet.create_tables()
-                keys.create_tables()
-            except PersistenceError as error:
-                # PostgreSQL asks for CREATE on the schema (and a function's ownership) even
-                # where everything exists: a role that may only read or write rows (an
-                # auditor's) goes on over the tables their owner made, if none is missing
-                if not lacks_privilege(error):
-                    raise
-                _use_tables_made_by_another_role(app, db)
+            if reads_only and _schema_current(app, db, list(runner.read_models.values())):
+                _register_type_adapters(app)
+            else:
+                _make_tables(app, db, [runner, fleet, keys])
             if register_fleet:
                 fleet.ensure_servers(settings.sim_servers, ram_mib=settings.sim_server_ram_mib,
                                      cpus=settings.sim_server_cpus)

@@ -36,7 +36,9 @@ def checked_services(settings: Settings | None = None, *, register_fleet: bool =
 
     settings = settings if settings is not None else Settings()
     check_database(settings, writes=writes)
-    return Services.build(settings, register_fleet=register_fleet)
+    # a command that only reads runs no DDL over tables that are there and current: even
+    # a CREATE INDEX IF NOT EXISTS waits for every open append (``Services.build``)
+    return Services.build(settings, register_fleet=register_fleet, reads_only=not writes)
 
 
 def check_database(settings: Settings, *, writes: bool = True) -> None:
