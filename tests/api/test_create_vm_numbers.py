@@ -17,6 +17,10 @@ from tests.api.helpers import (
     wait_job,
 )
 
+# Input refused (or read) before anything is stored: the backend adds nothing to what these
+# check, so they run on SQLite alone (the default run's time: docs/operations.md)
+pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
 RAM_REFUSAL = "Not a valid number: number must be >= 1"
 CPU_CAP_REFUSAL = "Not a valid number: number must be >= 0"
 
