@@ -12,8 +12,8 @@ from typing import Any, TypedDict
 from uuid import UUID, uuid5
 
 from domain import rules
-from domain.events import Cause
 from domain.errors import JobNotRunnableError
+from domain.events import Cause
 from domain.states import Action, Execution, JobName, VmState
 
 # A fence job's uuid is named after the job whose fence it raises: one per canceled job, the
@@ -272,7 +272,10 @@ class JobQueue:
         newer fence for the VM; an active ``fence`` job has not done its work yet. So:
         ``{canceled_job_uuid, servers, macs}``, with the servers a copy may be on now and those
         an active fence job named, and the MACs of the NICs to give back once the fence is up
-        (a running ``add_nics``'s, an active fence job's). Read it before the jobs end."""
+        (a running ``add_nics``'s, an active fence job's); and with a running job other than
+        a fence job, ``canceled_job``: its ``uuid``, ``name`` and ``params``, for the fence
+        job to settle what it did on the node (service/jobs/fence_settle.py; else the one an
+        active fence job was to settle, passed on). Read it before the jobs end."""
         head = self.head_job
         running = head if head is not None and head["execution"] == Execution.RUNNING else None
         fences = [job for job in self.active_jobs if job["name"] == JobName.FENCE]
@@ -284,8 +287,18 @@ class JobQueue:
             macs += job["params"]["args"]["macs"]
         if running is not None and running["name"] == JobName.ADD_NICS:
             macs += [nic["mac"] for nic in running["params"].get("args", {}).get("nics", [])]
-        return {"canceled_job_uuid": (running or fences[-1])["uuid"],
+        owed = {"canceled_job_uuid": (running or fences[-1])["uuid"],
                 "servers": list(dict.fromkeys(servers)), "macs": list(dict.fromkeys(macs))}
+        # what the canceled job did is settled by the fence job; a fence job ended before it
+        # ran passes on the one it was to settle
+        settles = [job["params"]["args"].get("canceled_job") for job in fences]
+        if running is not None and running["name"] != JobName.FENCE:
+            settles.append({"uuid": running["uuid"], "name": running["name"],
+                            "params": running["params"]})
+        canceled_job = next((job for job in reversed(settles) if job is not None), None)
+        if canceled_job is not None:
+            owed["canceled_job"] = canceled_job
+        return owed
 
     def queue_fence(self, owed: dict[str, Any], *, cause: Cause) -> str:
         """Queue the ``fence`` job ``owed`` describes (``owed_fence``); returns its uuid. Its

@@ -13,7 +13,6 @@ from domain.errors import IllegalTransitionError, ValidationError
 from domain.events import Cause
 from domain.states import Action, JobName, VmState
 
-
 # Why the quarantine ended a job (``JobCanceled.reason``, the job's ``error``).
 CANCELED_BY_QUARANTINE = "canceled: the VM was quarantined"
 CANCELED_WHILE_RUNNING = ("canceled: the VM was quarantined while the job ran; whatever the "
@@ -54,6 +53,7 @@ class Lifecycle:
     cancel_queued: Any  # domain/job_queue.py
     give_back_nics: Any  # domain/vm_nics.py
     claim: dict[str, Any] | None
+    quarantine: dict[str, Any] | None  # domain/vm_quarantine.py
     addresses_kept: bool  # domain/vm_nics.py
     nic_list: list[dict[str, Any]]
     ram: int
@@ -210,6 +210,24 @@ class Lifecycle:
         if VmState(self.state) is not VmState.QUARANTINED:
             raise IllegalTransitionError(self.state, "Released", has_server=self.has_server)
         self.trigger_event(self.Released, cause=cause)
+
+    def record_adopted_while_quarantined(self, event_name: str, *, cause: Cause,
+                                         server_uuid: str | None = None) -> None:
+        """Record ``event_name`` (``Started``, ``Stopped`` or ``Rebooted``) for a quarantined
+        VM: what the job the quarantine canceled did on the node, adopted by its ``fence`` job
+        (service/jobs/fence_settle.py; docs/jobs.md, "A quarantine while a job runs"). The VM
+        stays quarantined; ``Released`` then gives it back in the state the event leads to
+        (``transitions.while_quarantined``); a ``Started`` names ``server_uuid`` when the
+        canceled start placed the VM anew. Raises ``IllegalTransitionError`` when the VM is
+        not quarantined, or the event does not follow the state it is to be given back in."""
+        if VmState(self.state) is not VmState.QUARANTINED:
+            raise IllegalTransitionError(self.state, event_name, has_server=self.has_server)
+        transitions.while_quarantined(VmState(self.quarantine["previous_state"]), event_name,
+                                      has_server=self.has_server)
+        if event_name == "Started":
+            self.trigger_event(self.Started, cause=cause, server_uuid=server_uuid)
+        else:
+            self.trigger_event(getattr(self, event_name), cause=cause)
 
     def update_metadata(self, changes: dict[str, Any], *, cause: Cause) -> bool:
         """Apply ``changes`` to alias, metadata or tags; return False (and record nothing)

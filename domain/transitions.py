@@ -61,6 +61,25 @@ TRANSITIONS: Mapping[tuple[VmState, str], VmState | str] = {
 }
 
 
+# What a quarantined VM may record when its ``fence`` job adopts what the job the quarantine
+# canceled did on the node (docs/jobs.md, "A quarantine while a job runs"): the VM stays
+# quarantined, and the state ``Released`` gives it back in becomes the one the table gives
+# that state for the event (``while_quarantined``). Not table rows: no other writer may record
+# them on a quarantined VM.
+ADOPTED_WHILE_QUARANTINED: Final = ("Started", "Stopped", "Rebooted")
+
+
+def while_quarantined(previous: VmState, event_name: str, *, has_server: bool) -> VmState:
+    """The state a quarantined VM to be given back in ``previous`` is given back in once
+    ``event_name`` is recorded for it (``ADOPTED_WHILE_QUARANTINED``): ``after(previous,
+    event_name)``. Raises ``IllegalTransitionError`` for another event, or a pair the table
+    refuses (e.g. a ``Stopped`` of a VM to be given back stopped)."""
+    if event_name not in ADOPTED_WHILE_QUARANTINED:
+        raise IllegalTransitionError(state=VmState.QUARANTINED, event_name=event_name,
+                                     has_server=has_server)
+    return after(previous, event_name, has_server=has_server)
+
+
 def after(state: VmState, event_name: str, previous: VmState | None = None, *,
           has_server: bool) -> VmState:
     """Return the state a VM in ``state`` reaches when ``event_name`` happens.

@@ -10,13 +10,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from domain import transitions, vm_reports
-from domain.states import DesiredState
+from domain.states import DesiredState, VmState
 from domain.vm_events import VmEvent
 
 if TYPE_CHECKING:
     # The lifecycle these events change (a mixin of ``domain.vm.Vm``, which imports this
     # module), as ``domain.vm_events`` names the job queue.
     from domain.lifecycle import Lifecycle as Vm
+
+
+def _moved(vm: Vm, event_name: str) -> None:
+    """Move the VM's state as ``event_name`` does; a quarantined VM (its ``fence`` job adopting
+    what the canceled job did on the node) stays quarantined, to be given back in the state
+    the event leads to from the one it was to be given back in
+    (``transitions.while_quarantined``)."""
+    if VmState(vm.state) is VmState.QUARANTINED:
+        quarantine = vm.quarantine
+        previous = transitions.while_quarantined(
+            VmState(quarantine["previous_state"]), event_name, has_server=vm.has_server)
+        vm.quarantine = {**quarantine, "previous_state": previous.value}
+        return
+    vm.state = transitions.after(vm.state, event_name, has_server=vm.has_server)
 
 
 class Provisioned(VmEvent):
@@ -57,13 +71,14 @@ class ProvisionFailed(VmEvent):
 
 
 class Started(VmEvent):
-    """The VM runs again (on ``server_uuid`` when it was placed anew)."""
+    """The VM runs again (on ``server_uuid`` when it was placed anew). Recorded for a
+    quarantined VM too, by its ``fence`` job (``_moved``), as ``Stopped`` and ``Rebooted``."""
 
     TOPIC = "vm.started"
     server_uuid: str | None
 
     def apply(self, vm: Vm) -> None:
-        vm.state = transitions.after(vm.state, "Started", has_server=vm.has_server)
+        _moved(vm, "Started")
         if self.server_uuid is not None:
             vm.server_uuid = self.server_uuid
         vm.error = None
@@ -76,7 +91,7 @@ class Stopped(VmEvent):
     TOPIC = "vm.stopped"
 
     def apply(self, vm: Vm) -> None:
-        vm.state = transitions.after(vm.state, "Stopped", has_server=vm.has_server)
+        _moved(vm, "Stopped")
         vm.error = None
 
 
@@ -86,7 +101,7 @@ class Rebooted(VmEvent):
     TOPIC = "vm.rebooted"
 
     def apply(self, vm: Vm) -> None:
-        vm.state = transitions.after(vm.state, "Rebooted", has_server=vm.has_server)
+        _moved(vm, "Rebooted")
         vm_reports.boots(vm)
 
 

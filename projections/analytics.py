@@ -71,25 +71,25 @@ class AnalyticsView(ReadModel):
     def create_statements(self, db: Database) -> list[str]:
         moves, now, index = self.table("vm_transitions"), self.table("vm_current"), self.index
         return [
-            f"CREATE TABLE IF NOT EXISTS {moves} ("
-            "vm_uuid TEXT NOT NULL, version INTEGER NOT NULL, position BIGINT NOT NULL, "
-            "event_type TEXT NOT NULL, from_state TEXT NOT NULL, to_state TEXT NOT NULL, "
-            "at TEXT NOT NULL, at_ms BIGINT NOT NULL, ms_in_from BIGINT NOT NULL, "
-            "server_uuid TEXT, owner_uuid TEXT NOT NULL, reason TEXT, message TEXT, "
-            "actor TEXT, job_uuid TEXT, PRIMARY KEY (vm_uuid, version))",
-            f"CREATE INDEX IF NOT EXISTS {index('vm_transitions_pair')} "
-            f"ON {moves} (from_state, to_state)",
-            f"CREATE INDEX IF NOT EXISTS {index('vm_transitions_to')} "
-            f"ON {moves} (to_state, reason, server_uuid)",
+            (f"CREATE TABLE IF NOT EXISTS {moves} ("
+             "vm_uuid TEXT NOT NULL, version INTEGER NOT NULL, position BIGINT NOT NULL, "
+             "event_type TEXT NOT NULL, from_state TEXT NOT NULL, to_state TEXT NOT NULL, "
+             "at TEXT NOT NULL, at_ms BIGINT NOT NULL, ms_in_from BIGINT NOT NULL, "
+             "server_uuid TEXT, owner_uuid TEXT NOT NULL, reason TEXT, message TEXT, "
+             "actor TEXT, job_uuid TEXT, PRIMARY KEY (vm_uuid, version))"),
+            (f"CREATE INDEX IF NOT EXISTS {index('vm_transitions_pair')} "
+             f"ON {moves} (from_state, to_state)"),
+            (f"CREATE INDEX IF NOT EXISTS {index('vm_transitions_to')} "
+             f"ON {moves} (to_state, reason, server_uuid)"),
             f"CREATE INDEX IF NOT EXISTS {index('vm_transitions_owner')} ON {moves} (owner_uuid)",
-            f"CREATE TABLE IF NOT EXISTS {now} ("
-            "vm_uuid TEXT PRIMARY KEY, state TEXT NOT NULL, since TEXT NOT NULL, "
-            "since_ms BIGINT NOT NULL, owner_uuid TEXT NOT NULL, server_uuid TEXT, "
-            "quarantined_from TEXT, version INTEGER NOT NULL, position BIGINT NOT NULL)",
+            (f"CREATE TABLE IF NOT EXISTS {now} ("
+             "vm_uuid TEXT PRIMARY KEY, state TEXT NOT NULL, since TEXT NOT NULL, "
+             "since_ms BIGINT NOT NULL, owner_uuid TEXT NOT NULL, server_uuid TEXT, "
+             "quarantined_from TEXT, version INTEGER NOT NULL, position BIGINT NOT NULL)"),
             f"CREATE INDEX IF NOT EXISTS {index('vm_current_state')} ON {now} (state, since_ms)",
             f"CREATE INDEX IF NOT EXISTS {index('vm_current_owner')} ON {now} (owner_uuid, state)",
-            f"CREATE INDEX IF NOT EXISTS {index('vm_current_server')} "
-            f"ON {now} (server_uuid, state)",
+            (f"CREATE INDEX IF NOT EXISTS {index('vm_current_server')} "
+             f"ON {now} (server_uuid, state)"),
         ]
 
     def read(self, tx: Tx, events: Sequence[tuple[int, Any]]
@@ -147,8 +147,14 @@ class AnalyticsView(ReadModel):
         ``vm_current`` row after it."""
         before = VmState(vm["state"])
         previous = VmState(vm["quarantined_from"]) if vm["quarantined_from"] else None
-        after = transitions.after(before, kind, previous,
-                                  has_server=vm["server_uuid"] is not None)
+        has_server = vm["server_uuid"] is not None
+        if before is VmState.QUARANTINED and kind in transitions.ADOPTED_WHILE_QUARANTINED:
+            # the fence job adopting what a canceled job did: still quarantined, to be given
+            # back in the state the event leads to (the domain's rule, ``Vm.quarantine``)
+            after = before
+            previous = transitions.while_quarantined(previous, kind, has_server=has_server)
+        else:
+            after = transitions.after(before, kind, previous, has_server=has_server)
         at_ms = epoch_ms(event.timestamp)
         server_uuid = getattr(event, "server_uuid", None) or vm["server_uuid"]
         reason, message = _failure(event)
@@ -170,7 +176,8 @@ class AnalyticsView(ReadModel):
             "since": row["at"] if changed else vm["since"],
             "since_ms": at_ms if changed else vm["since_ms"],
             "server_uuid": server_uuid,
-            "quarantined_from": before.value if after is VmState.QUARANTINED else None,
+            "quarantined_from": (previous.value if before is VmState.QUARANTINED else before.value)
+            if after is VmState.QUARANTINED else None,
             "version": event.originator_version,
             "position": position,
         }

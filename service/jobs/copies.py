@@ -1,8 +1,8 @@
 """The steps that must find a VM's copy wherever it may be (``Vm.copy_servers``: its server,
 then the server it holds a claim on): the destroy's ``unregister``, and the ``reconfigure`` of
 an update or a NIC change, and of the change that sets a copy back after one whose answer
-was lost (service/jobs/handlers.py, service/jobs/lost_answers.py; docs/jobs.md, "Removed
-servers").
+was lost or that a quarantine canceled (service/jobs/handlers.py, lost_answers.py,
+fence_settle.py; docs/jobs.md, "Removed servers").
 
 A removed server is passed over while another of them is live: a start that placed the VM
 anew and was canceled (a quarantine) before it recorded ``Started`` leaves the VM's server
@@ -15,7 +15,10 @@ was removed too. Every one removed, each is asked as before, so the job fails th
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from domain.states import JobName
+from domain.vm import Vm
 from service.jobs.compute.driver import ComputeError
 from service.jobs.compute.recorded_removals import REMOVED
 from service.jobs.run import JobRun
@@ -70,3 +73,16 @@ def reconfigure_each(job: JobRun, step: str, changes: dict[str, object],
         return result(server_uuid)
 
     on_each_copy_server(job, step, apply, "no copy to change")
+
+
+def as_logged(vm: Vm, name: JobName, args: dict[str, Any]) -> dict[str, object]:
+    """The change that puts a copy back as the log has it, undoing what an ``update`` or a
+    ``remove_nics`` job (``name``, with ``args``) asked (whole values, NICs by MAC:
+    ``ComputeDriver.reconfigure``): the log's values of the fields an update changes, the
+    NICs a removal named that the VM has. Shared by a step whose answer was lost
+    (``lost_answers._set_back``) and the ``fence`` job of such a job that a
+    quarantine canceled (service/jobs/fence_settle.py)."""
+    if name is JobName.REMOVE_NICS:
+        macs = set(args.get("macs", []))
+        return {"add_nics": {"nics": [nic for nic in vm.nic_list if nic["mac"] in macs]}}
+    return {key: getattr(vm, key) for key in args if hasattr(vm, key)}

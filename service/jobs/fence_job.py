@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from domain.vm import Vm
+from service.jobs import fence_settle
 from service.jobs.compute.driver import ComputeError, ServerRemovedError, UnknownServerError
 from service.jobs.copies import is_removed
 from service.jobs.run import JobRun, StepFailedError
@@ -27,9 +28,12 @@ def fence(job: JobRun) -> None:
     VM's now), one step ``fence`` each (a server recorded removed is trusted to be gone:
     nothing to fence there), then give back the canceled ``add_nics``'s NICs (``macs``),
     and release the addresses a VM destroyed at once kept (``Nics.release_kept_addresses``):
-    no late call of the canceled job can configure a copy with them now. Any other failure, once the step's attempts are
-    spent, fails the job and gives nothing back: the NICs and their addresses stay the VM's,
-    as the node may have them, and the job's error says so."""
+    no late call of the canceled job can configure a copy with them now; in the same save,
+    what the canceled job did on the node is adopted, or set back there first
+    (``fence_settle.settle``; a failure there fails the job, the fence being up all the
+    same). Any other failure, once the step's attempts are spent, fails the job and gives
+    nothing back: the NICs and their addresses stay the VM's, as the node may have them, and
+    the job's error says so."""
     args = job.params.get("args", {})
     macs: list[str] = args.get("macs", [])
     servers = list(dict.fromkeys([*args.get("servers", []), *job.vm.copy_servers]))
@@ -38,12 +42,26 @@ def fence(job: JobRun) -> None:
     except StepFailedError as failure:
         job.fail(kept(job, str(failure)))
         return
+    try:
+        adopt = fence_settle.settle(job)
+    except StepFailedError as failure:  # fenced: the NICs go back all the same
+        job.fail(f"the canceled job's effect on the node could not be settled: {failure}",
+                 lambda vm: give_back(job, macs, vm))
+        return
 
-    def give_back(vm: Vm) -> None:
-        vm.remove_nics_it_has(macs, cause=job.cause)
-        vm.release_kept_addresses(cause=job.cause)
+    def give_back_and_adopt(vm: Vm) -> None:
+        give_back(job, macs, vm)
+        if adopt is not None:
+            adopt(vm)
 
-    job.succeed(give_back)
+    job.succeed(give_back_and_adopt)
+
+
+def give_back(job: JobRun, macs: list[str], vm: Vm) -> None:
+    """Give back the canceled ``add_nics``'s NICs and the addresses a VM destroyed at once
+    kept: every server a copy may be on is fenced."""
+    vm.remove_nics_it_has(macs, cause=job.cause)
+    vm.release_kept_addresses(cause=job.cause)
 
 
 def kept(job: JobRun, error: str) -> str:

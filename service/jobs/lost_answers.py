@@ -51,23 +51,12 @@ def settle_unknown(job: JobRun, failure: StepFailedError) -> bool:
     return takeovers.adopt_stop(job, wait=True) if name is JobName.STOP else False
 
 
-def _as_logged(job: JobRun) -> dict[str, object]:
-    """The change that puts a copy back as the log has it, undoing what an ``update`` or a
-    ``remove_nics`` job asked (whole values, NICs by MAC: ``ComputeDriver.reconfigure``): the
-    log's values of the fields an update changes, the NICs a removal named that the VM has."""
-    args = job.params.get("args", {})
-    if JobName(job.job["name"]) is JobName.REMOVE_NICS:
-        macs = set(args.get("macs", []))
-        return {"add_nics": {"nics": [nic for nic in job.vm.nic_list if nic["mac"] in macs]}}
-    return {key: getattr(job.vm, key) for key in args if hasattr(job.vm, key)}
-
-
 def _set_back(job: JobRun, error: str) -> bool:
-    """Put the copy on every server a copy may be on back as the log has it (``_as_logged``,
+    """Put the copy on every server a copy may be on back as the log has it (``copies.as_logged``,
     one step ``reconcile`` each, under the job's fence): False once each did, so the job
     fails as if its change never ran. Where that fails too, the job fails here saying the
     node may hold the change (True)."""
-    changes = _as_logged(job)
+    changes = copies.as_logged(job.vm, JobName(job.job["name"]), job.params.get("args", {}))
     try:
         copies.reconfigure_each(job, "reconcile", changes, lambda server_uuid: {
             "server_uuid": server_uuid, "set_back": sorted(changes)})

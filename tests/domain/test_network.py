@@ -8,8 +8,8 @@ import pytest
 
 from domain.errors import ValidationError
 from domain.network import Network, NetworkFullError, in_provisioning_range, range_counts
-from domain.vm import make_cause
 from domain.states import Action, VmState
+from domain.vm import make_cause
 from tests.builders import LEASE, T0, new_vm, vm_in
 
 
@@ -171,13 +171,15 @@ def test_a_running_add_nics_canceled_keeps_its_nics_until_its_fence_job_gives_th
     job_uuid = queue_nic_job(vm, "add_nics", {"nics": vm.nic_list})
     vm.start_job(job_uuid, worker="w1", now=T0, lease_expires_at=T0 + LEASE, cause=make_cause())
     vm.collect_events()
+    add_nics = {"uuid": job_uuid, "name": "add_nics", "params": vm.active_job(job_uuid)["params"]}
     vm.record_quarantined("look", cause=make_cause("operator"))
     events = vm.collect_events()
     assert [type(e).__name__ for e in events] == ["JobCanceled", "Quarantined", "JobQueued"]
     assert [n["mac"] for n in vm.nic_list] == ["asked"]
     [fence] = vm.active_jobs
     assert (fence["name"], fence["params"]["args"]) == ("fence", {
-        "canceled_job_uuid": job_uuid, "servers": vm.copy_servers, "macs": ["asked"]})
+        "canceled_job_uuid": job_uuid, "servers": vm.copy_servers, "macs": ["asked"],
+        "canceled_job": add_nics})
 
     # released, then quarantined again before it ran: its duty passes to the next fence job
     vm.record_released(cause=make_cause("operator"))

@@ -43,6 +43,47 @@ def test_quarantine_and_release_give_the_vm_back_to_its_owner_in_its_state(state
     assert vm.state == state and vm.owner_uuid == OWNER and vm.quarantine is None
 
 
+@pytest.mark.parametrize(("state", "event", "given_back"), [
+    (VmState.RUNNING, "Stopped", VmState.STOPPED), (VmState.RUNNING, "Rebooted",
+                                                    VmState.RUNNING),
+    (VmState.STOPPED, "Started", VmState.RUNNING), (VmState.FAILED, "Started", VmState.RUNNING),
+], ids=["stop", "reboot", "start", "start-failed"])
+def test_what_a_canceled_job_did_adopted_while_quarantined_is_the_state_given_back(
+        state, event, given_back):
+    vm = vm_in(state)
+    vm.record_quarantined("disk errors", cause=cause("operator"))
+    recorded(vm)
+    vm.record_adopted_while_quarantined(event, cause=cause("fence"))
+    assert recorded(vm) == [event]
+    assert vm.state is VmState.QUARANTINED  # still taken from its owner
+    vm.record_released(cause=cause("operator"))
+    assert vm.state == given_back
+
+
+@pytest.mark.parametrize(("state", "event"), [
+    (VmState.STOPPED, "Stopped"), (VmState.STOPPED, "Rebooted"), (VmState.RUNNING, "Started"),
+    (VmState.RUNNING, "Failed")], ids=["stop-stopped", "reboot-stopped", "start-running",
+                                       "not-adoptable"])
+def test_an_adopted_event_that_does_not_follow_the_state_given_back_is_refused(state, event):
+    vm = vm_in(state)
+    vm.record_quarantined("disk errors", cause=cause("operator"))
+    recorded(vm)
+    with pytest.raises(IllegalTransitionError):
+        vm.record_adopted_while_quarantined(event, cause=cause("fence"))
+    assert recorded(vm) == []
+
+
+def test_only_a_quarantined_vm_adopts_and_no_other_writer_records_a_stop_on_one():
+    vm = vm_in(VmState.RUNNING)
+    with pytest.raises(IllegalTransitionError):
+        vm.record_adopted_while_quarantined("Stopped", cause=cause("fence"))
+    vm.record_quarantined("disk errors", cause=cause("operator"))
+    recorded(vm)
+    with pytest.raises(IllegalTransitionError):
+        vm.record_stopped(cause=cause("agent"))
+    assert recorded(vm) == []
+
+
 def test_a_copy_may_be_on_the_vms_server_and_on_the_server_it_holds_a_claim_on():
     vm = new_vm()
     assert vm.copy_servers == []  # no compute node touched yet
@@ -65,6 +106,7 @@ def test_taking_the_vm_out_of_jobs_reach_ends_every_active_job_and_fences_the_ru
         end, event, waiting_reason, running_reason):
     vm = vm_in(VmState.RUNNING)
     running = queue(vm, Action.STOP)
+    stop_params = vm.active_job(running)["params"]
     waiting = queue(vm, Action.START)
     claim(vm)
     recorded(vm)
@@ -80,8 +122,10 @@ def test_taking_the_vm_out_of_jobs_reach_ends_every_active_job_and_fences_the_ru
     # fence above its claim on every server a copy may be on (service/jobs/fence_job.py)
     [fence] = vm.active_jobs
     assert (fence["name"], fence["execution"]) == ("fence", "queued")
+    # naming the canceled job, whose effect on the node it settles (fence_settle.py)
     assert fence["params"]["args"] == {"canceled_job_uuid": running, "servers": servers,
-                                       "macs": []}
+                                       "macs": [], "canceled_job": {
+                                           "uuid": running, "name": "stop", "params": stop_params}}
     # its worker can record nothing more: not a step, not an outcome
     with pytest.raises(JobNotRunnableError):
         vm.record_step(running, {"name": "ensure_state"}, cause=cause(), worker="w1")

@@ -4,8 +4,10 @@ over the removed one (docs/jobs.md), so the VM can still be deleted and updated.
 removed, they fail there as before (api.md, DeleteVm v1: "a destroy job that fails").
 
 The VM: running on S1 when S1's host rebooted; the host-reboot policy's start placed it anew
-on S2 (a claim, its copy created and booted there) and was canceled by a quarantine before it
-recorded ``Started``, so ``server_uuid`` is S1 and the claim S2.
+on S2 (a claim, its copy created there) and was canceled by a quarantine before its boot, so
+``server_uuid`` is S1 and the claim S2. (A boot that landed is adopted by the quarantine's
+fence job, which records the ``Started`` on S2: docs/jobs.md, "A quarantine while a job
+runs".)
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def copy_on_another_server(services, monkeypatch) -> tuple[str, str, str]:
     monkeypatch.setattr(services.worker, "placement", lambda _vm: [second])
     services.fleet.reboot_server(first)
     assert report(services, first) == {vm_uuid: "host_reboot"}  # queues the policy's start
-    racing = QuarantineDuring(services, vm_uuid, "ensure_state")  # its boot on S2
+    racing = QuarantineDuring(services, vm_uuid, "ensure_registered")  # its copy on S2
     monkeypatch.setattr(services.worker, "driver", racing)
     services.worker.run_vm(vm_uuid)
     monkeypatch.undo()
