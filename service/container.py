@@ -80,8 +80,7 @@ def _use_tables_made_by_another_role(app: VmLedger, db: Database) -> None:
     would change is stale (raises ``PrivilegeError`` naming what is otherwise:
     ``refuse_missing``, ``refuse_undone``), with the event store's type adapters its
     ``create_table`` would have registered; one warning says the DDL was skipped."""
-    tables = service_tables(db, app.recorder.events_table_name,  # type: ignore[attr-defined]
-                            app.snapshots.recorder.events_table_name)  # type: ignore[union-attr]
+    tables = _service_tables(app, db)
     with db.transaction(commit=False) as tx:
         present = db.columns_of(tx, tables)
         refuse_missing(db, tx, [table for table in tables if not present[table]])
@@ -91,6 +90,12 @@ def _use_tables_made_by_another_role(app: VmLedger, db: Database) -> None:
             log.warning("the database role may not run DDL: start-up made no table, index, "
                         "function or column (all there and current, made by their owner)")
     _register_type_adapters(app)
+
+
+def _service_tables(app: VmLedger, db: Database) -> dict[str, Any]:
+    """``service_tables`` under the names the event store gives its two tables."""
+    return service_tables(db, app.recorder.events_table_name,  # type: ignore[attr-defined]
+                          app.snapshots.recorder.events_table_name)  # type: ignore[union-attr]
 
 
 def _register_type_adapters(app: VmLedger) -> None:
@@ -120,8 +125,7 @@ def _schema_current(app: VmLedger, db: Database, models: list[Any]) -> bool:
     """Whether every table the service makes is there with its columns, and (PostgreSQL)
     nothing else start-up's DDL would make or change is missing or stale
     (``schema_undone.undone``): read from the catalogue, which takes no lock on a table."""
-    tables = service_tables(db, app.recorder.events_table_name,  # type: ignore[attr-defined]
-                            app.snapshots.recorder.events_table_name)  # type: ignore[union-attr]
+    tables = _service_tables(app, db)
     with db.transaction(commit=False) as tx:
         present = db.columns_of(tx, tables)
         if any(not set(columns) <= present[table] for table, columns in tables.items()):

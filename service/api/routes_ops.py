@@ -14,7 +14,7 @@ from service.api.auth import authorized_router
 from service.api.deps import services_of
 from service.api.errors import UnavailableError
 from service.api.query_parameters import QueryParameters
-from service.schema_errors import explain, missing_schema
+from service.schema_errors import missing_schema
 
 router = authorized_router()
 
@@ -43,9 +43,9 @@ def ping(request: Request) -> JSONResponse:
         raise UnavailableError(
             f"database unreachable: no answer in {services.settings.ping_timeout_s} s") from error
     except Exception as error:  # noqa: BLE001 - any failure to reach the database is a 503
-        missing = missing_schema(error)  # reached, but not the database this service built
-        raise UnavailableError(explain(missing) if missing else
-                               f"database unreachable: {type(error).__name__}") from error
+        if missing_schema(error) is not None:
+            raise  # reached, but not the database it built: answered as on every route
+        raise UnavailableError(f"database unreachable: {type(error).__name__}") from error
     return JSONResponse({
         "status": "OK",
         "backend": services.settings.backend,

@@ -6,7 +6,6 @@ not ``202`` (api.md, "Commands"; VMAPI's ``handleUpdateVMResponse`` and ``pollJo
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -21,6 +20,7 @@ from tests.api.helpers import (
     get_vm,
     vm_body,
 )
+from tests.waiting import wait_until
 
 
 def assert_job_error(response, code: str, services) -> dict:
@@ -73,10 +73,8 @@ def test_a_sync_action_whose_job_was_canceled_is_409_job_canceled(paused, servic
     waiting = threading.Thread(target=lambda: answers.append(
         act(http, vm_uuid, "stop", headers=V2, sync="true")))
     waiting.start()
-    deadline = time.monotonic() + 10
-    while len(get_vm(http, vm_uuid)["queued_job_uuids"]) < 2:  # the stop is queued
-        assert time.monotonic() < deadline, "the sync stop was never queued"
-        time.sleep(0.01)
+    wait_until(lambda: len(get_vm(http, vm_uuid)["queued_job_uuids"]) >= 2,
+               "the sync stop to be queued", timeout=10)
     # a v2 DELETE of a VM whose provision has not started cancels it and the stop behind it
     assert http.delete(f"/vms/{vm_uuid}", headers=V2).status_code == 202
     waiting.join(timeout=30)
