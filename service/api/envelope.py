@@ -32,7 +32,9 @@ from service.api.cross_site import cross_site_refusal
 from service.api.headers import request_id_of
 from service.api.head import head_as_get
 from service.api.tokens import Tokens
-from service.api.url_checks import VERSION_HEADER, repeated_header, url_refusal
+from service.api.url_checks import (
+    VERSION_HEADERS, repeated_header, requested_version, url_refusal,
+)
 from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
 from service.db_limits import request_waits_bounded
 from service.logs import bind, log_context
@@ -128,8 +130,8 @@ class Envelope:
     def _refusal(self, request: Request, added: list[tuple[bytes, bytes]],
                  declared: int | None) -> Response | None:
         """The answer to a request refused before its route (a browser's for another site:
-        ``cross_site_refusal``, a body over the limit by its
-        ``Content-Length``, ``declared``, a bad ``Accept-Version``, text no route could store in its URL, a
+        ``cross_site_refusal``, a body over the limit by its ``Content-Length``, ``declared``,
+        a bad ``Accept-Version`` or ``x-api-version``, text no route could store in its URL, a
         bad token), or None: the request goes on, ``added`` gaining ``Api-Version``, and the
         principal is in ``request.state`` and the log scope."""
         cross_site = cross_site_refusal(request.scope, self.public_url)  # first: no change
@@ -138,11 +140,11 @@ class Envelope:
         if declared is not None and declared > self.max_body_bytes:
             return errors.api_error_response(errors.PayloadTooLargeError(self.max_body_bytes))
         repeated = repeated_header(request)
-        if repeated is not None and repeated[0] == VERSION_HEADER:  # before it is read
+        if repeated is not None and repeated[0] in VERSION_HEADERS:  # before it is read
             return errors.api_error_response(errors.invalid_parameters(request, [
                 {"field": repeated[0], "code": "Invalid", "message": repeated[1]}]))
         try:
-            version = negotiate(request.headers.get("accept-version"))
+            version = negotiate(requested_version(request))
         except InvalidVersionError as error:
             return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)

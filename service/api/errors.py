@@ -297,12 +297,9 @@ def row_for(error_class: type[BaseException]) -> Row | None:
 def error_response(request: Request, error: Exception) -> JSONResponse:
     """The answer to ``error`` by its row in ``ERRORS`` (a 500, logged, when it has none);
     503 for an error saying a table the service built is missing, whatever its class."""
-    missing = missing_schema(error)
-    if missing is not None:
-        message = explain(missing)
-        _schema_missing_logged(message)
-        return JSONResponse(body("Unavailable", message), status_code=503,
-                            headers={"Retry-After": RETRY_AFTER_S})
+    unavailable = schema_missing_error(error)
+    if unavailable is not None:
+        return api_error_response(unavailable)
     row = row_for(type(error))
     if row is None:
         log.error("unmapped error %r", error)
@@ -314,6 +311,17 @@ def error_response(request: Request, error: Exception) -> JSONResponse:
         headers = {**headers, "Retry-After": RETRY_AFTER_S}
     return JSONResponse(body(row.code, row.message(error), **row.extra(error)),
                         status_code=status, headers=headers or None)
+
+
+def schema_missing_error(error: Exception) -> UnavailableError | None:
+    """The 503 of an error saying a table the service built is missing, whatever its class,
+    naming the table (logged at most once per interval), or None for any other error."""
+    missing = missing_schema(error)
+    if missing is None:
+        return None
+    message = explain(missing)
+    _schema_missing_logged(message)
+    return UnavailableError(message)
 
 
 def api_error_response(error: ApiError) -> JSONResponse:

@@ -181,6 +181,8 @@ EVERY_OPERATION_HEADERS = (
     Param("Accept-Version", "the API version, a node-semver range: none or * is version 1 "
           "(VMAPI's behaviour), ~2 is version 2; one that matches no version is 400 "
           "InvalidVersion", where="header"),
+    Param("x-api-version", "the same, read only when Accept-Version is absent or empty (as "
+          "VMAPI's restify reads it)", where="header"),
     Param("x-request-id", "the request's id (1 to 128 printable ASCII characters), echoed "
           "in the answer and recorded in the cause of every event it appends; one is made "
           "when it is absent or any other value", where="header"),

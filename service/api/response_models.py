@@ -119,6 +119,9 @@ class HistoryEvent(_Open):
 
 class Ping(_Open):
     status: str
+    healthy: bool
+    pid: int
+    pingErrors: dict[str, str]  # noqa: N815 - VMAPI's name
     backend: str
     head_position: int
     projection_lag: dict[str, int]

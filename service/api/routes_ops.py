@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as ProbeTimeoutError
 
@@ -12,9 +13,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from service import metrics as process_metrics
 from service.api.auth import authorized_router
 from service.api.deps import services_of
-from service.api.errors import UnavailableError
+from service.api.errors import UnavailableError, schema_missing_error
 from service.api.query_parameters import QueryParameters
-from service.schema_errors import missing_schema
 
 router = authorized_router()
 
@@ -29,7 +29,8 @@ _probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="vmledger-ping")
 @router.get("/ping", openapi_extra=IGNORED)
 def ping(request: Request) -> JSONResponse:
     """Health: the database answers, how far each read model lags the log (events), and which
-    read models are past the log's head (they are not run until rebuilt).
+    read models are past the log's head (they are not run until rebuilt); and VMAPI's
+    ``healthy`` (bool), ``pid`` (this process's) and ``pingErrors`` (``{}`` when healthy).
     ``503`` with ``Retry-After`` when the probe fails or takes more than ``ping_timeout_s``
     (a load balancer gives up long before a partitioned connection would)."""
     services = services_of(request)
@@ -40,14 +41,19 @@ def ping(request: Request) -> JSONResponse:
     try:
         head, positions = _probes.submit(probe).result(timeout=services.settings.ping_timeout_s)
     except ProbeTimeoutError as error:
-        raise UnavailableError(
-            f"database unreachable: no answer in {services.settings.ping_timeout_s} s") from error
+        raise _unhealthy(UnavailableError(
+            f"database unreachable: no answer in {services.settings.ping_timeout_s} s")
+        ) from error
     except Exception as error:  # noqa: BLE001 - any failure to reach the database is a 503
-        if missing_schema(error) is not None:
-            raise  # reached, but not the database it built: answered as on every route
-        raise UnavailableError(f"database unreachable: {type(error).__name__}") from error
+        # reached, but not the database it built: named as on every route
+        raise _unhealthy(schema_missing_error(error) or UnavailableError(
+            f"database unreachable: {type(error).__name__}")) from error
     return JSONResponse({
         "status": "OK",
+        # VMAPI's (sdc-vmapi lib/endpoints/ping.js), for health checks written for it
+        "healthy": True,
+        "pid": os.getpid(),
+        "pingErrors": {},
         "backend": services.settings.backend,
         "head_position": head,
         "projection_lag": {name: head - position for name, position in positions.items()},
@@ -56,6 +62,13 @@ def ping(request: Request) -> JSONResponse:
         "projection_past_head": sorted(name for name, position in positions.items()
                                        if position > head),
     })
+
+
+def _unhealthy(error: UnavailableError) -> UnavailableError:
+    """``error`` (a 503) with VMAPI's health fields in its body: ``healthy`` false, this
+    process's ``pid``, and ``pingErrors`` naming what failed (``database``: the message)."""
+    error.extra.update(healthy=False, pid=os.getpid(), pingErrors={"database": error.message})
+    return error
 
 
 @router.get("/metrics", openapi_extra=IGNORED)

@@ -74,13 +74,23 @@ def repeated_in_query(request: HTTPConnection) -> tuple[str, str] | None:
 # (``x-request-id``, never refused, is replaced when repeated: headers.request_id_of.)
 SINGLE_HEADERS = {b"authorization": "Authorization", b"if-match": "If-Match",
                   b"idempotency-key": "Idempotency-Key", b"x-context": "x-context",
-                  b"accept-version": "Accept-Version", b"last-event-id": "Last-Event-ID",
+                  b"accept-version": "Accept-Version", b"x-api-version": "x-api-version",
+                  b"last-event-id": "Last-Event-ID",
                   b"content-type": "Content-Type", b"content-length": "Content-Length",
                   # read for curl's rule of the connection (service/api/connection.py)
                   b"user-agent": "User-Agent"}
-#: The one checked before the version is negotiated, which reads it: its refusal has version
-#: 1's status (409), no version being known.
-VERSION_HEADER = "Accept-Version"
+#: The ones checked before the version is negotiated, which reads them: their refusal has
+#: version 1's status (409), no version being known.
+VERSION_HEADERS = frozenset(("Accept-Version", "x-api-version"))
+
+
+def requested_version(request: HTTPConnection) -> str | None:
+    """The version range a request asks for: ``Accept-Version``, or ``x-api-version`` when
+    that is absent or empty, or None (no range: version 1). VMAPI's restify 4 reads the same
+    two headers, in that order (``Request.version``), so a client of it that sends only
+    ``x-api-version`` is served the version it names."""
+    headers = request.headers
+    return headers.get("accept-version") or headers.get("x-api-version")
 
 
 def repeated_header(request: HTTPConnection) -> tuple[str, str] | None:

@@ -123,7 +123,7 @@ VM_COMMANDS = {("post", "/vms"), ("post", "/vms/{vm_uuid}"), ("delete", "/vms/{v
 
 def test_every_operation_declares_the_request_headers_it_reads() -> None:
     """Generated clients and Swagger's "Try it out" send only the headers the schema
-    declares: Accept-Version and x-request-id on every operation, If-Match and
+    declares: Accept-Version, x-api-version and x-request-id on every operation, If-Match and
     Idempotency-Key on every command, x-context on the VM commands (none were declared)."""
     schema = create_app(Settings()).openapi()
     seen = set()
@@ -131,7 +131,8 @@ def test_every_operation_declares_the_request_headers_it_reads() -> None:
         for method, operation in operations.items():
             headers = {p["name"]: p for p in operation.get("parameters", [])
                        if p["in"] == "header"}
-            assert {"Accept-Version", "x-request-id"} <= set(headers), (method, path)
+            assert {"Accept-Version", "x-api-version", "x-request-id"} <= set(headers), (
+                method, path)
             command = {"If-Match", "Idempotency-Key"} & set(headers)
             assert command == ({"If-Match", "Idempotency-Key"} if (method, path) in COMMANDS
                                else set()), (method, path)

@@ -3,6 +3,8 @@ negotiation, x-request-id and the body size limit (api.md, "Versioning", "Errors
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -20,6 +22,30 @@ def test_ping_reports_the_log_head_and_each_read_models_lag(client, services) ->
     assert set(body["projection_lag"]) >= {"vm_view", "job_view"}
     for name, lag in body["projection_lag"].items():
         assert isinstance(lag, int) and 0 <= lag <= head, name
+
+
+def test_ping_answers_vmapis_health_fields_beside_its_own(client) -> None:
+    """VMAPI's /ping (lib/endpoints/ping.js) answers ``healthy``, ``pid`` and
+    ``pingErrors``; a health check written for it reads them (a tester: we had none)."""
+    body = client.get("/ping").json()
+    assert body["healthy"] is True
+    assert body["pid"] == os.getpid()  # the test client serves in this process
+    assert body["pingErrors"] == {}
+    assert body["status"] == "OK"
+
+
+def test_an_unreachable_database_is_a_503_saying_unhealthy_and_why(client, services,
+                                                                   monkeypatch) -> None:
+    def refuse() -> int:
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(services.projections, "head", refuse)
+    response = client.get("/ping")
+    body = assert_error(response, 503, "Unavailable")
+    assert response.headers["retry-after"]
+    assert body["healthy"] is False
+    assert body["pid"] == os.getpid()
+    assert body["pingErrors"] == {"database": "database unreachable: OSError"}
 
 
 def test_metrics_are_served_in_the_prometheus_text_format(client) -> None:
