@@ -89,7 +89,7 @@ def test_ping_tells_an_agent_nothing_about_vms(authed: Authed) -> None:
     response = authed.as_("agent", "GET", "/ping")
     assert response.status_code == 200, response.text
     assert set(response.json()) == {"status", "backend", "head_position", "projection_lag",
-                                    "projection_past_head"}
+                                    "projection_past_head", "healthy", "pid", "pingErrors"}
     assert theirs not in response.text and "secret" not in response.text
 
 
