@@ -32,9 +32,7 @@ from service.api.cross_site import cross_site_refusal
 from service.api.headers import request_id_of
 from service.api.head import head_as_get
 from service.api.tokens import Tokens
-from service.api.url_checks import (
-    VERSION_HEADERS, repeated_header, requested_version, url_refusal,
-)
+from service.api.url_checks import VERSION_HEADERS, repeated_header, requested_version, url_refusal
 from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
 from service.db_limits import request_waits_bounded
 from service.logs import bind, log_context

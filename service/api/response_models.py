@@ -121,7 +121,7 @@ class Ping(_Open):
     status: str
     healthy: bool
     pid: int
-    pingErrors: dict[str, str]  # noqa: N815 - VMAPI's name
+    pingErrors: dict[str, str]  # VMAPI's name
     backend: str
     head_position: int
     projection_lag: dict[str, int]
