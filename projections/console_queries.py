@@ -66,7 +66,7 @@ class ConsoleQueries:
 
     def states(self, vm_filter: VmFilter) -> dict[str, int]:
         """How many VMs matching ``vm_filter`` are in each state now (every state listed)."""
-        where, params = vm_filter.where()
+        where, params = vm_filter.where(self.db.dialect)
         rows = self._rows(f"SELECT state, COUNT(*) AS n FROM vm_view{where} GROUP BY state",
                           params)
         counts = dict.fromkeys(STATE_ORDER, 0)
@@ -115,14 +115,13 @@ class ConsoleQueries:
             points.append((name, running))
         return StatesOverTime(unit, points)
 
-    @staticmethod
-    def _vms_matching(vm_filter: VmFilter) -> tuple[str, list[Any]]:
+    def _vms_matching(self, vm_filter: VmFilter) -> tuple[str, list[Any]]:
         """A condition on ``job_view.vm_uuid``: the VM has the filter's owner and server
         (empty without either, so the unfiltered count reads ``job_view`` alone). The other
         filters do not narrow jobs: a state holds tens of thousands of VMs, and matching
         their jobs would cost a probe per VM on every page."""
         narrowed = VmFilter(owner_uuid=vm_filter.owner_uuid, server_uuid=vm_filter.server_uuid)
-        where, params = narrowed.where()
+        where, params = narrowed.where(self.db.dialect)
         if not where:
             return "", []
         return f"vm_uuid IN (SELECT uuid FROM vm_view{where})", params
@@ -159,7 +158,7 @@ class ConsoleQueries:
                  ) -> list[dict[str, Any]]:
         """Up to ``limit`` matching VMs in ``state``, oldest first: ``[{uuid, alias,
         owner_uuid, server_uuid, create_timestamp}]`` (the count is in ``states``)."""
-        where, params = replace(vm_filter, state=state).where()
+        where, params = replace(vm_filter, state=state).where(self.db.dialect)
         return self._rows(
             "SELECT uuid, alias, owner_uuid, server_uuid, create_timestamp FROM vm_view"
             f"{where} ORDER BY create_timestamp, uuid LIMIT ?", [*params, limit])

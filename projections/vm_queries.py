@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.vm import Vm
-from projections.db import Database
+from projections.db import Database, Dialect
 from projections.vm_markers import InvalidMarkerError, encode_marker
 from projections.vm_view import render_vm
 from projections.volume_mounts import STALE_VMS, with_mounts
@@ -41,7 +41,8 @@ SORT_FIELDS: dict[str, str] = {
 class VmFilter:
     """ListVms filters (api.md, ``GET /vms``; VMAPI's ListVms parameters); None means "any".
 
-    ``alias`` matches as a prefix, as VMAPI's does (``alias=web`` lists ``web-1``).
+    ``alias`` matches as a prefix, as VMAPI's does (``alias=web`` lists ``web-1``). A
+    ``tags`` or ``internal_metadata`` value with ``*`` in it is a pattern (``WILDCARD``).
     ``create_timestamp`` is an RFC 3339 instant with milliseconds (exact match).
     """
 
@@ -65,8 +66,9 @@ class VmFilter:
     # others; None: no filter
     stale_mounts: bool | None = None
 
-    def where(self) -> tuple[str, list[Any]]:
-        """The WHERE clause (with leading ``WHERE`` or empty) and its parameters."""
+    def where(self, dialect: Dialect) -> tuple[str, list[Any]]:
+        """The WHERE clause (with leading ``WHERE`` or empty) and its parameters, in
+        ``dialect``'s SQL (a wildcard's match is written per backend: ``_matching``)."""
         clauses: list[str] = []
         params: list[Any] = []
         for column in ("owner_uuid", "server_uuid", "brand", "uuid", "image_uuid", "ram",
@@ -88,7 +90,7 @@ class VmFilter:
         for table, pairs in (("vm_view_tags", self.tags),
                              ("vm_view_internal_metadata", self.internal_metadata)):
             if pairs:
-                clause, pair_params = _having_every_pair(table, pairs)
+                clause, pair_params = _having_every_pair(table, pairs, dialect)
                 clauses.append(clause)
                 params.extend(pair_params)
         if self.uuids is not None:
@@ -102,17 +104,50 @@ class VmFilter:
         return (" WHERE " + " AND ".join(clauses) if clauses else "", params)
 
 
-def _having_every_pair(table: str, pairs: dict[str, str]) -> tuple[str, list[Any]]:
+def _having_every_pair(table: str, pairs: dict[str, str], dialect: Dialect
+                       ) -> tuple[str, list[Any]]:
     """The clause (and its parameters) of the VMs whose rows in ``table`` (one a key: its
-    primary key is ``(vm_uuid, key)``) hold every ``key = value`` pair of ``pairs``: one
-    grouped subquery, the VMs with as many matching rows as there are pairs. A clause a pair,
-    ANDed, grew the expression with each (SQLite refuses one over 1,000 deep; PostgreSQL's
-    planner slowed with each clause, until the statement timed out)."""
-    rows = ", ".join("(?, ?)" for _ in pairs)
-    params: list[Any] = [item for pair in sorted(pairs.items()) for item in pair]
-    clause = (f"uuid IN (SELECT vm_uuid FROM {table} WHERE (key, value) IN (VALUES {rows}) "
+    primary key is ``(vm_uuid, key)``) hold every ``key = value`` pair of ``pairs``, a
+    value with ``WILDCARD`` in it matched as a pattern (``_matching``): one grouped
+    subquery, the VMs with as many matching rows as there are pairs (a row matches one pair
+    at most: the keys differ). A clause a pair, ANDed, grew the expression with each (SQLite
+    refuses one over 1,000 deep; PostgreSQL's planner slowed with each clause, until the
+    statement timed out)."""
+    exact = sorted((key, value) for key, value in pairs.items() if WILDCARD not in value)
+    patterns = sorted((key, value) for key, value in pairs.items() if WILDCARD in value)
+    conditions: list[str] = []
+    params: list[Any] = []
+    if exact:
+        conditions.append(f"(key, value) IN (VALUES {', '.join('(?, ?)' for _ in exact)})")
+        params.extend(item for pair in exact for item in pair)
+    for key, value in patterns:
+        condition, pattern = _matching(value, dialect)
+        conditions.append(f"(key = ? AND {condition})")
+        params.extend([key, pattern])
+    clause = (f"uuid IN (SELECT vm_uuid FROM {table} WHERE {' OR '.join(conditions)} "
               "GROUP BY vm_uuid HAVING COUNT(*) = ?)")
     return clause, [*params, len(pairs)]
+
+
+#: What a ``tag.K`` or ``internal_metadata.K`` filter's value matches any run of characters
+#: with (none too): VMAPI writes the value into its LDAP filter unescaped, where ``*`` is
+#: the substring wildcard (sdc-vmapi lib/apis/moray.js, ``_addTagsFilter``).
+WILDCARD = "*"
+
+
+def _matching(value: str, dialect: Dialect) -> tuple[str, str]:
+    """The condition on ``value`` (the column) matching the filter value ``value`` with its
+    ``WILDCARD`` s, and the pattern it binds: every other character is itself, and case
+    counts, on both backends. SQLite's ``LIKE`` ignores ASCII case, so it is ``GLOB`` there
+    (its ``?`` and ``[`` made literal as one-character sets); PostgreSQL's ``LIKE`` with
+    ``%``, ``_`` and its escape character ``!`` escaped."""
+    parts = value.split(WILDCARD)
+    if dialect is Dialect.SQLITE:
+        literal = ["".join(f"[{c}]" if c in "?[" else c for c in part) for part in parts]
+        return "value GLOB ?", "*".join(literal)
+    literal = [part.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+               for part in parts]
+    return "value LIKE ? ESCAPE '!'", "%".join(literal)
 
 
 MISSING = object()  # a marker that names only the uuid: the row's own sort value is used
@@ -178,7 +213,7 @@ class VmQueries:
 
     def count(self, vm_filter: VmFilter) -> int:
         """How many VMs match, whatever the page."""
-        where, params = vm_filter.where()
+        where, params = vm_filter.where(self.db.dialect)
         with self.db.transaction(commit=False) as tx:
             tx.execute(f"SELECT COUNT(*) AS n FROM vm_view{where}", params)
             row = tx.fetchone()
@@ -187,7 +222,7 @@ class VmQueries:
     def list(self, vm_filter: VmFilter, page: Page) -> tuple[list[dict[str, Any]], str | None]:
         """One page of matching VM objects in a stable total order (sort field, then uuid),
         and the marker of the next page (None on the last page)."""
-        where, params = vm_filter.where()
+        where, params = vm_filter.where(self.db.dialect)
         expression = SORT_FIELDS[page.sort_field]
         direction = "DESC" if page.descending else "ASC"
         sort = page.sort
