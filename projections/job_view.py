@@ -14,7 +14,7 @@ from typing import Any
 
 from domain.states import Execution
 from domain.vm import Vm
-from projections.db import Database, Tx
+from projections.db import Database, Dialect, Tx
 from projections.formats import rfc3339, uuid_text
 from projections.kept_folds import KeptFolds
 from projections.read_model import EventKinds
@@ -182,18 +182,26 @@ class JobQueries:
         execution: str | None = None,
         name: str | None = None,
         owner_uuid: str | None = None,
+        forced: bool | None = None,
         limit: int = 1000,
         offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Jobs matching every given filter, newest first (VMAPI ListJobs order) by the log
         position of the event that queued each: the one total order of the log, where
-        ``created_at`` is the clock of the process that took the command (api.md, "Reads")."""
+        ``created_at`` is the clock of the process that took the command (api.md, "Reads").
+        ``forced``: only the jobs whose ``params.args.force`` is true (what a kill queues:
+        a stop job, docs/jobs.md), or only the others; None: either."""
         clauses: list[str] = []
         params: list[Any] = []
         for column, value in (("vm_uuid", vm_uuid), ("execution", execution), ("name", name)):
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
+        if forced is not None:
+            # JSON true reads 'true' from both (SQLite's json_type, PostgreSQL's #>>)
+            force = ("json_type(params, '$.args.force')" if self.db.dialect is Dialect.SQLITE
+                     else "(params::jsonb #>> '{args,force}')")
+            clauses.append(f"{force} = 'true'" if forced else f"COALESCE({force}, '') <> 'true'")
         if owner_uuid is not None:
             clauses.append("vm_uuid IN (SELECT uuid FROM vm_view WHERE owner_uuid = ?)")
             params.append(owner_uuid)

@@ -22,11 +22,23 @@ router = authorized_router()
 
 MAX_WAIT_S = 120
 
+#: VMAPI's job tasks (sdc-vmapi lib/apis/wfapi.js: each job's ``params.task``) as vmledger's
+#: jobs: the job's name and whether it is forced (``JobQueries.list``'s ``forced``: a kill is
+#: a stop job with ``args.force``, docs/jobs.md), or None for a task vmledger queues no job
+#: for (listed as none). vmledger's own names are tasks too (``fence``).
+VMAPI_TASKS: dict[str, tuple[str, bool | None] | None] = {
+    **{name.value: (name.value, None) for name in JobName},
+    "stop": (JobName.STOP.value, False), "kill": (JobName.STOP.value, True),
+    **dict.fromkeys(("reprovision", "update_nics", "snapshot", "migrate-begin", "migrate-sync",
+                     "migrate-switch", "migrate-abort", "migrate-pause", "migrate-rollback")),
+}
+
 _JOB_FILTERS = (
     Param("execution", "only jobs in this execution state", one_of(e.value for e in Execution)),
     Param("name", "only jobs of this name (not with task)", one_of(n.value for n in JobName)),
-    Param("task", "the same as name, VMAPI's word (not with name)",
-          one_of(n.value for n in JobName)),
+    Param("task", "VMAPI's name of a job (not with name): a name, or kill (the stop jobs a "
+          "kill queued; stop is then the others), or one of VMAPI's tasks vmledger queues no "
+          "job for (none listed)", one_of(VMAPI_TASKS)),
     LIMIT, OFFSET)
 VM_JOBS = QueryParameters(*_JOB_FILTERS, owner("another owner's VM is not found"))
 LIST_JOBS = QueryParameters(Param("vm_uuid", "only this VM's jobs", UUID), *_JOB_FILTERS,
@@ -45,14 +57,14 @@ def list_vm_jobs(vm_uuid: str, request: Request) -> JSONResponse:
     query = VM_JOBS.parse(request)
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     offset = query.integer("offset", minimum=0) or 0
-    execution, name = _job_filters(query)
+    filters = _job_filters(query)
     read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
     vm = services.vms.get(vm_uuid.lower())
     owner_uuid = query.owner_uuid
     if vm is None or (owner_uuid is not None and vm["owner_uuid"] != owner_uuid):
         raise VmNotFoundError(vm_uuid)
-    return JSONResponse(services.jobs.list(vm_uuid=vm_uuid.lower(), execution=execution,
-                                           name=name, limit=limit, offset=offset))
+    return JSONResponse([] if filters is None else services.jobs.list(
+        vm_uuid=vm_uuid.lower(), **filters, limit=limit, offset=offset))
 
 
 @router.get("/jobs", openapi_extra=LIST_JOBS)
@@ -65,31 +77,37 @@ def list_jobs(request: Request) -> JSONResponse:
     owner_uuid = query.owner_uuid
     limit = query.integer("limit", minimum=1, maximum=1000) or 1000
     offset = query.integer("offset", minimum=0) or 0
-    execution, name = _job_filters(query)
+    filters = _job_filters(query)
     read_your_writes(request, services, ("vm_view", "job_view"), eventual=query.eventual)
-    return JSONResponse(services.jobs.list(vm_uuid=vm_uuid, execution=execution, name=name,
-                                           owner_uuid=owner_uuid, limit=limit, offset=offset))
+    return JSONResponse([] if filters is None else services.jobs.list(
+        vm_uuid=vm_uuid, **filters, owner_uuid=owner_uuid, limit=limit, offset=offset))
 
 
-def _job_filters(query: Query) -> tuple[str | None, str | None]:
-    """``execution`` and the job's name: ``name``, or ``task`` (VMAPI's word for it), a bad
-    one refused naming the parameter it came in, both together refused as conflicting (the
+def _job_filters(query: Query) -> dict[str, Any] | None:
+    """``JobQueries.list``'s ``execution``, ``name`` and ``forced``, from ``execution`` and
+    ``name``, or ``task`` (VMAPI's word: ``VMAPI_TASKS``); None for a task vmledger queues
+    no job for, which lists none. A bad one is refused naming the parameter it came in
+    (VMAPI passes ``task`` to its Workflow API unchecked; vmledger takes the tasks VMAPI
+    queues and refuses the rest, docs/vmapi-compatibility.md), ``execution`` one of the five
+    Workflow's ``GET /jobs`` takes; ``task`` with ``name`` is refused as conflicting (the
     one would silently win over the other, as version over at would). Raises the refusal of
     any bad parameter of ``query``, so both job lists answer alike."""
     execution = query.params.get("execution")
     if execution is not None and execution not in {e.value for e in Execution}:
         query.invalid("execution", "must be one of " + ", ".join(e.value for e in Execution))
-    names = {n.value for n in JobName}
     # An empty value is refused as any other that names no job, as ``execution=`` is: it
     # was read as no filter, so ``task=&name=quarantine`` listed quarantines (a tester).
-    for given in ("name", "task"):
+    for given, known in (("name", [n.value for n in JobName]), ("task", list(VMAPI_TASKS))):
         value = query.params.get(given)
-        if value is not None and value not in names:
-            query.invalid(given, "must be one of " + ", ".join(n.value for n in JobName))
+        if value is not None and value not in known:
+            query.invalid(given, "must be one of " + ", ".join(known))
     query.check()
     if "task" in query.params and "name" in query.params:
         raise query.conflicting("task", "name", refused="task")
-    return execution, query.params.get("name", query.params.get("task"))
+    if "task" not in query.params:
+        return {"execution": execution, "name": query.params.get("name")}
+    job = VMAPI_TASKS[query.params["task"]]
+    return None if job is None else {"execution": execution, "name": job[0], "forced": job[1]}
 
 
 @router.get("/jobs/{job_uuid}", openapi_extra=GET_JOB)
