@@ -24,6 +24,8 @@ class VmNotFoundError(DomainError):
         malformed = "" if _is_uuid(vm_uuid) else " (Invalid UUID: not a uuid)"
         super().__init__(f"VM {cut(str(vm_uuid))}{which} not found{malformed}")
         self.vm_uuid = str(vm_uuid)
+        # what the HTTP answer adds to VMAPI's "VM not found" (service/api/errors.py)
+        self.qualifier = f"{which}{malformed}"
 
 
 def _is_uuid(value: UUID | str) -> bool:
@@ -100,7 +102,7 @@ class ValidationError(DomainError):
     """A request field is missing or invalid (VMAPI ``ValidationFailed``); ``summary`` is the
     error's message, ``errors`` one ``{field, code, message}`` a field."""
 
-    summary = "Invalid parameters"
+    summary = "Invalid Parameters"  # VMAPI's words (sdc-vmapi lib/endpoints/vms.js)
 
     def __init__(self, field: str, code: str, message: str):
         super().__init__(f"{field}: {message}")

@@ -19,8 +19,8 @@ from domain.json_input import unparsable_reason
 from service.api import head
 from service.api.bodies import not_json_type
 from service.api.errors import (
-    DRIVER_ERRORS, ERRORS, ApiError, api_error_response, body, error_response, row_for,
-    validation_status,
+    DRIVER_ERRORS, ERRORS, INVALID_PARAMETERS, ApiError, api_error_response, body,
+    error_response, row_for, validation_status,
 )
 from service.api.field_errors import field_errors
 from service.schema_errors import missing_schema
@@ -62,7 +62,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def request_validation(request: Request, error: RequestValidationError) -> JSONResponse:
-        return JSONResponse(body("ValidationFailed", "Invalid parameters",
+        return JSONResponse(body("ValidationFailed", INVALID_PARAMETERS,
                                  errors=_unread_body(request, error.errors())
                                  or field_errors(error.errors())),
                             status_code=validation_status(request))
@@ -72,7 +72,7 @@ def install(app: FastAPI) -> None:
         if error.status_code == 400 and error.detail == "There was an error parsing the body":
             # FastAPI's answer to a body its JSON parser gave up on for another reason than
             # bad syntax; the parser's own error is the cause
-            return JSONResponse(body("ValidationFailed", "Invalid parameters", errors=[
+            return JSONResponse(body("ValidationFailed", INVALID_PARAMETERS, errors=[
                 {"field": "body", "code": "Invalid",
                  "message": f"not valid JSON ({unparsable_reason(error.__cause__)})"}]),
                 status_code=validation_status(request))

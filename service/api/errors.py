@@ -157,16 +157,18 @@ def validation_status(request: HTTPConnection) -> int:
     return 422 if behaviour is not None and behaviour.major >= 2 else 409
 
 
-#: ListVms' (and CountVms') top-level message for bad query parameters: VMAPI's, word for
-#: word; every other route's is ``invalid_parameters``' default, "Invalid parameters".
-LIST_MESSAGE = "Invalid Parameters"
+#: The top-level message of a refusal of bad parameters: VMAPI's, word for word, on every
+#: route where it has no other (sdc-vmapi lib/interceptors.js' loadVm, lib/endpoints/vms.js,
+#: ListVms' validateParams); CreateVm's, UpdateVm's and the NIC actions' bodies have their
+#: own (``service/api/routes_vm_commands.py``).
+INVALID_PARAMETERS = "Invalid Parameters"
 
 
 def invalid_parameters(request: HTTPConnection, errors: list[dict[str, str]],
                        code: str = "ValidationFailed", message: str | None = None) -> ApiError:
     """The error for bad query parameters or body fields, naming each field."""
     return ApiError(
-        validation_status(request), code, message or "Invalid parameters", errors=errors
+        validation_status(request), code, message or INVALID_PARAMETERS, errors=errors
     )
 
 
@@ -243,8 +245,12 @@ def _state_refusal(error: Any) -> dict[str, Any]:
 ERRORS: dict[type[Exception], Row] = {
     InvalidVersionError: Row(400, "InvalidVersion", lambda e: {"supported": e.supported},
                              message=lambda e: _invalid_version(e)),
-    VmNotFoundError: Row(404, "ResourceNotFound"),
-    JobNotFoundError: Row(404, "ResourceNotFound"),
+    # VMAPI's words: its loadVm's (lib/interceptors.js), and for a job its Workflow API's,
+    # whose refusal GetJob answers (node-workflow-moray-backend's getJob)
+    VmNotFoundError: Row(404, "ResourceNotFound",
+                         message=lambda e: f"VM not found{e.qualifier}"),
+    JobNotFoundError: Row(404, "ResourceNotFound",
+                          message=lambda e: f"Job with uuid '{cut(e.job_uuid)}' does not exist"),
     ServerNotFoundError: Row(404, "ResourceNotFound"),
     ServerRemovedError: Row(409, "InvalidTransition", _state_refusal),
     VolumeNotFoundError: Row(404, "ResourceNotFound"),

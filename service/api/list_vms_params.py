@@ -5,7 +5,7 @@ marker.js``, ``lib/validation/sort.js``; docs/vmapi-compatibility.md lists every
 Every parameter is checked and every problem reported at once (``errors``, one entry per
 problem); only when each parameter is valid on its own is ``offset`` with ``marker`` refused,
 as VMAPI does, with ``{"fields": ["offset", "marker"], "code": "ConflictingParameters"}``.
-The top-level message is VMAPI's ``Invalid Parameters`` (``errors.LIST_MESSAGE``).
+The top-level message is VMAPI's ``Invalid Parameters`` (``errors.INVALID_PARAMETERS``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from projections.formats import rfc3339
 from projections.vm_markers import InvalidMarkerError, decode_our_marker
 from projections.vm_queries import SORT_FIELDS, Page, VmFilter
 from service.api.auth import visible_owner
-from service.api.errors import LIST_MESSAGE, invalid_parameters
+from service.api.errors import invalid_parameters
 from service.api.params import MAX_INTEGER, MAX_LIMIT, integer_param, parse_timestamp
 from service.api.query_parameters import (
     BOOLEAN,
@@ -136,13 +136,12 @@ class ListVmsQuery:
         self.fields = self._fields()
         self._marker()
         if self.errors:
-            raise invalid_parameters(request, self.errors, message=LIST_MESSAGE)
+            raise invalid_parameters(request, self.errors)
         if self.page.after is not None and self.page.offset:
             # VMAPI: ``params.offset && params.marker`` (an offset of 0 skips nothing)
             raise invalid_parameters(request, [{
                 "fields": ["offset", "marker"], "code": "ConflictingParameters",
-                "message": "offset and marker cannot be used at the same time"}],
-                message=LIST_MESSAGE)
+                "message": "offset and marker cannot be used at the same time"}])
 
     def _invalid(self, field: str, message: str = "Invalid parameter") -> None:
         self.errors.append({"field": field, "code": "Invalid", "message": message})

@@ -72,8 +72,10 @@ ACTIONS = {a.value: a for a in (Action.START, Action.STOP, Action.KILL, Action.R
 UPDATABLE = ("alias", "customer_metadata", "internal_metadata", "tags")
 SYNC_TIMEOUT_S = 60.0
 ENDED_BADLY = ("failed", "canceled")  # a sync wait's job that ended so is refused (409)
-# VMAPI's top-level messages of bad CreateVm and UpdateVm input (lib/common/validation.js)
+# VMAPI's top-level messages of bad CreateVm and UpdateVm input, and of add_nics' networks
+# (lib/common/validation.js: validateNetworks; remove_nics' macs are validateMacs', an update's)
 CREATE_MESSAGE, UPDATE_MESSAGE = "Invalid VM parameters", "Invalid VM update parameters"
+NETWORKS_MESSAGE = "Invalid network parameters"
 
 
 @router.post("/vms", status_code=202, openapi_extra=CREATE_VM)
@@ -198,11 +200,15 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
     sync = query.boolean("sync")
     _client_extras(query)
     query.check()
-    parsed = parse_body(request, ACTION_BODIES[name], data)
+    message = UPDATE_MESSAGE if name == "remove_nics" else NETWORKS_MESSAGE
+    parsed = parse_body(request, ACTION_BODIES[name], data, message=message)
     check_agree(request, parsed)
     services = services_of(request)
-    add = (await run_in_threadpool(nic_requests, request, parsed.networks)
-           if isinstance(parsed, AddNicsBody) else None)
+    try:
+        add = (await run_in_threadpool(nic_requests, request, parsed.networks)
+               if isinstance(parsed, AddNicsBody) else None)
+    except ValidationError as error:
+        raise invalid_parameters(request, error.errors, message=message) from None
     remove = None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs]
     behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
     owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)

@@ -13,7 +13,7 @@ from domain.visibility import owner_sees
 from projections.vm_markers import InvalidMarkerError
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
-from service.api.errors import LIST_MESSAGE, invalid_parameters
+from service.api.errors import invalid_parameters
 from service.api.fast_json import FastJSONResponse
 from service.api.list_vms_params import LIST_VMS, ListVmsQuery
 from service.api.query_parameters import (
@@ -43,8 +43,7 @@ def _list(request: Request, *, rows: bool = True
     except InvalidMarkerError as error:
         raise invalid_parameters(
             request, [{"field": "marker", "code": "Invalid",
-                       "message": f"Invalid marker: {error}"}], message=LIST_MESSAGE,
-        ) from None
+                       "message": f"Invalid marker: {error}"}]) from None
     return [query.project(vm) for vm in vms], total, next_marker
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from starlette.requests import HTTPConnection
 
-from service.api.errors import LIST_MESSAGE, ApiError, invalid_parameters
+from service.api.errors import ApiError, invalid_parameters
 from domain.json_input import at_field, printable, unstorable
 
 
@@ -18,9 +18,8 @@ def url_refusal(connection: HTTPConnection, repeated: tuple[str, str] | None = N
     (``unstorable_in_url``, then ``repeated_in_query``, then ``repeated_header``, then a
     token given twice: ``token_given_twice``), or None. ``headers_checked``: the caller
     already scanned the headers (``repeated``, the envelope's ``repeated_header``). Its
-    top-level message is the one the route the request goes to gives its own refusals:
-    ListVms' and CountVms' (GET and HEAD ``/vms``) is VMAPI's ``LIST_MESSAGE``, every other
-    route's the default."""
+    top-level message is VMAPI's ``Invalid Parameters``, as every route's own refusal of a
+    parameter is."""
     problem = unstorable_in_url(connection)
     if problem is None and b"&" in connection.scope.get("query_string", b""):
         problem = repeated_in_query(connection)  # two parameters or more
@@ -30,11 +29,8 @@ def url_refusal(connection: HTTPConnection, repeated: tuple[str, str] | None = N
         problem = token_given_twice(connection)
     if problem is None:
         return None
-    lists_vms = (connection.scope.get("method") in ("GET", "HEAD")
-                 and connection.scope["path"] == "/vms")
     return invalid_parameters(connection, [
-        {"field": problem[0], "code": "Invalid", "message": problem[1]}],
-        message=LIST_MESSAGE if lists_vms else None)
+        {"field": problem[0], "code": "Invalid", "message": problem[1]}])
 
 
 def unstorable_in_url(request: HTTPConnection) -> tuple[str, str] | None:

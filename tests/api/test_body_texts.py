@@ -59,7 +59,7 @@ def test_an_unknown_body_field_is_invalid_parameter_as_an_unknown_query_paramete
                          json={"alias": "x", "colour": "blue"}),
              "colour", "Invalid parameter", "Invalid VM update parameters")
     _refused(client.post(f"/vms/{vm_uuid}", params={"action": "stop"}, json={"colour": "b"}),
-             "colour", "Invalid parameter", "Invalid parameters")
+             "colour", "Invalid parameter", "Invalid Parameters")
     _refused(client.post("/servers", json={"hostname": "cn1", "ram_mib": 1024, "cpus": 8,
                                            "colour": "b"}),
-             "colour", "Invalid parameter", "Invalid parameters")
+             "colour", "Invalid parameter", "Invalid Parameters")

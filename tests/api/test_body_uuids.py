@@ -48,14 +48,14 @@ def test_an_action_or_update_refuses_a_body_uuid_vmapi_would_not_take(client, fi
     _invalid_uuid(update, field, "Invalid VM update parameters")
     stop = client.post(f"/vms/{vm_uuid}", params={"action": "stop"},
                        json={field: "bad"})
-    _invalid_uuid(stop, field, "Invalid parameters")
+    _invalid_uuid(stop, field, "Invalid Parameters")
 
 
 def test_a_query_uuid_is_held_to_the_same_rule(client) -> None:
     vm_uuid = create_vm(client)["vm_uuid"]
     for value in (OWNER.upper(), "{" + OWNER + "}", OWNER.replace("-", "")):
         response = client.get(f"/vms/{vm_uuid}", params={"owner_uuid": value})
-        _invalid_uuid(response, "owner_uuid", "Invalid parameters")
+        _invalid_uuid(response, "owner_uuid", "Invalid Parameters")
     assert get_vm(client, vm_uuid, owner_uuid=OWNER)["uuid"] == vm_uuid
 
 
@@ -64,7 +64,7 @@ def test_put_vm_refuses_a_uuid_vmapi_would_not_take(client) -> None:
     for field in ("uuid", "owner_uuid", "server_uuid", "image_uuid"):
         response = client.put(f"/vms/{vm_uuid}", json={"uuid": vm_uuid, "state": "running",
                                                         field: vm_uuid.upper()})
-        _invalid_uuid(response, field, "Invalid parameters")
+        _invalid_uuid(response, field, "Invalid Parameters")
 
 
 def test_other_bodies_uuids_are_held_to_the_same_rule(client) -> None:

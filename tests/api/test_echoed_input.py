@@ -26,7 +26,10 @@ def test_a_huge_accept_version_is_cut_in_the_refusal(client):
 def test_a_long_path_id_is_cut_in_the_404(client, path):
     body = assert_error(client.get(path), 404, "ResourceNotFound")
     assert len(body["message"]) < 200, body["message"][:300]
-    assert "x" * 100 + "…" in body["message"]
+    if path.startswith("/vms/"):  # VMAPI's "VM not found" repeats no id at all
+        assert body["message"] == "VM not found (Invalid UUID: not a uuid)"
+    else:
+        assert "x" * 100 + "…" in body["message"]
 
 
 def test_every_refusal_bounds_what_it_repeats(client):

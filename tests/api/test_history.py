@@ -74,7 +74,7 @@ def test_a_vm_argument_that_is_not_a_uuid_is_said_to_be_one(client) -> None:
     says it is not a uuid (VMAPI's ``Invalid UUID``), as GetVm and the history alike do."""
     for path in ("/vms/notauuid", "/vms/notauuid/history", "/vms/notauuid?version=2"):
         body = assert_error(client.get(path), 404, "ResourceNotFound")
-        assert body["message"] == "VM notauuid not found (Invalid UUID: not a uuid)", path
+        assert body["message"] == "VM not found (Invalid UUID: not a uuid)", path
 
 
 def test_the_history_command_says_its_argument_is_not_a_uuid(services, settings) -> None:

@@ -39,22 +39,23 @@ def test_a_read_with_a_parameter_twice_is_refused_naming_it(client, url, name):
     ("/vms?limit=1&limit=2", "Invalid Parameters"),  # ListVms' own, VMAPI's word for word
     ("/vms?alias=a%00", "Invalid Parameters"),
     ("/vms?alias=a&foo=1", "Invalid Parameters"),  # the route's own refusal, for comparison
-    ("/jobs?limit=1&limit=2", "Invalid parameters"),
-    ("/jobs?name=a%00", "Invalid parameters"),
-    ("/jobs?foo=1", "Invalid parameters"),
+    ("/jobs?limit=1&limit=2", "Invalid Parameters"),
+    ("/jobs?name=a%00", "Invalid Parameters"),
+    ("/jobs?foo=1", "Invalid Parameters"),
 ])
 def test_a_refusal_before_the_route_has_the_routes_top_level_message(client, url, message):
     """The URL's refusals (a parameter twice, a NUL) come before any route runs; their
     message is still the route's own (docs/vmapi-compatibility.md, "VMAPI's error texts"):
-    ListVms' were "Invalid parameters", not VMAPI's "Invalid Parameters"."""
+    ListVms' were "Invalid parameters", not VMAPI's "Invalid Parameters" (every route's
+    now)."""
     assert assert_error(client.get(url), 409, "ValidationFailed")["message"] == message
 
 
-def test_a_refusal_of_a_create_vms_url_has_the_default_message_not_list_vms(client):
-    # the same path as ListVms, another route: CreateVm's own refusals say "Invalid parameters"
+def test_a_refusal_of_a_create_vms_url_has_the_default_message(client):
+    # the same path as ListVms, another route: a refusal of its URL says the default
     for url in ("/vms?sync=true&sync=false", "/vms?sync=%00"):
         refused = client.post(url, json={})
-        assert assert_error(refused, 409, "ValidationFailed")["message"] == "Invalid parameters"
+        assert assert_error(refused, 409, "ValidationFailed")["message"] == "Invalid Parameters"
 
 
 def test_distinct_parameters_and_one_list_valued_parameter_still_pass(client):

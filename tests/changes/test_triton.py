@@ -118,7 +118,7 @@ def test_a_bad_after_on_the_upgrade_is_refused_before_it_naming_it(services, aft
         assert httpx.get(url + "/changefeeds/stats").json()["listeners"] == 0
     assert response.status_code == 409
     assert json.loads(response.body) == {
-        "code": "ValidationFailed", "message": "Invalid parameters",
+        "code": "ValidationFailed", "message": "Invalid Parameters",
         "errors": [{"field": "after", "code": "Invalid", "message": message}]}
 
 
