@@ -14,7 +14,7 @@ from tests.api.helpers import create_vm
 
 ROLES: dict[str, Any] = {
     "db": "db", "dbx": "dbx", "web": "web", "pct": "d%b_", "under": "d_x", "bang": "d!b",
-    "upper": "DB", "bool": True, "num": 5, "star": "a*b", "empty": "",
+    "upper": "DB", "bool": True, "num": 5, "star": "a*b", "empty": "", "back": "c\\d",
 }
 
 
@@ -70,6 +70,9 @@ def test_every_other_character_of_a_wildcard_filter_is_itself(client) -> None:
     assert tagged("d%*") == {"pct"}
     assert tagged("d_*") == {"under"}
     assert tagged("d!*") == {"bang"}
+    assert tagged("c\\*") == {"back"}
+    assert tagged("*\\*") == {"back"}
+    assert tagged("c\\") == set()
     assert tagged("*_") == {"pct"}
     assert tagged("%*") == set()
     assert tagged("_*") == set()
