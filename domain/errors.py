@@ -88,6 +88,22 @@ class VmAlreadyDestroyedError(DomainError):
         self.allowed_actions: list[str] = []  # the API version's (Behaviour.admit sets it)
 
 
+class VmBeingDestroyedError(DomainError):
+    """API version 2 refuses an action that could only fail behind the VM's destroy job,
+    queued or running (``rules.fails_behind_destroy``): ``destroy_job_uuid`` names that job,
+    ``execution`` says where it is (``queued``, ``running``)."""
+
+    def __init__(self, state: str, action: str, destroy_job_uuid: str, execution: str,
+                 allowed_actions: list[str] | None = None):
+        super().__init__(f"Cannot {action} a VM being destroyed: its destroy job "
+                         f"{destroy_job_uuid} is {execution}")
+        self.state = str(state)
+        self.action = str(action)
+        self.destroy_job_uuid = str(destroy_job_uuid)
+        self.execution = str(execution)
+        self.allowed_actions = allowed_actions or []  # the API version's (its raiser's)
+
+
 class VersionMismatchError(DomainError):
     """``If-Match`` named another version than the aggregate's current one (``noun``: what
     it is, for the message)."""

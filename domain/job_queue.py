@@ -88,6 +88,13 @@ class JobQueue:
         """The job holding the ticket (the only one that may run), or None."""
         return self.active_jobs[0] if self.active_jobs else None
 
+    @property
+    def active_destroy(self) -> ActiveJob | None:
+        """The first destroy job queued or running, or None. A job queued now gets the ticket
+        only after it (the queue runs in order), on a VM it has destroyed unless it fails
+        (``rules.fails_behind_destroy``)."""
+        return next((j for j in self.active_jobs if j["name"] == JobName.DESTROY), None)
+
     def active_job(self, job_uuid: str) -> ActiveJob | None:
         """The queued or running job with this uuid, or None."""
         return next((j for j in self.active_jobs if j["uuid"] == job_uuid), None)

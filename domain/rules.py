@@ -17,7 +17,9 @@ A verdict says what asking for ``action`` of a VM in ``state`` does:
   impossible action; it is not among the allowed actions either.
 
 How each version answers a verdict is decided in one place, ``service.commands.versioning``;
-the job handlers ask the same ``verdict`` at the ticket.
+the job handlers ask the same ``verdict`` at the ticket. A job asked for while a destroy is
+queued or running gets its ticket after it, so it meets the ``DESTROYED`` row there
+(``fails_behind_destroy``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 from domain.errors import InvalidTransitionError
-from domain.states import Action, VmState
+from domain.states import JOB_FOR_ACTION, Action, VmState
 
 
 class Verdict(StrEnum):
@@ -104,6 +106,21 @@ def require(state: VmState, action: Action, *, has_server: bool) -> Verdict:
 #: The NIC changes (``?action=add_nics|remove_nics``): an update of the VM as far as the
 #: table goes, carried out on the VM's server.
 NIC_CHANGES = ("add_nics", "remove_nics")
+
+
+def fails_behind_destroy(action: Action | str) -> bool:
+    """Whether a job for ``action`` (an action of the table, or a NIC change: an update as far
+    as the table goes) asked for while the VM's destroy job is queued or running could only
+    fail because of it: the queue runs in order, so the job gets the ticket once the destroy
+    has run, on a destroyed VM, where the table refuses it (start, stop, kill, reboot,
+    update). A destroy finds its target holding (``ALREADY``); the quarantine and the release
+    queue no job (they are recorded at once, ahead of the destroy). Such a job would succeed
+    only if the destroy failed, which the client that asked for the destroy did not mean.
+    API version 2 refuses it (``VmBeingDestroyedError``), version 1 queues it as VMAPI does
+    (docs/api.md, "Contract: DeleteVm and actions")."""
+    table_action = Action.UPDATE if action in NIC_CHANGES else Action(action)
+    return (table_action in JOB_FOR_ACTION
+            and RULES[(VmState.DESTROYED, table_action)] is Verdict.REFUSED)
 
 
 def nic_changes_allowed(state: VmState, *, has_server: bool) -> bool:

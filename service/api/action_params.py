@@ -17,10 +17,15 @@ from pydantic import BaseModel
 
 from service.api.errors import ApiError, invalid_parameters
 
+#: The lists VMAPI takes as an array or one comma-separated string, in either place
+#: (``validStrings``, ``validNetworks``): ``remove_nics``' ``macs``, ``add_nics``' and
+#: CreateVm's ``networks``. A route copies the query's into the body it validates
+#: (``with_query``), so each is read by the body's rule, and compared as a list of texts.
+LISTS = ("macs", "networks")
 #: What may be in either place. ``signal`` is kill's alone and needs no comparison: each
 #: place's must be SIGKILL (``schemas.KillBody``), however spelt.
 MAPPED = ("action", "owner_uuid", "idempotent", "sync", "timeout", "origin", "creator_uuid",
-          "signal")
+          "signal", *LISTS)
 _COMPARED = tuple(name for name in MAPPED if name != "signal")
 
 
@@ -57,20 +62,32 @@ def _query_value(name: str, text: str) -> Any:
         return text.lower() in ("true", "1")
     if name == "timeout":
         return int(text)
-    return text.lower() if name.endswith("_uuid") else text
+    return text
 
 
-def with_query_owner(request: Request, data: Any) -> Any:
-    """CreateVm's body with the query's ``owner_uuid`` when the body gives none (or there is
-    no body), as restify's mapParams maps it: it was validated and then silently ignored.
-    Given in both, the body's is kept for ``check_agree`` to compare (``ConflictingParameters``
-    when they differ, as an action's)."""
-    in_query = request.query_params.get("owner_uuid")
-    if in_query is None or not (data is None or isinstance(data, dict)):
+def _comparable(name: str, value: Any) -> Any:
+    """A parameter's value in the one form its two places are compared in: a uuid and a MAC
+    in lowercase (each is looked up in any case), a list as its texts (a comma-separated
+    string is the list of its parts, as VMAPI splits it)."""
+    if name in LISTS:
+        items = value.split(",") if isinstance(value, str) else list(value)
+        return [item.lower() if name == "macs" and isinstance(item, str) else item
+                for item in items]
+    return str(value).lower() if name.endswith("_uuid") else value
+
+
+def with_query(request: Request, data: Any, names: tuple[str, ...]) -> Any:
+    """The body with each of ``names`` the query gives and the body does not (or there is no
+    body), as restify's mapParams maps it, for the body's model to read by the body's rule:
+    CreateVm's ``owner_uuid`` (validated and then silently ignored, once) and ``networks``,
+    ``add_nics``' ``networks``, ``remove_nics``' ``macs`` (refused as unknown: a tester).
+    Given in both, the body's is kept for ``check_agree`` to compare
+    (``ConflictingParameters`` when they differ)."""
+    if not (data is None or isinstance(data, dict)):
         return data
-    if data is None or "owner_uuid" not in data:
-        return {**(data or {}), "owner_uuid": in_query}
-    return data
+    given = {name: request.query_params[name] for name in names
+             if name in request.query_params and (data is None or name not in data)}
+    return {**(data or {}), **given} if given else data
 
 
 def check_agree(request: Request, parsed: BaseModel) -> None:
@@ -82,15 +99,15 @@ def check_agree(request: Request, parsed: BaseModel) -> None:
         if text is None or name not in given:
             continue
         value = getattr(parsed, name)
-        if value is not None and _query_value(name, text) != (
-                str(value).lower() if name.endswith("_uuid") else value):
+        if value is not None and _comparable(name, _query_value(name, text)) != _comparable(
+                name, value):
             raise conflicting(request, name)
 
 
 def asked_params(request: Request, data: Any) -> tuple[list[tuple[str, str]], Any]:
-    """What a VM action asks, for its ``Idempotency-Key``'s fingerprint: the query's
-    parameters with the body's mapped ones added, each mapped one in one form wherever it was
-    given (``_one_form``), and the rest of the body. ``?action=stop`` and
+    """What a VM command asks (an action, DeleteVm, CreateVm), for its ``Idempotency-Key``'s
+    fingerprint: the query's parameters with the body's mapped ones added, each mapped one in
+    one form wherever it was given (``_one_form``), and the rest of the body. ``?action=stop`` and
     ``{"action": "stop"}`` are one request, and so are ``?sync=1`` and ``{"sync": true}``
     (its ``true`` was hashed as ``"true"``, the query's ``1`` as written: reviewer); a body
     naming another action is another request, wherever the first named its own."""
@@ -111,8 +128,9 @@ def asked_params(request: Request, data: Any) -> tuple[list[tuple[str, str]], An
 def _one_form(name: str, value: Any) -> str:
     """A mapped parameter's value, from the query's text or the body's JSON, as one text:
     ``true``/``false`` for a boolean (the query's ``1``/``0`` and any case too), an integer's
-    digits. Any other text stays as written: a value neither rule accepts is refused once
-    validated, never the same request as a valid one."""
+    digits, a list of texts as the comma-separated string the query gives. Any other text
+    stays as written: a value neither rule accepts is refused once validated, never the
+    same request as a valid one."""
     if isinstance(value, str):
         lowered = value.lower()
         if name in ("idempotent", "sync") and lowered in ("true", "1", "false", "0"):
@@ -120,4 +138,6 @@ def _one_form(name: str, value: Any) -> str:
         if name == "timeout" and value.isascii() and value.isdigit():
             return str(int(value))
         return value
+    if name in LISTS and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
     return json.dumps(value)  # true, 5: as a query spells them

@@ -62,17 +62,18 @@ def cause_of(request: Request) -> Cause:
 
 
 def idempotency_of(request: Request, data: Any, cause: Cause, *,
-                   action: bool = False) -> IdempotencyKey | None:
+                   mapped: bool = False) -> IdempotencyKey | None:
     """The request's ``Idempotency-Key``, scoped to the caller, with a fingerprint of what the
     request asks (method, path, query, body ``data``, API version), or None without the
     header. The key is the one ``cause`` (the request's ``cause_of``) records: the header is
     read once.
 
-    ``action``: a VM action's, whose parameters given in the body count as the query's, each
-    in one form wherever given (``action_params.asked_params``). Its ``older`` fingerprint is
-    the raw query's and the whole body's, as the service gave it before those parameters
-    were mapped: a retry of the same bytes with a key stored then (keys live ``ttl_s``, 24 h)
-    is answered as stored, where it was 422 ``IdempotencyKeyReused`` (reviewer)."""
+    ``mapped``: a VM command's (an action, DeleteVm, CreateVm), whose parameters given in the
+    body count as the query's, each in one form wherever given
+    (``action_params.asked_params``). Its ``older`` fingerprint is the raw query's and the
+    whole body's, as the service gave it before those parameters were mapped: a retry of the
+    same bytes with a key stored then (keys live ``ttl_s``, 24 h) is answered as stored,
+    where it was 422 ``IdempotencyKeyReused`` (reviewer)."""
     check_declared_header(request, "Idempotency-Key")
     key = cause["idempotency_key"]
     if key is None:
@@ -81,10 +82,10 @@ def idempotency_of(request: Request, data: Any, cause: Cause, *,
         raise invalid_parameters(request, [{"field": "Idempotency-Key", "code": "Invalid",
                                             "message": "must be 1 to 255 characters"}])
     raw = list(request.query_params.multi_items())
-    params, rest = asked_params(request, data) if action else (raw, data)
+    params, rest = asked_params(request, data) if mapped else (raw, data)
     scope = getattr(request.state, "actor", "anonymous")
     return IdempotencyKey(scope, key, _fingerprint(request, params, rest),
-                          _fingerprint(request, raw, data) if action else None)
+                          _fingerprint(request, raw, data) if mapped else None)
 
 
 # A path segment that is a uuid, in any case: looked up in any case, so asked in one

@@ -33,7 +33,8 @@ from service.api.headers import request_id_of
 from service.api.head import head_as_get
 from service.api.tokens import Tokens
 from service.api.url_checks import VERSION_HEADERS, repeated_header, requested_version, url_refusal
-from service.commands.versioning import InvalidVersionError, behaviour_for, negotiate
+from service.commands.version_ranges import InvalidVersionError, negotiate
+from service.commands.versioning import behaviour_for
 from service.db_limits import request_waits_bounded
 from service.logs import bind, log_context
 

@@ -36,6 +36,7 @@ from domain.errors import (
     ValidationError,
     VersionMismatchError,
     VmAlreadyDestroyedError,
+    VmBeingDestroyedError,
     VmNotFoundError,
     VolumeNotFoundError,
 )
@@ -44,7 +45,7 @@ from domain.states import VmState
 from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
-from service.commands.versioning import InvalidVersionError
+from service.commands.version_ranges import InvalidVersionError
 from service.logs import Throttled
 from service.schema_errors import explain, missing_schema
 
@@ -258,6 +259,8 @@ ERRORS: dict[type[Exception], Row] = {
     IllegalTransitionError: Row(409, "InvalidTransition", _state_refusal),
     UnallocatedVmError: Row(409, "UnallocatedVM", _state_refusal),
     VmAlreadyDestroyedError: Row(409, "VmAlreadyDestroyed", _state_refusal),
+    VmBeingDestroyedError: Row(409, "VmBeingDestroyed", lambda e: {
+        **_state_refusal(e), "destroy_job_uuid": e.destroy_job_uuid}),
     StaleGenerationError: Row(409, "StaleGeneration", lambda e: {
         "generation": e.generation, "last_applied": e.last_applied}),
     JobNotRunnableError: Row(409, "JobNotRunnable"),

@@ -29,7 +29,7 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any, name: str) -> J
     QUARANTINE_QUERY.parse(request).check()
     services = services_of(request)
     if_match, cause = if_match_of(request), cause_of(request)
-    idempotency = idempotency_of(request, data, cause, action=True)
+    idempotency = idempotency_of(request, data, cause, mapped=True)
     if name == "quarantine":
         reason = parse_body(request, ACTION_BODIES[name], without_action(data)).reason
         result = services.quarantine.quarantine(

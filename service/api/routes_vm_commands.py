@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from domain import json_input
 from domain.errors import ValidationError
 from domain.states import Action
-from service.api.action_params import action_of, check_agree, with_query_owner
+from service.api.action_params import action_of, check_agree, with_query
 from service.api.auth import authorized_router, require_owner
 from service.api.create_vm_body import create_request, nic_requests
 from service.api.deps import (
@@ -51,13 +51,15 @@ from service.api.schemas import (
 from service.api.vm_actions import (
     ACT_ON_VM,
     ACTION_BODIES,
+    ADD_NICS_QUERY,
     CREATE_VM,
     DELETE_VM,
     KILL_QUERY,
     LIFECYCLE_QUERY,
     NIC_ACTIONS,
-    NIC_QUERY,
+    NIC_LISTS,
     QUARANTINE_ACTIONS,
+    REMOVE_NICS_QUERY,
 )
 from service.commands.application import VmSpec
 from service.commands.change import Accepted
@@ -81,19 +83,21 @@ NETWORKS_MESSAGE = "Invalid network parameters"
 @router.post("/vms", status_code=202, openapi_extra=CREATE_VM)
 async def create_vm(request: Request, data: dict[str, Any] | None = Body(None)  # noqa: B008
                     ) -> JSONResponse:
-    """CreateVm: records the VM and queues its provision job (``sync``: answered once the
-    provision ended; VMAPI createVm refuses a ``sync`` that is not a boolean, naming it)."""
+    """CreateVm: records the VM and queues its provision job (``sync``, in the query or the
+    body: answered once the provision ended; VMAPI createVm refuses a ``sync`` that is not a
+    boolean, naming it). ``owner_uuid`` and ``networks`` may be in the query too."""
     query = CREATE_VM.parse(request)
     sync = query.boolean("sync")
     query.check()
     # checked as every command's is; a VM not yet created has no version for it to match
     if_match_of(request)
-    spec_in, networks = await create_request(request, with_query_owner(request, data),
-                                             message=CREATE_MESSAGE)
-    check_agree(request, spec_in)  # owner_uuid in the query and the body: one value
+    spec_in, networks = await create_request(
+        request, with_query(request, data, ("owner_uuid", "networks")), message=CREATE_MESSAGE)
+    check_agree(request, spec_in)  # owner_uuid, sync, networks in both places: one value
     require_owner(request, str(spec_in.owner_uuid))
     try:
-        return await _create(request, spec_in, networks, data, sync=sync)
+        return await _create(request, spec_in, networks, data,
+                             sync=sync or bool(spec_in.sync))
     except ValidationError as error:  # volumes, networks' addresses: VMAPI's top-level text
         raise invalid_parameters(request, error.errors, message=CREATE_MESSAGE) from None
 
@@ -118,7 +122,9 @@ async def _create(request: Request, spec_in: CreateVmRequest, networks: list[Nic
     )
     services = services_of(request)
     cause, vm_uuid = cause_of(request), str(spec_in.uuid) if spec_in.uuid else None
-    idempotency, context = idempotency_of(request, data, cause), _x_context(request)
+    # mapped: ?sync=1 and {"sync": true} (?owner_uuid=, ?networks=) are one request
+    idempotency = idempotency_of(request, data, cause, mapped=True)
+    context = _x_context(request)
     result = await command(request, lambda: services.commands.create_vm(
         spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))
     return await _answer(request, result, sync=sync)
@@ -193,15 +199,17 @@ async def delete_vm(vm_uuid: str, request: Request,
 
 async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None,
                       name: str) -> JSONResponse:
-    """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them; their
-    context (``x-context``, or the body's) is kept in the job's ``params.context``, as the
-    other actions keep it."""
-    query = NIC_QUERY.parse(request)
+    """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them, each
+    list in the body or the query; their context (``x-context``, or the body's) is kept in
+    the job's ``params.context``, as the other actions keep it. A bad ``macs`` is refused
+    under VMAPI's ``Invalid VM update parameters`` (its ``validateMacs``)."""
+    query = (ADD_NICS_QUERY if name == "add_nics" else REMOVE_NICS_QUERY).parse(request)
     sync = query.boolean("sync")
     _client_extras(query)
     query.check()
     message = UPDATE_MESSAGE if name == "remove_nics" else NETWORKS_MESSAGE
-    parsed = parse_body(request, ACTION_BODIES[name], data, message=message)
+    parsed = parse_body(request, ACTION_BODIES[name], with_query(request, data, NIC_LISTS[name]),
+                        message=message)
     check_agree(request, parsed)
     services = services_of(request)
     try:
@@ -212,7 +220,7 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
     remove = None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs]
     behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
     owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
-    idempotency = idempotency_of(request, data, cause, action=True)
+    idempotency = idempotency_of(request, data, cause, mapped=True)
     context = _one_context(request, parsed.context)
     result = await command(request, lambda: change_nics(
         services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
@@ -235,7 +243,7 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
     fingerprint (its action's parameters counted as the query's, ``asked_params``)."""
     services = services_of(request)
     cause = cause_of(request)
-    idempotency = idempotency_of(request, body, cause, action=True)
+    idempotency = idempotency_of(request, body, cause, mapped=True)
     context = _one_context(request, context)
     behaviour, if_match = behaviour_of(request), if_match_of(request)
     result = await command(request, lambda: services.commands.request_action(

@@ -26,13 +26,12 @@ from projections.formats import MAX_INTEGER, in_utc_range
 from service.api.headers import MAX_X_CONTEXT_BYTES
 from service.api.params import integer_refusal
 from service.api.vmapi_fields import Alias, Name, Uuid
+from service.api.vmapi_metadata import CustomerMetadata, Metadata, Tags, UpdatedTags
 from service.api.vmapi_numbers import body_integer, vmapi_number_refusal
-from service.api.vmapi_tags import FORBIDDEN_KEY, password_key, tags_problem
 
-__all__ = ["Alias", "Name", "Uuid"]  # the body value types every route's model takes
+# the body value types every route's model takes
+__all__ = ["Alias", "Metadata", "Name", "Uuid"]
 
-MAX_METADATA_KEYS = 128
-MAX_METADATA_BYTES = 64 * 1024
 MAX_RAM_MIB = 4 * 1024 * 1024  # 4 TiB
 
 Brand = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9][a-z0-9-]*$")]
@@ -49,7 +48,6 @@ def _vmapi_brand(value: str) -> str:
 
 CreatableBrand = Annotated[str, AfterValidator(_vmapi_brand),
                            Field(json_schema_extra={"enum": list(VMAPI_BRANDS)})]
-Scalar = str | int | float | bool
 
 
 def _true_or_false(value: Any) -> Any:
@@ -77,16 +75,6 @@ def _writable_in_utc(value: datetime) -> datetime:
 Instant = Annotated[AwareDatetime, AfterValidator(_writable_in_utc)]
 
 
-def _bounded(value: dict[str, Any]) -> dict[str, Any]:
-    if len(value) > MAX_METADATA_KEYS:
-        raise ValueError(f"at most {MAX_METADATA_KEYS} keys")
-    if any(not key or len(key) > 128 for key in value):
-        raise ValueError("keys must be 1 to 128 characters")
-    if len(json.dumps(value)) > MAX_METADATA_BYTES:
-        raise ValueError(f"at most {MAX_METADATA_BYTES} bytes of JSON")
-    return value
-
-
 #: The rules of a VM's sizes and metadata, CreateVm's, shared by every body that sets them
 #: (CreateVm, UpdateVm, vm-agent's report): ``true`` or ``"1024"`` is no size.
 Ram = Annotated[int, Field(ge=1, le=MAX_RAM_MIB, strict=True)]
@@ -102,7 +90,6 @@ CreateCpuCap = Annotated[int, body_integer(0, MAX_CPU_CAP, vmapi_number_refusal(
 #: stop's and reboot's grace period: VMAPI passes it on unread; taken as in the query.
 Timeout = Annotated[int, body_integer(0, MAX_INTEGER, integer_refusal(0, MAX_INTEGER)),
                     Field(ge=0, le=MAX_INTEGER)]
-Metadata = Annotated[dict[str, Scalar], AfterValidator(_bounded)]
 
 
 class StrictModel(BaseModel):
@@ -133,31 +120,9 @@ class StrictModel(BaseModel):
         return data
 
 
-def _no_password_keys(value: dict[str, Any]) -> dict[str, Any]:
-    key = password_key(value)
-    if key is not None:  # named as VMAPI names it: customer_metadata.KEY (field_errors)
-        raise PydanticCustomError("metadata_key", FORBIDDEN_KEY, {"key": key})
-    return value
-
-
-def _valid_tags(*, updating: bool) -> Any:
-    def check(value: dict[str, Any]) -> dict[str, Any]:
-        problem = tags_problem(value, updating=updating)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
-    return AfterValidator(check)
-
-
-#: What CreateVm and UpdateVm take as a VM's metadata and tags: VMAPI's rules on top of
-#: ``Metadata``'s (service/api/vmapi_tags.py). An agent's report (PutVm) says what a VM has.
-CustomerMetadata = Annotated[Metadata, AfterValidator(_no_password_keys)]
-Tags = Annotated[Metadata, _valid_tags(updating=False)]
-UpdatedTags = Annotated[Metadata, _valid_tags(updating=True)]
-
-
 class MetadataFields(StrictModel):
-    """The fields CreateVm and UpdateVm share."""
+    """The fields CreateVm and UpdateVm share (each metadata field an object or its JSON
+    text: service/api/vmapi_metadata.py)."""
 
     alias: Alias | None = None
     customer_metadata: CustomerMetadata | None = None
@@ -239,6 +204,8 @@ class CreateVmRequest(MetadataFields):
     creator_uuid: Uuid | None = None
     # VMAPI's forms (service/api/network_params.py): uuids, {uuid, primary, ip}, names
     networks: Networks | None = None
+    # in the body or the query, as an action's (VMAPI's createVm reads req.params.sync)
+    sync: Boolean | None = None
 
     @field_validator("volumes")
     @classmethod
@@ -297,6 +264,35 @@ class UpdateVmRequest(MetadataFields, ActionBody):
     tags: UpdatedTags | None = None
 
 
+MAX_MACS = 32
+INVALID_MACS = "Invalid MAC addresses object"  # VMAPI's validateMacs
+
+
+def _macs(value: Any) -> Any:
+    # VMAPI's validateMacs: a value JavaScript deems false ("", null, false, 0) is missing
+    # (an empty array is not); a string is its comma-separated MACs (validStrings, split as
+    # VMAPI splits it, nothing trimmed); an array must hold strings alone
+    if value is None or value is False or value == "" or (
+            isinstance(value, int | float) and not isinstance(value, bool) and value == 0):
+        raise PydanticCustomError("missing", "Field required")
+    if isinstance(value, str):
+        return value.split(",")
+    if not isinstance(value, list) or not all(isinstance(mac, str) for mac in value):
+        raise PydanticCustomError("value_error", INVALID_MACS)
+    return value
+
+
+#: ``remove_nics``' ``macs``: an array of MACs or one comma-separated string of them, as
+#: VMAPI takes it, in the body or the query (service/api/action_params.py); ours, at most 32
+#: of 1 to 17 characters each (a MAC the VM has no NIC with is the command's to refuse).
+_MacList = Annotated[list[Annotated[str, Field(min_length=1, max_length=17)]],
+                     Field(min_length=1, max_length=MAX_MACS)]
+# (each form with its own bounds in the schema: a bound on the union measured the string's
+# characters as if they were MACs)
+Macs = Annotated[_MacList, BeforeValidator(
+    _macs, json_schema_input_type=_MacList | Annotated[str, Field(min_length=1)])]
+
+
 class AddNicsBody(ActionBody):
     """``?action=add_nics``: the networks to add a NIC on (CreateVm's forms)."""
 
@@ -306,8 +302,7 @@ class AddNicsBody(ActionBody):
 class RemoveNicsBody(ActionBody):
     """``?action=remove_nics``: the MACs of the NICs to remove."""
 
-    macs: list[Annotated[str, Field(min_length=1, max_length=17)]] = Field(
-        min_length=1, max_length=32)
+    macs: Macs
 
 
 KILL_SIGNALS = frozenset({"SIGKILL", "KILL", "9"})

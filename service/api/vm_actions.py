@@ -77,7 +77,7 @@ _FIELDS = {
     "tags": "replace the tags whole (null empties them)",
     "networks": "the networks to add a NIC on: uuids, {uuid, primary, ip}, {ipv4_uuid, "
                 "ipv4_ips | ipv4_count}, {name}, or one comma-separated string",
-    "macs": "the MACs of the NICs to remove",
+    "macs": "the MACs of the NICs to remove: an array, or one comma-separated string",
     "signal": "only SIGKILL: SIGKILL, KILL or 9 (any case; text or a number)",
     "reason": "why the operator takes the VM",
 }
@@ -154,11 +154,20 @@ KILL_QUERY = QueryParameters(
     *LIFECYCLE_QUERY.params,
     Param("signal", "kill's signal: only SIGKILL (SIGKILL, KILL or 9, any case)",
           one_of(("SIGKILL", "KILL", "9"))))
-NIC_QUERY = QueryParameters(_ACTION, *_ACTIONS_CLIENT, _OWNER)
+#: The lists VMAPI takes in the query as in the body (action_params.LISTS)
+_NETWORKS = "comma-separated network uuids or names (as the body's networks; given in both, " \
+    "they must agree)"
+ADD_NICS_QUERY = QueryParameters(
+    _ACTION, Param("networks", f"add_nics' networks: {_NETWORKS}"), *_ACTIONS_CLIENT, _OWNER)
+REMOVE_NICS_QUERY = QueryParameters(
+    _ACTION, Param("macs", "remove_nics' MACs, comma-separated (as the body's macs; given in "
+                   "both, they must agree)"), *_ACTIONS_CLIENT, _OWNER)
+#: Which list each NIC action takes, in the query or the body
+NIC_LISTS = {"add_nics": ("networks",), "remove_nics": ("macs",)}
 QUARANTINE_QUERY = QueryParameters(_ACTION, _OWNER)
 #: What ``POST /vms/{uuid}`` declares: each action's parameters (the route parses by its own)
 _VM_COMMAND_HEADERS = (*COMMAND_HEADERS, X_CONTEXT)
-ACT_ON_VM = (KILL_QUERY | LIFECYCLE_QUERY | NIC_QUERY | QUARANTINE_QUERY
+ACT_ON_VM = (KILL_QUERY | LIFECYCLE_QUERY | ADD_NICS_QUERY | REMOVE_NICS_QUERY | QUARANTINE_QUERY
              | QueryParameters(*_VM_COMMAND_HEADERS, common=False))
 #: CreateVm's owner: in the query or the body, as restify's mapParams takes it (both given,
 #: they must agree), scoped as the body's (an owner token creates for its own owner only)
@@ -166,5 +175,6 @@ _CREATE_OWNER = Param("owner_uuid", "the VM's owner, as the body's owner_uuid (g
                       "they must agree; an owner's token creates VMs for its own owner only)",
                       UUID)
 CREATE_VM = QueryParameters(_client_params("the provision")[0], _CREATE_OWNER,
+                            Param("networks", f"the VM's networks: {_NETWORKS}"),
                             *_VM_COMMAND_HEADERS)
 DELETE_VM = QueryParameters(*_client_params("the destroy"), _OWNER, *_VM_COMMAND_HEADERS)

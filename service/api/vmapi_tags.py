@@ -3,8 +3,9 @@ word for word (sdc-vmapi ``lib/common/validation.js``, ``validMetadata`` and ``v
 the rules of the Triton tags are those of the ``triton-tags`` 1.4.0 package it calls; upstream
 vms.full.test.js ``create_vm_tags_not_ok``, ``change_with_bad_tags``):
 
-- a ``customer_metadata`` key ending in ``_pw`` is ``Forbidden Metadata Key`` (such keys
-  hold passwords, which only ``internal_metadata`` may carry);
+- a value that is not a string, number or boolean is ``Forbidden Data Type``, and a
+  ``customer_metadata`` key ending in ``_pw`` ``Forbidden Metadata Key`` (such keys hold
+  passwords, which only ``internal_metadata`` may carry);
 - a tag under ``triton.`` must be one VMAPI knows, of its type (a JSON string, boolean or
   number), its value valid for it (``triton.cns.services``' grammar, a DNS-safe
   ``triton.cns.reverse_ptr``, ``triton.cmon.groups``' groups);
@@ -22,6 +23,7 @@ from typing import Any
 from service.api.cns_services import cns_services_problem
 
 FORBIDDEN_KEY = "Forbidden Metadata Key"
+FORBIDDEN_DATA_TYPE = "Forbidden Data Type"
 # JavaScript's /^(.*)_pw$/: its "." takes no line break, its "$" only the end
 _PW_KEY = re.compile("[^\n\r\u2028\u2029]*_pw")
 _DOCKER_TAG = re.compile(r"sdc_docker\Z|docker:label:triton\.|"
@@ -57,9 +59,18 @@ def _is_index(key: str) -> bool:
     return key.isascii() and key.isdigit() and str(int(key)) == key and int(key) < 2**32 - 1
 
 
-def password_key(metadata: dict[str, Any]) -> str | None:
-    """The first ``customer_metadata`` key VMAPI forbids (``…_pw``), or None."""
-    return next((key for key in js_key_order(metadata) if _PW_KEY.fullmatch(key)), None)
+def metadata_problem(metadata: dict[str, Any], *, passwords: bool
+                     ) -> tuple[str, str] | None:
+    """The first key VMAPI's ``validMetadata`` refuses, with its message, or None: a value
+    that is not a string, number or boolean (``null``, an object, an array) is ``Forbidden
+    Data Type``; with ``passwords`` (``customer_metadata``'s), a key ending in ``_pw`` is
+    ``Forbidden Metadata Key``. One walk, in JavaScript's key order, as VMAPI's."""
+    for key in js_key_order(metadata):
+        if metadata[key] is None or isinstance(metadata[key], dict | list):
+            return key, FORBIDDEN_DATA_TYPE
+        if passwords and _PW_KEY.fullmatch(key):
+            return key, FORBIDDEN_KEY
+    return None
 
 
 def tags_problem(tags: dict[str, Any], *, updating: bool) -> str | None:

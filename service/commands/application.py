@@ -254,7 +254,9 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
     ) -> Accepted:
         """Queue the job for ``action`` (start, stop, kill, reboot, update, destroy), as
         ``behaviour``'s API version rules; a repeat of an active job returns that job and
-        appends nothing, where the version admits the request at all (api.md). Raises the refusals of ``Behaviour.admit``,
+        appends nothing, where the version admits the request at all (api.md); version 2
+        refuses what could only fail behind the VM's destroy job (``VmBeingDestroyedError``).
+        Raises the refusals of ``Behaviour.admit``,
         ``VmNotFoundError`` (also for another owner's VM), ``NothingToUpdateError`` (an
         update with no ``args``), ``VersionMismatchError`` and ``IdempotencyKeyReusedError``.
         """
@@ -283,16 +285,21 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
                 if not behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
                                        idempotent=idempotent, server_removed=server_removed,
                                        has_server=vm.has_server,
-                                       placed=vm.shown_server_uuid is not None).destroy_now:
+                                       placed=vm.shown_server_uuid is not None,
+                                       destroy_job=vm.active_destroy).destroy_now:
                     return existing["uuid"]
             if action is Action.DESTROY:
                 stuck = self.is_stuck(vm)
                 if stuck is not None and VmState(vm.state) is not VmState.QUARANTINED:
                     return self._quarantine_instead(vm, stuck, {**cause, "job_uuid": None})
+            # decided on the VM as this attempt read it: a DELETE saved in between makes
+            # the save conflict, and the loop decides again on the VM it left (the race of
+            # an action with a version 2 DELETE; docs/api.md)
             plan = behaviour.admit(VmState(vm.state), action, vm_uuid=vm_uuid,
                                    idempotent=idempotent, server_removed=server_removed,
                                    has_server=vm.has_server,
-                                   placed=vm.shown_server_uuid is not None)
+                                   placed=vm.shown_server_uuid is not None,
+                                   destroy_job=vm.active_destroy)
             if action is Action.UPDATE and not args:
                 raise NothingToUpdateError(vm_uuid)
             job_cause = {**cause, "job_uuid": None}

@@ -27,7 +27,7 @@ from domain.vm import Cause, Vm
 from service.commands.application import Accepted, Commands
 from service.commands.idempotency import IdempotencyKey
 from service.commands.networks import NicRequest
-from service.commands.versioning import Behaviour
+from service.commands.versioning import Behaviour, DestroyJob
 
 # A NIC job's behaviour when its target already holds, in every version: it succeeds.
 IF_ALREADY = "succeed"
@@ -43,8 +43,9 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
     ``params.context``, as every action that queues a job keeps it. Raises
     ``VmNotFoundError`` (also for another owner's VM), ``UnallocatedVmError`` (version 1, a
     provisioning VM, or one on no server: ``refuse_nic_change``),
-    ``InvalidTransitionError``, ``NetworkNotFoundError``, ``NetworkFullError``,
-    ``ValidationError`` and the change loop's errors."""
+    ``InvalidTransitionError``, ``VmBeingDestroyedError`` (version 2, a destroy ahead),
+    ``NetworkNotFoundError``, ``NetworkFullError``, ``ValidationError`` and the change loop's
+    errors."""
     name = JobName.ADD_NICS if add is not None else JobName.REMOVE_NICS
     job_cause = {**cause, "job_uuid": None}
     claimed: list[Any] = []  # the networks this attempt claimed addresses on
@@ -52,7 +53,8 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
     def decide(vm: Vm) -> str:
         claimed.clear()  # (a repeat claims nothing)
         refuse_nic_change(VmState(vm.state), vm.has_server, name, behaviour,
-                          placed=vm.shown_server_uuid is not None)
+                          placed=vm.shown_server_uuid is not None,
+                          destroy_job=vm.active_destroy)
         if add is not None:
             claimed.extend(commands.allocate(vm, add, cause=job_cause))
             args: dict[str, Any] = {"nics": vm.nic_list[-len(add):]}
@@ -80,7 +82,8 @@ def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause
 
 
 def refuse_nic_change(state: VmState, has_server: bool, name: JobName,
-                      behaviour: Behaviour, *, placed: bool = False) -> None:
+                      behaviour: Behaviour, *, placed: bool = False,
+                      destroy_job: DestroyJob = None) -> None:
     """Refuse ``name`` (a NIC change) of a VM in ``state`` (on a server or not) unless
     ``behaviour`` admits it (``Behaviour.admits_nic_changes``, so that what is refused here is
     exactly what the refusals' ``allowed_actions`` leave out). A provisioning VM in version 1
@@ -90,10 +93,16 @@ def refuse_nic_change(state: VmState, has_server: bool, name: JobName,
     (``UnallocatedVmError``; version 2 ``InvalidTransitionError`` for the latter, as the rules
     table answers start of such a VM); a state where no update is allowed with
     ``InvalidTransitionError``. ``placed``: the VM object shows a server
-    (``Behaviour.admit``), which the refusal's ``allowed_actions`` count."""
+    (``Behaviour.admit``), which the refusal's ``allowed_actions`` count. ``destroy_job``:
+    the VM's destroy job queued or running (``Vm.active_destroy``); a change the state
+    admits is then ``VmBeingDestroyedError`` in version 2, which it could only fail behind
+    (``Behaviour.refuse_behind_destroy``), before any address is claimed."""
     if behaviour.admits_nic_changes(state, has_server=has_server):
+        behaviour.refuse_behind_destroy(state, name.value, destroy_job=destroy_job,
+                                        has_server=has_server, placed=placed)
         return
-    allowed = behaviour.allowed_actions(state, has_server=has_server, placed=placed)
+    allowed = behaviour.allowed_actions(state, has_server=has_server, placed=placed,
+                                        destroy_job=destroy_job)
     if refused(state, Action.UPDATE):
         raise InvalidTransitionError(state, name.value, allowed)
     if behaviour.major < 2:

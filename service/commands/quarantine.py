@@ -54,7 +54,8 @@ class Quarantine:
         def decide(vm: Vm) -> None:
             if behaviour.require(VmState(vm.state), Action.QUARANTINE,
                                  has_server=vm.has_server,
-                                 placed=vm.shown_server_uuid is not None) is Verdict.ALREADY:
+                                 placed=vm.shown_server_uuid is not None,
+                                 destroy_job=vm.active_destroy) is Verdict.ALREADY:
                 return
             vm.record_quarantined(reason, cause=cause)
 
@@ -70,7 +71,8 @@ class Quarantine:
         def decide(vm: Vm) -> None:
             # only a quarantined VM; a refusal names what this VM allows
             behaviour.require(VmState(vm.state), Action.RELEASE, has_server=vm.has_server,
-                              placed=vm.shown_server_uuid is not None)
+                              placed=vm.shown_server_uuid is not None,
+                              destroy_job=vm.active_destroy)
             vm.record_released(cause=cause)
             # Given back still provisioning, its provision canceled by the quarantine: queue
             # a new one, or it would stay provisioning with no job for ever.

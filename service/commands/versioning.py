@@ -1,5 +1,6 @@
-"""API versions, and the one place where their behaviours differ (api.md, "Versioning" and
-"DeleteVm and actions: version 1 vs version 2").
+"""API versions' behaviours, and the one place where they differ (api.md, "Contract:
+DeleteVm and actions, version 1 and version 2"); which version a request is served is
+``service.commands.version_ranges``' (``negotiate``).
 
 Version 1 is VMAPI's behaviour and never changes (Triton ZAPI-685/ZAPI-782: changing DeleteVm
 broke clients twice). Version 2 is the improved behaviour.
@@ -7,159 +8,28 @@ broke clients twice). Version 2 is the improved behaviour.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from enum import StrEnum
+from typing import Any
 
 from domain import rules
-from domain.errors import InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError
+from domain.errors import (
+    InvalidTransitionError,
+    UnallocatedVmError,
+    VmAlreadyDestroyedError,
+    VmBeingDestroyedError,
+)
 from domain.rules import Verdict
 from domain.states import Action, VmState
+from service.commands.version_ranges import SUPPORTED_VERSIONS, parse_version
 
-SUPPORTED_VERSIONS: tuple[str, ...] = ("1.0.0", "2.0.0")
-# The version real VMAPI servers advertise; ``sdc-clients`` constructed with a version sends a
-# range over it (``~9``). Such a range is served version 1, VMAPI's behaviour (api.md).
-VMAPI_VERSION = "9.16.0"
-
-
-class InvalidVersionError(Exception):
-    """No supported version satisfies the ``Accept-Version`` range."""
-
-    def __init__(self, requested: str):
-        super().__init__(
-            f"No supported version satisfies '{requested}'; supported: "
-            + ", ".join(SUPPORTED_VERSIONS)
-        )
-        self.requested = requested
-        self.supported = list(SUPPORTED_VERSIONS)
-
-
-OLDEST_VERSION = SUPPORTED_VERSIONS[0]
-
-
-def _parse(version: str) -> tuple[int, int, int]:
-    major, minor, patch = (int(p) for p in version.split("."))
-    return major, minor, patch
-
-
-_PART = r"(\d+|x|X|\*)"
-# "~>" is node-semver's "~" (its LONETILDE, ``~>?``): Ruby's pessimistic operator
-_RANGE = re.compile(
-    rf"^\s*(~>|~|\^|>=|<=|>|<|=|v)?\s*v?{_PART}(?:\.{_PART}(?:\.{_PART})?)?\s*$")
-_ANY = ("*", "x", "X", "")
-
-
-# More than any part of a version we serve or VMAPI's: what a part of more digits reads as.
-_BEYOND_ANY_PART = 10**18
-
-
-def _number(digits: str) -> int:
-    """A range's part as a number; one of more than 18 digits (leading zeros aside) compares
-    above every version we know, where ``int`` would refuse it past 4,300 digits."""
-    significant = digits.lstrip("0") or "0"
-    return int(significant) if len(significant) <= 18 else _BEYOND_ANY_PART
-
-
-def _term(term: str) -> tuple[str, list[str | None]] | None:
-    """One comparator as (operator, [major, minor, patch]), a part None where it is not
-    given; an empty one and ``*`` as the wildcard major; None when it is not a comparator."""
-    if term.strip() in _ANY:
-        return "", ["*", None, None]
-    match = _RANGE.match(term)
-    if not match:
-        return None
-    operator, *parts = match.groups()
-    return ("~" if operator == "~>" else operator), parts
-
-
-def _satisfies(version: str, requested: str) -> bool:
-    """Whether ``version`` satisfies one semver range term (``1``, ``~1``, ``1.0.0``,
-    ``~2``, ``2.x``, ``^2.0``, ``*``)."""
-    term = _term(requested)
-    if term is None:
-        return False
-    operator, parts = term
-    have = _parse(version)
-    wanted = [None if p in (None, "x", "X", "*") else _number(p) for p in parts]
-    major, minor, patch = wanted
-    if major is None:
-        return operator not in (">", "<")  # node-semver: ">*" and "<*" admit nothing
-    if operator == "~":
-        # ~1 = 1.x; ~1.2 = 1.2.x; ~1.2.3 = >=1.2.3 <1.3.0
-        if have[0] != major or (minor is not None and have[1] != minor):
-            return False
-        return patch is None or have[2] >= patch
-    if operator == "^":
-        return have[0] == major and have >= (major, minor or 0, patch or 0)
-    if operator in (">=", ">", "<=", "<"):
-        return _compare(have, operator, major, minor, patch)
-    # a plain version or x-range: every given part must match
-    return all(w is None or w == h for w, h in zip(wanted, have, strict=True))
-
-
-def _compare(have: tuple[int, int, int], operator: str, major: int, minor: int | None,
-             patch: int | None) -> bool:
-    """``>=1``, ``>1.2``, ``<2``, ``<=2.0``: a partial version compares as its range would
-    (``>1`` is ``>=2.0.0``, ``<=2`` is ``<3.0.0``)."""
-    given = [p for p in (major, minor, patch) if p is not None]
-    prefix = tuple(have[: len(given)])
-    wanted = tuple(given)
-    return {">=": prefix >= wanted, ">": prefix > wanted,
-            "<=": prefix <= wanted, "<": prefix < wanted}[operator]
-
-
-# Clients send the same few headers on every request; parsing one costs more than its answer.
-@lru_cache(maxsize=256)
-def negotiate(accept_version: str | None) -> str:
-    """The version served for ``accept_version`` (``||``-separated ranges allowed), api.md
-    "Versioning": no header, ``*`` and every range node-semver reads as ``*`` (``x.x.x``,
-    ``>=0``, ``1 ||``: ``_admits_any``) mean version 1 (what VMAPI's clients and tests were
-    written against); otherwise the newest supported version the range admits; a range that
-    admits none of ours but admits VMAPI's own version (``~9``, ``9.x``) is served version 1.
-    Raises ``InvalidVersionError`` (not remembered: a bad header is parsed each time).
-    Answers are remembered for the last 256 distinct headers."""
-    if accept_version is None:
-        return OLDEST_VERSION
-    alternatives = [_comparators(term) for term in accept_version.split("||")]
-    if any(all(_admits_any(term) for term in terms) for terms in alternatives):
-        return OLDEST_VERSION
-
-    def admitted(version: str) -> bool:
-        return any(all(_satisfies(version, term) for term in terms) for terms in alternatives)
-
-    for version in sorted(SUPPORTED_VERSIONS, key=_parse, reverse=True):
-        if admitted(version):
-            return version
-    if admitted(VMAPI_VERSION):
-        return OLDEST_VERSION
-    raise InvalidVersionError(accept_version)
-
-
-def _admits_any(term: str) -> bool:
-    """Whether one comparator is node-semver's "any version", which it rewrites to ``*``: an
-    empty one, a wildcard major with any operator but ``>`` and ``<`` (``x.x.x``, ``~x``,
-    ``>=*``, ``x.1.2``: parts after a wildcard are ignored), and ``>=0`` (``>=0.0.0``,
-    ``>=0.x``; its ``replaceGTE0``). An alternative all of whose comparators are "any" makes
-    the whole range ``*``, which is version 1 (api.md "Contract: versions"); a wildcard
-    AND-ed with another comparator is that comparator (``2 x`` is ``2``)."""
-    parsed = _term(term)
-    if parsed is None:
-        return False
-    operator, parts = parsed
-    if parts[0] in _ANY:
-        return operator not in (">", "<")
-    if operator != ">=":
-        return False
-    numbers = [p for p in parts if p is not None and p not in _ANY]
-    return all(_number(p) == 0 for p in numbers)
-
-
-def _comparators(alternative: str) -> list[str]:
-    """One ``||`` alternative as its comparators, each of which must hold: node-semver's
-    set, joined by spaces (``>=1 <2``; ``>= 1`` is one comparator)."""
-    joined = re.sub(r"(~|\^|>=|<=|>|<|=)\s+", r"\1", alternative.strip())
-    return joined.split() or [""]
+# Every refusal of an action because of the VM's state, or of its queue: each names the
+# actions its version admits (``Behaviour.allowed_actions``)
+REFUSALS = (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError,
+            VmBeingDestroyedError)
+# What ``Vm.active_destroy`` gives: the destroy job ahead of any job queued now, or None
+DestroyJob = Mapping[str, Any] | None
 
 
 class IfAlready(StrEnum):
@@ -186,11 +56,12 @@ class Behaviour:
 
     @property
     def major(self) -> int:
-        return _parse(self.version)[0]
+        return parse_version(self.version)[0]
 
     def admit(
         self, state: VmState, action: Action, *, vm_uuid: str, idempotent: bool = False,
         server_removed: bool = False, has_server: bool = True, placed: bool = False,
+        destroy_job: DestroyJob = None,
     ) -> JobPlan:
         """Decide whether ``action`` on a VM in ``state`` queues a job, and how.
 
@@ -207,43 +78,72 @@ class Behaviour:
         a VM as VMAPI does, whose deleteVm refuses only a VM with no ``server_uuid`` and
         whose createVm gives a provisioning VM its server at once (sdc-vmapi
         ``lib/endpoints/vms.js``): with version 2's destroy job, queued behind the provision.
+        ``destroy_job``: the VM's destroy job queued or running (``Vm.active_destroy``), ahead
+        of any job queued now; version 2 refuses what could only fail behind it
+        (``refuse_behind_destroy``), once the state admits the action.
         Raises ``InvalidTransitionError`` (both versions), ``UnallocatedVmError`` (v1, no
-        server) or ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM), each with this
-        version's ``allowed_actions`` (``allowed_actions``): every refusal because of state
-        names them (api.md, "Errors"; contract tester: the last two had none).
+        server), ``VmAlreadyDestroyedError`` (v2 DELETE of a destroyed VM) or
+        ``VmBeingDestroyedError`` (v2, behind a destroy), each with this version's
+        ``allowed_actions`` (``allowed_actions``): every refusal because of state names them
+        (api.md, "Errors"; contract tester: the second and third had none).
         """
         try:
-            return self._plan(state, action, vm_uuid=vm_uuid, idempotent=idempotent,
+            plan = self._plan(state, action, vm_uuid=vm_uuid, idempotent=idempotent,
                               server_removed=server_removed, has_server=has_server,
                               placed=placed)
-        except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError) as refusal:
-            refusal.allowed_actions = self.allowed_actions(state, has_server=has_server,
-                                                           placed=placed)
+            self.refuse_behind_destroy(state, action.value, destroy_job=destroy_job,
+                                       has_server=has_server, placed=placed)
+            return plan
+        except REFUSALS as refusal:
+            refusal.allowed_actions = self.allowed_actions(
+                state, has_server=has_server, placed=placed, destroy_job=destroy_job)
             raise
 
     def require(self, state: VmState, action: Action, *, has_server: bool,
-                placed: bool = False) -> Verdict:
+                placed: bool = False, destroy_job: DestroyJob = None) -> Verdict:
         """``rules.require``, its refusal naming the actions this version admits (the
-        quarantine's, which no version answers otherwise; ``placed`` as ``admit``'s)."""
+        quarantine's, which no version answers otherwise; ``placed`` and ``destroy_job`` as
+        ``admit``'s). The quarantine and the release queue no job, so no destroy refuses
+        them."""
         try:
             return rules.require(state, action, has_server=has_server)
-        except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError) as refusal:
-            refusal.allowed_actions = self.allowed_actions(state, has_server=has_server,
-                                                           placed=placed)
+        except REFUSALS as refusal:
+            refusal.allowed_actions = self.allowed_actions(
+                state, has_server=has_server, placed=placed, destroy_job=destroy_job)
             raise
 
+    def refuse_behind_destroy(self, state: VmState, action: str, *, destroy_job: DestroyJob,
+                              has_server: bool, placed: bool = False) -> None:
+        """Raise ``VmBeingDestroyedError``, naming ``destroy_job`` and the actions this
+        version admits, when this is version 2 and ``action`` (an action's or a NIC
+        change's name) could only fail behind that destroy (``rules.fails_behind_destroy``:
+        its job would run on the destroyed VM). Version 1 queues such a job, as VMAPI does,
+        and it fails at its turn (api.md, "Contract: DeleteVm and actions")."""
+        if destroy_job is None or not self._behind_destroy(action, destroy_job):
+            return
+        raise VmBeingDestroyedError(
+            state, action, destroy_job["uuid"], destroy_job["execution"],
+            self.allowed_actions(state, has_server=has_server, placed=placed,
+                                 destroy_job=destroy_job))
+
+    def _behind_destroy(self, action: str, destroy_job: DestroyJob) -> bool:
+        return (self.major >= 2 and destroy_job is not None
+                and rules.fails_behind_destroy(action))
+
     def allowed_actions(self, state: VmState, *, has_server: bool,
-                        placed: bool = False) -> list[str]:
+                        placed: bool = False, destroy_job: DestroyJob = None) -> list[str]:
         """The actions of the rules table that this version admits for a VM in ``state``
-        (on a server or not: ``has_server``; shown on one: ``placed``, as ``admit``'s), in
-        table order: what a refusal names, only what would be accepted (api.md). The
-        table's own list but for what the version refuses: version 1 what waits for the
-        provision (a quarantine aside, and deleting a placed VM) and deleting a running or
-        stopped VM on no server; version 2 deleting a destroyed VM."""
+        (on a server or not: ``has_server``; shown on one: ``placed``; its destroy job
+        ahead: ``destroy_job``, as ``admit``'s), in table order: what a refusal names, only
+        what would be accepted (api.md). The table's own list but for what the version
+        refuses: version 1 what waits for the provision (a quarantine aside, and deleting a
+        placed VM) and deleting a running or stopped VM on no server; version 2 deleting a
+        destroyed VM, and what could only fail behind a destroy."""
         return [name for name in rules.allowed_actions(state, has_server=has_server)
-                if (self.admits_nic_changes(state, has_server=has_server)
-                    if name in rules.NIC_CHANGES
-                    else self._admits(state, Action(name), has_server, placed))]
+                if not self._behind_destroy(name, destroy_job)
+                and (self.admits_nic_changes(state, has_server=has_server)
+                     if name in rules.NIC_CHANGES
+                     else self._admits(state, Action(name), has_server, placed))]
 
     def admits_nic_changes(self, state: VmState, *, has_server: bool) -> bool:
         """Whether this version takes ``add_nics`` or ``remove_nics`` of a VM in ``state``:
@@ -256,7 +156,7 @@ class Behaviour:
     def _admits(self, state: VmState, action: Action, has_server: bool, placed: bool) -> bool:
         try:
             self._plan(state, action, vm_uuid="", has_server=has_server, placed=placed)
-        except (InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError):
+        except REFUSALS:
             return False
         return True
 
@@ -307,5 +207,5 @@ def behaviour_for(version: str) -> Behaviour:
     return Behaviour(version)
 
 
-NEWEST = Behaviour(max(SUPPORTED_VERSIONS, key=_parse))
-OLDEST = Behaviour(min(SUPPORTED_VERSIONS, key=_parse))
+NEWEST = Behaviour(max(SUPPORTED_VERSIONS, key=parse_version))
+OLDEST = Behaviour(min(SUPPORTED_VERSIONS, key=parse_version))

@@ -20,7 +20,8 @@ from domain.errors import (
     JobNotFoundError, JobNotRunnableError, NothingToUpdateError, ServerNotFoundError,
     ServerRemovedError,
     StaleGenerationError, UnallocatedVmError, UuidTakenError, ValidationError,
-    VersionMismatchError, VmAlreadyDestroyedError, VmNotFoundError, VolumeNotFoundError,
+    VersionMismatchError, VmAlreadyDestroyedError, VmBeingDestroyedError, VmNotFoundError,
+    VolumeNotFoundError,
 )
 from domain.network import NetworkFullError
 from domain.server import InsufficientCapacityError
@@ -46,6 +47,7 @@ SAMPLES: dict[type[DomainError], DomainError] = {
     IllegalTransitionError: IllegalTransitionError("stopped", "Failed", has_server=False),
     UnallocatedVmError: UnallocatedVmError("provisioning", "stop"),
     VmAlreadyDestroyedError: VmAlreadyDestroyedError("vm-1"),
+    VmBeingDestroyedError: VmBeingDestroyedError("running", "start", "job-1", "queued"),
     DuplicateVmError: DuplicateVmError("vm-1"),
     VersionMismatchError: VersionMismatchError(3, 4),
     ValidationError: ValidationError("ram", "Invalid", "must be positive"),

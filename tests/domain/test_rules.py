@@ -133,3 +133,30 @@ def test_on_no_server_an_action_carried_out_on_the_server_is_unallocated_and_not
 def test_refused_is_the_contracts_refusal(pair):
     state, action = pair
     assert rules.refused(state, action) is (EXPECTED[state][action] is no)
+
+
+# A job queued behind a destroy gets the ticket once the destroy has run: on a destroyed VM.
+# Written from the contract (api.md, "Contract: DeleteVm and actions"): every action that
+# queues a job but the destroy itself, and the NIC changes (jobs of an update), can then only
+# fail; a destroy finds its target holding; the quarantine and the release queue no job (they
+# act at once, ahead of the destroy).
+FAILS_BEHIND_A_DESTROY = {
+    "start": True, "stop": True, "kill": True, "reboot": True, "update": True,
+    "add_nics": True, "remove_nics": True,
+    "destroy": False, "quarantine": False, "release": False,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAILS_BEHIND_A_DESTROY))
+def test_the_actions_that_can_only_fail_behind_a_destroy(name):
+    assert rules.fails_behind_destroy(name) is FAILS_BEHIND_A_DESTROY[name]
+
+
+@pytest.mark.parametrize("action", list(Action), ids=str)
+def test_an_action_fails_behind_a_destroy_where_its_job_would_be_refused_on_a_destroyed_vm(
+        action):
+    """The rule is the table's: what a job for the action meets at its ticket once the
+    destroy ahead of it has run (the handlers ask ``verdict`` there)."""
+    queues_a_job = action not in (Action.QUARANTINE, Action.RELEASE)
+    refused_then = verdict(VmState.DESTROYED, action, has_server=False) is no
+    assert rules.fails_behind_destroy(action) is (queues_a_job and refused_then)

@@ -377,3 +377,31 @@ def test_replay_up_to_a_version_gives_the_vm_as_it_was():
     app.save(vm)
     assert app.repository.get(vm.id, version=2).state == VmState.PROVISIONING
     assert app.repository.get(vm.id, version=2).active_jobs[0]["name"] == "provision"
+
+
+# -- a destroy ahead --------------------------------------------------------------------------
+
+
+def test_active_destroy_is_the_destroy_job_queued_or_running_while_it_is_active():
+    """What every job queued now waits behind (api.md: version 2 refuses an action that
+    could only fail there)."""
+    vm = vm_in(VmState.RUNNING)
+    assert vm.active_destroy is None
+    queue(vm, Action.STOP)
+    assert vm.active_destroy is None
+    destroy = queue(vm, Action.DESTROY)
+    queue(vm, Action.START)  # version 1 still queues it, behind the destroy
+    assert (vm.active_destroy["uuid"], vm.active_destroy["execution"]) == (destroy, "queued")
+    run_head_job(vm, lambda v: v.record_stopped(cause=cause()))
+    claim(vm)
+    assert (vm.active_destroy["uuid"], vm.active_destroy["execution"]) == (destroy, "running")
+    vm.fail_job(destroy, "server unreachable", cause=cause())
+    assert vm.active_destroy is None  # a failed destroy leaves the VM as it was
+    assert vm.head_job["name"] == "start"
+
+
+def test_a_destroy_canceled_with_the_queue_is_no_longer_ahead():
+    vm = vm_in(VmState.RUNNING)
+    queue(vm, Action.DESTROY)
+    vm.record_quarantined("troubleshooting", cause=cause())
+    assert vm.active_destroy is None

@@ -24,6 +24,7 @@ from domain.errors import (
     JobNotRunnableError,
     UnallocatedVmError,
     VmAlreadyDestroyedError,
+    VmBeingDestroyedError,
 )
 from domain.states import Action
 from domain.vm import Vm, make_cause
@@ -35,7 +36,8 @@ from service.jobs.worker import Worker, utcnow
 
 OWNER = "5d0c4f4e-2b6a-4d43-9a53-7d0c0c1f0a11"
 # What a client may be told instead of 202: the documented refusals, nothing else (no 5xx).
-REFUSALS = (UnallocatedVmError, InvalidTransitionError, VmAlreadyDestroyedError)
+REFUSALS = (UnallocatedVmError, InvalidTransitionError, VmAlreadyDestroyedError,
+            VmBeingDestroyedError)
 ACTIONS = (Action.START, Action.STOP, Action.REBOOT, Action.UPDATE, Action.DESTROY)
 COMPUTE_CALLS = ("ensure_registered", "ensure_state", "unregister", "inventory")
 

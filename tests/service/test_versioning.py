@@ -8,10 +8,8 @@ import pytest
 from domain.errors import InvalidTransitionError, UnallocatedVmError, VmAlreadyDestroyedError
 from domain.rules import allowed_actions
 from domain.states import Action, VmState
-from service.commands.versioning import (
-    NEWEST, OLDEST, SUPPORTED_VERSIONS, Behaviour, IfAlready, InvalidVersionError, JobPlan,
-    negotiate,
-)
+from service.commands.version_ranges import SUPPORTED_VERSIONS, InvalidVersionError, negotiate
+from service.commands.versioning import NEWEST, OLDEST, Behaviour, IfAlready, JobPlan
 
 VM = "5f0c1b9e-0000-4000-8000-000000000001"
 V1, V2 = Behaviour("1.0.0"), Behaviour("2.0.0")
