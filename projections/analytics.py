@@ -18,7 +18,6 @@ arithmetic); durations are whole milliseconds (``ms_in_from``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from domain import transitions
@@ -26,11 +25,8 @@ from domain.states import VmState
 from domain.stuck import starts_anew
 from domain.vm import Vm
 from projections.db import Database, Tx
-from projections.formats import rfc3339, uuid_text
+from projections.formats import epoch_ms, rfc3339, uuid_text
 from projections.runner import ReadModel
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
 
 TRANSITION_COLUMNS = (
     "vm_uuid", "version", "position", "event_type", "from_state", "to_state", "at", "at_ms",
@@ -47,11 +43,6 @@ def _loaded(stored: dict[str, dict[str, Any]], vm_uuid: str) -> dict[str, Any]:
     if row is None:
         raise LookupError(f"vm_current has no row for {vm_uuid}: an event was missed")
     return row
-
-
-def epoch_ms(moment: datetime) -> int:
-    """Whole milliseconds since the Unix epoch (floored, like the text form)."""
-    return (moment - _EPOCH) // _MS
 
 
 def _failure(event: Any) -> tuple[str | None, str | None]:
