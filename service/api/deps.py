@@ -36,6 +36,7 @@ from service.commands.versioning import OLDEST, Behaviour
 from service.container import Services
 from service.db_limits import request_wait_bound
 from service.logs import bind
+from service.projector_presence import why_reads_wait
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -184,7 +185,7 @@ def read_your_writes(request: Request, services: Services, names: tuple[str, ...
     if not services.projections.wait_for(position, names, services.settings.read_timeout_s):
         raise UnavailableError(
             f"read models did not reach position {position} within "
-            f"{services.settings.read_timeout_s} s"
+            f"{services.settings.read_timeout_s} s" + why_reads_wait(services)
             + ("; nothing was appended: retry the command" if deciding else "")
         )
 

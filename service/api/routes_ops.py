@@ -14,6 +14,7 @@ from service.api.auth import authorized_router
 from service.api.deps import services_of
 from service.api.errors import UnavailableError
 from service.api.query_parameters import QueryParameters
+from service.projector_presence import NO_RUNNER
 from service.schema_errors import missing_schema
 
 router = authorized_router()
@@ -31,14 +32,21 @@ def ping(request: Request) -> JSONResponse:
     """Health: the database answers, how far each read model lags the log (events), and which
     read models are past the log's head (they are not run until rebuilt).
     ``503`` with ``Retry-After`` when the probe fails or takes more than ``ping_timeout_s``
-    (a load balancer gives up long before a partitioned connection would)."""
+    (a load balancer gives up long before a partitioned connection would), and when read
+    models lag the log while no projection runner runs on the database
+    (``service.projector_presence``): no read could be answered."""
     services = services_of(request)
 
-    def probe() -> tuple[int, dict[str, int]]:
-        return services.projections.head(), services.projections.positions()
+    def probe() -> tuple[int, dict[str, int], bool]:
+        head, positions = services.projections.head(), services.projections.positions()
+        # behind with no runner to catch up: every read would time out (a tester found
+        # /ping 200 there), so the ping says so rather than OK
+        behind = any(position < head for position in positions.values())
+        return head, positions, behind and not services.projector_running()
 
     try:
-        head, positions = _probes.submit(probe).result(timeout=services.settings.ping_timeout_s)
+        head, positions, stalled = _probes.submit(probe).result(
+            timeout=services.settings.ping_timeout_s)
     except ProbeTimeoutError as error:
         raise UnavailableError(
             f"database unreachable: no answer in {services.settings.ping_timeout_s} s") from error
@@ -46,6 +54,10 @@ def ping(request: Request) -> JSONResponse:
         if missing_schema(error) is not None:
             raise  # reached, but not the database it built: answered as on every route
         raise UnavailableError(f"database unreachable: {type(error).__name__}") from error
+    if stalled:
+        raise UnavailableError("read models behind the log (" + ", ".join(
+            f"{name} by {head - position}" for name, position in sorted(positions.items())
+            if position < head) + f") and {NO_RUNNER}")
     return JSONResponse({
         "status": "OK",
         "backend": services.settings.backend,
