@@ -63,7 +63,7 @@ def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -
         name=asked.name, subnet=asked.subnet, provision_start_ip=asked.provision_start_ip,
         provision_end_ip=asked.provision_end_ip, gateway=asked.gateway,
         network_uuid=str(asked.uuid) if asked.uuid else None, cause=cause,
-        idempotency=idempotency_of(request, data, cause))
+        idempotency=idempotency_of(request, data, cause, defaults=CreateNetworkRequest))
     body = network_object(network)
     headers = {"Location": f"/networks/{network.id}"}
     if position is not None:  # None: a repeat of its Idempotency-Key appended nothing

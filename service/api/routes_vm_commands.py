@@ -121,7 +121,7 @@ async def _create(request: Request, spec_in: CreateVmRequest, networks: list[Nic
     services = services_of(request)
     cause, vm_uuid = cause_of(request), str(spec_in.uuid) if spec_in.uuid else None
     # mapped: ?sync=1 and {"sync": true} (?owner_uuid=, ?networks=) are one request
-    idempotency = idempotency_of(request, data, cause, mapped=True)
+    idempotency = idempotency_of(request, data, cause, mapped=True, defaults=CreateVmRequest)
     context = _x_context(request)
     result = await command(request, lambda: services.commands.create_vm(
         spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))

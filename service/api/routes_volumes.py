@@ -111,7 +111,7 @@ def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) ->
     volume, position = services.commands.create_volume(
         name=asked.name, cause=cause, volume_uuid=str(asked.uuid) if asked.uuid else None,
         networks={str(network): str(address) for network, address in asked.networks.items()},
-        idempotency=idempotency_of(request, data, cause),
+        idempotency=idempotency_of(request, data, cause, defaults=CreateVolumeRequest),
     )
     return _volume(volume, status=201, position=position)
 
@@ -135,10 +135,11 @@ def volume_action(volume_uuid: str, request: Request,
         attach = parse_body(request, AttachNetworkRequest, data)
         volume, position = services.commands.attach_network(
             volume_uuid.lower(), str(attach.network_uuid), str(attach.address), cause=cause,
-            if_match=if_match, idempotency=idempotency_of(request, data, cause))
+            if_match=if_match,
+            idempotency=idempotency_of(request, data, cause, defaults=AttachNetworkRequest))
     else:
         detach = parse_body(request, DetachNetworkRequest, data)
         volume, position = services.commands.detach_network(
             volume_uuid.lower(), str(detach.network_uuid), cause=cause, if_match=if_match,
-            idempotency=idempotency_of(request, data, cause))
+            idempotency=idempotency_of(request, data, cause, defaults=DetachNetworkRequest))
     return _volume(volume, status=202, position=position)
