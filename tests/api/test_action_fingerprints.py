@@ -151,9 +151,9 @@ def test_a_key_stored_before_defaults_were_left_out_still_names_its_request(
     again = _post(http, vm, {"sync": False}, "kept", action="stop", idempotent="0")
     assert (again.status_code, again.json()) == (202, first.json())
     body = {"owner_uuid": OWNER, "brand": "joyent", "ram": 256, "persistence": "persistent"}
-    with monkeypatch.context() as before:  # a create's before: the raw query and body
-        before.setattr(fingerprints, "query_meant",
-                       lambda request: list(request.query_params.multi_items()))
+    with monkeypatch.context() as before:  # a create's before: mapped, defaults kept
+        before.setattr(fingerprints, "asked_params",
+                       lambda request, data, **_: asked(request, data, defaults_dropped=False))
         before.setattr(fingerprints, "_without_defaults", lambda data, _model: data)
         created = http.post("/vms", params={"sync": "0"}, json=body,
                             headers={"Idempotency-Key": "kept-create"})
