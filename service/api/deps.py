@@ -22,7 +22,7 @@ from service.api.errors import UnavailableError, invalid_parameters
 from service.api.fast_json import FastJSONResponse
 from service.api.field_errors import field_errors
 from service.api.fingerprints import fingerprints
-from service.api.headers import stored_header
+from service.api.headers import stored_header, versioned_headers
 from service.api.params import header_version
 from service.api.query_parameters import check_declared_header
 from service.commands.application import Accepted
@@ -243,14 +243,8 @@ def accepted_headers(request: Request, result: Accepted) -> dict[str, str]:
     """The headers of an accepted command's answer (``accepted``), also those of a ``sync``
     command's refusal once its job ended badly (``JobEndedBadlyError``): the command was
     accepted all the same."""
-    headers = {
-        "ETag": f'"{result.version}"',
-        "Location": f"/vms/{result.vm_uuid}",
-        "workflow-api": _base_url(request),
-    }
-    if result.position is not None:
-        headers["x-log-position"] = str(result.position)
-    return headers
+    return {**versioned_headers(result.version, result.position),
+            "Location": f"/vms/{result.vm_uuid}", "workflow-api": _base_url(request)}
 
 
 # Each base URL as text, by the scope items it is built from (``request.base_url`` parsed a

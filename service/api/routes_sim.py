@@ -132,7 +132,7 @@ def server_happening(server_uuid: str, request: Request) -> JSONResponse:
             changed = services_of(request).agents.report_inventory(
                 server_uuid, boot_id=report["boot_id"], generation=report["generation"],
                 vms={vm: seen["state"] for vm, seen in report["vms"].items()},
-                cause=cause_of(request), seq=report["seq"])
+                cause=cause_of(request), seq=report["seq"]).changed
             return JSONResponse({**report, "changed": changed})
         if action == "reboot":
             fleet.reboot_server(server_uuid)

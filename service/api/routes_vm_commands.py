@@ -36,7 +36,7 @@ from service.api.deps import (
     wait_for_job,
 )
 from service.api.errors import JobEndedBadlyError, invalid_parameters
-from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header
+from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header, versioned_headers
 from service.api.params import Query
 from service.api.quarantine_actions import quarantine_action
 from service.api.query_parameters import check_declared_header
@@ -253,10 +253,8 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
     ))
     if result.job_uuid is None:
         # Destroyed at once, with no job (v2 DeleteVm of a VM whose server was removed).
-        headers = {"ETag": f'"{result.version}"'}
-        if result.position is not None:
-            headers["x-log-position"] = str(result.position)
-        return Response(status_code=204, headers=headers)
+        return Response(status_code=204,
+                        headers=versioned_headers(result.version, result.position))
     return await _answer(request, result, sync=sync)
 
 

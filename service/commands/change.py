@@ -76,6 +76,18 @@ class Accepted:
     position: int | None
 
 
+def check_version(aggregate: Vm | Server | Volume | Network, if_match: int | None,
+                  kind: type) -> None:
+    """Raise ``VersionMismatchError`` (412) when ``if_match`` (a request's ``If-Match``; None:
+    none, or ``*``) is not ``aggregate``'s version; ``kind`` names it in the message. What
+    ``change`` checks before ``decide``; a command whose aggregate is not the one the
+    version is of (an agent's report of a VM, saved with its server) checks it in its
+    ``decide``, after the checks whose refusal must come first."""
+    if if_match is not None and aggregate.version != if_match:
+        raise VersionMismatchError(if_match, aggregate.version,
+                                   "VM" if kind is Vm else kind.__name__.lower())
+
+
 class Changed(NamedTuple, Generic[R]):
     """What ``change`` did: ``decide``'s answer, the aggregate as saved, and the log position
     of the save (None: nothing was appended). ``replayed`` is the first outcome of a request
@@ -174,10 +186,7 @@ class Changes:
                     if owner_uuid is not None and getattr(
                             aggregate, "owner_uuid", None) != owner_uuid:
                         raise NOT_FOUND[kind](uuid)
-                    if if_match is not None and aggregate.version != if_match:
-                        raise VersionMismatchError(
-                            if_match, aggregate.version,
-                            "VM" if kind is Vm else kind.__name__.lower())
+                    check_version(aggregate, if_match, kind)
                     decision = decide(aggregate)
                     record = None
                     if idempotency_key is not None and outcome is not None:
