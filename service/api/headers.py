@@ -9,6 +9,7 @@ import random
 from collections.abc import Iterable
 
 from fastapi import Request
+from starlette.types import Message, Scope, Send
 
 from service.api.errors import invalid_parameters
 
@@ -41,6 +42,25 @@ def new_request_id() -> str:
     bits = random.getrandbits(128) & _UUID4_CLEARED | _UUID4_SET
     text = f"{bits:032x}"
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def with_request_id(scope: Scope, send: Send) -> Send:
+    """``send`` for an answer given in front of the envelope (service/api/envelope.py), which
+    gives every answer behind it ``x-request-id``: the API docs and schema, the console's
+    shells, assets and 404 page, and their 405s (served before the token check, so outside
+    it). The answer's head gains the request's id (``request_id_in``), replacing any it
+    had, as every answer carries one (docs/api.md, "Contract: conventions"; a tester found
+    ``/openapi.json``, ``/docs`` and the console's pages without it)."""
+    request_id = request_id_in(scope["headers"]).encode()
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [
+                *((name, value) for name, value in message.get("headers", ())
+                  if name.lower() != b"x-request-id"), (b"x-request-id", request_id)]
+        await send(message)
+
+    return sending
 
 
 # Headers whose value is stored (in every event a request appends, or a job's params): each
