@@ -79,6 +79,13 @@ def _vm_agent_report(http: TestClient, _services: Services) -> Response:
         "last_modified": _now()})
 
 
+def _simulated_report(http: TestClient, _services: Services) -> Response:
+    vm = _running(http)
+    shut = http.post(f"/sim/vms/{vm['uuid']}", params={"action": "shutdown"})
+    assert shut.status_code == 200, shut.text
+    return http.post(f"/sim/servers/{vm['server_uuid']}", params={"action": "report"})
+
+
 def _vm_found(http: TestClient, _services: Services) -> Response:
     vm_uuid = str(uuid.uuid4())
     return http.put(f"/vms/{vm_uuid}", json={"uuid": vm_uuid, "state": "running"})
@@ -99,6 +106,7 @@ APPENDING: dict[str, tuple[Callable[[TestClient, Services], Response], int]] = {
     "PUT /vms/{uuid} (vm-agent, known)": (_vm_agent_report, 200),
     "PUT /vms/{uuid} (vm-agent, found)": (_vm_found, 200),
     "PUT /vms": (_inventory, 200),
+    "POST /sim/servers/{uuid}?action=report": (_simulated_report, 200),
     "POST /servers": (lambda h, s: h.post("/servers", json=SERVER), 201),
     "POST /servers/{uuid}?action=reboot": (lambda h, s: h.post(
         f"/servers/{_server(h)}", params={"action": "reboot"}), 202),
