@@ -81,7 +81,7 @@ def _job_filters(query: Query) -> tuple[str | None, str | None]:
         query.invalid("execution", "must be one of " + ", ".join(e.value for e in Execution))
     names = {n.value for n in JobName}
     # An empty value is refused as any other that names no job, as ``execution=`` is: it
-    # was read as no filter, so ``task=&name=quarantine`` listed quarantines (a tester).
+    # was read as no filter, so ``task=&name=stop`` listed the stop jobs (a tester).
     for given in ("name", "task"):
         value = query.params.get(given)
         if value is not None and value not in names:
