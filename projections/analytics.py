@@ -5,7 +5,8 @@ Two tables, written together at one tracking position:
 - ``vm_transitions``: one row per state-changing event (``domain.transitions.STATE_EVENTS``):
   the state before and after, when, how long the VM had been in the state it left, where,
   whose, and why (for failures: ``evicted``, ``crashed``, ``provision_failed``).
-- ``vm_current``: one row per VM: its state now and since when, its owner and last server.
+- ``vm_current``: one row per VM: its state now and since when, its owner, and the server
+  its VM object shows (``Vm.shown_server_uuid``: the one it is on, else the one it claimed).
 
 The state after each event comes from the domain's own transition table
 (``transitions.after``), so these tables cannot drift from the aggregate; an event the table
@@ -18,7 +19,6 @@ arithmetic); durations are whole milliseconds (``ms_in_from``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from domain import transitions
@@ -26,11 +26,8 @@ from domain.states import VmState
 from domain.stuck import starts_anew
 from domain.vm import Vm
 from projections.db import Database, Tx
-from projections.formats import rfc3339, uuid_text
+from projections.formats import epoch_ms, rfc3339, uuid_text
 from projections.runner import ReadModel
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
 
 TRANSITION_COLUMNS = (
     "vm_uuid", "version", "position", "event_type", "from_state", "to_state", "at", "at_ms",
@@ -38,8 +35,11 @@ TRANSITION_COLUMNS = (
 )
 CURRENT_COLUMNS = (
     "vm_uuid", "state", "since", "since_ms", "owner_uuid", "server_uuid", "quarantined_from",
-    "version", "position",
+    "version", "position", "on_server_uuid", "claim_server_uuid", "released_server_uuid",
 )
+# The events that move a VM's claim on a server (no state change): the server the VM object
+# shows while it is on none (``Vm.shown_server_uuid``).
+CLAIM_EVENTS = frozenset({"CapacityClaimed", "CapacityReleased"})
 
 
 def _loaded(stored: dict[str, dict[str, Any]], vm_uuid: str) -> dict[str, Any]:
@@ -47,11 +47,6 @@ def _loaded(stored: dict[str, dict[str, Any]], vm_uuid: str) -> dict[str, Any]:
     if row is None:
         raise LookupError(f"vm_current has no row for {vm_uuid}: an event was missed")
     return row
-
-
-def epoch_ms(moment: datetime) -> int:
-    """Whole milliseconds since the Unix epoch (floored, like the text form)."""
-    return (moment - _EPOCH) // _MS
 
 
 def _failure(event: Any) -> tuple[str | None, str | None]:
@@ -85,7 +80,8 @@ class AnalyticsView(ReadModel):
             (f"CREATE TABLE IF NOT EXISTS {now} ("
              "vm_uuid TEXT PRIMARY KEY, state TEXT NOT NULL, since TEXT NOT NULL, "
              "since_ms BIGINT NOT NULL, owner_uuid TEXT NOT NULL, server_uuid TEXT, "
-             "quarantined_from TEXT, version INTEGER NOT NULL, position BIGINT NOT NULL)"),
+             "quarantined_from TEXT, version INTEGER NOT NULL, position BIGINT NOT NULL, "
+             "on_server_uuid TEXT, claim_server_uuid TEXT, released_server_uuid TEXT)"),
             f"CREATE INDEX IF NOT EXISTS {index('vm_current_state')} ON {now} (state, since_ms)",
             f"CREATE INDEX IF NOT EXISTS {index('vm_current_owner')} ON {now} (owner_uuid, state)",
             (f"CREATE INDEX IF NOT EXISTS {index('vm_current_server')} "
@@ -97,7 +93,7 @@ class AnalyticsView(ReadModel):
         created = {e.originator_id for _, e in events if isinstance(e, Vm.Created)}
         return tx.submit_rows_by_key(self.table("vm_current"), "vm_uuid", {
             uuid_text(e.originator_id) for _, e in events
-            if isinstance(e, Vm.Event) and type(e).__name__ in transitions.STATE_EVENTS
+            if isinstance(e, Vm.Event) and _changes_row(type(e).__name__)
             and e.originator_id not in created})  # a VM created in the batch has no row yet
 
     def write(self, tx: Tx, events: Sequence[tuple[int, Any]],
@@ -112,10 +108,13 @@ class AnalyticsView(ReadModel):
                 current[vm_uuid] = self._created(vm_uuid, position, event)
                 continue
             kind = type(event).__name__
-            if kind not in transitions.STATE_EVENTS:
+            if not _changes_row(kind):
                 continue
             vm = current.get(vm_uuid) or _loaded(stored, vm_uuid)
-            current[vm_uuid] = self._transition(moves, vm, position, kind, event)
+            if kind in CLAIM_EVENTS:
+                current[vm_uuid] = _claim_moved(vm, position, event)
+            else:
+                current[vm_uuid] = self._transition(moves, vm, position, kind, event)
         tx.executemany(
             f"INSERT INTO {self.table('vm_transitions')} ({', '.join(TRANSITION_COLUMNS)}) "
             f"VALUES ({', '.join('?' * len(TRANSITION_COLUMNS))})",
@@ -131,13 +130,17 @@ class AnalyticsView(ReadModel):
 
     @staticmethod
     def _created(vm_uuid: str, position: int, event: Any) -> dict[str, Any]:
-        # A VM its agent found (Vm.Discovered) starts in the state it was found in.
+        # A VM its agent found (Vm.Discovered) starts in the state it was found in, on the
+        # server it was found on.
+        server_uuid = getattr(event, "server_uuid", None)
         return {
             "vm_uuid": vm_uuid, "state": getattr(event, "state", VmState.PROVISIONING.value),
             "since": rfc3339(event.timestamp), "since_ms": epoch_ms(event.timestamp),
-            "owner_uuid": event.owner_uuid, "server_uuid": getattr(event, "server_uuid", None),
+            "owner_uuid": event.owner_uuid, "server_uuid": server_uuid,
             "quarantined_from": None,
             "version": event.originator_version, "position": position,
+            "on_server_uuid": server_uuid, "claim_server_uuid": None,
+            "released_server_uuid": None,
         }
 
     @staticmethod
@@ -147,7 +150,7 @@ class AnalyticsView(ReadModel):
         ``vm_current`` row after it."""
         before = VmState(vm["state"])
         previous = VmState(vm["quarantined_from"]) if vm["quarantined_from"] else None
-        has_server = vm["server_uuid"] is not None
+        has_server = vm["on_server_uuid"] is not None  # the rules table's: on a server
         if before is VmState.QUARANTINED and kind in transitions.ADOPTED_WHILE_QUARANTINED:
             # the fence job adopting what a canceled job did: still quarantined, to be given
             # back in the state the event leads to (the domain's rule, ``Vm.quarantine``)
@@ -156,7 +159,11 @@ class AnalyticsView(ReadModel):
         else:
             after = transitions.after(before, kind, previous, has_server=has_server)
         at_ms = epoch_ms(event.timestamp)
-        server_uuid = getattr(event, "server_uuid", None) or vm["server_uuid"]
+        on_server = getattr(event, "server_uuid", None) or vm["on_server_uuid"]
+        shown = on_server or vm["claim_server_uuid"]  # as the VM object shows it
+        # where it happened: the server shown, or the claim this event's save gave back
+        # first (a failed provision, a failure or a destroy releases it before the event)
+        server_uuid = shown or vm["released_server_uuid"]
         reason, message = _failure(event)
         cause = getattr(event, "cause", None) or {}
         row = {
@@ -175,9 +182,34 @@ class AnalyticsView(ReadModel):
             "state": after.value,
             "since": row["at"] if changed else vm["since"],
             "since_ms": at_ms if changed else vm["since_ms"],
-            "server_uuid": server_uuid,
+            "server_uuid": shown,
+            "on_server_uuid": on_server,
+            "released_server_uuid": None,
             "quarantined_from": (previous.value if before is VmState.QUARANTINED else before.value)
             if after is VmState.QUARANTINED else None,
             "version": event.originator_version,
             "position": position,
         }
+
+
+def _changes_row(kind: str) -> bool:
+    """Whether an event of type ``kind`` changes the VM's ``vm_current`` row (a state change
+    or a claim moved; ``Created`` aside)."""
+    return kind in transitions.STATE_EVENTS or kind in CLAIM_EVENTS
+
+
+def _claim_moved(vm: dict[str, Any], position: int, event: Any) -> dict[str, Any]:
+    """The VM's ``vm_current`` row after a ``CapacityClaimed`` or ``CapacityReleased``: the
+    server it shows is its own, else the one it holds a claim on (``Vm.shown_server_uuid``),
+    and a claim given back is kept as ``released_server_uuid`` until the next state change,
+    which it names if the VM shows no server then (the provision that failed there)."""
+    claimed = isinstance(event, Vm.CapacityClaimed)
+    claim = event.server_uuid if claimed else None
+    return {
+        **vm,
+        "server_uuid": vm["on_server_uuid"] or claim,
+        "claim_server_uuid": claim,
+        "released_server_uuid": vm["released_server_uuid"] if claimed else event.server_uuid,
+        "version": event.originator_version,
+        "position": position,
+    }

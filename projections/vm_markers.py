@@ -2,7 +2,8 @@
 ``(sort value, uuid)`` and the sort it was made for, in URL-safe base64 JSON.
 
 A marker comes back from a client, so ``decode_marker`` takes only one we could have handed
-out (api.md, "Reads"): made for the same sort, its text storable (a NUL or a lone surrogate,
+out (api.md, "Reads"): made for the same sort (the position is one in that order; a marker of
+another sort is refused naming the sort it was made for), its text storable (a NUL or a lone surrogate,
 written as a JSON escape, got past the raw query's check and answered 500: PostgreSQL refuses
 the first in text, UTF-8 the second), and a value the sort key's column holds. A forged one
 (a timestamp that is not one, a uuid that is not one) named no row, and the page came back
@@ -28,7 +29,14 @@ INTEGER_SORT_FIELDS = frozenset({"max_physical_memory", "ram", "docker"})
 
 
 class InvalidMarkerError(ValueError):
-    """A ``marker`` that no previous page handed out."""
+    """A ``marker`` that no previous page handed out for the request's sort. ``made_for``:
+    the sort it was handed out for (``create_timestamp.desc``), when it is one of ours made
+    for another sort; None for one no page could have handed out (forged), whose claims are
+    not repeated."""
+
+    def __init__(self, marker: str, *, made_for: str | None = None):
+        super().__init__(marker)
+        self.made_for = made_for
 
 
 def encode_marker(sort: str, sort_value: Any, uuid: str) -> str:
@@ -62,13 +70,23 @@ def _checked(marker: str, fields: list, sort: str) -> tuple[Any, str]:
     """The ``(sort value, uuid)`` of a marker's decoded ``fields``, checked as
     ``decode_marker`` says."""
     made_for, value, uuid = fields
+    if made_for != sort:
+        raise InvalidMarkerError(marker, made_for=made_for if _a_sort(made_for) else None)
     key = sort.split(".")[0]
     wanted = int if key in INTEGER_SORT_FIELDS else str
     # type(), not isinstance(): a boolean is an int to Python, and 0 to the docker column
-    if (made_for != sort or type(value) is not wanted or not _uuid(uuid)
+    if (type(value) is not wanted or not _uuid(uuid)
             or unstorable(value) is not None or not COLUMN_VALUES[key](value)):
         raise InvalidMarkerError(marker)
     return value, uuid
+
+
+def _a_sort(value: Any) -> bool:
+    """Whether ``value`` names a sort a marker could have been made for (``ram.desc``)."""
+    if not isinstance(value, str):
+        return False
+    key, _, order = value.partition(".")
+    return key in COLUMN_VALUES and order in ("asc", "desc")
 
 
 def _decoded(marker: str) -> list:

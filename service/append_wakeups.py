@@ -17,6 +17,15 @@ from service.storage import PostgresLedgerRecorder
 log = logging.getLogger(f"vmledger.{__name__}")
 
 
+def own_connection_params(recorder: PostgresLedgerRecorder) -> dict[str, object]:
+    """psycopg's parameters for a connection of a thread's own, outside the pool, in
+    autocommit: the pool's, ``VMLEDGER_POSTGRES_CONNECT_TIMEOUT_S`` among them
+    (``bound_pool``); a connect timeout of 5 s only for a pool that has none."""
+    return {"connect_timeout": 5,
+            **{k: v for k, v in recorder.datastore.pool.kwargs.items() if k != "row_factory"},
+            "autocommit": True}
+
+
 def wake_on_appends(recorder: object, wake: Callable[[], None], stop: threading.Event,
                     ) -> threading.Thread | None:
     """PostgreSQL: call ``wake`` as soon as any process appends to the log, until ``stop``.
@@ -30,11 +39,7 @@ def wake_on_appends(recorder: object, wake: Callable[[], None], stop: threading.
     """
     if not isinstance(recorder, PostgresLedgerRecorder):
         return None
-    # the pool's parameters: VMLEDGER_POSTGRES_CONNECT_TIMEOUT_S among them (bound_pool);
-    # 5 s only for a pool that has none
-    params = {"connect_timeout": 5,
-              **{k: v for k, v in recorder.datastore.pool.kwargs.items() if k != "row_factory"},
-              "autocommit": True}
+    params = own_connection_params(recorder)
     channel = SQL("LISTEN {0}").format(Identifier(recorder.channel_name))
     # reconnects every second in an outage: one line when it starts, then one every 10 s
     failed = Throttled(log, "listening for appends", level=logging.WARNING)

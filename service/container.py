@@ -34,8 +34,10 @@ from service.logs import Throttled, setup_command_logging
 from service.metrics import VERSION_CONFLICT_RETRIES, report_projection_lag
 from service.service_read_models import READ_MODEL_NAMES, read_models  # noqa: F401 - the
 # composition root's names, which the CLI and the audit import from here
+from service.append_wakeups import own_connection_params
+from service.projector_presence import ProjectorPresence, projector_running
 from service.settings import Settings
-from service.storage import select_present
+from service.storage import PostgresLedgerRecorder, select_present
 from service import schema_undone
 from service.schema_check import lacks_privilege, refuse_missing, refuse_undone, service_tables
 from service.db_limits import bound_pool, bound_waits
@@ -184,6 +186,7 @@ class Services:
     quarantine: Quarantine
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
+    _presence: ProjectorPresence | None = None
 
     @classmethod
     def build(cls, settings: Settings, *, register_fleet: bool = True,
@@ -258,9 +261,26 @@ class Services:
         """Queries of the volumes (the ``volume_mounts`` read model)."""
         return VolumeQueries(self.db)
 
+    def hold_projector_lock(self) -> None:
+        """Hold the lock that tells every process a projection runner runs on this database
+        (``service.projector_presence``) until ``stop_background``: taken by ``vmledger
+        project`` and by an embedded runner."""
+        if self._presence is None:
+            recorder = self.app.recorder
+            self._presence = ProjectorPresence(
+                self.settings, own_connection_params(recorder)
+                if isinstance(recorder, PostgresLedgerRecorder) else None)
+            self._presence.start()
+
+    def projector_running(self) -> bool:
+        """Whether a projection runner runs on this database, in this process or another.
+        Raises what the database raises."""
+        return self._presence is not None or projector_running(self.settings, self.db)
+
     def start_background(self, *, projections: bool = True, worker: bool = True) -> None:
         """Run the projection runner and/or the job worker in daemon threads."""
         if projections:
+            self.hold_projector_lock()
             self._spawn("projections", lambda: self.projections.run_forever(
                 self._stop, self.settings.projection_poll_s,
                 # as ``vmledger project`` logs it: a pass failing every few ms is one line
@@ -285,6 +305,9 @@ class Services:
         self.worker.wake()
         for thread in self._threads:
             thread.join(timeout=wait_s)
+        if self._presence is not None:
+            self._presence.stop()  # after the runner's thread: it ran until then
+            self._presence = None
         if any(t.is_alive() and t.name == "vmledger-worker" for t in self._threads):
             self.worker.left_in_hand()
 

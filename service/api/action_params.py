@@ -27,6 +27,8 @@ LISTS = ("macs", "networks")
 MAPPED = ("action", "owner_uuid", "idempotent", "sync", "timeout", "origin", "creator_uuid",
           "signal", *LISTS)
 _COMPARED = tuple(name for name in MAPPED if name != "signal")
+#: The booleans among them, false unless given (docs/api.md)
+_FALSE_UNLESS_GIVEN = ("idempotent", "sync")
 
 
 def conflicting(request: Request, name: str) -> ApiError:
@@ -58,7 +60,7 @@ def without_action(data: Any) -> Any:
 
 def _query_value(name: str, text: str) -> Any:
     """A query parameter's value in its body form, once the query's rule accepted it."""
-    if name in ("idempotent", "sync"):
+    if name in _FALSE_UNLESS_GIVEN:
         return text.lower() in ("true", "1")
     if name == "timeout":
         return int(text)
@@ -104,25 +106,49 @@ def check_agree(request: Request, parsed: BaseModel) -> None:
             raise conflicting(request, name)
 
 
-def asked_params(request: Request, data: Any) -> tuple[list[tuple[str, str]], Any]:
+def asked_params(request: Request, data: Any, *, defaults_dropped: bool = True
+                 ) -> tuple[list[tuple[str, str]], Any]:
     """What a VM command asks (an action, DeleteVm, CreateVm), for its ``Idempotency-Key``'s
     fingerprint: the query's parameters with the body's mapped ones added, each mapped one in
     one form wherever it was given (``_one_form``), and the rest of the body. ``?action=stop`` and
     ``{"action": "stop"}`` are one request, and so are ``?sync=1`` and ``{"sync": true}``
     (its ``true`` was hashed as ``"true"``, the query's ``1`` as written: reviewer); a body
-    naming another action is another request, wherever the first named its own."""
-    items = [(key, _one_form(key, value) if key in MAPPED else value)
-             for key, value in request.query_params.multi_items()]
+    naming another action is another request, wherever the first named its own.
+
+    ``defaults_dropped``: a mapped parameter given what leaving it out means (``false`` for
+    ``idempotent`` and ``sync``, a body's ``null`` for any; ``context``'s ``null`` too), and an
+    empty body, are left out,
+    as the request means them (a tester: ``?sync=false`` was another request than none);
+    False gives what the service hashed before, for a key stored then (``idempotency_of``)."""
+    items = query_meant(request, defaults_dropped=defaults_dropped)
     if not isinstance(data, dict) or not any(key in MAPPED for key in data):
-        return items, data  # as every other route's fingerprint
+        return items, (data or None) if defaults_dropped else data  # as every other route's
     in_query = set(request.query_params)
     rest = {}
     for key, value in data.items():
         if key not in MAPPED:
-            rest[key] = value
-        elif key not in in_query:  # else the same value (check_agree), counted once
+            if not (defaults_dropped and key == "context" and value is None):
+                rest[key] = value  # (an update's null clears a field: it is kept)
+        elif key in in_query:  # the same value (check_agree), counted once
+            continue
+        elif not (defaults_dropped and (value is None or _left_out(key, _one_form(key, value)))):
             items.append((key, _one_form(key, value)))
     return items, rest or None
+
+
+def query_meant(request: Request, *, defaults_dropped: bool = True) -> list[tuple[str, str]]:
+    """The query's parameters, each mapped one in one form (``_one_form``); with
+    ``defaults_dropped``, without ``idempotent`` and ``sync`` given ``false`` (in any form),
+    which ask what leaving them out asks (docs/api.md, "Idempotency")."""
+    items = [(key, _one_form(key, value) if key in MAPPED else value)
+             for key, value in request.query_params.multi_items()]
+    return [item for item in items if not (defaults_dropped and _left_out(*item))]
+
+
+def _left_out(name: str, form: str) -> bool:
+    """Whether a mapped parameter's value in one form (``_one_form``) is what its absence
+    means."""
+    return name in _FALSE_UNLESS_GIVEN and form == "false"
 
 
 def _one_form(name: str, value: Any) -> str:
@@ -133,7 +159,7 @@ def _one_form(name: str, value: Any) -> str:
     same request as a valid one."""
     if isinstance(value, str):
         lowered = value.lower()
-        if name in ("idempotent", "sync") and lowered in ("true", "1", "false", "0"):
+        if name in _FALSE_UNLESS_GIVEN and lowered in ("true", "1", "false", "0"):
             return "true" if lowered in ("true", "1") else "false"
         if name == "timeout" and value.isascii() and value.isdigit():
             return str(int(value))

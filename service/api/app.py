@@ -29,6 +29,7 @@ from service import console, metrics
 from service.api.connection import KEEP_ALIVE_S
 from service.container import Services
 from service.logs import gather_only_what_lines_show
+from service.projector_presence import warn_if_nothing_projects
 from service.settings import Settings
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -66,6 +67,8 @@ def create_app(
             run_here = settings.backend == "sqlite"
         if run_here:
             app.state.services.start_background()
+        elif background is None:  # serve's own choice, by the settings (not a test's)
+            warn_if_nothing_projects(app.state.services)
         ticking = asyncio.create_task(_tick_every_second(frozen)) if frozen else None
         try:
             # The hook our uvicorn server awaits before it closes the connections itself

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import hashlib
-import json
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -21,11 +18,11 @@ from starlette.concurrency import run_in_threadpool
 
 from domain.states import TERMINAL_EXECUTIONS
 from domain.vm import Cause, make_cause
-from service.api.action_params import asked_params
 from service.api.errors import UnavailableError, invalid_parameters
 from service.api.fast_json import FastJSONResponse
 from service.api.field_errors import field_errors
-from service.api.headers import stored_header
+from service.api.fingerprints import fingerprints
+from service.api.headers import stored_header, versioned_headers
 from service.api.params import header_version
 from service.api.query_parameters import check_declared_header
 from service.commands.application import Accepted
@@ -36,6 +33,7 @@ from service.commands.versioning import OLDEST, Behaviour
 from service.container import Services
 from service.db_limits import request_wait_bound
 from service.logs import bind
+from service.projector_presence import why_reads_wait
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -61,18 +59,20 @@ def cause_of(request: Request) -> Cause:
     )
 
 
-def idempotency_of(request: Request, data: Any, cause: Cause, *,
-                   mapped: bool = False) -> IdempotencyKey | None:
+def idempotency_of(request: Request, data: Any, cause: Cause, *, mapped: bool = False,
+                   defaults: type[BaseModel] | None = None) -> IdempotencyKey | None:
     """The request's ``Idempotency-Key``, scoped to the caller, with a fingerprint of what the
-    request asks (method, path, query, body ``data``, API version), or None without the
-    header. The key is the one ``cause`` (the request's ``cause_of``) records: the header is
-    read once.
+    request means (method, path, query, body ``data``, API version: service/api/fingerprints.py),
+    or None without the header. The key is the one ``cause`` (the request's ``cause_of``)
+    records: the header is read once.
 
     ``mapped``: a VM command's (an action, DeleteVm, CreateVm), whose parameters given in the
     body count as the query's, each in one form wherever given
-    (``action_params.asked_params``). Its ``older`` fingerprint is the raw query's and the
-    whole body's, as the service gave it before those parameters were mapped: a retry of the
-    same bytes with a key stored then (keys live ``ttl_s``, 24 h) is answered as stored,
+    (``action_params.asked_params``). ``defaults``: the body's model, whose fields given their
+    default are left out of the fingerprint. Either way a parameter given what its absence
+    means (``?sync=false``) is the request without it. The ``older`` fingerprints are those
+    the service gave the same request before (keys live ``ttl_s``, 24 h): a retry of the same
+    bytes is answered as stored,
     where it was 422 ``IdempotencyKeyReused`` (reviewer)."""
     check_declared_header(request, "Idempotency-Key")
     key = cause["idempotency_key"]
@@ -81,21 +81,10 @@ def idempotency_of(request: Request, data: Any, cause: Cause, *,
     if not 1 <= len(key) <= 255:
         raise invalid_parameters(request, [{"field": "Idempotency-Key", "code": "Invalid",
                                             "message": "must be 1 to 255 characters"}])
-    raw = list(request.query_params.multi_items())
-    params, rest = asked_params(request, data) if mapped else (raw, data)
     scope = getattr(request.state, "actor", "anonymous")
-    return IdempotencyKey(scope, key, _fingerprint(request, params, rest),
-                          _fingerprint(request, raw, data) if mapped else None)
-
-
-# A path segment that is a uuid, in any case: looked up in any case, so asked in one
-_UUID_SEGMENT = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
-
-
-def _fingerprint(request: Request, params: list[tuple[str, str]], data: Any) -> str:
-    path = _UUID_SEGMENT.sub(lambda found: found[0].lower(), request.url.path)
-    asked = [request.method, path, sorted(params), data, behaviour_of(request).version]
-    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
+    meant, older = fingerprints(request, data, behaviour_of(request).version, mapped=mapped,
+                                defaults=defaults)
+    return IdempotencyKey(scope, key, meant, older)
 
 
 def if_match_of(request: Request) -> int | None:
@@ -184,7 +173,7 @@ def read_your_writes(request: Request, services: Services, names: tuple[str, ...
     if not services.projections.wait_for(position, names, services.settings.read_timeout_s):
         raise UnavailableError(
             f"read models did not reach position {position} within "
-            f"{services.settings.read_timeout_s} s"
+            f"{services.settings.read_timeout_s} s" + why_reads_wait(services)
             + ("; nothing was appended: retry the command" if deciding else "")
         )
 
@@ -254,14 +243,8 @@ def accepted_headers(request: Request, result: Accepted) -> dict[str, str]:
     """The headers of an accepted command's answer (``accepted``), also those of a ``sync``
     command's refusal once its job ended badly (``JobEndedBadlyError``): the command was
     accepted all the same."""
-    headers = {
-        "ETag": f'"{result.version}"',
-        "Location": f"/vms/{result.vm_uuid}",
-        "workflow-api": _base_url(request),
-    }
-    if result.position is not None:
-        headers["x-log-position"] = str(result.position)
-    return headers
+    return {**versioned_headers(result.version, result.position),
+            "Location": f"/vms/{result.vm_uuid}", "workflow-api": _base_url(request)}
 
 
 # Each base URL as text, by the scope items it is built from (``request.base_url`` parsed a

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api import errors
 from service.api.connection import send_fixed
+from service.api.headers import with_request_id
 
 DOCS = "/docs"
 SCHEMA = "/openapi.json"
@@ -68,6 +69,7 @@ class ApiDocs:
         if answer is None:
             await self.app(scope, receive, send)
             return
+        send = with_request_id(scope, send)
         if scope["method"] not in ("GET", "HEAD"):
             await errors.get_or_head_only()(scope, receive, send)  # api.md, "Errors"
             return

@@ -129,15 +129,13 @@ class Envelope:
     def _refusal(self, request: Request, added: list[tuple[bytes, bytes]],
                  declared: int | None) -> Response | None:
         """The answer to a request refused before its route (a browser's for another site:
-        ``cross_site_refusal``, a body over the limit by its ``Content-Length``, ``declared``,
-        a bad ``Accept-Version`` or ``x-api-version``, text no route could store in its URL, a
-        bad token), or None: the request goes on, ``added`` gaining ``Api-Version``, and the
+        ``cross_site_refusal``, a bad ``Accept-Version`` or ``x-api-version``, a body over
+        the limit by its ``Content-Length``, ``declared``, text no route could store in its
+        URL, a bad token), or None: the request goes on, ``added`` gaining ``Api-Version``, and the
         principal is in ``request.state`` and the log scope."""
         cross_site = cross_site_refusal(request.scope, self.public_url)  # first: no change
         if cross_site is not None:
             return errors.api_error_response(cross_site)
-        if declared is not None and declared > self.max_body_bytes:
-            return errors.api_error_response(errors.PayloadTooLargeError(self.max_body_bytes))
         repeated = repeated_header(request)
         if repeated is not None and repeated[0] in VERSION_HEADERS:  # before it is read
             return errors.api_error_response(errors.invalid_parameters(request, [
@@ -148,6 +146,10 @@ class Envelope:
             return errors.error_response(request, error)
         request.state.behaviour = behaviour_for(version)
         added.append((b"api-version", version.encode()))
+        # after the version: a 413 says which version refused it, as every answer once the
+        # version is negotiated (it had no Api-Version: a tester)
+        if declared is not None and declared > self.max_body_bytes:
+            return errors.api_error_response(errors.PayloadTooLargeError(self.max_body_bytes))
         refused = url_refusal(request, repeated, headers_checked=True)
         if refused is not None:
             return errors.api_error_response(refused)

@@ -13,6 +13,7 @@ from service.api.action_params import without_action
 from service.api.deps import (
     behaviour_of, cause_of, idempotency_of, if_match_of, parse_body, services_of,
 )
+from service.api.headers import versioned_headers
 from service.api.vm_actions import ACTION_BODIES, QUARANTINE_QUERY
 
 
@@ -41,7 +42,4 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any, name: str) -> J
             vm_uuid.lower(), cause=cause, if_match=if_match, idempotency=idempotency,
             behaviour=behaviour_of(request))
     vm = services.vms.render(services.commands.load(result.vm_uuid, version=result.version))
-    headers = {"ETag": f'"{vm["version"]}"'}
-    if result.position is not None:  # None: nothing appended (a repeat)
-        headers["x-log-position"] = str(result.position)
-    return JSONResponse(vm, headers=headers)
+    return JSONResponse(vm, headers=versioned_headers(vm["version"], result.position))

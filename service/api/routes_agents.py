@@ -13,19 +13,20 @@ from pydantic import AfterValidator, ConfigDict, Field
 from domain.errors import VmNotFoundError
 from domain.vm import Vm
 from service.api.auth import AGENT, authorized_router, principal_of, require_server
-from service.api.deps import cause_of, parse_body, services_of
+from service.api.deps import cause_of, if_match_of, parse_body, services_of
 from service.api.errors import invalid_parameters
+from service.api.headers import versioned_headers
 from service.api.params import MAX_INTEGER
-from service.api.query_parameters import UUID, Param, QueryParameters
+from service.api.query_parameters import IF_MATCH, UUID, Param, QueryParameters
 from service.api.schemas import Alias, Brand, CpuCap, Instant, Metadata, Ram, StrictModel, Uuid
 from service.commands.agents import Admit
 from service.commands.vm_agent import AgentVm, AgentVmReports
 
 router = authorized_router(tags=["agents"])
 
-NO_PARAMETERS = QueryParameters()
+PUT_VM = QueryParameters(IF_MATCH)
 PUT_VMS = QueryParameters(Param("server_uuid", "the server whose inventory this is", UUID,
-                                required=True))
+                                required=True), IF_MATCH)
 
 Observed = Literal["running", "stopped", "failed"]
 #: What vm-agent may send as a VM's ``state``: the states vmadm gives a VM, and VMAPI's
@@ -118,7 +119,7 @@ class AgentVmBody(StrictModel):
                        internal_metadata=self.internal_metadata, tags=self.tags, **as_text)
 
 
-@router.put("/vms/{vm_uuid}", openapi_extra=NO_PARAMETERS)
+@router.put("/vms/{vm_uuid}", openapi_extra=PUT_VM)
 def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(None)
            ) -> JSONResponse:
     """PutVm: apply one VM's observed state; answers the VM as the report left it (the
@@ -126,10 +127,13 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
     ``VmQueries.render``). With a
     ``generation`` (vmledger's agents) the report is ordered by it; without one, as vm-agent
     sends VMAPI the whole VM object, by its ``last_modified``, and a VM the log never had is
-    recorded as found."""
-    NO_PARAMETERS.parse(request).check()
+    recorded as found, unless ``If-Match`` is sent: it names a version of a VM the log has,
+    so such a VM is 404 as for every command. ``If-Match`` is the VM's version, checked
+    after the agent's scope (an agent's VM of another server is 404 first); another version
+    is 412 and nothing is appended (docs/api.md, "Compute agents")."""
+    PUT_VM.parse(request).check()
     services = services_of(request)
-    admit = _visible_to_reporter(request, vm_uuid)
+    admit, if_match = _visible_to_reporter(request, vm_uuid), if_match_of(request)
     if isinstance(data, dict) and "generation" not in data:
         found = parse_body(request, AgentVmBody, data)
         if found.uuid is not None and str(found.uuid) != vm_uuid.lower():
@@ -137,23 +141,24 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
                                                 "message": "differs from the path's uuid"}])
         report = found.report()
         require_server(request, report.server_uuid)
-        vm = AgentVmReports(services.agents).put(vm_uuid.lower(), report,
-                                                 cause=cause_of(request), admit=admit)
+        changed = AgentVmReports(services.agents).put(
+            vm_uuid.lower(), report, cause=cause_of(request), admit=admit, if_match=if_match)
+        vm, position = changed.aggregate, changed.position
     else:
         generational = parse_body(request, VmReport, data)
         require_server(request, str(generational.server_uuid))
-        vm = services.agents.report_vm(
+        vm, position = services.agents.report_vm(
             vm_uuid.lower(), server_uuid=str(generational.server_uuid),
             state=generational.state, boot_id=generational.boot_id,
             generation=generational.generation, cause=cause_of(request), admit=admit,
-            seq=generational.seq)
+            seq=generational.seq, if_match=if_match)
     if vm is None:  # ``admit`` refuses a VM the log does not have first; for the type
         raise VmNotFoundError(vm_uuid)
     # the VM the report saved, not read from vm_view: a report's answer must not wait for the
     # projector, nor answer 503 after the report was recorded (api.md, "Commands and the
     # projector")
     body = services.vms.render(vm)
-    return JSONResponse(body, headers={"ETag": f'"{body["version"]}"'})
+    return JSONResponse(body, headers=versioned_headers(body["version"], position))
 
 
 def _visible_to_reporter(request: Request, vm_uuid: str) -> Admit:
@@ -179,7 +184,10 @@ def _visible_to_reporter(request: Request, vm_uuid: str) -> Admit:
 @router.put("/vms", openapi_extra=PUT_VMS)
 def put_vms(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """PutVms: apply the agent's whole inventory; answers what happened to each VM it
-    changed (``{vm_uuid: happening}``)."""
+    changed (``{vm_uuid: happening}``), and its log position when it appended. ``If-Match``
+    is the server's version (its ``ETag``): one header cannot name the version of each VM
+    reported, and the server's stream is where the report is recorded, in one transaction
+    with the VMs it changes; another version is 412 and nothing is appended."""
     query = PUT_VMS.parse(request)
     server_uuid = query.uuid("server_uuid")
     if server_uuid is None and "server_uuid" not in query.params:
@@ -188,10 +196,11 @@ def put_vms(request: Request, data: dict[str, Any] | None = Body(None)) -> JSONR
     query.check()
     report = parse_body(request, InventoryReport, data)
     require_server(request, server_uuid)
-    services = services_of(request)
-    changes = services.agents.report_inventory(
+    if_match = if_match_of(request)
+    reported = services_of(request).agents.report_inventory(
         server_uuid, boot_id=report.boot_id, generation=report.generation,
         vms={str(uuid): vm.state for uuid, vm in report.vms.items()}, cause=cause_of(request),
-        seq=report.seq)
+        seq=report.seq, if_match=if_match)
     return JSONResponse({"server_uuid": server_uuid, "generation": report.generation,
-                         "changed": changes})
+                         "changed": reported.changed},
+                        headers=versioned_headers(None, reported.position))

@@ -96,7 +96,7 @@ def _job_filters(query: Query) -> dict[str, Any] | None:
     if execution is not None and execution not in {e.value for e in Execution}:
         query.invalid("execution", "must be one of " + ", ".join(e.value for e in Execution))
     # An empty value is refused as any other that names no job, as ``execution=`` is: it
-    # was read as no filter, so ``task=&name=quarantine`` listed quarantines (a tester).
+    # was read as no filter, so ``task=&name=stop`` listed the stop jobs (a tester).
     for given, known in (("name", [n.value for n in JobName]), ("task", list(VMAPI_TASKS))):
         value = query.params.get(given)
         if value is not None and value not in known:

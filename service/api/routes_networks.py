@@ -18,6 +18,7 @@ from service.api.deps import (
     services_of,
 )
 from service.api.errors import ApiError
+from service.api.headers import versioned_headers
 from service.api.query_parameters import COMMAND_HEADERS, Param, QueryParameters
 from service.api.schemas import Name, StrictModel, Uuid
 
@@ -63,12 +64,10 @@ def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -
         name=asked.name, subnet=asked.subnet, provision_start_ip=asked.provision_start_ip,
         provision_end_ip=asked.provision_end_ip, gateway=asked.gateway,
         network_uuid=str(asked.uuid) if asked.uuid else None, cause=cause,
-        idempotency=idempotency_of(request, data, cause))
+        idempotency=idempotency_of(request, data, cause, defaults=CreateNetworkRequest))
     body = network_object(network)
-    headers = {"Location": f"/networks/{network.id}"}
-    if position is not None:  # None: a repeat of its Idempotency-Key appended nothing
-        headers["x-log-position"] = str(position)
-    return JSONResponse(body, status_code=201, headers=headers)
+    return JSONResponse(body, status_code=201, headers={
+        **versioned_headers(body["version"], position), "Location": f"/networks/{network.id}"})
 
 
 @router.get("/networks", openapi_extra=LIST_NETWORKS)
@@ -85,6 +84,7 @@ def list_networks(request: Request) -> JSONResponse:
 
 @router.get("/networks/{network_uuid}", openapi_extra=NO_PARAMETERS)
 def get_network(network_uuid: str, request: Request) -> JSONResponse:
-    """One network, with ``addresses_in_use`` and ``addresses_free``."""
+    """One network, with ``addresses_in_use`` and ``addresses_free``; ``ETag``: its version."""
     NO_PARAMETERS.parse(request).check()
-    return JSONResponse(_network(request, network_uuid))
+    network = _network(request, network_uuid)
+    return JSONResponse(network, headers=versioned_headers(network["version"]))

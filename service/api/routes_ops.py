@@ -15,6 +15,7 @@ from service.api.auth import authorized_router
 from service.api.deps import services_of
 from service.api.errors import UnavailableError, schema_missing_error
 from service.api.query_parameters import QueryParameters
+from service.projector_presence import NO_RUNNER
 
 router = authorized_router()
 
@@ -32,22 +33,34 @@ def ping(request: Request) -> JSONResponse:
     read models are past the log's head (they are not run until rebuilt); and VMAPI's
     ``healthy`` (bool), ``pid`` (this process's) and ``pingErrors`` (``{}`` when healthy).
     ``503`` with ``Retry-After`` when the probe fails or takes more than ``ping_timeout_s``
-    (a load balancer gives up long before a partitioned connection would)."""
+    (a load balancer gives up long before a partitioned connection would), and when read
+    models lag the log while no projection runner runs on the database
+    (``service.projector_presence``): no read could be answered."""
     services = services_of(request)
 
-    def probe() -> tuple[int, dict[str, int]]:
-        return services.projections.head(), services.projections.positions()
+    def probe() -> tuple[int, dict[str, int], bool]:
+        head, positions = services.projections.head(), services.projections.positions()
+        # behind with no runner to catch up: every read would time out (a tester found
+        # /ping 200 there), so the ping says so rather than OK
+        behind = any(position < head for position in positions.values())
+        return head, positions, behind and not services.projector_running()
 
     try:
-        head, positions = _probes.submit(probe).result(timeout=services.settings.ping_timeout_s)
+        head, positions, stalled = _probes.submit(probe).result(
+            timeout=services.settings.ping_timeout_s)
     except ProbeTimeoutError as error:
+        # a locked table or an overloaded server looks the same from here as a lost one
         raise _unhealthy(UnavailableError(
-            f"database unreachable: no answer in {services.settings.ping_timeout_s} s")
+            f"database unreachable or busy: no answer in {services.settings.ping_timeout_s} s")
         ) from error
     except Exception as error:  # noqa: BLE001 - any failure to reach the database is a 503
         # reached, but not the database it built: named as on every route
         raise _unhealthy(schema_missing_error(error) or UnavailableError(
             f"database unreachable: {type(error).__name__}")) from error
+    if stalled:
+        raise _unhealthy(UnavailableError("read models behind the log (" + ", ".join(
+            f"{name} by {head - position}" for name, position in sorted(positions.items())
+            if position < head) + f") and {NO_RUNNER}"), part="projections")
     return JSONResponse({
         "status": "OK",
         # VMAPI's (sdc-vmapi lib/endpoints/ping.js), for health checks written for it
@@ -64,10 +77,11 @@ def ping(request: Request) -> JSONResponse:
     })
 
 
-def _unhealthy(error: UnavailableError) -> UnavailableError:
+def _unhealthy(error: UnavailableError, part: str = "database") -> UnavailableError:
     """``error`` (a 503) with VMAPI's health fields in its body: ``healthy`` false, this
-    process's ``pid``, and ``pingErrors`` naming what failed (``database``: the message)."""
-    error.extra.update(healthy=False, pid=os.getpid(), pingErrors={"database": error.message})
+    process's ``pid``, and ``pingErrors`` naming what failed (``part``, ``database`` or
+    ``projections``: the message)."""
+    error.extra.update(healthy=False, pid=os.getpid(), pingErrors={part: error.message})
     return error
 
 

@@ -20,6 +20,7 @@ from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes,
     services_of,
 )
+from service.api.headers import versioned_headers
 from service.api.query_parameters import COMMAND_HEADERS, Param, QueryParameters, one_of
 from service.api.schemas import StrictModel, Uuid
 
@@ -75,7 +76,7 @@ def _server(request: Request, server_uuid: str, *, eventual: bool) -> JSONRespon
     return _answer(server)
 
 
-def _changed(request: Request, server_uuid: str, *, status: int,
+def _changed(request: Request, server_uuid: str, *, status: int, position: int | None,
              headers: dict[str, str] | None = None) -> JSONResponse:
     """A server command's answer: the server as the log has it now, folded from its stream
     and rendered as ``server_view`` renders it (``server_object``), not read from the read
@@ -83,18 +84,19 @@ def _changed(request: Request, server_uuid: str, *, status: int,
     it (api.md, "Commands and the projector"). It still waits, at most
     ``VMLEDGER_READ_TIMEOUT_S`` and whatever comes of it, for ``server_view``: a later
     DeleteVm decides by the status it reads there (a VM whose servers were all removed is
-    destroyed at once), so the removal it answers should be there when the projector is up."""
+    destroyed at once), so the removal it answers should be there when the projector is up.
+    ``position``: the log position of the command's last event (None: nothing appended)."""
     services = services_of(request)
     services.projections.wait_for(services.commands.head_position(), ("server_view",),
                                   services.settings.read_timeout_s)
     server = services.commands.load_aggregate(Server, server_uuid.lower())
-    return _answer(server_object(server), status=status, headers=headers)
+    return _answer(server_object(server), status=status, position=position, headers=headers)
 
 
-def _answer(server: dict[str, Any], *, status: int = 200,
+def _answer(server: dict[str, Any], *, status: int = 200, position: int | None = None,
             headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(server, status_code=status,
-                        headers={"ETag": f'"{server["version"]}"', **(headers or {})})
+    return JSONResponse(server, status_code=status, headers={
+        **versioned_headers(server["version"], position), **(headers or {})})
 
 
 @router.post("/servers", status_code=201, openapi_extra=CREATE_SERVER)
@@ -105,12 +107,12 @@ def create_server(request: Request, data: dict[str, Any] | None = Body(None)) ->
     if_match_of(request)  # checked as every command's is; a new server has no version yet
     asked = parse_body(request, CreateServerRequest, data)
     services, cause = services_of(request), cause_of(request)
-    server_uuid, created = services.commands.register_server_keyed(
+    server_uuid, created, position = services.commands.register_server_keyed(
         str(asked.uuid or uuidlib.uuid4()), hostname=asked.hostname, boot_id=asked.boot_id,
         ram_mib=asked.ram_mib, cpus=asked.cpus, cause=cause,
-        idempotency=idempotency_of(request, data, cause))
+        idempotency=idempotency_of(request, data, cause, defaults=CreateServerRequest))
     services.projections.wake()
-    return _changed(request, server_uuid, status=201 if created else 200,
+    return _changed(request, server_uuid, status=201 if created else 200, position=position,
                     headers={"Location": f"/servers/{server_uuid}"})
 
 
@@ -130,14 +132,15 @@ def server_action(server_uuid: str, request: Request,
     services = services_of(request)
     cause, if_match = cause_of(request), if_match_of(request)
     body = parse_body(request, ServerActionRequest, data)
-    idempotency = idempotency_of(request, data, cause)
+    idempotency = idempotency_of(request, data, cause, defaults=ServerActionRequest)
     if action == "reboot":
         boot_id = body.boot_id or str(uuidlib.uuid4())
-        services.agents.host_rebooted(server_uuid.lower(), boot_id, cause=cause,
-                                      if_match=if_match, idempotency=idempotency)
+        position = services.agents.host_rebooted(
+            server_uuid.lower(), boot_id, cause=cause, if_match=if_match,
+            idempotency=idempotency).position
         status = 202
     else:
-        services.commands.remove_server(server_uuid.lower(), cause=cause, if_match=if_match,
-                                        idempotency=idempotency)
+        position = services.commands.remove_server(
+            server_uuid.lower(), cause=cause, if_match=if_match, idempotency=idempotency)
         status = 200
-    return _changed(request, server_uuid, status=status)
+    return _changed(request, server_uuid, status=status, position=position)

@@ -13,6 +13,7 @@ from domain.errors import ServerNotFoundError, VmNotFoundError
 from service.api.auth import authorized_router
 from service.api.deps import cause_of, parse_body, services_of
 from service.api.errors import ApiError
+from service.api.headers import versioned_headers
 from service.api.query_parameters import Param, QueryParameters, one_of
 from service.api.schemas import StrictModel
 from service.api.vmapi_rules import is_uuid
@@ -129,11 +130,12 @@ def server_happening(server_uuid: str, request: Request) -> JSONResponse:
             # the node's sequence number it is as of: a job may record a step between taking
             # it and applying it, and then the report is older than the log for that VM
             report = fleet.report(server_uuid)
-            changed = services_of(request).agents.report_inventory(
+            reported = services_of(request).agents.report_inventory(
                 server_uuid, boot_id=report["boot_id"], generation=report["generation"],
                 vms={vm: seen["state"] for vm, seen in report["vms"].items()},
                 cause=cause_of(request), seq=report["seq"])
-            return JSONResponse({**report, "changed": changed})
+            return JSONResponse({**report, "changed": reported.changed},
+                                headers=versioned_headers(None, reported.position))
         if action == "reboot":
             fleet.reboot_server(server_uuid)
         elif action == "restart_agent":

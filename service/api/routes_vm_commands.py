@@ -36,7 +36,7 @@ from service.api.deps import (
     wait_for_job,
 )
 from service.api.errors import JobEndedBadlyError, invalid_parameters
-from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header
+from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header, versioned_headers
 from service.api.params import Query
 from service.api.quarantine_actions import quarantine_action
 from service.api.query_parameters import check_declared_header
@@ -123,7 +123,7 @@ async def _create(request: Request, spec_in: CreateVmRequest, networks: list[Nic
     services = services_of(request)
     cause, vm_uuid = cause_of(request), str(spec_in.uuid) if spec_in.uuid else None
     # mapped: ?sync=1 and {"sync": true} (?owner_uuid=, ?networks=) are one request
-    idempotency = idempotency_of(request, data, cause, mapped=True)
+    idempotency = idempotency_of(request, data, cause, mapped=True, defaults=CreateVmRequest)
     context = _x_context(request)
     result = await command(request, lambda: services.commands.create_vm(
         spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))
@@ -259,10 +259,8 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
     ))
     if result.job_uuid is None:
         # Destroyed at once, with no job (v2 DeleteVm of a VM whose server was removed).
-        headers = {"ETag": f'"{result.version}"'}
-        if result.position is not None:
-            headers["x-log-position"] = str(result.position)
-        return Response(status_code=204, headers=headers)
+        return Response(status_code=204,
+                        headers=versioned_headers(result.version, result.position))
     return await _answer(request, result, sync=sync)
 
 

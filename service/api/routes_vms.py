@@ -15,6 +15,7 @@ from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.errors import invalid_parameters
 from service.api.fast_json import FastJSONResponse
+from service.api.headers import versioned_headers
 from service.api.list_vms_params import LIST_VMS, ListVmsQuery
 from service.api.query_parameters import (
     AS_IT_WAS, LIMIT, OWNERS_VM, Param, QueryParameters, integer,
@@ -85,7 +86,7 @@ def get_vm(vm_uuid: str, request: Request) -> JSONResponse:
         vm = services.vms.get(vm_uuid.lower())
     if vm is None or (owner_uuid is not None and not owner_sees(vm["owner_uuid"], owner_uuid)):
         raise VmNotFoundError(vm_uuid)
-    return FastJSONResponse(vm, headers={"ETag": f'"{vm["version"]}"'})
+    return FastJSONResponse(vm, headers=versioned_headers(vm["version"]))
 
 
 @router.get("/vms/{vm_uuid}/history", openapi_extra=HISTORY)

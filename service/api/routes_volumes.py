@@ -17,6 +17,7 @@ from service.api.auth import authorized_router
 from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
 )
+from service.api.headers import versioned_headers
 from service.api.params import MAX_LIMIT
 from service.api.query_parameters import (
     COMMAND_HEADERS, LIMIT, OFFSET, Param, QueryParameters, one_of)
@@ -71,10 +72,8 @@ def _volume(volume: Volume, *, status: int, position: int | None) -> JSONRespons
     model: a command whose change is recorded must not wait for the projector, nor answer a
     read-timeout ``503`` after it (api.md, "Commands and the projector")."""
     body = volume_object(volume)
-    headers = {"ETag": f'"{body["version"]}"', "Location": f"/volumes/{body['uuid']}"}
-    if position is not None:
-        headers["x-log-position"] = str(position)
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(body, status_code=status, headers={
+        **versioned_headers(body["version"], position), "Location": f"/volumes/{body['uuid']}"})
 
 
 @router.get("/volumes", openapi_extra=LIST_VOLUMES)
@@ -98,7 +97,7 @@ def get_volume(volume_uuid: str, request: Request) -> JSONResponse:
     query.check()
     volume = read_one(request, "volume_mounts", services_of(request).volumes.get, volume_uuid,
                       VolumeNotFoundError, eventual=query.eventual)
-    return JSONResponse(volume, headers={"ETag": f'"{volume["version"]}"'})
+    return JSONResponse(volume, headers=versioned_headers(volume["version"]))
 
 
 @router.post("/volumes", status_code=201, openapi_extra=CREATE_VOLUME)
@@ -111,7 +110,7 @@ def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) ->
     volume, position = services.commands.create_volume(
         name=asked.name, cause=cause, volume_uuid=str(asked.uuid) if asked.uuid else None,
         networks={str(network): str(address) for network, address in asked.networks.items()},
-        idempotency=idempotency_of(request, data, cause),
+        idempotency=idempotency_of(request, data, cause, defaults=CreateVolumeRequest),
     )
     return _volume(volume, status=201, position=position)
 
@@ -135,10 +134,11 @@ def volume_action(volume_uuid: str, request: Request,
         attach = parse_body(request, AttachNetworkRequest, data)
         volume, position = services.commands.attach_network(
             volume_uuid.lower(), str(attach.network_uuid), str(attach.address), cause=cause,
-            if_match=if_match, idempotency=idempotency_of(request, data, cause))
+            if_match=if_match,
+            idempotency=idempotency_of(request, data, cause, defaults=AttachNetworkRequest))
     else:
         detach = parse_body(request, DetachNetworkRequest, data)
         volume, position = services.commands.detach_network(
             volume_uuid.lower(), str(detach.network_uuid), cause=cause, if_match=if_match,
-            idempotency=idempotency_of(request, data, cause))
+            idempotency=idempotency_of(request, data, cause, defaults=DetachNetworkRequest))
     return _volume(volume, status=202, position=position)

@@ -16,7 +16,7 @@ from eventsourcing.persistence import Notification
 
 from domain.errors import DamagedStreamError
 from domain.folding import apply_stored
-from projections.formats import rfc3339
+from projections.formats import epoch_ms, rfc3339
 from service.commands.aggregate_cache import fold_before
 
 # The fields of a VM whose change Triton's changefeed names in ``subResources`` (VMAPI's
@@ -49,7 +49,9 @@ class Change:
     ``owner_uuid``, ``server_uuid`` and ``state`` are the resource's after the event (``None``
     where it has none); ``changed`` names the VMAPI fields the event changed
     (``VM_SUB_RESOURCES`` keys, empty for other kinds); ``data`` is the JSON text of the SSE
-    ``data:`` object (api.md, "Changes")."""
+    ``data:`` object (api.md, "Changes"); ``at_ms`` is when the event was recorded (its
+    timestamp), in milliseconds since the Unix epoch (``None`` for a damaged change, whose
+    event cannot be read)."""
 
     position: int
     kind: str
@@ -61,6 +63,7 @@ class Change:
     state: str | None
     changed: tuple[str, ...]
     data: str
+    at_ms: int | None = None
 
 
 def _plain(value: Any) -> Any:
@@ -161,6 +164,7 @@ class ChangeFolder:
             version=version, owner_uuid=after["owner_uuid"], server_uuid=after["server_uuid"],
             state=after["state"], changed=changed,
             data=json.dumps(body, default=_plain, separators=(",", ":")),
+            at_ms=epoch_ms(event.timestamp),
         )
 
 

@@ -19,14 +19,13 @@ speaks it to VMAPI, in our own words.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from domain import json_input
+from domain.json_input import unstorable
 from projections.formats import MAX_INTEGER
 from service.changes.records import VM_SUB_RESOURCES, Change
-from domain.json_input import unstorable
 
 VM_RESOURCE = {"resource": "vm", "subResources": sorted(VM_SUB_RESOURCES),
                "bootstrapRoute": "/vms"}
@@ -126,13 +125,16 @@ def _v2_bootstrap(count: int) -> dict[str, Any]:
 
 def change_message(change: Change, wanted: frozenset[str]) -> str | None:
     """The changefeed message of ``change``, or ``None`` when the listener registered for none
-    of its sub-resources (or it is not a VM's)."""
+    of its sub-resources (or it is not a VM's). ``published`` is when the change was recorded
+    (its event's timestamp), as milliseconds since the Unix epoch in a string, as Triton's
+    publisher stamps each change when it is made, not when it is sent: a listener catching up
+    with ``after`` reads each old change's own time, not the time of the read."""
     if change.kind != "vm" or not wanted.intersection(change.changed):
         return None
     return json.dumps({
         "changeKind": {"resource": "vm", "subResources": list(change.changed)},
         "changedResourceId": change.uuid,
-        "published": str(int(time.time() * 1000)),
+        "published": str(change.at_ms),
         "position": change.position,
     })
 

@@ -126,6 +126,7 @@ def project() -> None:
     services = _services(settings, register_fleet=False)
     stop = _wait_for_signal()
     wake_on_appends(services.app.recorder, services.projections.wake, stop)
+    services.hold_projector_lock()  # /ping and the reads know a runner runs (until close)
     log = logging.getLogger("vmledger.project")
     log.info("projection runner started: database %s, read models %s",
              database_shown(settings), ", ".join(services.projections.read_models))

@@ -22,11 +22,18 @@ if TYPE_CHECKING:
     from service.replay.replayer import Summary
 
 
+# The summary's counts and their labels: VMs named as in the rows of their states below
+# ("VMs running"), where the key's spelling gave "vms created" (a tester)
+_COUNTS = {"rows_read": "rows read", "rows_applied": "rows applied",
+           "rows_refused": "rows refused", "rows_ignored": "rows ignored",
+           "vms_created": "VMs created"}
+
+
 def _print(summary: Summary, console: Console) -> None:
     table = Table(title=f"replay of {Path(summary.trace).name}", show_header=False)
     data = summary.as_dict()
-    for key in ("rows_read", "rows_applied", "rows_refused", "rows_ignored", "vms_created"):
-        table.add_row(key.replace("_", " "), f"{data[key]:,}")
+    for key, label in _COUNTS.items():
+        table.add_row(label, f"{data[key]:,}")
     for group, prefix in (("final_states", "VMs "), ("refused", "refused: "),
                           ("ignored", "ignored: ")):
         for name, count in data[group].items():

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import uuid as uuidlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from domain import policy
 from domain.policy import Happening, Response
@@ -31,6 +31,7 @@ from domain.server import Server
 from domain.states import Action, DesiredState, Execution, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.application import Commands
+from service.commands.change import check_version
 from service.commands.idempotency import IdempotencyKey, remembered
 from service.commands.versioning import NEWEST
 from service.metrics import REPORT_ENTRIES_OLDER_THAN_LOG
@@ -52,6 +53,15 @@ _DIFFERENCES: dict[tuple[str, str], Happening | str] = {
 }
 
 
+class Reported(NamedTuple):
+    """What a report (or a recorded host reboot) did: what happened to each VM it changed
+    (``{vm_uuid: happening}``), and the log position of its save (None: it appended
+    nothing)."""
+
+    changed: dict[str, str]
+    position: int | None
+
+
 class Agents:
     """Applies agent reports (and the operator's record of a host reboot) to VMs and servers."""
 
@@ -59,11 +69,12 @@ class Agents:
         self.commands = commands
 
     def report_inventory(self, server_uuid: str, *, boot_id: str, generation: int,
-                         vms: Mapping[str, str], cause: Cause,
-                         seq: int | None = None) -> dict[str, str]:
+                         vms: Mapping[str, str], cause: Cause, seq: int | None = None,
+                         if_match: int | None = None) -> Reported:
         """The agent's whole inventory ``{vm_uuid: observed state}``, as of the node's
-        sequence number ``seq`` (None: unnumbered). Returns what happened to each VM it
-        changed. Raises ``StaleGenerationError``, ``ServerNotFoundError``."""
+        sequence number ``seq`` (None: unnumbered). ``if_match`` is the server's version
+        (one version cannot name each VM's; the server's stream records the report). Raises
+        ``StaleGenerationError``, ``ServerNotFoundError``, ``VersionMismatchError``."""
 
         def affected(server: Server, rebooted: bool) -> dict[str, Happening | str]:
             found: dict[str, Happening | str] = {}
@@ -75,18 +86,32 @@ class Agents:
                     found[vm_uuid] = observed
             return found
 
-        return self._apply(server_uuid, boot_id, generation, affected, cause, seq=seq)
+        return self._apply(server_uuid, boot_id, generation, affected, cause, seq=seq,
+                           if_match=if_match)
 
     def report_vm(self, vm_uuid: str, *, server_uuid: str, state: str, boot_id: str,
                   generation: int, cause: Cause, admit: Admit | None = None,
-                  seq: int | None = None) -> Vm | None:
+                  seq: int | None = None, if_match: int | None = None
+                  ) -> tuple[Vm | None, int | None]:
         """One VM's observed state on ``server_uuid``, as of the node's sequence number
         ``seq`` (None: unnumbered). A new ``boot_id`` is a host reboot for the server's other
-        VMs too. ``admit`` sees the VM first (``Admit``). Returns the VM as
-        the report left it (the aggregate saved, or loaded when the report changed nothing;
-        None: the log has no such VM), which the route answers without a fold of its own.
-        Raises ``StaleGenerationError``, ``ServerNotFoundError`` and what ``admit`` raises."""
+        VMs too. ``admit`` sees the VM first (``Admit``), then ``if_match`` is matched
+        against its version (after ``admit``, whose refusal must not be told apart from a
+        VM the log never had by a 412). Returns the VM as the report left it (the aggregate
+        saved, or loaded when the report changed nothing; None: the log has no such VM),
+        which the route answers without a fold of its own, and the log position of the save
+        (None: nothing appended). Raises ``StaleGenerationError``, ``ServerNotFoundError``,
+        what ``admit`` raises, ``VmNotFoundError`` (``if_match`` of a VM the log never had)
+        and ``VersionMismatchError``."""
         seen: dict[str, Vm | None] = {}
+
+        def admitted(vm: Vm | None) -> None:
+            if admit is not None:
+                admit(vm)
+            if if_match is not None:
+                if vm is None:
+                    raise VmNotFoundError(vm_uuid)
+                check_version(vm, if_match, Vm)
 
         def affected(server: Server, rebooted: bool) -> dict[str, Happening | str]:
             found: dict[str, Happening | str] = {vm_uuid: state}
@@ -95,15 +120,15 @@ class Agents:
                               if other != vm_uuid})
             return found
 
-        self._apply(server_uuid, boot_id, generation, affected, cause,
-                    admit=(vm_uuid, admit) if admit else None, seen=seen, seq=seq)
-        return seen.get(vm_uuid)
+        reported = self._apply(server_uuid, boot_id, generation, affected, cause,
+                               admit=(vm_uuid, admitted), seen=seen, seq=seq)
+        return seen.get(vm_uuid), reported.position
 
     def host_rebooted(self, server_uuid: str, boot_id: str, *, cause: Cause,
                       if_match: int | None = None,
-                      idempotency: IdempotencyKey | None = None) -> dict[str, str]:
+                      idempotency: IdempotencyKey | None = None) -> Reported:
         """The operator records that the host rebooted with ``boot_id`` (its VMs are gone).
-        A repeat of ``idempotency`` records nothing (``{}``); raises
+        A repeat of ``idempotency`` records nothing (``{}``, no position); raises
         ``ServerNotFoundError``, ``VersionMismatchError`` (``if_match`` is not the server's
         version) and ``IdempotencyKeyReusedError``."""
         return self._apply(server_uuid, boot_id, None,
@@ -120,7 +145,7 @@ class Agents:
                idempotency: IdempotencyKey | None = None,
                seen: dict[str, Vm | None] | None = None,
                seq: int | None = None,
-               check_server: Callable[[Server], None] | None = None) -> dict[str, str]:
+               check_server: Callable[[Server], None] | None = None) -> Reported:
         """Apply a report to the server and the VMs ``affected`` names, in one save;
         ``seen`` (if given) is left holding the VMs the saved attempt loaded, as it left
         them. ``check_server`` may refuse the server as loaded, before anything is
@@ -170,7 +195,9 @@ class Agents:
                                        idempotency_key=idempotency, outcome=remembered(202))
         for vm_uuid in older:
             older_than_recorded(vm_uuid, server_uuid, f"its seq {seq}")
-        return {} if changed.replayed is not None else changed.decision[0]
+        if changed.replayed is not None:
+            return Reported({}, None)
+        return Reported(changed.decision[0], changed.position)
 
     def _vm(self, vm_uuid: str) -> Vm | None:
         try:

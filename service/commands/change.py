@@ -15,6 +15,12 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
    ``If-Match``, whose refusal would tell its version (api.md, "Contract: roles");
    ``If-Match``: a version other than the current one raises ``VersionMismatchError``;
 4. ``decide(aggregate)``: records events, or raises a domain refusal (nothing is saved);
+   a refusal of a request with an idempotency key, from here or steps 2, 3 and 5, is
+   given only once the key is read again after the load and still names nothing: the
+   load may have seen the commit of the same request made in another process since step
+   1 (a stream's turn holds this process's writers only), and its key, committed with its
+   events, is then found, and its first outcome is the answer (docs/architecture.md,
+   "Idempotency keys across processes"); so too before ``ConflictRetriesExhaustedError``;
 5. the servers' side of the VMs' capacity claims and releases (``_server_effects``), and the
    networks' side of their NICs removed or destroyed and of the volumes' networks attached or
    detached (``_network_effects``);
@@ -68,6 +74,18 @@ class Accepted:
     job_uuid: str | None
     version: int
     position: int | None
+
+
+def check_version(aggregate: Vm | Server | Volume | Network, if_match: int | None,
+                  kind: type) -> None:
+    """Raise ``VersionMismatchError`` (412) when ``if_match`` (a request's ``If-Match``; None:
+    none, or ``*``) is not ``aggregate``'s version; ``kind`` names it in the message. What
+    ``change`` checks before ``decide``; a command whose aggregate is not the one the
+    version is of (an agent's report of a VM, saved with its server) checks it in its
+    ``decide``, after the checks whose refusal must come first."""
+    if if_match is not None and aggregate.version != if_match:
+        raise VersionMismatchError(if_match, aggregate.version,
+                                   "VM" if kind is Vm else kind.__name__.lower())
 
 
 class Changed(NamedTuple, Generic[R]):
@@ -130,7 +148,8 @@ class Changes:
 
         - ``idempotency_key`` with ``outcome`` (what to remember of the decision): the key is
           stored in the transaction of the events; one already used for this request returns
-          ``Changed(replayed=its first outcome)``.
+          ``Changed(replayed=its first outcome)``, also when it is found only on a refusal's
+          second look (step 4).
         - ``new`` makes the aggregate when its stream does not exist (the first attempt makes
           it without reading); ``decide`` is then given it with its creation pending, and can
           tell it from an existing one by ``pending_events``. A stream of another kind is
@@ -157,19 +176,17 @@ class Changes:
             # commit: a group commit's queue lengthens that window, and two of a process's
             # writers of one stream in one batch would only make one of them a conflict.
             with self.committer.turn(uuid):
-                prior = self._first_outcome(idempotency_key)
-                if prior is not None:
-                    return Changed(None, None, None, prior)  # type: ignore[arg-type]
-                aggregate, unconfirmed = self._load_or_new(
-                    kind, uuid, new, first=attempt == 0, trust_cache=trust_cache)
+                replay = self._replay(idempotency_key)
+                if replay is not None:
+                    return replay
+                unconfirmed = False
                 try:
+                    aggregate, unconfirmed = self._load_or_new(
+                        kind, uuid, new, first=attempt == 0, trust_cache=trust_cache)
                     if owner_uuid is not None and getattr(
                             aggregate, "owner_uuid", None) != owner_uuid:
                         raise NOT_FOUND[kind](uuid)
-                    if if_match is not None and aggregate.version != if_match:
-                        raise VersionMismatchError(
-                            if_match, aggregate.version,
-                            "VM" if kind is Vm else kind.__name__.lower())
+                    check_version(aggregate, if_match, kind)
                     decision = decide(aggregate)
                     record = None
                     if idempotency_key is not None and outcome is not None:
@@ -178,10 +195,17 @@ class Changes:
                             idempotency_key, getattr(first, "status", 202), first)
                     pending = self._pending(aggregate, list(also(decision)) if also else [])
                 except DomainError:
-                    if not unconfirmed:
+                    if unconfirmed:
+                        trust_cache = False  # a refusal is only given on the log's state
+                        continue
+                    # The key again, read after the load: the load may have seen the commit
+                    # of this request's twin in another process (turns hold this process's
+                    # writers only), made since the read above; the key committed with its
+                    # events, so it is found now, and its first answer is the answer.
+                    replay = self._replay(idempotency_key)
+                    if replay is None:
                         raise
-                    trust_cache = False  # a refusal is only given on the log's state
-                    continue
+                    return replay
                 if unconfirmed and not aggregate.pending_events:
                     trust_cache = False  # only its own append proves the cached fold current
                     continue
@@ -202,6 +226,9 @@ class Changes:
                     return Changed(decision, aggregate, position)
             self.committer.pause(back_off_s(attempt))  # a command task parks instead
             attempt += 1
+        replay = self._replay(idempotency_key)  # the last conflict may have been the twin's
+        if replay is not None:
+            return replay
         raise ConflictRetriesExhaustedError(
             f"{kind.__name__.lower()} {uuid}: {self.retries} conflicting writes")
 
@@ -257,6 +284,12 @@ class Changes:
         except ValueError:
             return None
         return cached_save(self.app, self.committer.saved_here, aggregate_id)
+
+    def _replay(self, key: IdempotencyKey | None) -> Changed[Any] | None:
+        """What ``change`` returns for a request whose ``key`` was already used for it (its
+        first outcome as ``replayed``), or None. Raises ``IdempotencyKeyReusedError``."""
+        prior = self._first_outcome(key)
+        return None if prior is None else Changed(None, None, None, prior)
 
     def _first_outcome(self, key: IdempotencyKey | None) -> Accepted | Recorded | None:
         if key is None:

@@ -39,10 +39,12 @@ class ServerCommands(_UsesCommands):
 
     def register_server_keyed(self, server_uuid: str, *, hostname: str, boot_id: str,
                               ram_mib: int, cpus: int, cause: Cause,
-                              idempotency: IdempotencyKey | None = None) -> tuple[str, bool]:
-        """``register_server`` for a request with an ``Idempotency-Key``: the server's uuid
-        and whether it was recorded; a repeat of ``idempotency`` answers the first's (its
-        uuid may not be ``server_uuid``: POST /servers picks a new one each request). Raises
+                              idempotency: IdempotencyKey | None = None
+                              ) -> tuple[str, bool, int | None]:
+        """``register_server`` for a request with an ``Idempotency-Key``: the server's uuid,
+        whether it was recorded and the log position of its record (None: nothing was
+        appended); a repeat of ``idempotency`` answers the first's uuid and status (its uuid
+        may not be ``server_uuid``: POST /servers picks a new one each request). Raises
         ``IdempotencyKeyReusedError`` too."""
 
         def decide(server: Server) -> bool:
@@ -59,16 +61,18 @@ class ServerCommands(_UsesCommands):
                                         boot_id=boot_id, ram_mib=ram_mib, cpus=cpus,
                                         cause=cause))
         if changed.replayed is not None:
-            return changed.replayed.uuid, changed.replayed.status == 201
-        return server_uuid, changed.decision
+            return changed.replayed.uuid, changed.replayed.status == 201, None
+        return server_uuid, changed.decision, changed.position
 
     def remove_server(self, server_uuid: str, *, cause: Cause, if_match: int | None = None,
-                      idempotency: IdempotencyKey | None = None) -> None:
-        """Record that the server left the fleet. Raises ``ServerNotFoundError``,
-        ``VersionMismatchError`` (``if_match`` is not the server's version) and
-        ``IdempotencyKeyReusedError``."""
-        self.change(Server, server_uuid, lambda s: s.set_status("removed", cause=cause),
-                    if_match=if_match, idempotency_key=idempotency, outcome=remembered(200))
+                      idempotency: IdempotencyKey | None = None) -> int | None:
+        """Record that the server left the fleet; the log position of the record (None:
+        nothing appended: it already had, or a repeat of ``idempotency``). Raises
+        ``ServerNotFoundError``, ``VersionMismatchError`` (``if_match`` is not the server's
+        version) and ``IdempotencyKeyReusedError``."""
+        return self.change(Server, server_uuid, lambda s: s.set_status("removed", cause=cause),
+                    if_match=if_match, idempotency_key=idempotency,
+                    outcome=remembered(200)).position
 
 
 class VolumeCommands(_UsesCommands):

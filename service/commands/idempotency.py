@@ -38,14 +38,14 @@ class IdempotencyKeyReusedError(Exception):
 @dataclass(frozen=True)
 class IdempotencyKey:
     """A client's key, who sent it (``scope``) and a fingerprint of the request it names;
-    ``older``, the fingerprint an earlier version of the service gave the same request (a VM
-    action's, service/api/deps.py ``idempotency_of``), or None: a key stored then, within its
-    ``ttl_s``, still names this request."""
+    ``older``, the fingerprints earlier versions of the service gave the same request
+    (service/api/fingerprints.py): a key stored then, within its ``ttl_s``, still names this
+    request."""
 
     scope: str
     key: str
     fingerprint: str
-    older: str | None = None
+    older: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class IdempotencyStore:
             row = tx.fetchone()
         if row is None or row["created_at"] < self.clock() - self.ttl_s:
             return None
-        if row["fingerprint"] not in (key.fingerprint, key.older):
+        if row["fingerprint"] != key.fingerprint and row["fingerprint"] not in key.older:
             raise IdempotencyKeyReusedError(key.key)
         return {"status": row["status"], **json.loads(row["outcome"])}
 

@@ -32,6 +32,7 @@ from domain.server import Server
 from domain.states import VmState
 from domain.vm import Cause, Vm
 from service.commands.agents import OBSERVED_STATES, Admit, Agents, older_than_recorded
+from service.commands.change import Changed, check_version
 
 UNKNOWN_OWNER = str(UUID(int=0))  # a VM found with no owner_uuid in its report
 _HOLDING = ("running", "stopped")  # the states a VM found on a server holds capacity in
@@ -64,13 +65,17 @@ class AgentVmReports:
         self.commands = agents.commands
 
     def put(self, vm_uuid: str, report: AgentVm, *, cause: Cause,
-            admit: Admit | None = None) -> Vm:
+            admit: Admit | None = None, if_match: int | None = None) -> Changed[None]:
         """Record the VM as its agent reports it (module docstring), in one pass of the
         change loop: a VM the log does not have is made (``new``), one it has is reconciled,
-        once ``admit`` (``service.commands.agents.Admit``) has seen it. Returns the VM as the
-        report left it (the aggregate saved or, if it changed nothing, loaded). Raises
-        ``VmNotFoundError`` for an unknown VM reported in a state nothing is recorded of
-        (``destroyed``, ``provisioning``), and what ``admit`` raises."""
+        once ``admit`` (``service.commands.agents.Admit``) has seen it and ``if_match`` (its
+        version, checked after ``admit``: a 412 would tell a VM the agent may not name from
+        one the log never had) matched. Returns what the change did: the VM as the report
+        left it (``aggregate``: saved or, if it changed nothing, loaded) and the log
+        position (None: nothing appended). Raises ``VmNotFoundError`` for an unknown VM
+        reported in a state nothing is recorded of (``destroyed``, ``provisioning``) or with
+        ``if_match`` (a version of a VM the log has: as every command's, a VM that does not
+        exist is 404 first), ``VersionMismatchError``, and what ``admit`` raises."""
         try:
             vm_id = UUID(vm_uuid)
         except ValueError:
@@ -82,6 +87,7 @@ class AgentVmReports:
                 return
             if admit is not None:
                 admit(vm)
+            check_version(vm, if_match, Vm)
             if VmState(vm.state) is VmState.DESTROYED or vm.is_stale_report(reported_at):
                 return
             if report.server_uuid is not None and \
@@ -95,11 +101,12 @@ class AgentVmReports:
         try:
             self.commands.load(vm_id)
         except VmNotFoundError:  # made as found; a twin report that made it first wins
+            if if_match is not None:
+                raise
             holds = report.state in _HOLDING and self._known_server(report.server_uuid)
             return self.commands.change(
-                Vm, vm_id, decide,
-                new=lambda: self._found(vm_id, report, cause, holds=holds)).aggregate
-        return self.commands.change(Vm, vm_id, decide).aggregate
+                Vm, vm_id, decide, new=lambda: self._found(vm_id, report, cause, holds=holds))
+        return self.commands.change(Vm, vm_id, decide)
 
     def _known_server(self, server_uuid: str | None) -> bool:
         """Whether ``server_uuid`` is a server the log has (an operator may report a VM on

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.api import errors
 from service.api.connection import send_fixed
+from service.api.headers import with_request_id
 from service.console.render import render
 
 STATIC = Path(__file__).parent / "static"
@@ -83,7 +84,8 @@ class ConsolePages:
         path = scope["path"]
         if scope["method"] not in ("GET", "HEAD"):  # every command passes here: test cheaply
             if path.startswith("/console") and (path in self.assets or page_of(path)):
-                await errors.get_or_head_only()(scope, receive, send)  # api.md, "Errors"
+                await errors.get_or_head_only()(  # api.md, "Errors"
+                    scope, receive, with_request_id(scope, send))
             else:
                 await self.app(scope, receive, send)
             return
@@ -98,12 +100,12 @@ class ConsolePages:
             content_type = "text/html; charset=utf-8"
         elif names_no_page(path):
             body = render("shell.html", page="missing", fragment=None, title="Not found").encode()
-            await send_fixed(scope, send, body, [(b"content-type", b"text/html; charset=utf-8"),
-                                                 *SECURITY_HEADERS], status=404)
+            await send_fixed(scope, with_request_id(scope, send), body, [
+                (b"content-type", b"text/html; charset=utf-8"), *SECURITY_HEADERS], status=404)
             return
         else:
             await self.app(scope, receive, send)
             return
-        await send_fixed(scope, send, body,
+        await send_fixed(scope, with_request_id(scope, send), body,
                          [(b"content-type", content_type.encode()), *SECURITY_HEADERS])
 

@@ -234,8 +234,8 @@ def test_jobs_list_newest_first_by_log_position_whatever_the_clocks_say(
 @pytest.mark.parametrize("params", [{"task": ""}, {"name": ""}, {"task": "", "name": "stop"},
                                     {"name": "", "task": "stop"}, {"execution": ""}])
 def test_an_empty_job_filter_is_refused_as_any_value_naming_no_job(client, params) -> None:
-    # found by a tester: ``task=&name=quarantine`` listed quarantines (an empty task or name
-    # was read as no filter) where an empty ``execution=`` was refused
+    # found by a tester: ``task=&name=stop`` listed the stop jobs (an empty task or name was
+    # read as no filter) where an empty ``execution=`` was refused
     for path in ("/jobs", f"/vms/{create_running_vm(client)}/jobs"):
         body = assert_error(client.get(path, params=params), 409, "ValidationFailed")
         empty = next(name for name, value in params.items() if value == "")

@@ -4,16 +4,18 @@ WebSocket client as the npm Listener speaks it; .ci/changefeed.sh runs the real 
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosedError
 from websockets.sync.client import connect
 
+from projections.formats import epoch_ms
 from service.changes.triton import RegistrationError, parse_registration
 from tests.changes.live import live_server, refused_upgrade
-from tests.waiting import wait_until
 from tests.changes.scenarios import OWNER_A, create_vm
+from tests.waiting import wait_until
 
 V1 = {"instance": "6f0f3b8e-0d5e-4d0b-9c5e-6d1f7a9b2c01", "service": "test",
       "changeKind": {"resource": "vm", "subResources": ["state", "destroyed"]}}
@@ -133,6 +135,27 @@ def test_a_listener_resumes_after_a_position_and_skips_unregistered_sub_resource
     # Each VM's Created names alias; their JobQueued events name nothing and are not sent.
     assert [g["changedResourceId"] for g in got] == [first, second]
     assert got[0]["position"] < got[1]["position"]
+
+
+def test_a_listener_catching_up_reads_each_change_stamped_with_its_own_time(services):
+    # found by a tester: "published" was the time of the send, so a listener resuming with
+    # "after" saw every old change as made just now; Triton's publisher stamps the change's
+    # own time
+    first, second = create_vm(services, OWNER_A), create_vm(services, OWNER_A)
+    created = {str(e.originator_id): e.timestamp for e in (
+        services.app.mapper.to_domain_event(n)
+        for n in services.app.recorder.select_notifications(1, 100))
+        if type(e).__name__ == "Created"}
+    made_ms = {vm: epoch_ms(moment) for vm, moment in created.items()}
+    # the changes are read strictly later than they were made, in whole milliseconds
+    assert wait_until(lambda: time.time() * 1000 >= max(made_ms.values()) + 2)
+    only_alias = {**V1, "changeKind": {"resource": "vm", "subResources": ["alias"]}, "after": 0}
+    with live_server(services, background=False) as url, connect(_ws(url)) as ws:
+        ws.send(json.dumps(only_alias))
+        json.loads(ws.recv(timeout=10))
+        got = [json.loads(ws.recv(timeout=10)) for _ in range(2)]
+    assert [(g["changedResourceId"], g["published"]) for g in got] == [
+        (first, str(made_ms[first])), (second, str(made_ms[second]))]
 
 
 def test_with_tokens_a_listener_needs_one_and_an_owner_gets_its_own_vms_only(

@@ -34,7 +34,7 @@ def report(services, server_uuid: str) -> dict[str, str]:
     sent = services.fleet.report(server_uuid)
     return services.agents.report_inventory(
         server_uuid, boot_id=sent["boot_id"], generation=sent["generation"],
-        vms={vm: seen["state"] for vm, seen in sent["vms"].items()}, cause=AGENT)
+        vms={vm: seen["state"] for vm, seen in sent["vms"].items()}, cause=AGENT).changed
 
 
 def event_types(services, vm_uuid: str) -> list[str]:

@@ -31,6 +31,22 @@ def test_cli_replays_into_the_configured_database_and_prints_json(
     assert summary["final_states"] == {"destroyed": 1, "running": 1}
 
 
+def test_cli_summary_names_the_vms_one_way(settings, tmp_path, monkeypatch) -> None:
+    """The table's labels: "VMs created", then "VMs running", "VMs destroyed" under it (it
+    said "vms created" above "VMs running": a tester)."""
+    trace = write_trace(tmp_path / "t.csv.gz", [
+        row(SUBMIT), row(SCHEDULE, machine="1"), row(SUBMIT, index="1"), row(KILL, index="1")])
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("COLUMNS", "120")  # one row a line
+    result = CliRunner().invoke(cli, ["replay", str(trace), "--no-follow"])
+    assert result.exit_code == 0, result.output
+    labels = [line.strip("│ ").split("│")[0].strip() for line in result.stdout.splitlines()
+              if "│" in line]
+    assert labels[:5] == ["rows read", "rows applied", "rows refused", "rows ignored",
+                          "VMs created"], labels
+    assert sorted(labels[5:7]) == ["VMs destroyed", "VMs running"], labels
+
+
 @pytest.mark.parametrize("content, told", [
     (b"plain text, not gzip\n", "Not a gzipped file"),
     (gzip.compress(b"0,,1,0,,0,u,0,1,0.1,0.1,0.1,0\n" * 50)[:40], "ended before"),

@@ -34,7 +34,7 @@ def apply(services, sent: dict, *, numbered: bool = True) -> dict[str, str]:
     return services.agents.report_inventory(
         S, boot_id=sent["boot_id"], generation=sent["generation"],
         vms={vm: seen["state"] for vm, seen in sent["vms"].items()}, cause=AGENT,
-        seq=sent["seq"] if numbered else None)
+        seq=sent["seq"] if numbered else None).changed
 
 
 def pinned(services, persistence: str | dict = "persistent") -> str:
@@ -117,7 +117,7 @@ def test_a_single_vm_report_older_than_the_step_changes_nothing(services):
     act(services, vm_uuid, Action.STOP)
     sent = taken(services)
     act(services, vm_uuid, Action.START)
-    answered = services.agents.report_vm(vm_uuid, server_uuid=S, state="stopped",
+    answered, _ = services.agents.report_vm(vm_uuid, server_uuid=S, state="stopped",
                                          boot_id=sent["boot_id"],
                                          generation=sent["generation"], seq=sent["seq"],
                                          cause=AGENT)

@@ -106,6 +106,7 @@ def test_each_state_change_is_one_row_with_the_time_spent_in_the_state_it_left(s
         "vm_uuid": str(vm.id), "state": "destroyed", "since": rfc3339(destroyed_at),
         "since_ms": epoch_ms(destroyed_at), "owner_uuid": OWNER, "server_uuid": SERVER,
         "quarantined_from": None, "version": destroyed.originator_version, "position": position,
+        "on_server_uuid": SERVER, "claim_server_uuid": None, "released_server_uuid": None,
     }
 
 
@@ -135,6 +136,78 @@ def test_failures_record_their_reason_message_and_the_server_they_happened_on(se
             restart["ms_in_from"]) == ("failed", "running", OTHER_SERVER, 4_000)
     assert current(services, evicted)["server_uuid"] == OTHER_SERVER
     assert current(services, never_placed)["state"] == "failed"
+
+
+class Shown:
+    """Applies a timeline's new events step by step and checks, after each, that
+    ``vm_current`` shows each VM's server as the VM object does (``Vm.shown_server_uuid``:
+    GetVm, ListVms, the changes)."""
+
+    def __init__(self, services, timeline: Timeline):
+        self.services, self.timeline, self.applied = services, timeline, 0
+
+    def at(self, ms: int, *vms: Vm) -> None:
+        for vm in vms:
+            self.timeline.at(ms, vm)
+        apply(self.services, self.timeline.events[self.applied:])
+        self.applied = len(self.timeline.events)
+        for vm in vms:
+            assert current(self.services, vm)["server_uuid"] == vm.shown_server_uuid
+
+
+def test_a_vm_is_on_the_server_it_claimed_as_its_vm_object_shows_it(services):
+    # found by a tester: a provision that failed on the server it had claimed was counted
+    # on no server (/stats/failures?by=server), and a slow provision's VM, shown by GetVm
+    # on its claimed server, was under null in /stats/states?by=server and /stats/stuck
+    timeline = Timeline()
+    shown = Shown(services, timeline)
+    failing, slow, destroyed = new_vm(), new_vm(), new_vm()
+    shown.at(0, failing, slow, destroyed)
+    for vm in (failing, slow, destroyed):
+        vm.claim_capacity(SERVER, cause=cause())
+    shown.at(1_000, failing, slow, destroyed)
+    assert [g["server_uuid"] for g in AnalyticsQueries(services.db).states_by("server_uuid")
+            ] == [SERVER]
+    # the failure gives the claim back before its ProvisionFailed, in the same save
+    run_head_job(failing, lambda v: v.record_provision_failed("boom", cause=cause(),
+                                                              copy_may_be_on=[]))
+    queue(destroyed, Action.DESTROY)
+    destroyed.record_destroyed(cause=cause())  # a destroy while provisioning: the same
+    shown.at(2_000, failing, destroyed)
+    assert failing.shown_server_uuid is destroyed.shown_server_uuid is None  # as GetVm shows
+    assert [(r["vm_uuid"], r["event_type"], r["server_uuid"]) for r in rows(
+        services, "vm_transitions", order_by="position")] == [
+        (str(failing.id), "ProvisionFailed", SERVER), (str(destroyed.id), "Destroyed", SERVER)]
+    assert AnalyticsQueries(services.db).failures("server_uuid") == [
+        {"server_uuid": SERVER, "count": 1}]
+    # the failed VM's destroy, later: it showed no server then
+    queue(failing, Action.DESTROY)
+    run_head_job(failing, lambda v: v.record_destroyed(cause=cause()))
+    run_head_job(slow, lambda v: v.record_provisioned(SERVER, cause=cause()))
+    shown.at(3_000, failing, slow)
+    assert [r["server_uuid"] for r in rows(services, "vm_transitions", order_by="position")
+            ][2:] == [None, SERVER]
+
+
+def test_a_start_that_places_the_vm_anew_shows_its_old_server_until_it_runs(services):
+    timeline = Timeline()
+    shown = Shown(services, timeline)
+    vm = new_vm()
+    shown.at(0, vm)
+    vm.claim_capacity(SERVER, cause=cause())
+    run_head_job(vm, lambda v: v.record_provisioned(SERVER, cause=cause()))
+    shown.at(1_000, vm)
+    vm.record_failed("host_reboot", "its host rebooted", cause=cause())  # gives back its claim
+    shown.at(2_000, vm)
+    queue(vm, Action.START)
+    vm.claim_capacity(OTHER_SERVER, cause=cause())
+    shown.at(3_000, vm)
+    assert current(services, vm)["server_uuid"] == SERVER
+    run_head_job(vm, lambda v: v.record_started(cause=cause(), server_uuid=OTHER_SERVER))
+    shown.at(4_000, vm)
+    assert [r["server_uuid"] for r in rows(services, "vm_transitions", order_by="position")
+            ] == [SERVER, SERVER, OTHER_SERVER]
+    assert current(services, vm)["server_uuid"] == OTHER_SERVER
 
 
 def test_a_quarantined_vm_keeps_its_owner_and_is_released_to_the_state_it_had(services):
@@ -181,6 +254,11 @@ def test_one_event_per_batch_gives_the_same_rows_as_one_batch(services):
     vms = [provisioned(timeline, 1_000 + n) for n in range(3)]
     vms[0].record_failed("crashed", "guest died", cause=cause())
     timeline.at(4_000, vms[0])
+    failing = new_vm()  # a claim, and a failed provision that gives it back
+    failing.claim_capacity(SERVER, cause=cause())
+    run_head_job(failing, lambda v: v.record_provision_failed("boom", cause=cause(),
+                                                              copy_may_be_on=[]))
+    timeline.at(5_000, failing)
     apply(services, timeline.events)
     together = {t: rows(services, t, order_by="vm_uuid") for t in AnalyticsView.tables}
     with services.db.transaction() as tx:
