@@ -19,7 +19,9 @@
    back past an event, which read-your-writes relies on; a live position past every event
    the log holds up to it, as an edit of ``projection_tracking`` leaves one past the head,
    is discarded, and the shadow switched at the last event it applied, with a warning);
-   drop the live tables; rename the shadow tables to the live names; give their indexes the
+   give the shadow tables the live ones' owner and grants (``projections.privileges``: a
+   role the operator granted the live tables keeps its access); drop the live tables;
+   rename the shadow tables to the live names; give their indexes the
    live names (PostgreSQL renames them; SQLite cannot rename an index, so they are created
    again under the live names from the same DDL); move the tracking row to the shadow's
    position and delete the shadow's.
@@ -43,6 +45,7 @@ from typing import Any, Protocol
 
 from eventsourcing.persistence import Notification
 
+from projections import privileges
 from projections.collector import fewer_young_collections
 from projections.db import Database, Dialect, Tx
 from projections.read_model import ReadModel
@@ -194,6 +197,8 @@ def switch(runner: Runner, live: ReadModel, shadow: ReadModel) -> int:
             applied += len(notifications)
         if position < live_position:  # logged once the switch is committed
             discarded = (live.name, live_position, position, runner.head())
+        for table in live.tables:  # the grants of the tables they replace (operator tester)
+            privileges.carry(tx, live.table(table), shadow.table(table))
         for table in live.real_tables():
             tx.execute(f"DROP TABLE IF EXISTS {table}")
         for table in live.tables:

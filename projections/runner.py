@@ -23,6 +23,7 @@ from projections.batches import BatchApplier, EventDecoder, NotificationSource
 from projections.db import Database, Dialect, Tx
 from projections.live import BackgroundLoop, LiveState
 from projections.past_head import PastHead
+from projections.privileges import keep, privileges_of
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
 from projections.read_model import ReadModel
 from projections.rebuild import rebuild_beside
@@ -107,11 +108,14 @@ class ProjectionRunner(BackgroundLoop):
                 log.warning("read model %s: its table %s was missing or lacked a column; it is "
                             "made again and rebuilt from the log", read_model.name,
                             ", ".join(stale[read_model.name]))
+                kept = [privileges_of(tx, table) for table in read_model.real_tables()]
                 for table in read_model.real_tables():
                     tx.execute(f"DROP TABLE IF EXISTS {table}")
                 tx.execute("UPDATE projection_tracking SET position = 0 WHERE name = ?",
                            (read_model.name,))
                 tx.execute_all(read_model.create_statements(self.db))
+                for table, privileges in zip(read_model.real_tables(), kept):
+                    keep(tx, table, privileges)  # the roles granted the old one keep them
 
     def _stale(self, tx: Tx, applied: set[str]) -> dict[str, list[str]]:
         """By read model name: its tables that are missing or lack a column, if it is among

@@ -16,6 +16,7 @@ its lost workers.
 from __future__ import annotations
 
 from projections.db import Database, Tx
+from projections.privileges import keep, privileges_of
 from service.jobs.compute.driver import Fence, FencedOffError
 
 FENCES_DDL = (
@@ -35,14 +36,17 @@ def carry_per_vm_fences(db: Database, tx: Tx, columns: set[str] | None = None) -
     any server is still refused on each. Returns the number of per-VM rows carried; 0, and
     nothing done, when the table already has ``server_uuid``. Run after ``FENCES_DDL``'s
     statement (which leaves an older table as it is) and under the schema lock; ``columns``
-    are the table's columns if the caller read them since (else they are read here)."""
+    are the table's columns if the caller read them since (else they are read here). The new
+    table keeps the old one's owner and grants (``projections.privileges``)."""
     if PER_VM_LACKS[1] in (db.columns(tx, "sim_fences") if columns is None else columns):
         return 0
     # copied aside and dropped before the new table is made, so that it takes the old name's
     # constraint names too (PostgreSQL's sim_fences_pkey), as a new database's does
     tx.execute("CREATE TABLE sim_fences_per_vm AS SELECT vm_uuid, epoch, job_uuid FROM sim_fences")
+    kept = privileges_of(tx, "sim_fences")
     tx.execute("DROP TABLE sim_fences")
     tx.execute(FENCES_DDL[0])
+    keep(tx, "sim_fences", kept)  # the roles granted the old table keep their grants
     tx.execute("INSERT INTO sim_fences (server_uuid, vm_uuid, epoch, job_uuid) "
                "SELECT s.uuid, f.vm_uuid, f.epoch, f.job_uuid "
                "FROM sim_fences_per_vm f CROSS JOIN sim_servers s")
