@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from domain.compact_json import reused_encoder
+from service.access_errors import explain_refusal, refusal
 from service.schema_errors import explain, missing_schema
 from service.settings import Settings
 
@@ -276,7 +277,8 @@ class Throttled:
     line that follows no left-out error (the first of an outage, or an error on its own)
     carries the error's traceback; the repeats' lines do not, nor does an error saying a table
     the service built is missing (``schema_errors``: its one line says what to do; operator
-    tester: the stuck check logged a traceback for a dropped ``vm_view``). Logged at
+    tester: the stuck check logged a traceback for a dropped ``vm_view``), nor one saying
+    the database refused the service's role (``access_errors``). Logged at
     ``level`` (ERROR by default). Thread-safe (the API's requests run in many threads)."""
 
     def __init__(self, logger: logging.Logger, what: str, interval_s: float = 10.0,
@@ -303,8 +305,11 @@ class Throttled:
             shown = error if self.traceback and not self._left_out else None
             self._last, self._left_out = now, 0
         missing = missing_schema(error) if isinstance(error, BaseException) else None
+        refused = refusal(error) if isinstance(error, BaseException) else None
         if missing is not None:  # an expected condition, said in one line: no traceback
             error, shown = explain(missing), None
+        elif refused is not None:  # the database's setup, not a bug: the same
+            error, shown = explain_refusal(refused, None), None
         self.logger.log(self.level, "%s: %s%s", self.what, error, more,
                         exc_info=shown if isinstance(shown, BaseException) else None)
 

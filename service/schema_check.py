@@ -17,6 +17,7 @@ from projections.db import Database, Dialect, Tx, declared_columns
 from projections.read_model import ReadModel
 from projections.tracking import TRACKING_DDL, applied_read_models
 from service import schema_undone
+from service.access_errors import PRIVILEGE, READ_ONLY, Refusal, explain_refusal, refusal
 from service.commands import idempotency
 from service.jobs.compute.fences import PER_VM_LACKS
 from service.jobs.compute.simulated import ADDED_COLUMNS as FLEET_ADDED_COLUMNS
@@ -43,6 +44,15 @@ class PrivilegeError(Exception):
                          '"Database privileges")')
 
 
+class ReadOnlyDatabaseError(Exception):
+    """The database takes no writes from the role (a standby, ``default_transaction_read_only``
+    on for the role or the database), and the command writes (``access_errors``)."""
+
+    def __init__(self, role: str, said: str):
+        self.role = role
+        super().__init__(explain_refusal(Refusal(READ_ONLY, said), role))
+
+
 class ForeignTableError(Exception):
     """A table the service needs exists without columns the service's statements use:
     another program made it. ``table`` is its name, ``missing`` the columns it lacks."""
@@ -66,13 +76,13 @@ def check_tables(settings: Settings, *, writes: bool = True) -> None:
     (``simulated.ADDED_COLUMNS``), or an older per-VM ``sim_fences`` (``fences.PER_VM_LACKS``,
     keyed per server at start-up). On PostgreSQL, raise
     ``PrivilegeError`` when a table is missing and the role may not create it (no CREATE on
-    the schema: PostgreSQL 15's default for an ordinary role), and, for a command that
-    ``writes``, when the role may not read and write the rows of one that exists; and when
+    the schema: PostgreSQL 15's default for an ordinary role), when the role may not read
+    the rows of one that exists, or, for a command that ``writes``, write them; and when
     the role may not run start-up's DDL over tables that DDL would change
-    (``refuse_undone``). Reads the
-    catalogue over
-    one connection of the library's own infrastructure for ``settings``, which names the
-    event store's tables as the service's app does, without building an app and its pool."""
+    (``refuse_undone``); ``ReadOnlyDatabaseError`` when a command that ``writes`` meets a
+    database that takes no writes (a standby). Reads the catalogue over one connection of
+    the library's own infrastructure for ``settings``, which names the event store's tables
+    as the service's app does, without building an app and its pool."""
     from service.commands.application import VmLedger
 
     env = Environment(VmLedger.name, {**settings.eventsourcing_env(), "CREATE_TABLE": "n",
@@ -91,10 +101,12 @@ def check_tables(settings: Settings, *, writes: bool = True) -> None:
             present = db.columns_of(tx, tables)
             missing = [table for table in tables if not present[table]]
             refuse_missing(db, tx, missing)
+            if writes:
+                _refuse_read_only(db, tx)
             if not missing:
                 refuse_undone(db, tx)
-            if writes:
-                _refuse_unwritable(db, tx, [table for table in tables if present[table]])
+            _refuse_unusable(db, tx, [table for table in tables if present[table]],
+                             writes=writes)
         needed = dict(tables)
         # the simulated fleet adds the columns an older table of its own lacks, and keys an
         # older per-VM sim_fences per server
@@ -161,38 +173,54 @@ def refuse_undone(db: Database, tx: Tx) -> bool:
     return True
 
 
-def _refuse_unwritable(db: Database, tx: Tx, tables: Sequence[str]) -> None:
-    """Raise ``PrivilegeError`` when the role lacks SELECT, INSERT, UPDATE or DELETE on one
-    of ``tables`` (PostgreSQL): a process that writes would meet it at its first write, in
-    ``serve``'s start-up as "Application startup failed"."""
+def _refuse_unusable(db: Database, tx: Tx, tables: Sequence[str], *, writes: bool) -> None:
+    """Raise ``PrivilegeError`` when the role lacks SELECT on one of ``tables`` (which are
+    there), or, for a command that ``writes``, INSERT, UPDATE or DELETE (PostgreSQL): a
+    process would meet it at its first read or write, in ``serve``'s start-up as
+    "Application startup failed". Such a table is named as lacking the privilege, never as
+    missing (``Database.columns_of`` sees it; operator tester: an auditor's role without
+    SELECT was told the tables were missing and that it lacked CREATE)."""
     if not tables or db.dialect is not Dialect.POSTGRES:
         return
-    names = ", ".join("?" * len(tables))
+    wanted = _ORDER if writes else _ORDER[:1]
+    names, privileges = (", ".join("?" * len(each)) for each in (tables, wanted))
     tx.execute("SELECT current_user AS role, t.name, p.privilege FROM unnest(ARRAY["
-               f"{names}]::text[]) AS t(name) CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', "
-               "'UPDATE', 'DELETE']) AS p(privilege) WHERE NOT has_table_privilege("
-               "quote_ident(t.name), p.privilege) ORDER BY t.name", list(tables))
+               f"{names}]::text[]) AS t(name) CROSS JOIN unnest(ARRAY[{privileges}]::text[]) "
+               "AS p(privilege) WHERE NOT has_table_privilege(quote_ident(t.name), "
+               "p.privilege) ORDER BY t.name", [*tables, *wanted])
     rows = tx.fetchall()
     if rows:
         lacked = sorted({row["privilege"] for row in rows}, key=_ORDER.index)
         refused = list(dict.fromkeys(row["name"] for row in rows))
         raise PrivilegeError(rows[0]["role"], f"{', '.join(lacked)} on {_some(refused)}",
-                             "this command writes the service's tables")
+                             "this command writes the service's tables" if writes
+                             else "this command reads the service's tables")
 
 
 _ORDER = ["SELECT", "INSERT", "UPDATE", "DELETE"]
+
+
+def _refuse_read_only(db: Database, tx: Tx) -> None:
+    """Raise ``ReadOnlyDatabaseError`` when the database takes no writes from the role
+    (PostgreSQL: a standby, or ``default_transaction_read_only`` on): a process that writes
+    met it at start-up's first statement, in a traceback (``serve``: "Application startup
+    failed")."""
+    if db.dialect is not Dialect.POSTGRES:
+        return
+    tx.execute("SELECT current_user AS role, pg_is_in_recovery() AS standby, "
+               "current_setting('transaction_read_only') = 'on' AS read_only")
+    row = tx.fetchone()
+    if row is not None and (row["standby"] or row["read_only"]):
+        raise ReadOnlyDatabaseError(row["role"], "a standby, in recovery" if row["standby"]
+                                    else "transaction_read_only is on")
 
 
 def lacks_privilege(error: BaseException) -> bool:
     """Whether ``error`` (the library's or psycopg's) is, or was raised from, PostgreSQL's
     refusal for want of a privilege (SQLSTATE 42501: "permission denied for ...", "must be
     owner of ...")."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if getattr(seen, "sqlstate", None) == "42501":
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    refused = refusal(error)
+    return refused is not None and refused.sqlstate == PRIVILEGE
 
 
 def _some(names: Sequence[str], shown: int = 3) -> str:

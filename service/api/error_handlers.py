@@ -20,10 +20,9 @@ from service.api import head
 from service.api.bodies import not_json_type
 from service.api.errors import (
     DRIVER_ERRORS, ERRORS, INVALID_PARAMETERS, ApiError, api_error_response, body,
-    error_response, row_for, validation_status,
+    database_setup_problem, error_response, row_for, validation_status,
 )
 from service.api.field_errors import field_errors
-from service.schema_errors import missing_schema
 
 
 #: The methods a 405's ``Allow`` header can name: those of RFC 9110 (9.3) a route here might
@@ -49,7 +48,7 @@ def install(app: FastAPI) -> None:
 
     async def mapped(request: Request, error: Exception) -> JSONResponse:
         if (row_for(type(error)) is None and not isinstance(error, DomainError)
-                and missing_schema(error) is None):
+                and database_setup_problem(request, error) is None):
             raise error  # a driver's error that is a bug (bad SQL): a 500, with its traceback
         return error_response(request, error)
 

@@ -42,6 +42,7 @@ from domain.errors import (
 )
 from domain.server import InsufficientCapacityError
 from domain.states import VmState
+from service.access_errors import explain_refusal, refusal
 from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
@@ -62,6 +63,15 @@ def schema_missing_logger() -> Throttled:
 
 
 _schema_missing_logged = schema_missing_logger()
+
+
+def refusal_logger() -> Throttled:
+    """What logs a request the database refused the service's role (``access_errors``): one
+    line per 30 s, without a traceback, not one per request."""
+    return Throttled(log, "unavailable", interval_s=30.0, level=logging.ERROR)
+
+
+_refusal_logged = refusal_logger()
 
 
 class ApiError(Exception):
@@ -294,7 +304,8 @@ ERRORS: dict[type[Exception], Row] = {
 
 
 # Errors of the database drivers with no row: answered 503 when they say a table the
-# service built is missing (service/schema_errors.py), else left a 500 (a bug).
+# service built is missing (service/schema_errors.py) or that the database refused the
+# service's role (service/access_errors.py), else left a 500 (a bug).
 DRIVER_ERRORS: tuple[type[Exception], ...] = (PersistenceError, psycopg.Error, sqlite3.Error)
 
 
@@ -305,8 +316,11 @@ def row_for(error_class: type[BaseException]) -> Row | None:
 
 def error_response(request: Request, error: Exception) -> JSONResponse:
     """The answer to ``error`` by its row in ``ERRORS`` (a 500, logged, when it has none);
-    503 for an error saying a table the service built is missing, whatever its class."""
-    unavailable = schema_missing_error(error)
+    503, whatever its class, for an error saying a table the service built is missing
+    (``schema_errors``) or that the database refused the service's role what it asked
+    (``access_errors``: a privilege it lacks, a database that takes no writes), its message
+    naming what and the role."""
+    unavailable = setup_problem_error(request, error)
     if unavailable is not None:
         return api_error_response(unavailable)
     row = row_for(type(error))
@@ -322,15 +336,36 @@ def error_response(request: Request, error: Exception) -> JSONResponse:
                         status_code=status, headers=headers or None)
 
 
-def schema_missing_error(error: Exception) -> UnavailableError | None:
-    """The 503 of an error saying a table the service built is missing, whatever its class,
-    naming the table (logged at most once per interval), or None for any other error."""
-    missing = missing_schema(error)
-    if missing is None:
+def setup_problem_error(request: Request, error: BaseException) -> UnavailableError | None:
+    """The 503 of an error saying the database is not set up as the service needs
+    (``database_setup_problem``), logged at most once per interval; None for any other."""
+    said = database_setup_problem(request, error)
+    if said is None:
         return None
-    message = explain(missing)
-    _schema_missing_logged(message)
+    message, logged = said
+    logged(message)
     return UnavailableError(message)
+
+
+def database_setup_problem(request: Request, error: BaseException
+                           ) -> tuple[str, Callable[[str], None]] | None:
+    """The message for ``error`` if it says the database is not set up as the service needs
+    (a table missing, a refusal of its role), and what logs it; None for any other error."""
+    missing = missing_schema(error)
+    if missing is not None:
+        return explain(missing), _schema_missing_logged
+    refused = refusal(error)
+    if refused is not None:
+        return explain_refusal(refused, _role(request)), _refusal_logged
+    return None
+
+
+def _role(request: Request) -> str | None:
+    """The PostgreSQL role the process connects as (None without services, or on SQLite)."""
+    services = getattr(request.app.state, "services", None)
+    if services is None or services.settings.backend != "postgres":
+        return None
+    return services.settings.postgres_target().user
 
 
 def api_error_response(error: ApiError) -> JSONResponse:

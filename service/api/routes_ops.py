@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from service import metrics as process_metrics
 from service.api.auth import authorized_router
 from service.api.deps import services_of
-from service.api.errors import UnavailableError, schema_missing_error
+from service.api.errors import UnavailableError, setup_problem_error
 from service.api.query_parameters import QueryParameters
 from service.projector_presence import NO_RUNNER
 
@@ -54,8 +54,8 @@ def ping(request: Request) -> JSONResponse:
             f"database unreachable or busy: no answer in {services.settings.ping_timeout_s} s")
         ) from error
     except Exception as error:  # noqa: BLE001 - any failure to reach the database is a 503
-        # reached, but not the database it built: named as on every route
-        raise _unhealthy(schema_missing_error(error) or UnavailableError(
+        # reached, but not set up as it needs: named as on every route
+        raise _unhealthy(setup_problem_error(request, error) or UnavailableError(
             f"database unreachable: {type(error).__name__}")) from error
     if stalled:
         raise _unhealthy(UnavailableError("read models behind the log (" + ", ".join(

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from service.database_url import sqlite_path
-from service.schema_check import ForeignTableError, PrivilegeError, check_tables
+from service.schema_check import (
+    ForeignTableError,
+    PrivilegeError,
+    ReadOnlyDatabaseError,
+    check_tables,
+)
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -51,8 +56,9 @@ def check_database(settings: Settings, *, writes: bool = True) -> None:
     any bad setting) when the file cannot be opened or is not a database. Then, on either,
     a line naming ``VMLEDGER_DATABASE_URL`` (status 2) when a table of the service's exists
     with another schema (``service.schema_check``), and on PostgreSQL one naming the role
-    (status 2) when a table is missing and the role may not create it, or, for a command
-    that ``writes``, may not read and write one. The password is never shown."""
+    (status 2) when a table is missing and the role may not create it, or may not read one,
+    or, for a command that ``writes``, may not write one or the database takes no writes.
+    The password is never shown."""
     if settings.backend == "postgres":
         _check_postgres(settings)
     else:
@@ -62,7 +68,7 @@ def check_database(settings: Settings, *, writes: bool = True) -> None:
     except ForeignTableError as foreign:
         print(f"VMLEDGER_DATABASE_URL: {foreign}", file=sys.stderr)
         raise SystemExit(2) from None
-    except PrivilegeError as refused:
+    except (PrivilegeError, ReadOnlyDatabaseError) as refused:
         print(f"vmledger: {refused}", file=sys.stderr)
         raise SystemExit(2) from None
 

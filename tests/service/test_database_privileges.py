@@ -10,37 +10,30 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 
-from service.container import Services
+from projections.db import Database
+from service.container import Services, open_ledger
 from service.settings import Settings
 from tests.cli import vmledger
+from tests.roles import a_role, as_role, run_sql
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 
 
 @pytest.fixture
 def reader(database_url: str) -> Iterator[str]:
-    """A login role of its own with USAGE but no CREATE on schema public (PostgreSQL 15's
-    default for ordinary roles, revoked here for older servers) and SELECT on every table there is when
-    the test asks (``grant_select``); the URL of ``database_url`` as that role. Dropped
-    afterwards."""
-    role = f"vmledger_test_reader_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {role} LOGIN")
+    """A login role of its own (``tests.roles``, dropped afterwards) with USAGE but no
+    CREATE on schema public (PostgreSQL 15's default for ordinary roles, revoked here for
+    older servers), and SELECT on every table there is when the test asks
+    (``_grant_select``); the URL of ``database_url`` as that role."""
+    with a_role(database_url, "reader") as role:
         # the fixture's schema public is made again, without the default grants
-        conn.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
-        conn.execute(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC, {role}")
-    parts = urlsplit(database_url)
-    try:
-        yield urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}"))
-    finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
-            conn.execute(f"DROP OWNED BY {role}")
-            conn.execute(f"DROP ROLE {role}")
+        run_sql(database_url, f"REVOKE CREATE ON SCHEMA public FROM PUBLIC, {role}")
+        yield as_role(database_url, role)
 
 
 def _grant_select(database_url: str, reader_url: str) -> None:
@@ -187,3 +180,57 @@ def test_a_role_that_may_not_run_ddl_builds_over_current_tables_saying_so_once(
     services.close()
     [said] = [r for r in caplog.records if "may not run DDL" in r.getMessage()]
     assert said.levelname == "WARNING"
+
+
+def _refused_once(database_url: str, reader: str, command: list[str], statement: str
+                  ) -> tuple[str, str]:
+    """The reader's role, and the one line ``vmledger COMMAND`` as that role ends with
+    (status 2) once the owner made the tables, granted the role their rows, and ran
+    ``statement`` (``{role}`` standing for the role's name)."""
+    _tables_made_by_the_owner(database_url)
+    _grant_rows(database_url, reader)
+    role = urlsplit(reader).username
+    run_sql(database_url, statement.format(role=role))
+    return role, _refused(command, reader)
+
+
+@pytest.mark.parametrize("command", [["audit", "verify"], ["history", str(uuid.uuid4())],
+                                     ["work"], ["serve", "--port", "0"]], ids=lambda c: c[0])
+def test_a_table_there_that_the_role_may_not_use_is_named_as_such_not_as_missing(
+        database_url: str, reader: str, command: list[str]) -> None:
+    """Operator tester: a rebuild left the roles without their grants on the tables it made
+    (fixed since), and the check then said 'lacks CREATE on schema public (vm_view, ...
+    missing, which it would make)' or 'job_view missing': ``information_schema`` hides a
+    table the role has no privilege on. The tables are there; the role lacks SELECT."""
+    role, line = _refused_once(database_url, reader, command,
+                               "REVOKE ALL ON job_view, vm_view FROM {role}")
+    writes = command[0] in ("work", "serve")
+    lacked = "SELECT, INSERT, UPDATE, DELETE" if writes else "SELECT"
+    assert f'role "{role}" lacks {lacked} on job_view, vm_view (this command ' in line, line
+    assert "missing" not in line and "CREATE" not in line, line
+
+
+def test_the_columns_of_a_table_the_role_may_not_use_are_read(
+        database_url: str, reader: str) -> None:
+    # what the schema check and the runner's stale-table check read the catalogue with
+    _tables_made_by_the_owner(database_url)
+    app = open_ledger(Settings(database_url=reader))  # no table read: the role may read none
+    try:
+        db = Database(app.recorder.datastore)
+        with db.transaction(commit=False) as tx:
+            present = db.columns_of(tx, ["job_view", "no_such_table"])
+        assert {"uuid", "vm_uuid"} <= present["job_view"] and present["no_such_table"] == set()
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("command", [["work"], ["serve", "--port", "0"]], ids=lambda c: c[0])
+def test_a_database_that_takes_no_writes_is_one_line_saying_so(
+        database_url: str, reader: str, command: list[str]) -> None:
+    # a standby, or default_transaction_read_only set for the role: start-up's first DDL
+    # or write ended in a traceback
+    role, line = _refused_once(database_url, reader, command,
+                               "ALTER ROLE {role} SET default_transaction_read_only = on")
+    assert f'the database takes no writes for role "{role}" (transaction_read_only is on)' \
+        in line, line
+    assert "default_transaction_read_only" in line, line

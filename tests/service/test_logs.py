@@ -323,3 +323,31 @@ def test_setup_logging_gives_back_the_outage_warnings_a_command_left_out() -> No
     finally:  # later tests' caplog sees these loggers as they were
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def test_a_throttled_refusal_of_the_role_is_one_line_saying_what_to_do_with_no_traceback(
+        caplog) -> None:
+    # operator tester: a work process whose role had lost SELECT on vm_view logged
+    # "permission denied for table vm_view"; the database's setup, not a bug
+    import logging as logging_
+
+    import psycopg.errors
+    from eventsourcing.persistence import ProgrammingError
+
+    from service.logs import Throttled
+
+    log = logging_.getLogger("vmledger.test.throttled")
+    throttled = Throttled(log, "worker pass failed", traceback=True)
+    with caplog.at_level(logging_.ERROR, logger="vmledger.test.throttled"):
+        try:
+            try:
+                raise psycopg.errors.InsufficientPrivilege("permission denied for table vm_view")
+            except psycopg.Error as error:
+                raise ProgrammingError(str(error)) from error  # as the event store wraps it
+        except ProgrammingError as error:
+            throttled(error)
+    [record] = caplog.records
+    assert record.exc_info is None
+    assert record.getMessage().startswith(
+        "worker pass failed: the database refused access to table vm_view for the service's "
+        "role: grant the role the privileges"), record.getMessage()
