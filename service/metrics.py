@@ -4,7 +4,8 @@ Two kinds, because vmledger runs as several processes:
 
 - counters, gauges and histograms of what *this process* did (requests, command latency,
   version-conflict retries, lease takeovers by its job worker, the lag its projection runner
-  saw), kept in the process-wide ``prometheus_client.REGISTRY``;
+  saw), kept in the process-wide ``prometheus_client.REGISTRY``; the job worker's and the
+  projection runner's only in a process that runs one (``export_worker_metrics``);
 - figures of the whole fleet's jobs (``JobCollector``), read from the ``job_view`` read model
   at scrape time, so every process that serves them publishes the same numbers whichever
   process ran or projected the jobs (sum the former across processes, never the latter).
@@ -13,6 +14,7 @@ Two kinds, because vmledger runs as several processes:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from wsgiref.simple_server import WSGIServer
 
@@ -42,9 +44,15 @@ PROJECTION_LAG = Gauge(
     "runner last saw it)",
     ["read_model"],
 )
+# The job worker's: put in the registry only by a process whose worker runs
+# (``export_worker_metrics``), as the projection lag is published only by a process whose
+# runner runs. A process that runs no worker (``serve`` in production mode, ``vmledger
+# project``) exported them as a constant 0, which hid a worker whose own endpoint was not
+# scraped (operator tester): absent, ``absent()`` alerts on them.
 LEASE_TAKEOVERS = Counter(
     "vmledger_job_lease_takeovers_total",
     "Jobs this process's worker took over from another worker whose lease had expired",
+    registry=None,
 )
 REPORT_ENTRIES_OLDER_THAN_LOG = Counter(
     "vmledger_agent_report_entries_older_than_log_total",
@@ -56,12 +64,31 @@ DAMAGED_STREAMS_PASSED = Gauge(
     "vmledger_worker_damaged_streams",
     "VMs with unfinished jobs that this process's worker passed over in its last pass because "
     "their stream cannot be folded (a gap, an unreadable event: the log needs repair)",
+    registry=None,
 )
 FAILING_VMS_PASSED = Gauge(
     "vmledger_worker_failing_vms",
     "VMs with unfinished jobs that this process's worker passed over in its last pass because "
     "loading them or running their job raised an error that is not the database's (a bug)",
+    registry=None,
 )
+_WORKER_METRICS = (LEASE_TAKEOVERS, DAMAGED_STREAMS_PASSED, FAILING_VMS_PASSED)
+_worker_metrics_lock = threading.Lock()
+_worker_metrics_exported = False
+
+
+def export_worker_metrics() -> None:
+    """Put the job worker's metrics (``_WORKER_METRICS``) in this process's registry, once:
+    called whenever a worker runs (``Worker.run_pending``, ``Worker.run_vm``), cheap after the
+    first call. Thread-safe."""
+    global _worker_metrics_exported
+    if _worker_metrics_exported:
+        return
+    with _worker_metrics_lock:
+        if not _worker_metrics_exported:
+            for metric in _WORKER_METRICS:
+                REGISTRY.register(metric)
+            _worker_metrics_exported = True
 
 
 def report_projection_lag(read_model: str, lag: int) -> None:

@@ -161,7 +161,7 @@ def work() -> None:
 
     settings = Settings()
     setup_logging(settings)
-    _serve_process_metrics(settings)  # lease takeovers, retries
+    _serve_process_metrics(settings)  # the worker's metrics, retries
     services = _services(settings)
     stop = stop_on_signals(services.worker)
     # as vmledger project says it started: a worker with no job to take logs nothing else

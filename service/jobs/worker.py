@@ -105,6 +105,7 @@ class Worker:
 
         Once ``stop`` is set no job is claimed (False); a job claimed before is run to its end.
         """
+        metrics.export_worker_metrics()  # this process runs a worker: its metrics are served
         vm = self.commands.load(vm_uuid)
         head = vm.head_job
         if head is None:
@@ -187,6 +188,7 @@ class Worker:
         whose load or job raises any other error that is not the database's
         (``_note_failing``: a fold that recursed too deep on a value an older version
         stored stopped every job of the fleet). A database error ends the pass."""
+        metrics.export_worker_metrics()  # a paused worker's are served too
         if self.paused():
             return 0
         ran = 0
