@@ -81,6 +81,8 @@ class JobQueue:
     JobCanceled: Any
     trigger_event: Any
     give_back_added_nics: Any  # domain/vm_nics.py
+    withdraw_ask: Any  # domain/desire.py
+    desire_after_ending: Any
     copy_servers: list[str]  # domain/vm_placement.py
 
     @property
@@ -201,9 +203,12 @@ class JobQueue:
     def fail_job(
         self, job_uuid: str, error: str, *, cause: Cause, worker: str | None = None
     ) -> None:
-        """End the running head job in failure. Raises ``JobNotRunnableError`` if not held."""
-        self.require_held(job_uuid, worker)
+        """End the running head job in failure; a job that asked for a state has its ask
+        withdrawn (``Desires.desire_after_ending``). Raises ``JobNotRunnableError`` if not held."""
+        job = self.require_held(job_uuid, worker)
+        desired = self.desire_after_ending(job_uuid)
         self.trigger_event(self.JobFailed, cause=cause, job_uuid=job_uuid, error=error)
+        self.withdraw_ask(desired, job, "failed", cause=cause)
 
     def cancel_job(self, job_uuid: str, reason: str, *, cause: Cause) -> None:
         """Cancel a job that has not started; an ``add_nics`` gives back the NICs it recorded
@@ -215,7 +220,9 @@ class JobQueue:
         if job is None or job["execution"] != Execution.QUEUED.value:
             raise JobNotRunnableError(job_uuid, "only a queued job can be canceled")
         self.give_back_added_nics(job, cause=cause)
+        desired = self.desire_after_ending(job_uuid)
         self.trigger_event(self.JobCanceled, cause=cause, job_uuid=job_uuid, reason=reason)
+        self.withdraw_ask(desired, job, "was canceled", cause=cause)
 
     def cancel_running(self, reason: str, *, cause: Cause) -> str | None:
         """Cancel the job running now (the head, if a worker claimed it), wherever its worker
@@ -228,7 +235,9 @@ class JobQueue:
         head = self.head_job
         if head is None or head["execution"] != Execution.RUNNING.value:
             return None
+        desired = self.desire_after_ending(head["uuid"])
         self.trigger_event(self.JobCanceled, cause=cause, job_uuid=head["uuid"], reason=reason)
+        self.withdraw_ask(desired, head, "was canceled", cause=cause)
         return head["uuid"]
 
     def cancel_queued(self, reason: str, *, cause: Cause, name: JobName | None = None

@@ -69,6 +69,17 @@ class Execution(StrEnum):
 
 TERMINAL_EXECUTIONS = frozenset({Execution.SUCCEEDED, Execution.FAILED, Execution.CANCELED})
 
+# The state a job asks for, set as ``desired_state`` when it is queued (``JobQueued``); a job
+# not named asks for none (update, NIC changes, fence). domain/desire.py withdraws the ask of
+# one that ends without doing it.
+JOB_DESIRES: dict[str, DesiredState] = {
+    JobName.PROVISION: DesiredState.RUNNING,
+    JobName.START: DesiredState.RUNNING,
+    JobName.REBOOT: DesiredState.RUNNING,
+    JobName.STOP: DesiredState.STOPPED,
+    JobName.DESTROY: DesiredState.DESTROYED,
+}
+
 # The job each action queues; kill is a forced stop (VMAPI ``action=kill``).
 JOB_FOR_ACTION: dict[Action, JobName] = {
     Action.START: JobName.START,

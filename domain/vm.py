@@ -15,7 +15,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from domain import (
-    chain, policy, vm_events, vm_lifecycle_events, vm_nics, vm_placement,
+    chain, desire, policy, vm_events, vm_lifecycle_events, vm_nics, vm_placement,
     vm_quarantine, vm_reports,
 )
 from domain.errors import ValidationError
@@ -31,7 +31,7 @@ __all__ = ["QUARANTINE_OWNER_UUID", "Cause", "Vm", "make_cause"]
 
 
 class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.Reports,
-         vm_nics.Nics, Aggregate):
+         vm_nics.Nics, desire.Desires, Aggregate):
     """A VM: its spec, its state and desired state, and its queue of active jobs.
 
     ``active_jobs`` holds the queued and running jobs, head first; only the head may run (the
@@ -165,6 +165,7 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
     JobSucceeded = vm_events.JobSucceeded
     JobFailed = vm_events.JobFailed
     JobCanceled = vm_events.JobCanceled
+    DesiredStateSet = desire.DesiredStateSet
 
     Provisioned = vm_lifecycle_events.Provisioned
     ProvisionFailed = vm_lifecycle_events.ProvisionFailed

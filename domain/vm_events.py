@@ -12,21 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from domain.events import DomainEvent
 from domain.job_queue import ActiveJob
-from domain.states import DesiredState, Execution, JobName
+from domain.states import JOB_DESIRES, Execution
 from domain.stuck import starts_anew
 
 if TYPE_CHECKING:
     # The queue these events change (a mixin of ``domain.vm.Vm``, which imports this module).
     from domain.job_queue import JobQueue as Vm
-
-_DESIRED_AFTER_JOB: dict[str, DesiredState] = {
-    JobName.PROVISION: DesiredState.RUNNING,
-    JobName.START: DesiredState.RUNNING,
-    JobName.REBOOT: DesiredState.RUNNING,
-    JobName.STOP: DesiredState.STOPPED,
-    JobName.DESTROY: DesiredState.DESTROYED,
-}
-
 
 class VmEvent(DomainEvent):
     """Base of every VM event (its cause and chain link are ``DomainEvent``'s)."""
@@ -57,7 +48,7 @@ class JobQueued(VmEvent):
             uuid=self.job_uuid, name=self.name, params=self.params,
             execution=Execution.QUEUED.value, attempt=0, worker=None, lease_expires_at=None,
             steps_done=[]))
-        desired = _DESIRED_AFTER_JOB.get(self.name)
+        desired = JOB_DESIRES.get(self.name)
         if desired is not None:
             vm.desired_state = desired
 

@@ -54,6 +54,8 @@ def settle(job: JobRun) -> Callable[[Vm], None] | None:
 
     def adopt(v: Vm) -> None:
         _record(v, event, job.cause, placed)
+        # what the canceled job asked took place after all: its ask holds again
+        v.adopt_ask(canceled["name"], canceled["uuid"], cause=job.cause)
     # a boot also refreshes the addresses of the volumes it mounts, as the job's own would
     return adopt if event == "Stopped" else effects.booted(job, run, adopt)
 

@@ -82,7 +82,10 @@ def test_v2_delete_that_cancels_the_queued_provision_cancels_the_jobs_queued_beh
     response = client.delete(f"/vms/{vm_uuid}", headers=V2)
     assert response.status_code == 202, response.text
     destroy_uuid = response.json()["job_uuid"]
-    assert event_types_after(services, head) == ["JobCanceled"] * 3 + ["JobQueued"]
+    # the stop's ask withdrawn with it (docs/jobs.md, "The desired state"), then the destroy's
+    assert event_types_after(services, head) == [
+        "JobCanceled", "JobCanceled", "DesiredStateSet", "JobCanceled", "JobQueued"]
+    assert get_vm(client, vm_uuid)["desired_state"] == "destroyed"
     assert get_vm(client, vm_uuid)["queued_job_uuids"] == [destroy_uuid]
     assert client.post("/sim/workers", params={"action": "resume"}).status_code == 200
     for job_uuid in [created["job_uuid"], *(r.json()["job_uuid"] for r in behind)]:

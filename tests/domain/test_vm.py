@@ -188,7 +188,9 @@ def test_a_queued_job_can_be_canceled_and_leaves_the_queue():
     claim(vm)
     recorded(vm)
     vm.cancel_job(waiting, "changed my mind", cause=cause())
-    assert recorded(vm) == ["JobCanceled"]
+    # the start's ask withdrawn: the running stop's holds (domain/desire.py)
+    assert recorded(vm) == ["JobCanceled", "DesiredStateSet"]
+    assert vm.desired_state is DesiredState.STOPPED
     assert [j["uuid"] for j in vm.active_jobs] == [running]
 
 
@@ -215,7 +217,8 @@ def test_cancel_queued_cancels_every_job_not_started_in_queue_order_and_leaves_t
     claim(vm)
     recorded(vm)
     assert vm.cancel_queued("the VM was quarantined", cause=cause()) == waiting
-    assert recorded(vm) == ["JobCanceled", "JobCanceled"]
+    # the start's ask gives way to the reboot's, the reboot's to the running stop's
+    assert recorded(vm) == ["JobCanceled", "JobCanceled", "DesiredStateSet"]
     assert [j["uuid"] for j in vm.active_jobs] == [running]
     assert vm.cancel_queued("again", cause=cause()) == [] and recorded(vm) == []
 
@@ -241,7 +244,9 @@ def test_a_canceled_queued_provision_takes_the_jobs_queued_behind_it_but_a_fence
     recorded(vm)
     assert vm.cancel_queued_provision("canceled by a DeleteVm", cause=cause()) == [
         provision, *behind]
-    assert recorded(vm) == ["JobCanceled"] * 3
+    # the stop's ask withdrawn: the VM is desired running as a provisioning VM is
+    assert recorded(vm) == ["JobCanceled", "JobCanceled", "DesiredStateSet", "JobCanceled"]
+    assert vm.desired_state is DesiredState.RUNNING
     assert [j["uuid"] for j in vm.active_jobs] == [fence]
     assert vm.cancel_queued_provision("again", cause=cause()) == [] and recorded(vm) == []
 

@@ -55,7 +55,10 @@ def test_a_stop_that_reached_the_node_is_adopted_and_the_release_gives_the_vm_st
     # the node's stopped copy is what the log says: no guest shutdown, nothing destroyed
     assert report(services, server_uuid) == {}
     settle(services)
-    assert services.commands.load(vm_uuid).state == "stopped"
+    vm = services.commands.load(vm_uuid)
+    # the stop the node did is what the operator asked: its ask holds again (the cancel
+    # had withdrawn it; docs/jobs.md, "The desired state")
+    assert (vm.state, vm.desired_state) == ("stopped", "stopped")
     assert state_events(services, vm_uuid) == ["Provisioned", "Stopped"]
     # the analytics fold the adopted stop as the domain does: given back stopped
     services.projections.catch_up()
@@ -103,8 +106,12 @@ def test_a_stop_that_reached_the_node_is_adopted_when_the_vm_was_released_before
     services.quarantine.quarantine(vm_uuid, "again", cause=make_cause("operator"))
     assert release(services, vm_uuid) == "running"
     settle(services)  # the second fence job
-    assert services.commands.load(vm_uuid).state == "stopped"
+    vm = services.commands.load(vm_uuid)
+    assert (vm.state, vm.desired_state) == ("stopped", "stopped")
     assert report(services, server_uuid) == {}
     settle(services)
-    assert services.commands.load(vm_uuid).state == "stopped"
+    vm = services.commands.load(vm_uuid)
+    # the stop the node did is what the operator asked: its ask holds again (the cancel
+    # had withdrawn it; docs/jobs.md, "The desired state")
+    assert (vm.state, vm.desired_state) == ("stopped", "stopped")
     assert state_events(services, vm_uuid) == ["Provisioned", "Stopped"]

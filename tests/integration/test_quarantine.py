@@ -197,9 +197,12 @@ def test_a_job_running_when_its_vm_is_quarantined_is_canceled_and_records_nothin
         assert services.worker.run_vm(vm_uuid)
     assert racing.landed
     names = event_names(services, vm_uuid)
-    # the quarantine ends the running job in its own save, and queues the fence job that
-    # fences it off on the node; the worker records nothing after
-    assert names[-3:] == ["JobCanceled", "Quarantined", "JobQueued"], names
+    # the quarantine ends the running job in its own save (a stop's ask withdrawn with it:
+    # docs/jobs.md, "The desired state"), and queues the fence job that fences it off on the
+    # node; the worker records nothing after
+    withdrawn = ["DesiredStateSet"] if action is Action.STOP else []
+    assert names[-3 - len(withdrawn):] == [
+        "JobCanceled", *withdrawn, "Quarantined", "JobQueued"], names
     vm = services.commands.load(vm_uuid)
     assert vm.state == "quarantined"
     assert [j["name"] for j in vm.active_jobs] == ["fence"]
@@ -256,7 +259,8 @@ def test_a_v2_delete_that_destroys_at_once_ends_the_running_job_which_records_no
     names = event_names(services, vm_uuid)
     # the delete ends the running job in its own save, and queues the fence job that fences
     # it off on the node; the worker records nothing after
-    assert names[-4:] == ["JobCanceled", "CapacityReleased", "Destroyed", "JobQueued"], names
+    assert names[-5:] == ["JobCanceled", "DesiredStateSet", "CapacityReleased", "Destroyed",
+                          "JobQueued"], names
     vm = services.commands.load(vm_uuid)
     assert vm.state == "destroyed"
     assert [j["name"] for j in vm.active_jobs] == ["fence"]
