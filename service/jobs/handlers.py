@@ -72,8 +72,8 @@ def provision(job: JobRun) -> None:
         job.succeed(note=f"VM is {vm.state}: nothing to provision")
         return
     vm_uuid = str(vm.id)
-    if job.attempt > 1:
-        takeovers.reconcile_provision(job, vm_uuid)
+    # a takeover asks the nodes first; one that found nothing made carries on (row P1)
+    if job.attempt > 1 and not takeovers.reconcile_provision(job, vm_uuid):
         return
 
     pinned = job.params.get("args", {}).get("server_uuid")

@@ -158,11 +158,19 @@ def reported(server_uuid: str, run: Incarnation | None, job: JobRun) -> dict[str
             "begun_by_this_job": run.begun_by == job.job_uuid}
 
 
-def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = None) -> None:
+def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = None) -> bool:
     """Take over a provision whose worker was lost (Triton ZAPI-599): ask the compute nodes
     what is really there and record it, never redoing a finished effect (docs/jobs.md).
+    True when the provision is to carry on as a first attempt does (row P1: the caller
+    places and boots it, ``handlers.provision``); False when this decided it.
 
-    Absent: the provision failed. Present and booted by this job: it is provisioned, and
+    Absent from every server a copy may be on, each of which answered: nothing was made,
+    and every server that answered took this takeover's fence, so no late call of the lost
+    worker can land (a server it never claimed it cannot reach: its claim, a save, is
+    refused now); with attempts left the provision carries on (True), with none
+    (``giving_up``) it fails. Absent, but a server the VM claimed did not answer (fenced
+    alone): a copy may be there, so the provision fails, keeping the NICs
+    (``copy_may_be_on``). Present and booted by this job: it is provisioned, and
     whatever its guest did since (a shutdown, a crash) is recorded after, as the persistence
     policy answers; the boot is not replayed (Omicron #2209). Present and never booted: boot
     it, unless ``giving_up`` (no attempts left), when the copy is removed and the job fails.
@@ -179,12 +187,17 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
     if look.found is None:
         if look.unfenced:
             _wait_for(job, look.unfenced)
-            return
-        error = giving_up or "the worker provisioning it was lost before the VM was created"
+            return False
+        if giving_up is None and not job.vm.may_hold_a_copy(look.unanswered):
+            job.record_step("reconcile", result={"state": "absent", "carry_on": True})
+            job.outcome_unknown = False  # the nodes answered: nothing is unknown now
+            return True
+        error = giving_up or ("the worker provisioning it was lost, and a server it claimed "
+                              "did not answer: a copy may be there")
         job.record_step("reconcile", result=None, error=error)
         job.fail(error, lambda v: v.record_provision_failed(
             error, cause=job.cause, copy_may_be_on=look.unanswered))
-        return
+        return False
     server_uuid, run = look.found
     job.record_step("reconcile", result=reported(server_uuid, run, job), observed=run)
     if run.begun_by != job.job_uuid and run.state != "running":
@@ -192,18 +205,18 @@ def reconcile_provision(job: JobRun, vm_uuid: str, *, giving_up: str | None = No
             left = _remove_everywhere(job, vm_uuid)
             job.fail(giving_up, lambda v: v.record_provision_failed(
                 giving_up, cause=job.cause, copy_may_be_on=left))
-            return
+            return False
         try:  # created but never booted: finish the provision, or leave nothing half-made
             run = effects.boot(job, server_uuid)
         except StepFailedError as failure:
             if failure.outcome_unknown:  # the boot may have run: asked as with none left (L8)
                 job.outcome_unknown = False
-                reconcile_provision(job, vm_uuid, giving_up=str(failure))
-                return
+                return reconcile_provision(job, vm_uuid, giving_up=str(failure))
             job.copies_left = _remove_everywhere(job, vm_uuid)  # handlers.run records it
             raise
     job.succeed(effects.booted(job, run,
                                lambda v: v.record_provisioned(server_uuid, cause=job.cause)))
+    return False
 
 
 @dataclass

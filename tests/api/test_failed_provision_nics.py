@@ -86,14 +86,17 @@ def _one_address_and_a_vm_asking_it(services) -> tuple[Any, tuple[NicRequest, ..
 
 def test_a_provision_a_takeover_fails_gives_its_address_to_no_one_twice(
         services, monkeypatch) -> None:
-    # Worker A is paused in its ensure_registered; B takes the provision over, finds no copy
-    # and fails it, giving its address back, which another VM is then given. A resumes: its
-    # call is fenced off, so no copy of the failed VM uses that address on a node.
+    # Worker A is paused in its ensure_registered; B takes the provision over with no
+    # attempts left (with some, it carries it on: row P1), finds no copy and fails it,
+    # giving its address back, which another VM is then given. A resumes: its call is
+    # fenced off, so no copy of the failed VM uses that address on a node.
     network, asked, accepted = _one_address_and_a_vm_asking_it(services)
     taker: list[str] = []
 
     def meanwhile() -> None:
-        assert rescuer(services, "b").run_vm(accepted.vm_uuid)
+        b = rescuer(services, "b")
+        b.max_attempts = 1
+        assert b.run_vm(accepted.vm_uuid)
         taker.append(create(services, networks=asked).vm_uuid)
 
     assert paused_in(services, monkeypatch, "ensure_registered", accepted.vm_uuid,

@@ -91,20 +91,30 @@ def test_a_reboot_resumed_after_a_takeover_and_a_later_start_does_not_boot_again
     assert services.fleet.running_copies(vm_uuid) == 1
 
 
-def test_a_provision_resumed_after_its_takeover_failed_it_creates_no_copy(
-        services, monkeypatch):
+@pytest.mark.parametrize("attempts_left", [True, False], ids=["carried-on", "given-up"])
+def test_a_provision_resumed_after_its_takeover_creates_no_copy(
+        services, monkeypatch, attempts_left):
     accepted = create(services)
+    if not attempts_left:
+        services.worker.max_attempts = 1
     b = rescuer(services, "b")
 
     def meanwhile() -> None:
-        assert b.run_vm(accepted.vm_uuid)  # finds no copy anywhere: the provision failed
+        # finds no copy anywhere: carries the provision on (row P1), or with no attempts
+        # left fails it; either way its looks fenced the paused worker off everywhere
+        assert b.run_vm(accepted.vm_uuid)
 
     assert paused_in(services, monkeypatch, "ensure_registered", accepted.vm_uuid,
                      meanwhile) == ["place"]  # its claim, before it was paused
 
     vm = services.commands.load(accepted.vm_uuid)
-    assert (vm.state, vm.server_uuid, vm.claim) == ("failed", None, None)
-    assert copies(services, accepted.vm_uuid) == []
+    if attempts_left:  # b's copy alone, booted once: the resumed call made none
+        assert vm.state == "running" and vm.server_uuid is not None
+        assert copies(services, accepted.vm_uuid) == [(vm.server_uuid, "running")]
+        assert services.fleet.boots(accepted.vm_uuid) == 1
+    else:
+        assert (vm.state, vm.server_uuid, vm.claim) == ("failed", None, None)
+        assert copies(services, accepted.vm_uuid) == []
     act(services, accepted.vm_uuid, Action.DESTROY)
     settle(services)
     assert services.commands.load(accepted.vm_uuid).state == "destroyed"

@@ -105,3 +105,32 @@ def test_a_takeover_with_no_attempts_left_adopts_the_booted_vm(system):
     assert (vm["state"], vm["server_uuid"]) == ("running", copy["server_uuid"])
     assert (copy["state"], copy["boots"]) == ("running", 1)
     assert system.job(created["job_uuid"])["execution"] == "succeeded"
+
+
+def test_a_provision_killed_before_the_vm_was_created_is_carried_on(system):
+    """A routine ``kill -9`` of the worker while its provision's ``ensure_registered`` waits
+    (the claim recorded, nothing made on any node): the takeover finds no copy anywhere,
+    every server took its fence, and with attempts left it carries the provision on (row
+    P1): the customer's VM runs, one copy booted once. It used to fail the provision."""
+    fleet = system.services.fleet
+    fleet.faults.set_latency(SLOW_ANSWER_S, "ensure_registered")  # before the work
+    created = system.http.post("/vms", json=vm_body()).json()
+    vm_uuid = created["vm_uuid"]
+    system.wait(lambda: system.services.commands.load(vm_uuid).claim is not None,
+                "the provision's claim")
+    holder = system.holder(vm_uuid)
+    assert holder is not None, "no live worker holds the job"
+    system.kill9(holder)
+    assert fleet.copies(vm_uuid) == []
+    fleet.faults.set_latency(0.0, "ensure_registered")
+    system.add_worker()
+
+    system.wait(lambda: system.job_ended(created["job_uuid"]), "the takeover")
+
+    job = system.job(created["job_uuid"])
+    assert (job["execution"], job["attempt"]) == ("succeeded", 2), job
+    assert boot_events(system, vm_uuid) == ["Provisioned"]
+    vm = system.http.get(f"/vms/{vm_uuid}").json()
+    [copy] = fleet.copies(vm_uuid)
+    assert (vm["state"], vm["server_uuid"]) == ("running", copy["server_uuid"])
+    assert (copy["state"], copy["boots"]) == ("running", 1)
