@@ -120,6 +120,7 @@ class JobRun:
         # How the job ended here: succeeded, failed, lost (taken over), waiting (a takeover
         # left it to the next: service/jobs/takeovers.py), None while running.
         self.outcome: str | None = None
+        self.error: str | None = None  # the job's error, once it failed
         # A provision that fails: the servers a copy may still be on, which the handler that
         # cleaned up could not rule out (none: every server answered it has none); None
         # until a handler says, then every server a copy may be on is counted
@@ -322,6 +323,7 @@ class JobRun:
 
         self._change(finish)
         self.outcome = "failed"
+        self.error = error
 
 
 def _entry(name: str, result: Any, error: str | None, started: datetime) -> dict[str, Any]:

@@ -161,9 +161,13 @@ class Worker:
         finally:
             self._in_hand = None
             run.release()
-            if run.outcome in ("succeeded", "failed"):
-                log.info("job %s %s", run.job["name"], run.outcome,
+            if run.outcome == "succeeded":
+                log.info("job %s succeeded", run.job["name"],
                          extra={**fields, "outcome": run.outcome})
+            elif run.outcome == "failed":
+                # a WARNING with the job's error, so the line says why (it said only that)
+                log.warning("job %s failed: %s", run.job["name"], run.error,
+                            extra={**fields, "outcome": run.outcome, "error": run.error})
             elif run.outcome is None:
                 _log_unfinished(run, self.worker_id, self.unfinished)
         return True

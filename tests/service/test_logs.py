@@ -8,7 +8,7 @@ import logging
 
 from service.logs import JsonFormatter, TextFormatter, bind, log_context, setup_logging
 from service.settings import Settings
-from tests.builders import create
+from tests.builders import cause, create
 
 
 def test_a_worker_job_logs_json_lines_with_its_vm_job_and_worker(
@@ -39,6 +39,39 @@ def test_a_worker_job_logs_json_lines_with_its_vm_job_and_worker(
     assert lines[-1]["outcome"] == "succeeded" and lines[-1]["attempt"] == 1
     assert lines[0]["worker"] == services.worker.worker_id
     assert lines[0]["job_name"] == "provision"
+
+
+def test_a_failed_job_logs_a_warning_with_its_error_and_a_canceled_one_stays_info(
+    services, json_logs
+) -> None:
+    # an operator tester's line: {"level":"INFO","message":"job provision failed",
+    # "outcome":"failed"} for a job whose error said no server had room
+    accepted = create(services, ram=255_000)
+    assert services.worker.run_vm(accepted.vm_uuid)
+    services.projections.catch_up()
+    error = services.jobs.get(accepted.job_uuid)["error"]
+    assert "MiB" in error and "free" in error
+    [line] = [line for line in json_logs() if line.get("job_uuid") == accepted.job_uuid
+              and line.get("outcome")]
+    assert (line["level"], line["outcome"], line["error"]) == ("WARNING", "failed", error)
+    assert line["message"] == f"job provision failed: {error}"
+
+    # a job a quarantine canceled while it ran is no failure: its worker says so at INFO
+    running = create(services)
+
+    def quarantine_then_work(*args, **kwargs):
+        services.quarantine.quarantine(running.vm_uuid, "operator", cause=cause())
+        return ensure_registered(*args, **kwargs)
+
+    ensure_registered = services.fleet.ensure_registered
+    services.fleet.ensure_registered = quarantine_then_work
+    try:
+        assert services.worker.run_vm(running.vm_uuid)
+    finally:
+        services.fleet.ensure_registered = ensure_registered
+    lines = [line for line in json_logs() if line.get("job_uuid") == running.job_uuid]
+    assert lines[-1]["level"] == "INFO" and "was taken from" in lines[-1]["message"], lines
+    assert not [line for line in lines if line["level"] == "WARNING"], lines
 
 
 def test_a_json_line_holds_the_scope_extras_and_the_traceback_on_one_line() -> None:
