@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from domain.instants import rfc3339
 from domain.states import TRANSIENT_STATES, Execution, VmState
 
 
@@ -38,16 +39,17 @@ def in_state_since(vm: Any) -> datetime:
 def stuck_reason(vm: Any, now: datetime, thresholds: StuckThresholds) -> str | None:
     """Why ``vm`` is stuck at ``now``, or None if it is not. A transient state is timed from
     when the VM entered it (``in_state_since``), so a VM given back from the quarantine still
-    provisioning has its full time again, as ``/stats/stuck`` counts it."""
+    provisioning has its full time again, as ``/stats/stuck`` counts it. Instants are
+    written as the API writes them (``domain.instants.rfc3339``: ``…T07:22:21.934Z``)."""
     state = VmState(vm.state)
     since = in_state_since(vm)
     if state in TRANSIENT_STATES and now - since > timedelta(seconds=thresholds.transient_s):
-        return (f"stuck in {state.value} since {since.isoformat()} "
+        return (f"stuck in {state.value} since {rfc3339(since)} "
                 f"(more than {thresholds.transient_s:g} s)")
     head = vm.head_job
     if head is not None and head["execution"] == Execution.RUNNING and head.get("started_at"):
         started = datetime.fromisoformat(head["started_at"])
         if now - started > timedelta(seconds=thresholds.job_s):
-            return (f"job {head['uuid']} ({head['name']}) running since {started.isoformat()} "
+            return (f"job {head['uuid']} ({head['name']}) running since {rfc3339(started)} "
                     f"(more than {thresholds.job_s:g} s)")
     return None

@@ -1,5 +1,6 @@
-"""How values look on the wire: RFC 3339 UTC timestamps with milliseconds (api.md), and the
-range of integers."""
+"""How values look on the wire: RFC 3339 UTC timestamps with milliseconds (api.md; written by
+``domain.instants.rfc3339``, which the domain's own texts use too), and the range of
+integers."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ import re
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from uuid import UUID
+
+# the one formatter of instants, the domain's (a quarantine reason names one); named here too
+from domain.instants import in_utc_range, rfc3339
+
+__all__ = ["MAX_INTEGER", "decimal", "epoch_ms", "in_utc_range", "parse_iso_instant",
+           "rfc3339", "uuid_text"]
 
 # The largest integer a value may be: JSON's exact range (2**53 - 1), inside the database's
 # 64-bit integers; a log position never exceeds it.
@@ -24,40 +31,10 @@ def decimal(text: str) -> int | None:
     return int(text) if _DECIMAL.fullmatch(text) else None
 
 
-# Read models format the same instants and uuids again and again (a VM's creation time in
-# each batch that touches it, an event's timestamp in three read models, a VM's uuid for
-# each of its rows): both are pure functions, kept for the last few thousand values
-# (docs/performance.md, P3). Equal instants (and equal uuids) have the same text.
+# Read models format the same uuids again and again (a VM's uuid for each of its rows), as
+# they do instants (domain.instants): a pure function, kept for the last few thousand values
+# (docs/performance.md, P3). Equal uuids have the same text.
 _RECENT = 8192
-
-
-# The instants UTC can write: an aware datetime of year 1 to 9999 in its own zone may still
-# fall outside them (9999-12-31T23:59:59-01:00 is in year 10000 in UTC).
-_FIRST_UTC = datetime.min.replace(tzinfo=UTC)
-_LAST_UTC = datetime.max.replace(tzinfo=UTC)
-
-
-def in_utc_range(moment: datetime) -> bool:
-    """Whether ``moment`` (timezone-aware) can be written in UTC: years 1 to 9999 there. Every
-    instant a client gives is checked with it where it comes in (docs/api.md, "Errors")."""
-    return _FIRST_UTC <= moment <= _LAST_UTC  # aware comparisons do not overflow
-
-
-def rfc3339(moment: datetime | str | None) -> str | None:
-    """``2026-11-30T00:31:11.123Z`` for a timezone-aware datetime (or an ISO string). One UTC
-    cannot carry (``in_utc_range``; only an event stored before input was checked holds one)
-    is written as the nearest instant it can, so that no reader of the log fails on it."""
-    return None if moment is None else _rfc3339(moment)
-
-
-@lru_cache(maxsize=_RECENT)
-def _rfc3339(moment: datetime | str) -> str:
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
-    moment = min(max(moment, _FIRST_UTC), _LAST_UTC)
-    # isoformat ends in "+00:00" for UTC; it costs half of strftime (docs/performance.md, P3)
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
-
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)

@@ -159,14 +159,20 @@ def exposition(*registries: CollectorRegistry) -> bytes:
 def serve_process_metrics(address: str | None) -> WSGIServer | None:
     """Serve this process's metrics (the process-wide registry only) over HTTP at
     ``address`` (``HOST:PORT``; an empty host is 127.0.0.1) from a daemon thread, for
-    processes that serve no API (``vmledger project``, ``vmledger work``). Returns the
+    processes that serve no API (``vmledger project``, ``vmledger work``), logging the
+    ``HOST:PORT`` it listens on (INFO, ``metrics_address``). Returns the
     server (``server_port`` is the port bound, ``shutdown()`` stops it), or None when
     ``address`` is unset. Raises ``OSError`` if the address cannot be bound."""
     if not address:
         return None
     host, _, port = address.rpartition(":")
     server, _ = start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1")
-    log.info("serving this process's metrics on port %s at /metrics", server.server_port)
+    bound = str(server.server_address[0])
+    # the host:port it listens on, not the port alone (an operator could not tell the
+    # interface: 127.0.0.1, or every one); an IPv6 host in brackets, as a URL has it
+    where = f"[{bound}]" if ":" in bound else bound
+    log.info("serving this process's metrics on %s:%s at /metrics", where, server.server_port,
+             extra={"metrics_address": f"{where}:{server.server_port}"})
     return server
 
 

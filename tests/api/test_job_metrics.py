@@ -4,6 +4,8 @@ worker's count of lease takeovers."""
 
 from __future__ import annotations
 
+import logging
+
 import httpx
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -105,10 +107,16 @@ def test_job_metrics_are_left_out_not_failed_when_the_database_cannot_be_read() 
     assert "vmledger_jobs{" not in text and "vmledger_vm_queue_depth_max " not in text
 
 
-def test_a_worker_process_serves_its_own_metrics_at_the_configured_address() -> None:
-    server = serve_process_metrics("127.0.0.1:0")
+def test_a_worker_process_serves_its_own_metrics_at_the_configured_address(caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="vmledger.service.metrics"):
+        server = serve_process_metrics("127.0.0.1:0")
     assert server is not None
     try:
+        # the line names the host and port it listens on (it said "on port 8311")
+        [line] = [r for r in caplog.records if "metrics" in r.getMessage()]
+        address = f"127.0.0.1:{server.server_port}"
+        assert line.getMessage() == f"serving this process's metrics on {address} at /metrics"
+        assert line.metrics_address == address
         response = httpx.get(f"http://127.0.0.1:{server.server_port}/metrics", timeout=5)
         assert response.status_code == 200
         assert "vmledger_version_conflict_retries_total" in response.text

@@ -3,11 +3,13 @@ it, the one rule the read model's ``since`` follows too."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import re
+from datetime import UTC, datetime, timedelta
 
 from eventsourcing.domain import Snapshot
 from eventsourcing.utils import get_topic
 
+from domain.instants import rfc3339
 from domain.states import Action, VmState
 from domain.stuck import StuckThresholds, in_state_since, starts_anew, stuck_reason
 from domain.vm import Vm
@@ -27,7 +29,20 @@ def test_a_vm_given_back_still_provisioning_is_timed_from_its_release(monkeypatc
     assert vm.state == VmState.PROVISIONING and in_state_since(vm) == released_at
     assert stuck_reason(vm, released_at + timedelta(seconds=59), LIMIT) is None
     reason = stuck_reason(vm, released_at + timedelta(seconds=61), LIMIT)
-    assert reason is not None and f"since {released_at.isoformat()}" in reason
+    # written as the API writes instants (an operator tester saw "...21.934675+00:00")
+    assert reason is not None and f"since {rfc3339(released_at)} " in reason
+    assert re.search(r"since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ", reason), reason
+
+
+def test_a_hung_jobs_reason_writes_its_start_as_the_api_does():
+    vm = vm_in(VmState.RUNNING)
+    job_uuid = queue(vm, Action.STOP)
+    started = datetime(2026, 12, 6, 7, 22, 21, 934675, tzinfo=UTC)
+    vm.start_job(job_uuid, worker="w1", now=started, lease_expires_at=started, cause=cause())
+    vm.active_jobs[0]["started_at"] = started.isoformat()
+    reason = stuck_reason(vm, started + timedelta(hours=2), StuckThresholds(job_s=60))
+    assert reason == (f"job {job_uuid} (stop) running since 2026-12-06T07:22:21.934Z "
+                      "(more than 60 s)")
 
 
 def test_only_a_change_of_state_starts_the_time_in_it_anew():
