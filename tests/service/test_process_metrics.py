@@ -37,7 +37,7 @@ def _served_by(command: str, tmp_path: Path, ready: str) -> str:
         env={"VMLEDGER_METRICS_ADDRESS": "127.0.0.1:0", "VMLEDGER_LOG_FORMAT": "text",
              "VMLEDGER_SIM_SERVERS": "1"})
     try:
-        port = wait_until(lambda: re.search(r"metrics on port (\d+)", log.read_text()),
+        port = wait_until(lambda: re.search(r"metrics on [^ ]*:(\d+) at /metrics", log.read_text()),
                           f"vmledger {command} to say where it serves its metrics",
                           log_path=log).group(1)
 
