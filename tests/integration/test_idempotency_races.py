@@ -173,6 +173,8 @@ def _same(answer: Any) -> Any:
     its log position: a repeat appended nothing)."""
     if hasattr(answer, "job_uuid"):
         return (answer.vm_uuid, answer.job_uuid, answer.version)
+    if answer is None or isinstance(answer, int):  # a server's removal: its position, or none
+        return "removed"
     return answer
 
 

@@ -134,7 +134,9 @@ def test_a_failed_provision_an_older_version_wrote_audits_clean_and_folds_on_fro
     assert state["claimed_servers"] == services.commands.load(failed).claimed_servers
     assert verify_read_models(services) == []
     assert failed in _refolded(caplog)
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # no warning of the read models (the failed provision's own job line is a warning)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING
+                and r.name.startswith("vmledger.projections")]
 
 
 def test_an_older_rows_fields_its_version_kept_are_still_compared(services):
