@@ -26,6 +26,7 @@ from service.api.headers import stored_header, versioned_headers
 from service.api.params import header_version
 from service.api.query_parameters import check_declared_header
 from service.commands.application import Accepted
+from service.commands.change import ANY_VERSION, IfMatch
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKey
 from service.commands.tasks import TaskWithdrawn
@@ -87,15 +88,19 @@ def idempotency_of(request: Request, data: Any, cause: Cause, *, mapped: bool = 
     return IdempotencyKey(scope, key, meant, older)
 
 
-def if_match_of(request: Request) -> int | None:
-    """The version ``If-Match`` names (``"7"``, ``7`` or ``W/"7"``), or None without the
-    header or for ``*``, which matches any current representation (RFC 9110, 13.1.1): a VM
-    that does not exist is still 404. Anything else, a version out of ``?version=``'s range
-    too, is refused naming ``If-Match`` (``params.header_version``)."""
+def if_match_of(request: Request) -> IfMatch:
+    """The version ``If-Match`` names (``"7"``, ``7`` or ``W/"7"``); ``ANY_VERSION`` for
+    ``*``, which matches any current representation (RFC 9110, 13.1.1), so a resource that
+    does not exist is still 404 with it (not None, which is no header: without one a
+    vm-agent report records a VM the log never had); None without the header. Anything
+    else, a version out of ``?version=``'s range too, is refused naming ``If-Match``
+    (``params.header_version``)."""
     check_declared_header(request, "If-Match")
     header = request.headers.get("if-match")
-    if header is None or header.strip() == "*":
+    if header is None:
         return None
+    if header.strip() == "*":
+        return ANY_VERSION
     return header_version(request, "If-Match", header)
 
 

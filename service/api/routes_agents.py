@@ -127,8 +127,9 @@ def put_vm(vm_uuid: str, request: Request, data: dict[str, Any] | None = Body(No
     ``VmQueries.render``). With a
     ``generation`` (vmledger's agents) the report is ordered by it; without one, as vm-agent
     sends VMAPI the whole VM object, by its ``last_modified``, and a VM the log never had is
-    recorded as found, unless ``If-Match`` is sent: it names a version of a VM the log has,
-    so such a VM is 404 as for every command. ``If-Match`` is the VM's version, checked
+    recorded as found, unless ``If-Match`` is sent (``*`` too: any version of a VM that
+    exists): it names a version of a VM the log has, so such a VM is 404 as for every
+    command. ``If-Match`` is the VM's version, checked
     after the agent's scope (an agent's VM of another server is 404 first); another version
     is 412 and nothing is appended (docs/api.md, "Compute agents")."""
     PUT_VM.parse(request).check()

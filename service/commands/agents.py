@@ -31,7 +31,7 @@ from domain.server import Server
 from domain.states import Action, DesiredState, Execution, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.application import Commands
-from service.commands.change import check_version
+from service.commands.change import IfMatch, check_version
 from service.commands.idempotency import IdempotencyKey, remembered
 from service.commands.versioning import NEWEST
 from service.metrics import REPORT_ENTRIES_OLDER_THAN_LOG
@@ -70,7 +70,7 @@ class Agents:
 
     def report_inventory(self, server_uuid: str, *, boot_id: str, generation: int,
                          vms: Mapping[str, str], cause: Cause, seq: int | None = None,
-                         if_match: int | None = None) -> Reported:
+                         if_match: IfMatch = None) -> Reported:
         """The agent's whole inventory ``{vm_uuid: observed state}``, as of the node's
         sequence number ``seq`` (None: unnumbered). ``if_match`` is the server's version
         (one version cannot name each VM's; the server's stream records the report). Raises
@@ -91,7 +91,7 @@ class Agents:
 
     def report_vm(self, vm_uuid: str, *, server_uuid: str, state: str, boot_id: str,
                   generation: int, cause: Cause, admit: Admit | None = None,
-                  seq: int | None = None, if_match: int | None = None
+                  seq: int | None = None, if_match: IfMatch = None
                   ) -> tuple[Vm | None, int | None]:
         """One VM's observed state on ``server_uuid``, as of the node's sequence number
         ``seq`` (None: unnumbered). A new ``boot_id`` is a host reboot for the server's other
@@ -125,7 +125,7 @@ class Agents:
         return seen.get(vm_uuid), reported.position
 
     def host_rebooted(self, server_uuid: str, boot_id: str, *, cause: Cause,
-                      if_match: int | None = None,
+                      if_match: IfMatch = None,
                       idempotency: IdempotencyKey | None = None) -> Reported:
         """The operator records that the host rebooted with ``boot_id`` (its VMs are gone).
         A repeat of ``idempotency`` records nothing (``{}``, no position); raises
@@ -141,7 +141,7 @@ class Agents:
     def _apply(self, server_uuid: str, boot_id: str, generation: int | None,
                affected: Callable[[Server, bool], dict[str, Happening | str]],
                cause: Cause, admit: tuple[str, Admit] | None = None,
-               if_match: int | None = None,
+               if_match: IfMatch = None,
                idempotency: IdempotencyKey | None = None,
                seen: dict[str, Vm | None] | None = None,
                seq: int | None = None,

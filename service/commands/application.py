@@ -23,7 +23,7 @@ from domain.errors import (
 from domain.job_queue import CANCELED_BY_DELETE_VM, job_params
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
-from service.commands.change import Accepted, Changed, Changes
+from service.commands.change import Accepted, Changed, Changes, IfMatch
 from service.commands.checked_mapper import CheckedMapper
 from service.commands.committer import Committer
 from service.commands.fleet import ServerCommands, VolumeCommands
@@ -248,7 +248,7 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         args: dict[str, Any] | None = None,
         context: dict[str, Any] | None = None,
         idempotent: bool = False,
-        if_match: int | None = None,
+        if_match: IfMatch = None,
         owner_uuid: str | None = None,
         idempotency: IdempotencyKey | None = None,
     ) -> Accepted:

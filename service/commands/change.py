@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError
@@ -76,14 +76,24 @@ class Accepted:
     position: int | None
 
 
-def check_version(aggregate: Vm | Server | Volume | Network, if_match: int | None,
+#: ``If-Match: *``: any current version, of an aggregate that exists (RFC 9110, 13.1.1).
+ANY_VERSION: Literal["*"] = "*"
+#: A command's ``If-Match``: the version the aggregate must be at, ``ANY_VERSION``, or None
+#: (no header). ``*`` is not None: a command that makes an aggregate the log never had
+#: when it is sent no header (a vm-agent report of a VM found) refuses it with ``*`` as
+#: with a version, 404 (a tester: ``*`` read as no header recorded such a VM).
+IfMatch = int | Literal["*"] | None
+
+
+def check_version(aggregate: Vm | Server | Volume | Network, if_match: IfMatch,
                   kind: type) -> None:
     """Raise ``VersionMismatchError`` (412) when ``if_match`` (a request's ``If-Match``; None:
-    none, or ``*``) is not ``aggregate``'s version; ``kind`` names it in the message. What
+    none; ``ANY_VERSION`` matches every version) is not ``aggregate``'s version; ``kind``
+    names it in the message. What
     ``change`` checks before ``decide``; a command whose aggregate is not the one the
     version is of (an agent's report of a VM, saved with its server) checks it in its
     ``decide``, after the checks whose refusal must come first."""
-    if if_match is not None and aggregate.version != if_match:
+    if if_match is not None and if_match != ANY_VERSION and aggregate.version != if_match:
         raise VersionMismatchError(if_match, aggregate.version,
                                    "VM" if kind is Vm else kind.__name__.lower())
 
@@ -135,7 +145,7 @@ class Changes:
         uuid: str | UUID,
         decide: Callable[[A], R],
         *,
-        if_match: int | None = None,
+        if_match: IfMatch = None,
         owner_uuid: str | None = None,
         idempotency_key: IdempotencyKey | None = None,
         outcome: Callable[[R, A], Accepted] | None = None,

@@ -13,6 +13,7 @@ from domain.errors import UuidTakenError, ValidationError, VolumeNotFoundError
 from domain.server import Server
 from domain.vm import Cause
 from domain.volume import Volume
+from service.commands.change import IfMatch
 from service.commands.idempotency import IdempotencyKey, Recorded, remembered
 
 
@@ -64,7 +65,7 @@ class ServerCommands(_UsesCommands):
             return changed.replayed.uuid, changed.replayed.status == 201, None
         return server_uuid, changed.decision, changed.position
 
-    def remove_server(self, server_uuid: str, *, cause: Cause, if_match: int | None = None,
+    def remove_server(self, server_uuid: str, *, cause: Cause, if_match: IfMatch = None,
                       idempotency: IdempotencyKey | None = None) -> int | None:
         """Record that the server left the fleet; the log position of the record (None:
         nothing appended: it already had, or a repeat of ``idempotency``). Raises
@@ -118,7 +119,7 @@ class VolumeCommands(_UsesCommands):
         return changed.aggregate, changed.position
 
     def attach_network(self, volume_uuid: str, network_uuid: str, address: str, *,
-                       cause: Cause, if_match: int | None = None,
+                       cause: Cause, if_match: IfMatch = None,
                        idempotency: IdempotencyKey | None = None) -> tuple[Volume, int | None]:
         """Make the volume reachable on ``network_uuid`` at ``address``; returns it and the log
         position (None: it already was). Raises ``VolumeNotFoundError``, ``ValidationError``,
@@ -128,7 +129,7 @@ class VolumeCommands(_UsesCommands):
             if_match=if_match, idempotency_key=idempotency, outcome=remembered(202)))
 
     def detach_network(self, volume_uuid: str, network_uuid: str, *,
-                       cause: Cause, if_match: int | None = None,
+                       cause: Cause, if_match: IfMatch = None,
                        idempotency: IdempotencyKey | None = None) -> tuple[Volume, int | None]:
         """Make the volume unreachable on ``network_uuid``; returns it and the log position
         (None: it was not on that network). Raises ``VolumeNotFoundError``,

@@ -25,6 +25,7 @@ from domain.rules import refused
 from domain.states import Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.application import Accepted, Commands
+from service.commands.change import IfMatch
 from service.commands.idempotency import IdempotencyKey
 from service.commands.networks import NicRequest
 from service.commands.versioning import Behaviour, DestroyJob
@@ -35,7 +36,7 @@ IF_ALREADY = "succeed"
 
 def change_nics(commands: Commands, vm_uuid: str, *, behaviour: Behaviour, cause: Cause,
                 add: list[NicRequest] | None = None, remove: list[str] | None = None,
-                owner_uuid: str | None = None, if_match: int | None = None,
+                owner_uuid: str | None = None, if_match: IfMatch = None,
                 idempotency: IdempotencyKey | None = None,
                 context: dict[str, Any] | None = None) -> Accepted:
     """Add NICs on the networks ``add`` names, or queue the removal of the NICs ``remove``

@@ -14,6 +14,7 @@ from domain.states import Action, VmState
 from domain.stuck import StuckThresholds, stuck_reason
 from domain.vm import Cause, Vm, make_cause
 from service.commands.application import Accepted, Commands
+from service.commands.change import IfMatch
 from service.commands.idempotency import IdempotencyKey
 from service.commands.versioning import OLDEST, Behaviour
 from service.logs import log_context
@@ -42,7 +43,7 @@ class Quarantine:
         self.stuck = stuck
 
     def quarantine(self, vm_uuid: str, reason: str, *, cause: Cause,
-                   if_match: int | None = None, idempotency: IdempotencyKey | None = None,
+                   if_match: IfMatch = None, idempotency: IdempotencyKey | None = None,
                    behaviour: Behaviour = OLDEST) -> Accepted:
         """Take the VM into the operator quarantine now (no job: a stuck job must not stand
         in the way); its queued jobs are canceled, and so is a job running on it
@@ -61,7 +62,7 @@ class Quarantine:
 
         return self._changed(vm_uuid, decide, if_match, idempotency)
 
-    def release(self, vm_uuid: str, *, cause: Cause, if_match: int | None = None,
+    def release(self, vm_uuid: str, *, cause: Cause, if_match: IfMatch = None,
                 idempotency: IdempotencyKey | None = None,
                 behaviour: Behaviour = OLDEST) -> Accepted:
         """Give a quarantined VM back to its owner in the state it had (a VM given back in
@@ -81,7 +82,7 @@ class Quarantine:
 
         return self._changed(vm_uuid, decide, if_match, idempotency)
 
-    def _changed(self, vm_uuid: str, decide: Callable[[Vm], None], if_match: int | None,
+    def _changed(self, vm_uuid: str, decide: Callable[[Vm], None], if_match: IfMatch,
                  idempotency: IdempotencyKey | None) -> Accepted:
         """Change the VM with ``decide`` (no job); a repeat of ``idempotency`` is answered
         with the first's outcome."""

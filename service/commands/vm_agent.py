@@ -32,7 +32,7 @@ from domain.server import Server
 from domain.states import VmState
 from domain.vm import Cause, Vm
 from service.commands.agents import OBSERVED_STATES, Admit, Agents, older_than_recorded
-from service.commands.change import Changed, check_version
+from service.commands.change import Changed, IfMatch, check_version
 
 UNKNOWN_OWNER = str(UUID(int=0))  # a VM found with no owner_uuid in its report
 _HOLDING = ("running", "stopped")  # the states a VM found on a server holds capacity in
@@ -65,7 +65,7 @@ class AgentVmReports:
         self.commands = agents.commands
 
     def put(self, vm_uuid: str, report: AgentVm, *, cause: Cause,
-            admit: Admit | None = None, if_match: int | None = None) -> Changed[None]:
+            admit: Admit | None = None, if_match: IfMatch = None) -> Changed[None]:
         """Record the VM as its agent reports it (module docstring), in one pass of the
         change loop: a VM the log does not have is made (``new``), one it has is reconciled,
         once ``admit`` (``service.commands.agents.Admit``) has seen it and ``if_match`` (its
