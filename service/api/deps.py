@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -14,9 +13,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
-from starlette.concurrency import run_in_threadpool
 
-from domain.states import TERMINAL_EXECUTIONS
 from domain.vm import Cause, make_cause
 from service.api.errors import UnavailableError, invalid_parameters
 from service.api.fast_json import FastJSONResponse
@@ -205,35 +202,6 @@ def parse_body(request: Request, model: type[M], data: Any, *, message: str | No
     except PydanticValidationError as error:
         raise invalid_parameters(request, field_errors(error.errors()),
                                  message=message) from None
-
-
-async def wait_for_job(services: Services, job_uuid: str, timeout_s: float
-                       ) -> dict[str, Any] | None:
-    """The job once it is terminal, or as it is at ``timeout_s`` (from the call); None if
-    unknown. Each check borrows a thread of the pool for ``JOB_CHECK_S`` at most, never the
-    whole wait: clients waiting for their jobs (``sync=true``, WaitJob) cannot take every
-    thread of the pool the read routes and ``/ping`` need, nor wait past their time for one."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        left = max(0.0, deadline - time.monotonic())
-        job = await run_in_threadpool(_job_as_now, services, job_uuid, min(left, JOB_CHECK_S))
-        if job is None or job["execution"] in TERMINAL_EXECUTIONS:
-            return job
-        if time.monotonic() >= deadline:
-            return job
-        services.worker.wake()
-        await asyncio.sleep(0.01)
-
-
-# The longest one check of a waited job holds a thread of the pool (s).
-JOB_CHECK_S = 0.25
-
-
-def _job_as_now(services: Services, job_uuid: str, wait_s: float) -> dict[str, Any] | None:
-    """The job as ``job_view`` has it once it reached the log's head, or after ``wait_s``."""
-    services.projections.wait_for(services.commands.head_position(), ("job_view",),
-                                  timeout=wait_s)
-    return services.jobs.get(job_uuid)
 
 
 def accepted(request: Request, result: Accepted, *, status_code: int = 202) -> JSONResponse:

@@ -11,7 +11,8 @@ from starlette.concurrency import run_in_threadpool
 from domain.errors import JobNotFoundError, VmNotFoundError
 from domain.states import Execution, JobName
 from service.api.auth import authorized_router
-from service.api.deps import read_your_writes, services_of, wait_for_job
+from service.api.deps import read_your_writes, services_of
+from service.api.job_waits import wait_for_job
 from service.api.params import Query
 from service.api.query_parameters import (
     LIMIT, OFFSET, UUID, Param, QueryParameters, integer, one_of, owner,
@@ -135,7 +136,7 @@ def _visible(services: Services, job: dict[str, Any], owner_uuid: str | None) ->
 @router.get("/jobs/{job_uuid}/wait", openapi_extra=WAIT_JOB)
 async def wait_job(job_uuid: str, request: Request) -> JSONResponse:
     """WaitJob: answers once the job is terminal, or at ``timeout`` seconds (default 30);
-    async, so a waiting client holds no thread of the pool (``deps.wait_for_job``)."""
+    async, so a waiting client holds no thread of the pool (``job_waits.wait_for_job``)."""
     services = services_of(request)
     query = WAIT_JOB.parse(request)
     timeout = query.integer("timeout", minimum=0, maximum=MAX_WAIT_S)

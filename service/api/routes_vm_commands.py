@@ -6,11 +6,10 @@ The routes are ``async``: CreateVm, the lifecycle and NIC actions and DeleteVm h
 command to the committer's thread and await it (``deps.command``), with no thread-pool hop;
 what waits for a read model (the networks a create or ``add_nics`` names, the quarantine
 actions, which answer with the VM as it now is) runs in the thread pool, and ``sync=true``
-awaits the job with short checks there (``deps.wait_for_job``)."""
+awaits the job with short checks there (``job_waits``)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from fastapi import Body, Request, Response
@@ -24,8 +23,6 @@ from service.api.action_params import action_of, check_agree, with_query
 from service.api.auth import authorized_router, require_owner
 from service.api.create_vm_body import create_request, nic_requests
 from service.api.deps import (
-    accepted,
-    accepted_headers,
     behaviour_of,
     cause_of,
     command,
@@ -33,10 +30,10 @@ from service.api.deps import (
     if_match_of,
     parse_body,
     services_of,
-    wait_for_job,
 )
-from service.api.errors import JobEndedBadlyError, invalid_parameters
+from service.api.errors import invalid_parameters
 from service.api.headers import MAX_X_CONTEXT_BYTES, stored_header, versioned_headers
+from service.api.job_waits import answer_command
 from service.api.params import Query
 from service.api.quarantine_actions import quarantine_action
 from service.api.query_parameters import check_declared_header
@@ -62,18 +59,14 @@ from service.api.vm_actions import (
     REMOVE_NICS_QUERY,
 )
 from service.commands.application import VmSpec
-from service.commands.change import Accepted
 from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
-from service.logs import bind
 
 router = authorized_router()
 
 ACTIONS = {a.value: a for a in (Action.START, Action.STOP, Action.KILL, Action.REBOOT,
                                 Action.UPDATE)}
 UPDATABLE = ("alias", "customer_metadata", "internal_metadata", "tags")
-SYNC_TIMEOUT_S = 60.0
-ENDED_BADLY = ("failed", "canceled")  # a sync wait's job that ended so is refused (409)
 # VMAPI's top-level messages of bad CreateVm and UpdateVm input, and of add_nics' networks
 # (lib/common/validation.js: validateNetworks; remove_nics' macs are validateMacs', an update's)
 CREATE_MESSAGE, UPDATE_MESSAGE = "Invalid VM parameters", "Invalid VM update parameters"
@@ -127,7 +120,7 @@ async def _create(request: Request, spec_in: CreateVmRequest, networks: list[Nic
     context = _x_context(request)
     result = await command(request, lambda: services.commands.create_vm(
         spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))
-    return await _answer(request, result, sync=sync)
+    return await answer_command(request, result, sync=sync)
 
 
 @router.post("/vms/{vm_uuid}", openapi_extra=ACT_ON_VM)
@@ -226,7 +219,7 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
         services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
         remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency,
         context=context))
-    return await _answer(request, result, sync=sync or bool(parsed.sync))
+    return await answer_command(request, result, sync=sync or bool(parsed.sync))
 
 
 def _client_extras(query: Query) -> None:
@@ -261,25 +254,7 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
         # Destroyed at once, with no job (v2 DeleteVm of a VM whose server was removed).
         return Response(status_code=204,
                         headers=versioned_headers(result.version, result.position))
-    return await _answer(request, result, sync=sync)
-
-
-async def _answer(request: Request, result: Accepted, *, sync: bool) -> JSONResponse:
-    """The answer to an accepted command (``deps.accepted``). With ``sync``, given once the
-    job ended (at most ``SYNC_TIMEOUT_S``; then as it is) with the VM's version at that time
-    as ``ETag``: its ETag is the VM's version when it answers (api.md); the version at
-    acceptance would already be stale, and an ``If-Match`` taken from it refused. Raises
-    ``JobEndedBadlyError`` (409) when the waited job failed or was canceled, as VMAPI's
-    ``handleUpdateVMResponse`` answers ``waitForJob``'s error, not 202."""
-    if sync:
-        services = services_of(request)
-        job = await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
-        now = await run_in_threadpool(services.commands.load, result.vm_uuid)
-        result = replace(result, version=now.version)
-        if job is not None and job["execution"] in ENDED_BADLY:
-            bind(vm_uuid=result.vm_uuid, job_uuid=result.job_uuid)  # the closing log line
-            raise JobEndedBadlyError(job, headers=accepted_headers(request, result))
-    return accepted(request, result)
+    return await answer_command(request, result, sync=sync)
 
 
 def _one_context(request: Request, in_body: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -1,5 +1,5 @@
 """Clients waiting for their jobs (WaitJob, ``sync=true``) hold no thread of the pool for the
-whole wait (service/api/deps.py, ``wait_for_job``): more of them than the pool has threads
+whole wait (service/api/job_waits.py, ``wait_for_job``): more of them than the pool has threads
 neither starve the routes that need one (``/ping``) nor wait past their time."""
 
 from __future__ import annotations
