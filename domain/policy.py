@@ -94,3 +94,10 @@ def response(persistence: Any, happening: Happening) -> Response:
             return Response(chosen)
         return PRESETS[persistence.get("preset", DEFAULT_PRESET)][happening]
     return PRESETS.get(persistence, PRESETS[DEFAULT_PRESET])[happening]
+
+
+def table(persistence: Any) -> dict[str, str]:
+    """What a valid policy (a preset or its rows) does about each happening, as text: two
+    spellings of one policy (``"persistent"`` and ``{"preset": "persistent"}``) give one
+    table."""
+    return {happening.value: response(persistence, happening).value for happening in Happening}

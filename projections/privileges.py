@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from projections.db import Dialect, Tx
@@ -123,3 +124,23 @@ def _keep_owner(tx: Tx, table: str, privileges: Privileges) -> None:
                     privileges.owner_name)
         return
     tx.execute_all([f"ALTER TABLE {table} OWNER TO {privileges.owner}"])
+
+
+# The tables of ``tables`` that exist and the connection's role may not read. CASE keeps
+# has_table_privilege from a table that is not there (it raises on an unknown name): a
+# missing table is the schema check's to name.
+_UNREADABLE = ("SELECT name FROM unnest(CAST(? AS TEXT[])) AS name WHERE CASE WHEN "
+               "to_regclass(name) IS NULL THEN false ELSE NOT has_table_privilege(name, "
+               "'SELECT') END ORDER BY name")
+
+
+def unreadable_in(tx: Tx, tables: Sequence[str]) -> Callable[[], list[str]]:
+    """Send the query of which of ``tables`` (the service's own names) the role may not
+    SELECT, in ``tx``; the answer (sorted) is read by calling what it returns, after
+    ``tx``'s block, as ``tracking.positions_in``'s, so a pipelined transaction asks both in
+    one round trip (``/ping``'s probe: a read model the role may not read answers every read
+    503, so the ping does too). None of them on SQLite, which has no roles."""
+    if tx.dialect is not Dialect.POSTGRES:
+        return list
+    answer = tx.submit(_UNREADABLE, (list(tables),))
+    return lambda: [row["name"] for row in answer()]

@@ -23,7 +23,7 @@ from projections.batches import BatchApplier, EventDecoder, NotificationSource
 from projections.db import Database, Dialect, Tx
 from projections.live import BackgroundLoop, LiveState
 from projections.past_head import PastHead
-from projections.privileges import keep, privileges_of
+from projections.privileges import keep, privileges_of, unreadable_in
 from projections.parallel_rebuild import OpenRunner, rebuild_in_processes
 from projections.read_model import ReadModel
 from projections.rebuild import rebuild_beside
@@ -135,6 +135,15 @@ class ProjectionRunner(BackgroundLoop):
     def positions(self) -> dict[str, int]:
         """Every read model's position."""
         return self._positions_of(self.read_models)
+
+    def positions_and_unreadable(self) -> tuple[dict[str, int], list[str]]:
+        """Every read model's position, and the tables of the read models the service's
+        role may not read (``privileges.unreadable_in``; none on SQLite), in one pipelined
+        transaction: one round trip (``/ping``'s probe)."""
+        tables = [table for rm in self.read_models.values() for table in rm.real_tables()]
+        with self.db.transaction(commit=False, pipeline=True) as tx:
+            positions, unreadable = positions_in(tx, self.read_models), unreadable_in(tx, tables)
+        return positions(), unreadable()
 
     def _positions_of(self, names: Iterable[str]) -> dict[str, int]:
         """The positions of read models ``names``, in one query (one round trip)."""

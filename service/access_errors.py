@@ -63,3 +63,16 @@ def explain_refusal(refused: Refusal, role: str | None) -> str:
             else f"ownership of {owner['what']}" if owner else f"access ({refused.said})")
     return (f"the database refused {what} for {who}: grant the role the privileges "
             'docs/operations.md ("Database privileges") lists for this process')
+
+
+class ReadRefused(Exception):
+    """Reads the database would refuse the service's role, found before any is made
+    (``/ping``'s probe asks which read model tables the role may read): a ``PRIVILEGE``
+    refusal in the database's own words, so that it is explained and answered as one the
+    database raised (``refusal``)."""
+
+    sqlstate = PRIVILEGE
+
+    def __init__(self, tables: list[str]):
+        super().__init__(f"permission denied for table {', '.join(tables)}")
+        self.tables = tables

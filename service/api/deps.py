@@ -58,6 +58,7 @@ def cause_of(request: Request) -> Cause:
 
 
 def idempotency_of(request: Request, data: Any, cause: Cause, *, mapped: bool = False,
+                   parsed: BaseModel | None = None, kept_null: tuple[str, ...] = (),
                    defaults: type[BaseModel] | None = None) -> IdempotencyKey | None:
     """The request's ``Idempotency-Key``, scoped to the caller, with a fingerprint of what the
     request means (method, path, query, body ``data``, API version: service/api/fingerprints.py),
@@ -66,8 +67,10 @@ def idempotency_of(request: Request, data: Any, cause: Cause, *, mapped: bool = 
 
     ``mapped``: a VM command's (an action, DeleteVm, CreateVm), whose parameters given in the
     body count as the query's, each in one form wherever given
-    (``action_params.asked_params``). ``defaults``: the body's model, whose fields given their
-    default are left out of the fingerprint. Either way a parameter given what its absence
+    (``action_params.asked_params``). ``parsed``: the body as the route validated it, which
+    is hashed as validated, its fields given what leaving them out means left out, but for
+    ``kept_null`` (an update's: its ``null`` clears); ``defaults``: the body's model, whose
+    defaults the older fingerprint left out of the body as sent. Either way a parameter given what its absence
     means (``?sync=false``) is the request without it. The ``older`` fingerprints are those
     the service gave the same request before (keys live ``ttl_s``, 24 h): a retry of the same
     bytes is answered as stored,
@@ -81,7 +84,7 @@ def idempotency_of(request: Request, data: Any, cause: Cause, *, mapped: bool = 
                                             "message": "must be 1 to 255 characters"}])
     scope = getattr(request.state, "actor", "anonymous")
     meant, older = fingerprints(request, data, behaviour_of(request).version, mapped=mapped,
-                                defaults=defaults)
+                                defaults=defaults, parsed=parsed, kept_null=kept_null)
     return IdempotencyKey(scope, key, meant, older)
 
 

@@ -30,14 +30,13 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any, name: str) -> J
     QUARANTINE_QUERY.parse(request).check()
     services = services_of(request)
     if_match, cause = if_match_of(request), cause_of(request)
-    idempotency = idempotency_of(request, data, cause, mapped=True)
+    parsed = parse_body(request, ACTION_BODIES[name], without_action(data))
+    idempotency = idempotency_of(request, data, cause, mapped=True, parsed=parsed)
     if name == "quarantine":
-        reason = parse_body(request, ACTION_BODIES[name], without_action(data)).reason
         result = services.quarantine.quarantine(
-            vm_uuid.lower(), reason, cause=cause, if_match=if_match, idempotency=idempotency,
-            behaviour=behaviour_of(request))
+            vm_uuid.lower(), parsed.reason, cause=cause, if_match=if_match,
+            idempotency=idempotency, behaviour=behaviour_of(request))
     else:
-        parse_body(request, ACTION_BODIES[name], without_action(data))
         result = services.quarantine.release(
             vm_uuid.lower(), cause=cause, if_match=if_match, idempotency=idempotency,
             behaviour=behaviour_of(request))

@@ -64,7 +64,8 @@ def create_network(request: Request, data: dict[str, Any] | None = Body(None)) -
         name=asked.name, subnet=asked.subnet, provision_start_ip=asked.provision_start_ip,
         provision_end_ip=asked.provision_end_ip, gateway=asked.gateway,
         network_uuid=str(asked.uuid) if asked.uuid else None, cause=cause,
-        idempotency=idempotency_of(request, data, cause, defaults=CreateNetworkRequest))
+        idempotency=idempotency_of(request, data, cause, parsed=asked,
+                                   defaults=CreateNetworkRequest))
     body = network_object(network)
     return JSONResponse(body, status_code=201, headers={
         **versioned_headers(body["version"], position), "Location": f"/networks/{network.id}"})

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from service import metrics as process_metrics
+from service.access_errors import ReadRefused
 from service.api.auth import authorized_router
 from service.api.deps import services_of
 from service.api.errors import UnavailableError, setup_problem_error
@@ -33,13 +34,18 @@ def ping(request: Request) -> JSONResponse:
     read models are past the log's head (they are not run until rebuilt); and VMAPI's
     ``healthy`` (bool), ``pid`` (this process's) and ``pingErrors`` (``{}`` when healthy).
     ``503`` with ``Retry-After`` when the probe fails or takes more than ``ping_timeout_s``
-    (a load balancer gives up long before a partitioned connection would), and when read
-    models lag the log while no projection runner runs on the database
-    (``service.projector_presence``): no read could be answered."""
+    (a load balancer gives up long before a partitioned connection would), when the role
+    may not read a read model's table (PostgreSQL; ``ReadRefused``, said as a read of it
+    is: every such read is 503), and when read models lag the log while no projection
+    runner runs on the database (``service.projector_presence``): no read could be
+    answered; that 503 has the lag a 200 has (``_lag``)."""
     services = services_of(request)
 
     def probe() -> tuple[int, dict[str, int], bool]:
-        head, positions = services.projections.head(), services.projections.positions()
+        head = services.projections.head()
+        positions, unreadable = services.projections.positions_and_unreadable()
+        if unreadable:  # every read of it is 503: the ping says so rather than OK
+            raise ReadRefused(unreadable)
         # behind with no runner to catch up: every read would time out (a tester found
         # /ping 200 there), so the ping says so rather than OK
         behind = any(position < head for position in positions.values())
@@ -54,27 +60,39 @@ def ping(request: Request) -> JSONResponse:
             f"database unreachable or busy: no answer in {services.settings.ping_timeout_s} s")
         ) from error
     except Exception as error:  # noqa: BLE001 - any failure to reach the database is a 503
-        # reached, but not set up as it needs: named as on every route
+        # reached, but not set up as it needs (a table missing, one the role may not read):
+        # named as on every route
         raise _unhealthy(setup_problem_error(request, error) or UnavailableError(
             f"database unreachable: {type(error).__name__}")) from error
+    lag = _lag(services.settings.backend, head, positions)
     if stalled:
-        raise _unhealthy(UnavailableError("read models behind the log (" + ", ".join(
+        refused = _unhealthy(UnavailableError("read models behind the log (" + ", ".join(
             f"{name} by {head - position}" for name, position in sorted(positions.items())
             if position < head) + f") and {NO_RUNNER}"), part="projections")
+        refused.extra.update(lag)  # the lag, as a 200 gives it (docs/operations.md)
+        raise refused
     return JSONResponse({
         "status": "OK",
         # VMAPI's (sdc-vmapi lib/endpoints/ping.js), for health checks written for it
         "healthy": True,
         "pid": os.getpid(),
         "pingErrors": {},
-        "backend": services.settings.backend,
+        **lag,
+    })
+
+
+def _lag(backend: str, head: int, positions: dict[str, int]) -> dict[str, object]:
+    """``/ping``'s ``backend``, ``head_position``, ``projection_lag`` (events, by read
+    model) and ``projection_past_head``, in its 200 and in its 503 of read models behind."""
+    return {
+        "backend": backend,
         "head_position": head,
         "projection_lag": {name: head - position for name, position in positions.items()},
         # a negative lag: the runner does not run it (projections/past_head.py); named
         # here so that a health check need not know what a negative lag means
         "projection_past_head": sorted(name for name, position in positions.items()
                                        if position > head),
-    })
+    }
 
 
 def _unhealthy(error: UnavailableError, part: str = "database") -> UnavailableError:

@@ -110,7 +110,8 @@ def create_server(request: Request, data: dict[str, Any] | None = Body(None)) ->
     server_uuid, created, position = services.commands.register_server_keyed(
         str(asked.uuid or uuidlib.uuid4()), hostname=asked.hostname, boot_id=asked.boot_id,
         ram_mib=asked.ram_mib, cpus=asked.cpus, cause=cause,
-        idempotency=idempotency_of(request, data, cause, defaults=CreateServerRequest))
+        idempotency=idempotency_of(request, data, cause, parsed=asked,
+                                   defaults=CreateServerRequest))
     services.projections.wake()
     return _changed(request, server_uuid, status=201 if created else 200, position=position,
                     headers={"Location": f"/servers/{server_uuid}"})
@@ -132,7 +133,8 @@ def server_action(server_uuid: str, request: Request,
     services = services_of(request)
     cause, if_match = cause_of(request), if_match_of(request)
     body = parse_body(request, ServerActionRequest, data)
-    idempotency = idempotency_of(request, data, cause, defaults=ServerActionRequest)
+    idempotency = idempotency_of(request, data, cause, parsed=body,
+                                 defaults=ServerActionRequest)
     if action == "reboot":
         boot_id = body.boot_id or str(uuidlib.uuid4())
         position = services.agents.host_rebooted(

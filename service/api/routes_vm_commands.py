@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import Body, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from domain import json_input
@@ -116,7 +117,8 @@ async def _create(request: Request, spec_in: CreateVmRequest, networks: list[Nic
     services = services_of(request)
     cause, vm_uuid = cause_of(request), str(spec_in.uuid) if spec_in.uuid else None
     # mapped: ?sync=1 and {"sync": true} (?owner_uuid=, ?networks=) are one request
-    idempotency = idempotency_of(request, data, cause, mapped=True, defaults=CreateVmRequest)
+    idempotency = idempotency_of(request, data, cause, mapped=True, parsed=spec_in,
+                                 defaults=CreateVmRequest)
     context = _x_context(request)
     result = await command(request, lambda: services.commands.create_vm(
         spec, cause=cause, vm_uuid=vm_uuid, idempotency=idempotency, context=context))
@@ -162,7 +164,8 @@ async def act_on_vm(vm_uuid: str, request: Request,
         str(parsed.owner_uuid) if parsed.owner_uuid else None)
     return await _request(request, vm_uuid, action, args=args, owner_uuid=owner_uuid,
                           idempotent=idempotent or bool(parsed.idempotent),
-                          sync=sync or bool(parsed.sync), context=parsed.context, body=data)
+                          sync=sync or bool(parsed.sync), context=parsed.context, body=data,
+                          parsed=parsed)
 
 
 def _update_args(parsed: UpdateVmRequest) -> dict[str, Any]:
@@ -187,7 +190,7 @@ async def delete_vm(vm_uuid: str, request: Request,
     owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
     return await _request(request, vm_uuid, Action.DESTROY, args={}, owner_uuid=owner_uuid,
                           idempotent=False, sync=sync or bool(parsed.sync),
-                          context=parsed.context, body=data)
+                          context=parsed.context, body=data, parsed=parsed)
 
 
 async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | None,
@@ -213,7 +216,7 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
     remove = None if isinstance(parsed, AddNicsBody) else [m.lower() for m in parsed.macs]
     behaviour, cause, if_match = behaviour_of(request), cause_of(request), if_match_of(request)
     owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
-    idempotency = idempotency_of(request, data, cause, mapped=True)
+    idempotency = idempotency_of(request, data, cause, mapped=True, parsed=parsed)
     context = _one_context(request, parsed.context)
     result = await command(request, lambda: change_nics(
         services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
@@ -231,12 +234,14 @@ def _client_extras(query: Query) -> None:
 
 async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict[str, Any],
                    owner_uuid: str | None, idempotent: bool, sync: bool,
-                   context: dict[str, Any] | None, body: Any) -> Response:
-    """Request ``action``; ``body`` is the request's, for its ``Idempotency-Key``'s
-    fingerprint (its action's parameters counted as the query's, ``asked_params``)."""
+                   context: dict[str, Any] | None, body: Any, parsed: BaseModel) -> Response:
+    """Request ``action``; ``body`` is the request's and ``parsed`` its validated model, for
+    its ``Idempotency-Key``'s fingerprint (its action's parameters counted as the query's,
+    ``asked_params``; an update's fields keep their ``null``, which clears them)."""
     services = services_of(request)
     cause = cause_of(request)
-    idempotency = idempotency_of(request, body, cause, mapped=True)
+    idempotency = idempotency_of(request, body, cause, mapped=True, parsed=parsed,
+                                 kept_null=UPDATABLE if action is Action.UPDATE else ())
     context = _one_context(request, context)
     behaviour, if_match = behaviour_of(request), if_match_of(request)
     result = await command(request, lambda: services.commands.request_action(

@@ -110,7 +110,8 @@ def create_volume(request: Request, data: dict[str, Any] | None = Body(None)) ->
     volume, position = services.commands.create_volume(
         name=asked.name, cause=cause, volume_uuid=str(asked.uuid) if asked.uuid else None,
         networks={str(network): str(address) for network, address in asked.networks.items()},
-        idempotency=idempotency_of(request, data, cause, defaults=CreateVolumeRequest),
+        idempotency=idempotency_of(request, data, cause, parsed=asked,
+                                   defaults=CreateVolumeRequest),
     )
     return _volume(volume, status=201, position=position)
 
@@ -135,10 +136,12 @@ def volume_action(volume_uuid: str, request: Request,
         volume, position = services.commands.attach_network(
             volume_uuid.lower(), str(attach.network_uuid), str(attach.address), cause=cause,
             if_match=if_match,
-            idempotency=idempotency_of(request, data, cause, defaults=AttachNetworkRequest))
+            idempotency=idempotency_of(request, data, cause, parsed=attach,
+                                       defaults=AttachNetworkRequest))
     else:
         detach = parse_body(request, DetachNetworkRequest, data)
         volume, position = services.commands.detach_network(
             volume_uuid.lower(), str(detach.network_uuid), cause=cause, if_match=if_match,
-            idempotency=idempotency_of(request, data, cause, defaults=DetachNetworkRequest))
+            idempotency=idempotency_of(request, data, cause, parsed=detach,
+                                       defaults=DetachNetworkRequest))
     return _volume(volume, status=202, position=position)

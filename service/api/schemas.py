@@ -216,6 +216,18 @@ class CreateVmRequest(MetadataFields):
             raise ValueError("two volumes cannot share a mountpoint")
         return value
 
+    def fingerprint_form(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """``fields``, the body as an ``Idempotency-Key`` hashes it
+        (service/api/fingerprints.py), with ``persistence`` as the policy it gives
+        (``policy.table``), left out where that is the default's: ``{"preset":
+        "persistent"}`` is ``"persistent"``, one VM whose policy acts alike."""
+        if "persistence" not in fields:
+            return fields
+        rest = {name: value for name, value in fields.items() if name != "persistence"}
+        meant = policy.table(self.persistence)
+        return rest if meant == policy.table(policy.DEFAULT_PRESET) else {
+            **rest, "persistence": meant}
+
 
 def _bounded_context(value: dict[str, Any] | None) -> dict[str, Any] | None:
     if value is not None and len(json.dumps(value, separators=(",", ":"),

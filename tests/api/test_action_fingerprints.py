@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from service.api import fingerprints
+from service.api import deps, fingerprints
 from tests.api.helpers import OWNER, assert_error
+
+
+def hashed_as_sent(patch: pytest.MonkeyPatch) -> None:
+    """Fingerprint as the service did before it hashed the validated body: the body as sent
+    (``fingerprints``' ``parsed`` unused)."""
+    hashed = fingerprints.fingerprints
+    patch.setattr(deps, "fingerprints",
+                  lambda *args, parsed=None, kept_null=(), **named: hashed(*args, **named))
 
 
 def _post(http, vm_uuid: str, body, key: str, **params):
@@ -55,6 +63,7 @@ def test_a_key_stored_before_the_upgrade_still_names_its_request(
     # the fingerprint before body parameters counted as the query's: the raw query, the
     # whole body
     with monkeypatch.context() as before:
+        hashed_as_sent(before)
         before.setattr(fingerprints, "asked_params",
                        lambda request, data, **_: (list(request.query_params.multi_items()),
                                                    data))
@@ -144,6 +153,7 @@ def test_a_key_stored_before_defaults_were_left_out_still_names_its_request(
         paused, services, vm, monkeypatch) -> None:
     http, asked = paused.http, fingerprints.asked_params
     with monkeypatch.context() as before:  # an action's fingerprint before: defaults kept
+        hashed_as_sent(before)
         before.setattr(fingerprints, "asked_params",
                        lambda request, data, **_: asked(request, data, defaults_dropped=False))
         first = _post(http, vm, {"sync": False}, "kept", action="stop", idempotent="0")
@@ -152,6 +162,7 @@ def test_a_key_stored_before_defaults_were_left_out_still_names_its_request(
     assert (again.status_code, again.json()) == (202, first.json())
     body = {"owner_uuid": OWNER, "brand": "joyent", "ram": 256, "persistence": "persistent"}
     with monkeypatch.context() as before:  # a create's before: mapped, defaults kept
+        hashed_as_sent(before)
         before.setattr(fingerprints, "asked_params",
                        lambda request, data, **_: asked(request, data, defaults_dropped=False))
         before.setattr(fingerprints, "_without_defaults", lambda data, _model: data)

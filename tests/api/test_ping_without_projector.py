@@ -53,6 +53,14 @@ def test_ping_answers_503_while_the_read_models_lag_and_no_runner_runs(alone, se
     assert body["code"] == "Unavailable"
     assert body["message"].startswith("read models behind the log (")
     assert "vm_view by " in body["message"] and body["message"].endswith(NO_RUNNER)
+    # the lag, as a 200 has it (docs/operations.md: /ping always has it; a tester found the
+    # 503 without it)
+    head = services.projections.head()
+    assert (body["backend"], body["head_position"]) == (services.settings.backend, head)
+    assert body["projection_lag"] == {name: head - position for name, position
+                                      in services.projections.positions().items()}
+    assert body["projection_lag"]["vm_view"] > 0 and body["projection_past_head"] == []
+    assert body["healthy"] is False and "projections" in body["pingErrors"]
 
     elsewhere = _runner_elsewhere(services)
     try:  # a runner is there, only behind (or about to catch up): the ping is OK, lag and all

@@ -88,6 +88,23 @@ def test_ping_names_the_refusal_as_the_other_routes_do(http, database_url, app_r
     _assert_refused(http.get("/ping"), "table projection_tracking", f'"{app_role}"')
 
 
+@pytest.mark.parametrize("table", ["job_view", "vm_view_tags"])
+def test_ping_is_503_naming_a_read_model_the_role_may_not_read(http, database_url, app_role,
+                                                               table):
+    # a tester: with SELECT on job_view revoked, /ping answered 200 healthy while every
+    # GET /jobs was 503 (docs/operations.md: such a refusal is 503 on /ping too)
+    assert http.get("/ping").status_code == 200
+    run_sql(database_url, f"REVOKE SELECT ON {table} FROM {app_role}")
+    ping = http.get("/ping")
+    message = _assert_refused(ping, f"table {table}", f'"{app_role}"')
+    if table == "job_view":  # said as the read it stands for says it
+        assert message == _assert_refused(http.get("/jobs"), f'"{app_role}"')
+    assert ping.json()["healthy"] is False and ping.json()["pingErrors"] == {
+        "database": message}
+    run_sql(database_url, f"GRANT SELECT ON {table} TO {app_role}")
+    assert http.get("/ping").status_code == 200
+
+
 def test_a_database_that_takes_no_writes_is_503_saying_so(http, database_url, app_role):
     # as a standby, or default_transaction_read_only set for the role: on connections made
     # from now on, so the pool's are made again
