@@ -151,10 +151,11 @@ class AnalyticsQueries:
         return sorted(counted, key=lambda c: (-c["count"], _nulls_first(c[key])))
 
     def stuck(self, older_than_ms: int, now_ms: int, *, owner_uuid: str | None = None,
-              limit: int = 1000) -> tuple[list[dict[str, Any]], int]:
+              limit: int = 1000, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """VMs in a transient state (``domain.states.TRANSIENT_STATES``) for ``older_than_ms``
-        or more at ``now_ms`` (epoch ms), longest first, up to ``limit``; and how many there
-        are in all."""
+        or more at ``now_ms`` (epoch ms), longest first (then by uuid: a stable order to page
+        through), up to ``limit`` after the first ``offset``; and how many there are in
+        all."""
         states = sorted(state.value for state in TRANSIENT_STATES)
         where, params = self._owner(owner_uuid, "AND")
         condition = f"state IN ({', '.join('?' * len(states))}) AND since_ms <= ?{where}"
@@ -162,7 +163,8 @@ class AnalyticsQueries:
         total = self._rows(f"SELECT COUNT(*) AS n FROM vm_current WHERE {condition}", values)
         rows = self._rows(
             "SELECT vm_uuid, state, since, since_ms, owner_uuid, server_uuid FROM vm_current "
-            f"WHERE {condition} ORDER BY since_ms, vm_uuid LIMIT ?", [*values, limit])
+            f"WHERE {condition} ORDER BY since_ms, vm_uuid LIMIT ? OFFSET ?",
+            [*values, limit, offset])
         stuck = [{"vm_uuid": r["vm_uuid"], "state": r["state"], "since": r["since"],
                   "ms_in_state": now_ms - int(r["since_ms"]), "owner_uuid": r["owner_uuid"],
                   "server_uuid": r["server_uuid"]} for r in rows]

@@ -1,18 +1,18 @@
 """How values look on the wire: RFC 3339 UTC timestamps with milliseconds (api.md; written by
-``domain.instants.rfc3339``, which the domain's own texts use too), and the range of
-integers."""
+``domain.instants.rfc3339``, which the domain's own texts use too; read by
+``parse_iso_instant``, RFC 3339's grammar alone), and the range of integers."""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
 from uuid import UUID
 
 # the one formatter of instants, the domain's (a quarantine reason names one); named here too
 from domain.instants import in_utc_range, rfc3339
 
-__all__ = ["MAX_INTEGER", "decimal", "epoch_ms", "in_utc_range", "parse_iso_instant",
+__all__ = ["INSTANT_EXPECTED", "MAX_INTEGER", "decimal", "epoch_ms", "in_utc_range", "parse_iso_instant",
            "rfc3339", "uuid_text"]
 
 # The largest integer a value may be: JSON's exact range (2**53 - 1), inside the database's
@@ -52,18 +52,40 @@ def uuid_text(value: UUID) -> str:
     return str(value)
 
 
+# RFC 3339's date-time (5.6), nothing more: "T" and "Z" in either case (its note), a
+# fraction after "." of any length, an offset "Z" or "+hh:mm"/"-hh:mm". ISO 8601's other
+# forms, which ``datetime.fromisoformat`` also reads, are refused: a "," before the fraction,
+# "+hh" or "+hhmm", a space for the "T", no offset, a week date (docs/api.md, "Instants").
+_DATE_TIME = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))")
+
+
+#: What a refused instant is told (a query parameter's, a body's)
+INSTANT_EXPECTED = "must be an RFC 3339 timestamp with a time zone, in years 1 to 9999 in UTC"
+
+
 def parse_iso_instant(text: str) -> datetime | None:
-    """``text`` read as an ISO 8601 / RFC 3339 instant (``datetime.fromisoformat``), with
-    RFC 3339's lower-case ``t`` and ``z`` (5.6) and ``Z`` for UTC; None when it is not one.
-    Naive when ``text`` has no offset: the caller decides what that means.
+    """``text`` read as an RFC 3339 ``date-time`` (5.6): an aware ``datetime``, its fraction
+    cut to microseconds (floored, as ``rfc3339`` floors); None when it is not one. A leap
+    second (``:60``) is None too: ``datetime`` has none. ``-00:00`` (5.3) is UTC.
 
     None too for an instant that is not one in UTC's calendar (``in_utc_range``): year 1 at
     ``+01:00`` is year 0 in UTC, year 9999 at ``-01:00`` year 10000, and converting either to
     UTC (``rfc3339``, a comparison with a stored instant) raised ``OverflowError``. Every
-    instant a client sends (a query parameter, a marker) is read by this function, so none
-    gets that far."""
-    try:
-        moment = datetime.fromisoformat(text.upper())  # 3.11 reads "Z" as UTC
-    except ValueError:
+    instant a client sends (a query parameter, a marker, a body's) is read by this function,
+    so none gets that far."""
+    match = _DATE_TIME.fullmatch(text)
+    if match is None:
         return None
-    return moment if moment.tzinfo is None or in_utc_range(moment) else None
+    year, month, day, hour, minute, second, fraction, sign, off_h, off_m = match.groups()
+    try:
+        offset = UTC if sign is None else timezone(
+            (-1 if sign == "-" else 1) * timedelta(hours=int(off_h), minutes=int(off_m)))
+        if sign is not None and int(off_m) > 59:
+            return None
+        moment = datetime(int(year), int(month), int(day), int(hour), int(minute),
+                          int(second), int((fraction or "0")[:6].ljust(6, "0")), offset)
+    except ValueError:  # a field out of range (month 13, hour 24, second 60, offset 24:00)
+        return None
+    return moment if in_utc_range(moment) else None

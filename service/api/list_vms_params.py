@@ -92,7 +92,7 @@ LIST_VMS = QueryParameters(
           "every VM's memory matches none)", {"type": "integer", "minimum": 0}),
     Param("docker", "only Docker VMs (true) or only the others (false)", BOOLEAN),
     Param("create_timestamp", "only VMs created at this instant: milliseconds since the "
-          "epoch, or ISO 8601"),
+          "epoch, or an RFC 3339 instant"),
     Param("stale_mounts", "true: only VMs with a volume mount whose address is stale; "
           "false: only the others", BOOLEAN),
     *(Param(name, "accepted as VMAPI does; vmledger records none, so a value matches no VM",

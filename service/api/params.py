@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from fastapi import Request
 
@@ -172,14 +171,13 @@ def header_version(request: Request, name: str, text: str) -> int:
 
 
 def parse_timestamp(text: str) -> datetime | None:
-    """An instant given as VMAPI takes one: milliseconds since the epoch, or ISO 8601."""
+    """An instant given as VMAPI takes one (ListVms' ``create_timestamp``, a marker's):
+    milliseconds since the epoch, or an RFC 3339 ``date-time`` (``parse_iso_instant``, with
+    its time zone, as every instant the API reads); None otherwise."""
     try:
         millis = decimal(text)  # not int(): it reads "+5", "5_0" and " 5"
         if millis is not None:
             return datetime.fromtimestamp(millis / 1000, UTC)
     except (ValueError, OverflowError, OSError):
         pass
-    moment = parse_iso_instant(text)
-    if moment is None:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return parse_iso_instant(text)

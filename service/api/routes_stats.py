@@ -14,7 +14,15 @@ from projections.analytics_queries import AnalyticsQueries
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
 from service.api.params import MAX_LIMIT, Query
-from service.api.query_parameters import LIMIT, Param, QueryParameters, integer, one_of, owner
+from service.api.query_parameters import (
+    LIMIT,
+    OFFSET,
+    Param,
+    QueryParameters,
+    integer,
+    one_of,
+    owner,
+)
 
 router = authorized_router()
 
@@ -37,7 +45,7 @@ FAILURES = QueryParameters(
 STUCK = QueryParameters(
     Param("older_than", "only VMs in a transient state for this many seconds or more "
           "(default: the service's stuck threshold)", integer(0, 10**9)),
-    LIMIT, _OWNER)
+    LIMIT, OFFSET, _OWNER)
 
 
 def _choice(query: Query, name: str, choices: dict[str, str] | tuple[str, ...], *,
@@ -109,14 +117,18 @@ def stats_failures(request: Request) -> JSONResponse:
 @router.get("/stats/stuck", openapi_extra=STUCK)
 def stats_stuck(request: Request) -> JSONResponse:
     """VMs in a transient state (provisioning) for ``older_than`` seconds or more (default:
-    the service's stuck threshold, ``VMLEDGER_STUCK_TRANSIENT_S``), longest first (``limit``,
-    default and max 1000); the total in x-joyent-resource-count."""
+    the service's stuck threshold, ``VMLEDGER_STUCK_TRANSIENT_S``), longest first, paged by
+    ``limit`` (default and max 1000) and ``offset`` as the other lists (ListVms, ListJobs,
+    ListVolumes: the total counts more than a page holds); the total in
+    x-joyent-resource-count."""
     query = STUCK.parse(request)
     older_than = query.integer("older_than", minimum=0, maximum=10**9)  # 31 years, in s
     limit = query.integer("limit", minimum=1, maximum=MAX_LIMIT) or MAX_LIMIT
+    offset = query.integer("offset", minimum=0) or 0
     analytics = _analytics(request, query)
     older_than_ms = (round(services_of(request).settings.stuck_transient_s * 1000)
                      if older_than is None else older_than * 1000)
     stuck, total = analytics.stuck(older_than_ms, int(time.time() * 1000),
-                                   owner_uuid=query.owner_uuid, limit=limit)
+                                   owner_uuid=query.owner_uuid, limit=limit,
+                                   offset=offset)
     return JSONResponse(stuck, headers={"x-joyent-resource-count": str(total)})

@@ -22,7 +22,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from domain import policy
 from domain.json_input import at_field, printable, unstorable
-from projections.formats import MAX_INTEGER, in_utc_range
+from projections.formats import INSTANT_EXPECTED, MAX_INTEGER, in_utc_range, parse_iso_instant
 from service.api.headers import MAX_X_CONTEXT_BYTES
 from service.api.params import integer_refusal
 from service.api.vmapi_fields import Alias, Name, Uuid
@@ -64,15 +64,28 @@ def _true_or_false(value: Any) -> Any:
 Boolean = Annotated[bool, BeforeValidator(_true_or_false)]
 
 
+def _rfc3339(value: Any) -> Any:
+    # the grammar every instant the API reads has (parse_iso_instant): pydantic's own reads
+    # ISO 8601's other forms ("," before the fraction, "+00", a space for "T") and numbers
+    if isinstance(value, datetime):  # built in code, not sent
+        return value
+    moment = parse_iso_instant(value) if isinstance(value, str) else None
+    if moment is None:
+        raise PydanticCustomError("value_error", INSTANT_EXPECTED)
+    return moment
+
+
 def _writable_in_utc(value: datetime) -> datetime:
     if not in_utc_range(value):
         raise ValueError("must be an instant of years 1 to 9999 in UTC")
     return value
 
 
-#: An instant a body gives: with a time zone, and one UTC can write (``9999-12-31T23:59:59-01:00``
-#: is in year 10000 there: stored, it made every reader of the VM's events fail).
-Instant = Annotated[AwareDatetime, AfterValidator(_writable_in_utc)]
+#: An instant a body gives: an RFC 3339 ``date-time`` with its time zone, and one UTC can
+#: write (``9999-12-31T23:59:59-01:00`` is in year 10000 there: stored, it made every reader
+#: of the VM's events fail).
+Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339),
+                    AfterValidator(_writable_in_utc)]
 
 
 #: The rules of a VM's sizes and metadata, CreateVm's, shared by every body that sets them

@@ -24,7 +24,7 @@ STRING, INTEGER, TIMESTAMP, BOOLEAN = "a string", "an integer", "a timestamp", "
 #: sort key -> (the type its marker value has, whether null is taken). Every key of
 #: ``projections.vm_queries.SORT_FIELDS`` has one (tests assert it). ``tags`` is VMAPI's tag
 #: format (``-key=value-``), the text that key sorts by; ``create_timestamp`` is milliseconds
-#: since the epoch or ISO 8601, as VMAPI's ``create_timestamp`` parameter.
+#: since the epoch or an RFC 3339 instant, as VMAPI's ``create_timestamp`` parameter.
 MARKER_TYPES: dict[str, tuple[str, bool]] = {
     "uuid": (STRING, False), "owner_uuid": (STRING, False), "brand": (STRING, False),
     "state": (STRING, False), "tags": (STRING, False),

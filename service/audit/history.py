@@ -4,6 +4,7 @@ events it may see (``domain.visibility``: not those of the VM's quarantine)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -12,8 +13,8 @@ from domain.folding import apply_stored
 from domain.visibility import owner_sees
 from domain.vm import Vm
 from projections.formats import rfc3339
-from service.commands.application import Commands
 from service.commands.aggregate_cache import fold_stream
+from service.commands.application import Commands
 from service.storage import select_stream, select_versions
 
 _ENVELOPE = {"originator_id", "originator_version", "timestamp", "cause", "originator_topic"}
@@ -32,16 +33,8 @@ def vm_history(
     event deleted behind the service's back), ``UnreadableEventError`` for an event that
     cannot be decoded.
     """
-    try:
-        vm_id = UUID(vm_uuid)
-    except ValueError:
-        raise VmNotFoundError(vm_uuid) from None
     app = commands.app
-    notifications = select_stream(app.recorder, vm_id, after_version, limit)
-    if notifications and not notifications[0].topic.startswith("vm."):
-        raise VmNotFoundError(vm_uuid)  # another aggregate's stream (a server's)
-    if not notifications and (after_version == 0 or not _exists(commands, vm_id)):
-        raise VmNotFoundError(vm_uuid)
+    vm_id, notifications = _page(commands, vm_uuid, after_version, limit)
     if scope_owner is None:
         _follow_each_other(vm_id, notifications, after_version)
         return [_entry(app, n)[1] for n in notifications]
@@ -59,6 +52,34 @@ def vm_history(
                     return entries
         notifications = select_stream(app.recorder, vm_id, vm.version, limit)
     return entries
+
+
+def vm_event_times(commands: Commands, vm_uuid: str, *, limit: int) -> list[tuple[int, datetime]]:
+    """``(version, timestamp)`` of the VM's first ``limit`` events, oldest first, each
+    timestamp as stored: to the microsecond, where the history's text is floored to the
+    millisecond (``rfc3339``), so that GetVm's ``?at=`` orders an instant and an event inside
+    the same millisecond rightly. Raises as ``vm_history`` does (without an owner)."""
+    vm_id, notifications = _page(commands, vm_uuid, 0, limit)
+    _follow_each_other(vm_id, notifications, 0)
+    events = (commands.app.mapper.to_domain_event(n) for n in notifications)
+    return [(event.originator_version, event.timestamp) for event in events]
+
+
+def _page(commands: Commands, vm_uuid: str, after_version: int, limit: int
+          ) -> tuple[UUID, list[Any]]:
+    """The stream's id and up to ``limit`` of its stored events after ``after_version``.
+    Raises ``VmNotFoundError`` for a malformed uuid, another aggregate's stream, or a stream
+    with no events (none after ``after_version`` is an empty page of a VM's)."""
+    try:
+        vm_id = UUID(vm_uuid)
+    except ValueError:
+        raise VmNotFoundError(vm_uuid) from None
+    notifications = select_stream(commands.app.recorder, vm_id, after_version, limit)
+    if notifications and not notifications[0].topic.startswith("vm."):
+        raise VmNotFoundError(vm_uuid)  # another aggregate's stream (a server's)
+    if not notifications and (after_version == 0 or not _exists(commands, vm_id)):
+        raise VmNotFoundError(vm_uuid)
+    return vm_id, notifications
 
 
 def hidden_from_its_owner(commands: Commands, vm_uuid: str, up_to_version: int

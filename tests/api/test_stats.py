@@ -189,6 +189,26 @@ def test_stuck_lists_vms_in_a_transient_state_for_at_least_older_than_seconds(pa
     assert client.get("/stats/stuck", params={"older_than": 0}).json() == []
 
 
+def test_stuck_pages_by_limit_and_offset_through_every_vm_it_counts(paused) -> None:
+    # a tester: the count said 3,468 but offset was refused, so past 1,000 none could be read
+    client = paused.http
+    created = {create_vm(client)["vm_uuid"] for _ in range(5)}
+    everything = client.get("/stats/stuck", params={"older_than": 0}).json()
+    assert {vm["vm_uuid"] for vm in everything} == created
+    pages = []
+    for offset in (0, 2, 4, 6):
+        page = client.get("/stats/stuck", params={"older_than": 0, "limit": 2,
+                                                  "offset": offset})
+        assert page.status_code == 200, page.text
+        assert page.headers["x-joyent-resource-count"] == "5"
+        pages.append([vm["vm_uuid"] for vm in page.json()])
+    assert [len(page) for page in pages] == [2, 2, 1, 0]
+    assert sum(pages, []) == [vm["vm_uuid"] for vm in everything]  # longest first, each once
+    body = assert_error(client.get("/stats/stuck", params={"offset": "-1"}), 409,
+                        "ValidationFailed")
+    assert error_fields(body) == {"offset": "Invalid"}
+
+
 def claimed_server(client, vm_uuid: str) -> str:
     """The server the VM last claimed, from its history."""
     return [e["data"]["server_uuid"] for e in client.get(f"/vms/{vm_uuid}/history").json()

@@ -165,6 +165,31 @@ def test_kill_during_provisioning_ends_destroyed_without_a_server(services):
     assert queued_by == ["trace-row-1-SUBMIT", "trace-row-2-KILL"]
 
 
+def test_each_event_names_the_trace_row_or_the_job_that_wrote_it(services):
+    """docs/replay.md, "Causes": the replay's own events name their row, a job's events the
+    job (and no row); no VM event names a SCHEDULE row (a tester read "each event's cause
+    names its row")."""
+    feed(services, row(SUBMIT), row(SCHEDULE, machine="1"), row(EVICT), row(SUBMIT),
+         row(SCHEDULE, machine="2"), row(FINISH))
+    by_row: dict[str, list[str]] = {}
+    for event in vm_history(services.commands, str(vm_uuid("7", "0", 0))):
+        cause = event["cause"]
+        if cause["actor"] == "worker:replay":
+            assert cause.get("request_id") is None and cause["job_uuid"], event
+        else:
+            assert cause["actor"] == "trace:google2011" and not cause.get("job_uuid"), event
+            by_row.setdefault(cause["request_id"], []).append(event["type"])
+    assert by_row == {"trace-row-1-SUBMIT": ["Created", "JobQueued"],
+                      "trace-row-3-EVICT": ["CapacityReleased", "Failed"],
+                      "trace-row-4-SUBMIT": ["JobQueued"],
+                      "trace-row-6-FINISH": ["JobQueued"]}
+    # a SCHEDULE row is named only by its machine's registration, on the server's stream
+    [registered] = services.app.recorder.select_events(UUID(server_uuid("2")), limit=1)
+    assert registered.topic == "server.registered"
+    assert services.app.mapper.to_domain_event(registered).cause["request_id"] == (
+        "trace-row-5-SCHEDULE")
+
+
 def test_evicted_vm_resubmitted_restarts_on_the_machine_of_the_next_schedule(services):
     feed(services, row(SUBMIT), row(SCHEDULE, machine="1"), row(EVICT, machine="1"),
          row(SUBMIT), row(SCHEDULE, machine="2"))
