@@ -6,7 +6,10 @@ with vmledger's bounds on top.
 - VMAPI parses a string value as JSON: createVm's ``createValidateMetadataFn``, UpdateVm's
   ``createMetadataObject`` and PutVm's ``translateVm`` each ``JSON.parse`` it. Text that is
   not JSON is ``Malformed JSON`` (UpdateVm's words; createVm's generic ``Invalid
-  parameter`` says less, docs/vmapi-compatibility.md), and a value that is no object, given
+  parameter`` says less, docs/vmapi-compatibility.md): whatever ``JSON.parse`` refuses,
+  ``NaN`` and ``Infinity`` too, which Python's parser reads. A key the text gives twice is
+  refused as the body's own object giving it twice is (``Invalid Parameters``, naming
+  ``tags.KEY``: ``may be given only once``), and a value that is no object, given
   or parsed (``5``, ``"[1]"``, ``"null"``), ``Invalid data type`` (UpdateVm's words: VMAPI's
   createVm stored such a value, which no VM's metadata can be).
 - Each value must be a string, number or boolean (``validMetadata``): ``null``, an object or
@@ -24,6 +27,7 @@ from pydantic import AfterValidator, BeforeValidator, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 from domain import json_input
+from domain.errors import ValidationError
 from service.api.vmapi_tags import metadata_problem, tags_problem
 
 MAX_METADATA_KEYS = 128
@@ -38,12 +42,19 @@ def _as_metadata(*, passwords: bool) -> BeforeValidator:
     ``passwords``: ``customer_metadata``'s, refusing a key ending in ``_pw``."""
     def read(value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, str):
+            field = info.field_name or "value"
             try:
-                value = json_input.loads(value)
-            except json_input.JsonInputError:
+                value = json_input.loads(value, constants=False)
+            except json_input.RepeatedKeyError as error:
+                # JSON.parse takes it (the last value wins), so not Malformed JSON: refused
+                # as the same object given as an object is, by the body's parse, before any
+                # field is read (ValidationError is no ValueError: pydantic lets it through
+                # to errors.py, the route's own top-level text not put over it)
+                raise ValidationError(f"{field}.{error.path}", "Invalid",
+                                      "may be given only once") from None
+            except json_input.JsonInputError:  # what JSON.parse refuses, NaN included
                 raise PydanticCustomError("value_error", MALFORMED_JSON) from None
             # the text's value is held to what a body's own is (StrictModel._storable)
-            field = info.field_name or "value"
             problem = json_input.at_field(
                 json_input.unstorable(value, field, levels_above=1), field)
             if problem:
