@@ -98,3 +98,15 @@ def move_event(services: Any, from_vm: str, version: int, to_vm: str, as_version
         tx.execute(f"UPDATE {table} SET originator_id = ?, originator_version = ? "
                    "WHERE originator_id = ? AND originator_version = ?",
                    (target, as_version, source, version))
+
+
+def cast_event_column(services: Any, vm_uuid: str, version: int, column: str, kind: str
+                      ) -> None:
+    """Store ``column`` of the stream's event at ``version`` as SQLite type ``kind`` (``text``,
+    ``blob``) with its content unchanged, as a plain edit in the sqlite3 shell does (SQLite
+    keeps any type in any column; PostgreSQL's columns refuse it)."""
+    assert services.db.dialect is Dialect.SQLITE
+    table, stream = events_table(services, vm_uuid)
+    with services.db.transaction() as tx:
+        tx.execute(f"UPDATE {table} SET {column} = CAST({column} AS {kind}) "
+                   "WHERE originator_id = ? AND originator_version = ?", (stream, version))

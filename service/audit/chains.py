@@ -48,6 +48,7 @@ from service.audit.findings import (
     CONTENT,
     UNJUDGED,
     Difference,
+    WrongTypeError,
     check_class,
     foreign,
     stored_fields,
@@ -294,7 +295,7 @@ class ChainCheck:
                 if jump.event.version > version + 1:
                     self._found(where, version + 1, "missing", f"the stream goes from version "
                                 f"{version} to {jump.event.version}")
-            self._found(where, version, "undecodable", f"{type(error).__name__}: {error}")
+            self._found(where, version, "undecodable", _reason(error))
             self._found(where, version, "out of order",
                         f"at position {stored.id}, after version {head.version} in the log "
                         "(its position was changed)")
@@ -302,7 +303,7 @@ class ChainCheck:
         if version > head.version + 1:
             self._found(where, head.version + 1, "missing",
                         f"the stream goes from version {head.version} to {version}")
-        self._found(where, version, "undecodable", f"{type(error).__name__}: {error}")
+        self._found(where, version, "undecodable", _reason(error))
         head.version, head.chain, head.jump = version, None, None
 
     @staticmethod
@@ -319,3 +320,8 @@ class ChainCheck:
         difference = Difference(where, version, kind, detail)
         self._findings.append(difference)
         return difference
+
+
+def _reason(error: Exception) -> str:
+    """Why an event is undecodable: a column of the wrong type says so itself."""
+    return str(error) if isinstance(error, WrongTypeError) else f"{type(error).__name__}: {error}"

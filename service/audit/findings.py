@@ -26,8 +26,19 @@ class Difference:
         return f"{self.kind}: {self.where}{at}: {self.detail}"
 
 
+class WrongTypeError(ValueError):
+    """A stored event's column holds another type than the event store writes; its message
+    says which and what (``undecodable`` findings give it alone, with no class name)."""
+
+
 def stored_fields(mapper: Mapper[Any], stored: Notification) -> dict[str, Any]:
-    """An event's fields exactly as they were written: decoded, but not upcast."""
+    """An event's fields exactly as they were written: decoded, but not upcast. Raises
+    ``ValueError`` saying which column holds the wrong type (``checked_mapper.wrong_type``),
+    or the decoder's error."""
+    from service.commands.checked_mapper import wrong_type
+
+    if (wrong := wrong_type(stored)) is not None:
+        raise WrongTypeError(wrong)
     state = stored.state
     if mapper.cipher:
         state = mapper.cipher.decrypt(state)
