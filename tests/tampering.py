@@ -110,3 +110,33 @@ def cast_event_column(services: Any, vm_uuid: str, version: int, column: str, ki
     with services.db.transaction() as tx:
         tx.execute(f"UPDATE {table} SET {column} = CAST({column} AS {kind}) "
                    "WHERE originator_id = ? AND originator_version = ?", (stream, version))
+
+
+def position_column(services: Any) -> str:
+    """The event store's column of an event's log position."""
+    return "rowid" if services.db.dialect is Dialect.SQLITE else "notification_id"
+
+
+def positions(services: Any, vm_uuid: str) -> dict[int, int]:
+    """The log position of each of the stream's events, by version."""
+    table, stream = events_table(services, vm_uuid)
+    with services.db.transaction() as tx:
+        tx.execute(f"SELECT originator_version AS version, {position_column(services)} AS at "
+                   f"FROM {table} WHERE originator_id = ?", (stream,))
+        return {row["version"]: row["at"] for row in tx.fetchall()}
+
+
+def set_positions(services: Any, vm_uuid: str, moves: dict[int, int]) -> None:
+    """Give the stream's events the log positions ``moves`` (version → position), in one
+    transaction, each through a free position past the log's head first (so two events may
+    trade positions)."""
+    table, stream = events_table(services, vm_uuid)
+    column = position_column(services)
+    with services.db.transaction() as tx:
+        tx.execute(f"SELECT MAX({column}) AS head FROM {table}")
+        spare = tx.fetchone()["head"] + 1_000_000
+        for step in (lambda version, _: spare + version, lambda _, position: position):
+            for version, position in moves.items():
+                tx.execute(f"UPDATE {table} SET {column} = ? WHERE originator_id = ? "
+                           "AND originator_version = ?", (step(version, position), stream,
+                                                          version))

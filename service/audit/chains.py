@@ -28,8 +28,15 @@ stream's head (version and chain) and reads every event against it:
   tester);
 - an earlier version that links nowhere: ``out of order`` (its position was changed),
   kept so that a stream resuming before it goes on through it (two events moved later in
-  reverse order made the intact event after them "tampered"). An undecodable one is
-  ``undecodable`` and ``out of order``, and the version it holds is not ``missing``.
+  reverse order made the intact event after them "tampered"). When it does, the stretch
+  from the version skipped to the head is weighed whole, and only its events moved
+  (service/audit/moves.py) are ``out of order``: the finding of one in place is withdrawn,
+  and an event moved earlier (the one that jumped, or one after it) is named ``before
+  version V``. Two events swapped were named as the intact events between them, and the one
+  moved earlier not at all (auditor tester). A stream keeps each jump it made until it goes
+  on from before it, so an event moved later past another moved later is not ``missing``.
+  An undecodable one is ``undecodable`` and ``out of order``, and the version it holds is
+  not ``missing``.
 
 A stream's findings are final once ``findings()`` is called after its last event.
 """
@@ -53,6 +60,7 @@ from service.audit.findings import (
     foreign,
     stored_fields,
 )
+from service.audit.moves import moved
 
 
 @dataclass
@@ -72,12 +80,19 @@ class _Event:
 @dataclass
 class _Jump:
     """A jump past a missing version: the head before it, the event that jumped and the
-    ``missing`` finding, withdrawn if the stream goes on from before it."""
+    ``missing`` finding, withdrawn if the stream goes on from before it; and ``run``, the
+    ``(version, position)`` of the event that jumped and of those read after it as the
+    head's next version (while no later jump was made), which a stream resuming before it
+    is weighed against (``service.audit.moves``)."""
 
     version: int
     chain: str | None
     event: _Event
     finding: Difference
+    run: list[tuple[int, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.run.append((self.event.version, self.event.position))
 
 
 @dataclass
@@ -94,9 +109,11 @@ class _Pending:
 class _Head:
     version: int = 0
     chain: str | None = chain.GENESIS  # None: the head's event could not be read
-    jump: _Jump | None = None
+    jumps: list[_Jump] = field(default_factory=list)  # the last one made is last
     suspects: list[_Event] = field(default_factory=list)
-    late: list[_Event] = field(default_factory=list)  # found out of order, after the head
+    # found out of order, after the head: each with its finding, withdrawn when the stream
+    # turns out to go through it in place (the events around it were moved)
+    late: list[tuple[_Event, Difference]] = field(default_factory=list)
     pending: _Pending | None = None
 
 
@@ -124,6 +141,8 @@ class ChainCheck:
         following = head.version + 1
         if version == following:
             self._next(stream, head, event)
+            if head.jumps:
+                head.jumps[-1].run.append((version, stored.id))
         elif event.recorded is not None and self._link(
                 stream, head.chain, event, as_version=following) == event.recorded:
             self._settle(stream, head, None)
@@ -135,13 +154,13 @@ class ChainCheck:
             self._settle(stream, head, None)
             missing = self._found(where, following, "missing",
                                   f"the stream goes from version {head.version} to {version}")
-            head.jump = _Jump(head.version, head.chain, event, missing)
+            head.jumps.append(_Jump(head.version, head.chain, event, missing))
             head.version, head.chain = version, event.recorded
         elif not self._resumes(stream, head, event):
-            self._found(where, version, "out of order",
-                        f"at position {stored.id}, after version {head.version} in the log "
-                        "(its position was changed)")
-            head.late.append(event)
+            head.late.append((event, self._found(
+                where, version, "out of order",
+                f"at position {stored.id}, after version {head.version} in the log (its "
+                "position was changed)")))
 
     def findings(self) -> list[Difference]:
         """Every finding, once every event was added: the events kept aside are judged at the
@@ -224,44 +243,77 @@ class ChainCheck:
 
     def _resumes(self, stream: UUID, head: _Head, event: _Event) -> bool:
         """Whether ``event``, an earlier version than the head's, holds the version skipped
-        by the head's last jump; if so the jump's ``missing`` finding is withdrawn. If it
-        links there, either it was moved later in the log (the event that jumped links to
-        it: ``out of order``) or the event that jumped is out of place (kept aside, and the
-        stream goes on from ``event``). If it does not, it was moved and edited, or is
-        another stream's (``tampered`` as the event that jumped tells it, and ``out of
-        order``)."""
-        jump = head.jump
-        if jump is None or jump.chain is None or event.version != jump.version + 1:
+        by one of the head's jumps; if so that jump's ``missing`` finding is withdrawn. If it
+        links there, the stream goes on from it through the events found out of order since
+        (``_relinked``): when that reaches the event that jumped, the events moved are the
+        fewest whose positions put that stretch in order (``_weigh``); else the event that
+        jumped is out of place (kept aside, and the stream goes on from ``event``: only for
+        the last jump). If it does not link, it was moved and edited, or is another
+        stream's (``tampered`` as the event that jumped tells it, and ``out of order``)."""
+        jump = next((j for j in head.jumps if j.version + 1 == event.version), None)
+        if jump is None or jump.chain is None:
             return False
-        where, jumped = f"stream {stream}", jump.event
+        jumped = jump.event
         made = self._link(stream, jump.chain, event)
-        self._findings.remove(jump.finding)
-        head.jump = None
         if event.recorded is None or made != event.recorded:
+            self._withdraw(head, jump)
             self._tampered_late(stream, head, jump, event, made)
-        else:
-            last = self._relinked(stream, head, event)
-            if (jumped.version == last.version + 1
-                    and self._link(stream, last.recorded, jumped) == jumped.recorded):
-                self._found(where, event.version, "out of order",
-                            f"at position {event.position}, after version {head.version} in "
-                            "the log (its position was changed)")
-            else:
-                head.suspects.append(jumped)
-                head.version, head.chain = last.version, last.recorded
+            return True
+        relinked = self._relinked(stream, head, event)
+        last = relinked[-1] if relinked else event
+        reaches = (jumped.version == last.version + 1
+                   and self._link(stream, last.recorded, jumped) == jumped.recorded)
+        if not reaches and jump is not head.jumps[-1]:
+            return False
+        self._withdraw(head, jump)
+        named = self._weigh(stream, [event, *relinked], jump.run if reaches else [])
+        if event.version in named:
+            self._found(f"stream {stream}", event.version, "out of order",
+                        f"at position {event.position}, after version {head.version} in the "
+                        "log (its position was changed)")
+        for late in [late for late in head.late if late[0] in relinked]:
+            head.late.remove(late)
+            if late[0].version not in named:  # in place: the events around it were moved
+                self._findings.remove(late[1])
+        if not reaches:
+            head.suspects.append(jumped)
+            head.version, head.chain = last.version, last.recorded
         return True
 
-    def _relinked(self, stream: UUID, head: _Head, event: _Event) -> _Event:
-        """The last of the events found out of order earlier (``head.late``) that follow
-        ``event`` link by link: the stream goes on from it. Two events moved later in
-        reverse order made the intact event after them "tampered" (auditor tester)."""
+    def _withdraw(self, head: _Head, jump: _Jump) -> None:
+        """The stream goes on from before ``jump``: its ``missing`` finding is withdrawn."""
+        self._findings.remove(jump.finding)
+        head.jumps.remove(jump)
+
+    def _weigh(self, stream: UUID, late: list[_Event], run: list[tuple[int, int]]
+               ) -> set[int]:
+        """The versions moved (``service.audit.moves``) of the stretch of the stream that
+        ``late`` (read after later versions) and ``run`` (``(version, position)``, read in
+        order after the jump they follow) make, linked in version order. Those of ``run``
+        are found ``out of order`` here, ``before version V`` (the last earlier version
+        after it in the log); those of ``late`` are the caller's to report."""
+        stretch = [(e.version, e.position) for e in late] + run
+        named = moved(stretch)
+        for version, position in run:
+            if version in named:
+                before = max(v for v, p in stretch if p > position and v < version)
+                self._found(f"stream {stream}", version, "out of order",
+                            f"at position {position}, before version {before} in the log "
+                            "(its position was changed)")
+        return named
+
+    def _relinked(self, stream: UUID, head: _Head, event: _Event) -> list[_Event]:
+        """The events found out of order earlier (``head.late``) that follow ``event`` link
+        by link, in version order: the stream goes on from the last. Two events moved later
+        in reverse order made the intact event after them "tampered" (auditor tester)."""
+        chain_: list[_Event] = []
         last = event
         while (following := next(
-                (e for e in head.late if e.version == last.version + 1 and last.recorded
+                (e for e, _ in head.late if e.version == last.version + 1 and last.recorded
                  and self._link(stream, last.recorded, e) == e.recorded), None)) is not None:
-            head.late.remove(following)
+            chain_.append(following)
             last = following
-        return last
+        return chain_
 
     def _tampered_late(self, stream: UUID, head: _Head, jump: _Jump, event: _Event,
                        made: str | None) -> None:
@@ -278,7 +330,7 @@ class ChainCheck:
             missing = self._found(where, event.version + 1, "missing",
                                   f"the stream goes from version {event.version} to "
                                   f"{jumped.version}")
-            head.jump = _Jump(event.version, event.recorded or made, jumped, missing)
+            head.jumps.append(_Jump(event.version, event.recorded or made, jumped, missing))
 
     def _undecodable(self, head: _Head, where: str, stored: Notification,
                      error: Exception) -> None:
@@ -288,10 +340,9 @@ class ChainCheck:
         if version > head.version:
             self._settle(stored.originator_id, head, None)
         if version <= head.version:  # moved: the version a jump skipped is not missing
-            jump = head.jump
-            if jump is not None and version == jump.version + 1:
-                self._findings.remove(jump.finding)
-                head.jump = None
+            jump = next((j for j in head.jumps if j.version + 1 == version), None)
+            if jump is not None:
+                self._withdraw(head, jump)
                 if jump.event.version > version + 1:
                     self._found(where, version + 1, "missing", f"the stream goes from version "
                                 f"{version} to {jump.event.version}")
@@ -304,7 +355,8 @@ class ChainCheck:
             self._found(where, head.version + 1, "missing",
                         f"the stream goes from version {head.version} to {version}")
         self._found(where, version, "undecodable", _reason(error))
-        head.version, head.chain, head.jump = version, None, None
+        head.version, head.chain = version, None
+        head.jumps.clear()
 
     @staticmethod
     def _link(stream: UUID, previous: str | None, event: _Event,
