@@ -290,3 +290,19 @@ class UnreadableEventError(DamagedStreamError):
                          f"({reason})")
         self.stream = str(stream)
         self.version = version
+
+
+class MovedEventError(DamagedStreamError):
+    """A stored event whose log position is outside the log (0 or below: positions start at
+    1), moved there behind the service's back. What reads the log by position (the read
+    models, the change streams, ``vmledger rebuild``) never reads it, so a history that
+    listed it at that position would tell another log than theirs; ``vmledger audit verify``
+    names it ``out of order``. Like a gap, not a refusal: the log needs repair."""
+
+    def __init__(self, stream: UUID | str, version: int, position: int):
+        super().__init__(f"stream {stream} has its event of version {version} at log position "
+                         f"{position}, outside the log (its positions start at 1): it was "
+                         "moved behind the service's back")
+        self.stream = str(stream)
+        self.version = version
+        self.position = position

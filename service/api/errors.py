@@ -20,19 +20,19 @@ from psycopg_pool import PoolTimeout
 from starlette.requests import HTTPConnection
 
 from domain import rules
-from domain.json_input import ECHOED, cut
 from domain.errors import (
-    StreamGapError,
-    UnfoldableEventError,
-    UnreadableEventError,
     IllegalTransitionError,
     InvalidTransitionError,
     JobNotFoundError,
     JobNotRunnableError,
+    MovedEventError,
     ServerNotFoundError,
     ServerRemovedError,
     StaleGenerationError,
+    StreamGapError,
     UnallocatedVmError,
+    UnfoldableEventError,
+    UnreadableEventError,
     ValidationError,
     VersionMismatchError,
     VmAlreadyDestroyedError,
@@ -40,6 +40,7 @@ from domain.errors import (
     VmNotFoundError,
     VolumeNotFoundError,
 )
+from domain.json_input import ECHOED, cut
 from domain.server import InsufficientCapacityError
 from domain.states import VmState
 from service.access_errors import explain_refusal, refusal
@@ -296,6 +297,9 @@ ERRORS: dict[type[Exception], Row] = {
     # an event edited behind the service's back (its topic or state): the same damage
     UnreadableEventError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs "
                               "repair (vmledger audit verify names the event)"),
+    # one moved outside the log's positions: the same damage
+    MovedEventError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs repair "
+                         "(vmledger audit verify names the event)"),
     # one edited into an event its fold cannot apply (domain.folding): the same damage, not
     # the client's refusal (a 409 describing the state the damage left) nor a bug (500)
     UnfoldableEventError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs "

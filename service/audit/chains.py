@@ -124,12 +124,15 @@ class ChainCheck:
         self._app = app
         self._heads: dict[UUID, _Head] = {}
         self._findings: list[Difference] = []
+        self._outside: list[tuple[UUID, int, int]] = []  # (stream, version, position)
 
     def add(self, stored: Notification) -> None:
         """Check one stored event against its stream's head, and move the head."""
         stream = stored.originator_id
         head = self._heads.setdefault(stream, _Head())
         where, version = f"stream {stream}", stored.originator_version
+        if stored.id < 1:
+            self._outside.append((stream, version, stored.id))
         try:
             fields = stored_fields(self._app.mapper, stored)
         except Exception as error:  # noqa: BLE001 - any undecodable event is a finding
@@ -185,7 +188,20 @@ class ChainCheck:
                                 f"at position {event.position}: {foreign(event.version)}")
                 head.version, head.chain = event.version, event.recorded
             head.suspects = []
+        self._out_of_the_log()
         return list(self._findings)
+
+    def _out_of_the_log(self) -> None:
+        """Each event at a position outside the log (0 or below) is ``out of order`` in
+        those words, in place of what its position made it among its stream's events."""
+        for stream, version, position in self._outside:
+            where = f"stream {stream}"
+            self._findings = [f for f in self._findings if (f.where, f.version, f.kind)
+                              != (where, version, "out of order")]
+            self._found(where, version, "out of order",
+                        f"at position {position}, outside the log (its positions start at 1, "
+                        "and what reads the log by position never reads it): its position was "
+                        "changed")
 
     def _next(self, stream: UUID, head: _Head, event: _Event) -> None:
         """``event``, the head's next version: its link checked (a finding kept pending, to be

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from domain.errors import StreamGapError, VmNotFoundError
+from domain.errors import MovedEventError, StreamGapError, VmNotFoundError
 from domain.folding import apply_stored
 from domain.visibility import owner_sees
 from domain.vm import Vm
@@ -31,7 +31,7 @@ def vm_history(
     Raises ``VmNotFoundError`` when the stream has no events at all, ``StreamGapError`` when
     its stored events skip a version (its first included: a history must not pass over an
     event deleted behind the service's back), ``UnreadableEventError`` for an event that
-    cannot be decoded.
+    cannot be decoded, ``MovedEventError`` for one at a position outside the log.
     """
     app = commands.app
     vm_id, notifications = _page(commands, vm_uuid, after_version, limit)
@@ -118,7 +118,13 @@ def _follow_each_other(vm_id: UUID, notifications: Any, after_version: int) -> N
 
 
 def _entry(app: Any, notification: Any) -> tuple[Any, dict[str, Any]]:
-    """The stored event and its history entry."""
+    """The stored event and its history entry. Raises ``MovedEventError`` for an event at a
+    position outside the log (0 or below): listed there, it was told at a position that no
+    reader of the log by position ever reads (auditor tester), and ``UnreadableEventError``
+    for one that cannot be read."""
+    if notification.id < 1:
+        raise MovedEventError(notification.originator_id, notification.originator_version,
+                              notification.id)
     event = app.mapper.to_domain_event(notification)
     data = {k: _plain(v) for k, v in vars(event).items() if k not in _ENVELOPE}
     return event, {

@@ -19,6 +19,7 @@ from eventsourcing.persistence import Notification
 from service.audit.chains import ChainCheck
 from service.audit.findings import Difference, check_class, stored_fields  # noqa: F401 - theirs
 from service.commands.application import VmLedger
+from service.storage import select_outside
 
 BATCH = 1000
 
@@ -40,8 +41,12 @@ def notifications(app: VmLedger, *, start: int = 0, stop: int | None = None
 def verify_chains(app: VmLedger, progress: Callable[[int], None] | None = None
                   ) -> list[Difference]:
     """Check every stream's versions are contiguous from 1 and every event's ``chain``, in
-    log order (``service.audit.chains``: the findings name the edited rows)."""
+    log order (``service.audit.chains``: the findings name the edited rows), those at
+    positions outside the log (0 or below) first: the log's reads by position skip them,
+    and each was reported ``missing`` (auditor tester)."""
     check = ChainCheck(app)
+    for stored in select_outside(app.recorder):  # before the log's first position
+        check.add(stored)
     count = 0
     for count, stored in enumerate(notifications(app), start=1):
         if progress and count % BATCH == 0:
