@@ -102,11 +102,20 @@ def _version_at(services: Any, vm_uuid: str, at: datetime, head: int) -> int:
         # the stream's events before the damage: a page of that many follows from the first
         sound = error.previous if isinstance(error, StreamGapError) else error.version - 1
         events = vm_event_times(services.commands, vm_uuid, limit=sound) if sound else []
-    # each event's own timestamp, to the microsecond: an instant inside an event's
-    # millisecond but before it is before it (the history's text floors both alike)
-    earlier = [version for version, timestamp in events if timestamp <= at]
+    # an instant given to the millisecond, as the API writes them (a timestamp copied from
+    # the history), names every event of that millisecond; one given finer is compared to
+    # each event's stored timestamp, to the microsecond (a tester: .2304Z answered the VM
+    # after an event stored at .230460)
+    coarse = at.microsecond % 1000 == 0
+    earlier = [version for version, timestamp in events
+               if (_to_the_ms(timestamp) if coarse else timestamp) <= at]
     if damage is not None and len(earlier) == len(events):
         raise damage
     if not earlier:
         raise VmNotFoundError(vm_uuid, f" (it did not exist at {rfc3339(at)})")
     return int(earlier[-1])
+
+
+def _to_the_ms(moment: datetime) -> datetime:
+    """``moment`` floored to its millisecond, as ``rfc3339`` writes it."""
+    return moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)

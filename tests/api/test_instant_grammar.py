@@ -4,7 +4,8 @@ and its markers, vm-agent's ``last_modified``. ISO 8601's other forms, which Pyt
 ``fromisoformat`` also read, are refused as any malformed instant is (a tester found
 ``08.230,230Z``, ``+00`` and a space for ``T`` taken); lower-case ``t`` and ``z`` stay
 accepted (RFC 3339 5.6's note). And ``?at=`` orders an instant against each event's stored
-timestamp, to the microsecond, not the millisecond the history shows."""
+timestamp, to the microsecond, when it is given finer than the millisecond the history
+shows; one given to the millisecond names every event of it."""
 
 from __future__ import annotations
 
@@ -87,3 +88,7 @@ def test_at_orders_an_instant_and_an_event_inside_the_same_millisecond(
     assert get_vm(client, vm_uuid, at=just_before)["version"] == version - 1
     at_it = stored.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     assert get_vm(client, vm_uuid, at=at_it)["version"] >= version
+    # its time as the history writes it (to the millisecond) names it too
+    [shown] = [e["timestamp"] for e in client.get(f"/vms/{vm_uuid}/history").json()
+               if e["version"] == version]
+    assert get_vm(client, vm_uuid, at=shown)["version"] >= version
