@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from typing import Any
 
 from service.logs import JsonFormatter, TextFormatter, bind, log_context, setup_logging
 from service.settings import Settings
@@ -309,23 +310,32 @@ def test_a_throttled_error_with_traceback_shows_it_on_the_first_line_not_on_the_
     assert caplog.records[0].exc_info[0] is OSError
 
 
+def _throttled_line(error_of: Any, caplog: Any) -> logging.LogRecord:
+    """The one record ``Throttled(..., traceback=True)`` logs for the error ``error_of()``
+    raises, caught as a worker pass catches it."""
+    from service.logs import Throttled
+
+    throttled = Throttled(logging.getLogger("vmledger.test.throttled"), "worker pass failed",
+                          traceback=True)
+    with caplog.at_level(logging.ERROR, logger="vmledger.test.throttled"):
+        try:
+            error_of()
+        except Exception as error:  # noqa: BLE001 - whatever the pass met
+            throttled(error)
+    [record] = caplog.records
+    return record
+
+
 def test_a_throttled_missing_table_is_one_line_saying_what_to_do_with_no_traceback(
         caplog) -> None:
     # operator tester: the stuck check logged "worker pass failed: no such table: vm_view"
     # with a whole traceback for a table dropped by hand, an expected condition
-    import logging as logging_
     import sqlite3
 
-    from service.logs import Throttled
+    def missing() -> None:
+        raise sqlite3.OperationalError("no such table: vm_view")
 
-    log = logging_.getLogger("vmledger.test.throttled")
-    throttled = Throttled(log, "worker pass failed", traceback=True)
-    with caplog.at_level(logging_.ERROR, logger="vmledger.test.throttled"):
-        try:
-            raise sqlite3.OperationalError("no such table: vm_view")
-        except sqlite3.OperationalError as error:
-            throttled(error)
-    [record] = caplog.records
+    record = _throttled_line(missing, caplog)
     assert record.exc_info is None
     assert record.getMessage().startswith(
         "worker pass failed: the database is not as this service built it (no such table: "
@@ -362,24 +372,16 @@ def test_a_throttled_refusal_of_the_role_is_one_line_saying_what_to_do_with_no_t
         caplog) -> None:
     # operator tester: a work process whose role had lost SELECT on vm_view logged
     # "permission denied for table vm_view"; the database's setup, not a bug
-    import logging as logging_
-
     import psycopg.errors
     from eventsourcing.persistence import ProgrammingError
 
-    from service.logs import Throttled
-
-    log = logging_.getLogger("vmledger.test.throttled")
-    throttled = Throttled(log, "worker pass failed", traceback=True)
-    with caplog.at_level(logging_.ERROR, logger="vmledger.test.throttled"):
+    def refused() -> None:
         try:
-            try:
-                raise psycopg.errors.InsufficientPrivilege("permission denied for table vm_view")
-            except psycopg.Error as error:
-                raise ProgrammingError(str(error)) from error  # as the event store wraps it
-        except ProgrammingError as error:
-            throttled(error)
-    [record] = caplog.records
+            raise psycopg.errors.InsufficientPrivilege("permission denied for table vm_view")
+        except psycopg.Error as error:
+            raise ProgrammingError(str(error)) from error  # as the event store wraps it
+
+    record = _throttled_line(refused, caplog)
     assert record.exc_info is None
     assert record.getMessage().startswith(
         "worker pass failed: the database refused access to table vm_view for the service's "
