@@ -19,34 +19,57 @@ from projections.db import Database
 from projections.vm_queries import VmFilter
 
 # RFC 3339 prefixes as time buckets (docs/analytics.md, "Times"): the finest whose number of
-# buckets over the fleet's lifetime stays within MAX_BUCKETS.
-# (name, prefix length, seconds)
+# buckets over the fleet's lifetime stays within MAX_BUCKETS (a year's prefix is the coarsest:
+# a life of more than 120 years draws a point a year).
+# (name, prefix length, seconds; None: a calendar month or year, counted as such)
 BUCKETS = (("second", 19, 1), ("ten seconds", 18, 10), ("minute", 16, 60),
            ("ten minutes", 15, 600), ("hour", 13, 3600), ("day", 10, 86400),
-           ("month", 7, 31 * 86400))
+           ("month", 7, None), ("year", 4, None))
 MAX_BUCKETS = 120
 UNFINISHED = (Execution.QUEUED.value, Execution.RUNNING.value)
+# what a bucket's prefix stands for: the start of the bucket (RFC 3339, UTC)
+_EPOCH = "0001-01-01T00:00:00"
 
 
 @dataclass(frozen=True)
 class StatesOverTime:
     """VMs in each state at the end of each bucket: ``points`` is ``[(bucket, {state: n})]``
-    oldest first, ``bucket`` an RFC 3339 prefix of ``unit`` (e.g. ``2026-11-30T01:3`` for ten
-    minutes)."""
+    oldest first, one for each bucket in which a count changed (none for a quiet bucket),
+    ``bucket`` an RFC 3339 prefix of ``unit`` (e.g. ``2026-11-30T01:3`` for ten minutes)."""
 
     unit: str
     points: list[tuple[str, dict[str, int]]]
 
 
-def _bucket_width(first: str | None, last: str | None) -> tuple[str, int]:
-    """The finest bucket (name, prefix length) that splits [first, last] into at most
-    ``MAX_BUCKETS`` buckets (RFC 3339 texts)."""
+def bucket_start(bucket: str) -> datetime:
+    """When a bucket (an RFC 3339 prefix, ``2026-11-30T01:3``) starts: 01:30:00 UTC."""
+    return datetime.fromisoformat(bucket + _EPOCH[len(bucket):] + "Z")
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text)  # Python 3.11 reads RFC 3339's "Z"
+
+
+def _buckets_over(first: datetime, last: datetime, seconds: int | None, length: int) -> int:
+    """How many buckets of ``seconds`` (a calendar month or year: None, by ``length``) the
+    instants from ``first`` to ``last`` fall in, both ends' included: UTC's days, hours and
+    tens of minutes start at multiples of their length from the epoch, so the count is the
+    difference of the epoch's multiples."""
+    if seconds is not None:
+        return int(last.timestamp() // seconds - first.timestamp() // seconds) + 1
+    if length == 7:
+        return (last.year - first.year) * 12 + last.month - first.month + 1
+    return last.year - first.year + 1
+
+
+def bucket_width(first: str | None, last: str | None) -> tuple[str, int]:
+    """The finest bucket (name, prefix length) that splits [first, last] (RFC 3339 texts)
+    into at most ``MAX_BUCKETS`` buckets; years when none does."""
     if first is None or last is None:
         return BUCKETS[0][:2]
-    span_s = (datetime.fromisoformat(last.replace("Z", "+00:00"))
-              - datetime.fromisoformat(first.replace("Z", "+00:00"))).total_seconds()
+    start, end = _instant(first), _instant(last)
     for name, length, seconds in BUCKETS:
-        if span_s / seconds < MAX_BUCKETS:
+        if _buckets_over(start, end, seconds, length) <= MAX_BUCKETS:
             return name, length
     return BUCKETS[-1][:2]
 
@@ -92,7 +115,7 @@ class ConsoleQueries:
                             f"AS last FROM {vms}", params)[0]
         last_move = self._rows(f"SELECT MAX(at) AS last FROM vm_transitions{owner}", params)[0]
         last = max(filter(None, (bounds["last"], last_move["last"])), default=None)
-        unit, length = _bucket_width(bounds["first"], last)
+        unit, length = bucket_width(bounds["first"], last)
         created = self._rows(
             f"SELECT SUBSTR(create_timestamp, 1, {length}) AS b, COUNT(*) AS n "
             f"FROM {vms} GROUP BY SUBSTR(create_timestamp, 1, {length})", params)

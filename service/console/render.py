@@ -14,11 +14,22 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from domain.transitions import STATE_EVENTS
 from projections.analytics_queries import STATE_ORDER
-from projections.console_queries import StatesOverTime
+from projections.console_queries import StatesOverTime, bucket_start
 
 TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _as_text(value: Any) -> Any:
+    """What ``{{ value }}`` shows: an object or a list as JSON, as the API answers it (a
+    failed VM's ``error`` read ``{'reason': ...}``, Python's repr); anything else as is."""
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return value
+
+
 _ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["html"]),
-                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                   undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                   finalize=_as_text)
 # JSON as the API answers it: characters as they are (not \u escapes), left to the
 # autoescape to make safe. Jinja's own tojson escapes < > & ' for a script, where a page
 # showed "\u003cb\u003e" for a tag the API returns as "<b>" (found by a console tester).
@@ -92,8 +103,9 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str,
 
 @dataclass(frozen=True)
 class Chart:
-    """An SVG line chart of VMs by state over time: one polyline per state (view box
-    ``WIDTH`` × ``HEIGHT``), the y-axis maximum and the first and last buckets' labels."""
+    """An SVG step chart of VMs by state over time: one polyline per state (view box
+    ``WIDTH`` × ``HEIGHT``), the y-axis maximum and the first and last buckets' times (the
+    x-axis's ends' labels)."""
 
     series: list[dict[str, Any]]
     maximum: int
@@ -106,18 +118,38 @@ class Chart:
     HEIGHT = 200
 
 
+def _label(bucket: str) -> str:
+    """A bucket's start as the axis names it: RFC 3339 to the second (``2026-11-30T01:30:00Z``
+    for the ten minutes ``2026-11-30T01:3``); a day, month or year as its own date text."""
+    if len(bucket) <= 10:
+        return bucket
+    return bucket_start(bucket).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def chart(over_time: StatesOverTime) -> Chart:
-    """The chart's geometry: x is the bucket's index, y the count (0 at the bottom)."""
+    """The chart's geometry. x is time: a point stands at its bucket's start, between the
+    first bucket's (0) and the last's (``WIDTH``), so a quiet hour is as wide as an hour,
+    however few buckets had a change in it (the points had been spaced evenly). Each count
+    holds until the next bucket's (a step: a count of VMs does not slide between changes);
+    one bucket alone is drawn across the chart. y is the count, 0 at the bottom. At most
+    two coordinates a bucket, and ``states_over_time`` gives at most ``MAX_BUCKETS`` buckets
+    (a life of more than 120 years: one a year)."""
     points = over_time.points
     maximum = max((n for _, counts in points for n in counts.values()), default=0) or 1
-    step = Chart.WIDTH / max(len(points) - 1, 1)
+    times = [bucket_start(bucket).timestamp() for bucket, _ in points]
+    span = times[-1] - times[0] if points else 0
+    xs = [f"{(t - times[0]) * Chart.WIDTH / span:.1f}" if span else "0.0" for t in times]
     series = []
     for state in STATE_ORDER:
-        coordinates = " ".join(
-            f"{i * step:.1f},{Chart.HEIGHT - counts[state] * Chart.HEIGHT / maximum:.1f}"
-            for i, (_, counts) in enumerate(points))
-        last = points[-1][1][state] if points else 0
-        if any(counts[state] for _, counts in points):
-            series.append({"state": state, "points": coordinates, "last": last})
-    return Chart(series, maximum, points[0][0] if points else None,
-                 points[-1][0] if points else None, over_time.unit, len(points))
+        if not any(counts[state] for _, counts in points):
+            continue
+        ys = [f"{Chart.HEIGHT - counts[state] * Chart.HEIGHT / maximum:.1f}"
+              for _, counts in points]
+        steps = [f"{xs[0]},{ys[0]}"]
+        for i in range(1, len(points)):
+            steps += [f"{xs[i]},{ys[i - 1]}", f"{xs[i]},{ys[i]}"]
+        if len(points) == 1:
+            steps.append(f"{Chart.WIDTH:.1f},{ys[0]}")
+        series.append({"state": state, "points": " ".join(steps), "last": points[-1][1][state]})
+    return Chart(series, maximum, _label(points[0][0]) if points else None,
+                 _label(points[-1][0]) if points else None, over_time.unit, len(points))

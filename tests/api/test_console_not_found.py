@@ -12,14 +12,15 @@ from tests.api.test_console import authed  # noqa: F401 (a fixture: tokens confi
 
 
 @pytest.mark.parametrize("path", [
-    "/console/nope", "/console/vms/a/b", "/console/vms/%3Cb%3Ex%22%3E", "/console/servers/",
-    "/console/audit/x"])
+    "/console/nope", "/console/vms/a/b", "/console/vms/%3Cb%3Ex%22%3E", "/console/servers//",
+    "/console/audit/x", "/console/vms/garbage"])
 def test_an_address_that_names_no_console_page_is_a_404_page_without_a_token(
         authed: TestClient, path: str) -> None:
     response = authed.get(path)
     assert response.status_code == 404, response.text
     assert response.headers["content-type"].startswith("text/html")
     assert "default-src 'none'" in response.headers["content-security-policy"]
+    assert "<h1>Not found</h1>" in response.text
     assert "No console page at this address" in response.text
     assert "data-fragment" not in response.text  # nothing for its script to fetch
     assert "<b>" not in response.text  # the address is not echoed as markup

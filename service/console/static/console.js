@@ -28,6 +28,23 @@ function describe(status, text) {
   }
 }
 
+// The heading of a page whose fragment was refused: what the refusal means to the reader (a
+// VM's page for a uuid no VM has, or one the token may not see, is "Not found"), which the
+// tab's title names too. The error's own line follows it.
+const REFUSALS = { 403: "Not allowed", 404: "Not found", 400: "Refused", 409: "Refused",
+                   422: "Refused" };
+
+let pageTitle = null;  // the shell's title, given back when the page loads after all
+
+function heading(status) {
+  const title = REFUSALS[status] || "This page could not be loaded";
+  const element = document.createElement("h1");
+  element.textContent = title;
+  pageTitle = pageTitle || document.title;
+  document.title = `${title} · vmledger console`;
+  return element;
+}
+
 // The request each target is waiting on: a newer load of the same target aborts it, so only
 // the latest request writes its target (the slider stepped twice quickly showed the first
 // version it asked for if that answer came last).
@@ -55,10 +72,12 @@ async function load(url, target, method = "GET") {
       problem.className = "error";
       problem.dataset.testid = "error";
       problem.textContent = describe(status, text);
-      target.replaceChildren(problem);
+      target.replaceChildren(...(target.id === "content" ? [heading(status)] : []), problem);
     } else {
       target.innerHTML = text;
+      if (target.id === "content" && pageTitle) document.title = pageTitle;
       wire(target);
+      target.dispatchEvent(new CustomEvent("console:loaded"));
     }
   } catch (error) {
     if (controller.signal.aborted) return 0;
@@ -119,6 +138,16 @@ function wireStepper(stepper) {
   const hidden = (stepper.dataset.hidden || "").split(",").filter(Boolean)
     .map((run) => run.split("-").map(Number));
   let shown = Number(slider.value);
+  // Whatever loaded the object (the slider, an instant, a timeline entry), the slider and its
+  // output name the version shown: after an instant they still named the one before, and ◀
+  // stepped from there. (The version the slider asked for leaves it be, as it may be moving.)
+  target.addEventListener("console:loaded", () => {
+    const loaded = target.querySelector("[data-testid=state-version]");
+    if (!loaded || Number(loaded.dataset.version) === shown) return;
+    slider.value = loaded.dataset.version;
+    shown = Number(slider.value);
+    output.textContent = slider.value;
+  });
   // the nearest version the viewer may see from version, moving in direction (-1 or 1)
   const seeable = (version, direction) => {
     for (const [low, high] of hidden) {
@@ -255,7 +284,9 @@ function showLogin(message) {
   stopFollowing();
   const login = document.getElementById("login");
   const error = document.getElementById("login-error");
-  document.getElementById("content").hidden = true;
+  // a page's data is hidden; the not-found page's message holds none, and stays
+  const content = document.getElementById("content");
+  if (content.dataset.fragment) content.hidden = true;
   document.getElementById("session").replaceChildren();
   login.hidden = false;
   error.hidden = !message;

@@ -1,0 +1,80 @@
+"""The fleet's chart of VMs by state over time (docs/console.md, "The fleet page"): its x-axis is
+time, each count held until the next change; its labels name the first and last buckets' times;
+and a life of any length draws a bounded number of points. (Found by a tester of the console:
+points were spaced evenly, so three quiet minutes were drawn as wide as ten seconds.)"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi.testclient import TestClient
+
+from projections.analytics_queries import STATE_ORDER
+from projections.console_queries import MAX_BUCKETS, StatesOverTime, bucket_width
+from service.console.render import Chart, chart
+from tests.api.helpers import create_running_vm
+
+
+def _counts(**counts: int) -> dict[str, int]:
+    return {state: counts.get(state, 0) for state in STATE_ORDER}
+
+
+def _line(drawn: Chart, state: str) -> list[tuple[float, float]]:
+    line = next(s for s in drawn.series if s["state"] == state)
+    return [tuple(map(float, xy.split(","))) for xy in line["points"].split()]
+
+
+def test_points_stand_at_their_time_and_each_count_holds_until_the_next() -> None:
+    # buckets at 0 s, 10 s and 190 s: the third was drawn at 600 as the second was at 300
+    drawn = chart(StatesOverTime("ten seconds", [
+        ("2026-11-30T01:30:0", _counts(running=1)),
+        ("2026-11-30T01:30:1", _counts(running=2)),
+        ("2026-11-30T01:33:1", _counts(running=4))]))
+    at_10s = round(Chart.WIDTH * 10 / 190, 1)
+    height = Chart.HEIGHT
+    assert _line(drawn, "running") == [
+        (0, height * 3 / 4), (at_10s, height * 3 / 4), (at_10s, height / 2),
+        (Chart.WIDTH, height / 2), (Chart.WIDTH, 0)]
+    # the axis is labelled with the first and last buckets' times
+    assert (drawn.first, drawn.last) == ("2026-11-30T01:30:00Z", "2026-11-30T01:33:10Z")
+
+
+def test_one_bucket_is_drawn_across_the_chart() -> None:
+    drawn = chart(StatesOverTime("second", [("2026-11-30T01:30:07", _counts(stopped=2))]))
+    assert _line(drawn, "stopped") == [(0, 0), (Chart.WIDTH, 0)]
+    assert drawn.first == drawn.last == "2026-11-30T01:30:07Z"
+
+
+@pytest.mark.parametrize(("first", "last", "unit"), [
+    ("2026-11-30T01:30:00.000Z", "2026-11-30T01:31:59.999Z", "second"),  # 120 seconds
+    ("2026-11-30T01:30:00.000Z", "2026-11-30T01:49:59.000Z", "ten seconds"),  # 120 of them
+    # 1,199 s, but over 121 ten-second buckets (:0 of 01:30 to :1 of 01:50)
+    ("2026-11-30T01:30:09.000Z", "2026-11-30T01:50:08.000Z", "minute"),
+    ("2011-05-01T00:00:00.000Z", "2011-05-30T00:00:00.000Z", "day"),  # a trace's 29 days
+    ("2017-01-01T00:00:00.000Z", "2026-12-31T00:00:00.000Z", "month"),  # 120 months
+    # 16 years: by the month, 187 buckets, which were drawn past the bound of 120
+    ("2011-05-01T00:00:00.000Z", "2026-11-30T00:00:00.000Z", "year"),
+])
+def test_the_bucket_is_the_finest_that_gives_at_most_max_buckets(
+        first: str, last: str, unit: str) -> None:
+    assert bucket_width(first, last)[0] == unit
+
+
+def test_a_long_lives_chart_has_a_bounded_number_of_points() -> None:
+    points = [(f"{2000 + year}", _counts(running=year)) for year in range(MAX_BUCKETS)]
+    drawn = chart(StatesOverTime("year", points))
+    assert len(_line(drawn, "running")) == 2 * MAX_BUCKETS - 1
+    assert drawn.last == "2119"
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_the_charts_heading_and_labels_say_what_it_draws(client: TestClient) -> None:
+    create_running_vm(client)
+    html = client.get("/console/fragments/fleet/chart").text
+    heading = re.search(r"<h2>(.*?)</h2>", html, re.DOTALL).group(1)
+    assert "(per " not in heading  # each point is a bucket with a change, not every bucket
+    assert re.search(r"at the end of each \w[\w ]* in which a count changed", heading), heading
+    labels = re.findall(r'<text class="tick x"[^>]*>([^<]+)</text>', html)
+    assert len(labels) == 2 and all(
+        re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", label) for label in labels), labels
