@@ -6,6 +6,7 @@ refused naming it, malformed UUIDs name their field. ListVms' own are in
 from __future__ import annotations
 
 import re
+import uuid as uuidlib
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 
@@ -24,7 +25,8 @@ MAX_LIMIT = 1000
 class Query:
     """The request's query parameters, checked against the names a route accepts."""
 
-    def __init__(self, request: Request, allowed: Iterable[str], *, prefixes: tuple[str, ...] = ()):
+    def __init__(self, request: Request, allowed: Iterable[str], *, prefixes: tuple[str, ...] = (),
+                 owner_in_any_case: bool = False):
         self.request = request
         self.params = request.query_params
         self.errors: list[dict[str, str]] = []
@@ -36,8 +38,11 @@ class Query:
         if consistency not in (None, "strong", "eventual"):
             self.invalid("consistency", "must be strong or eventual")
         # Every route scopes by owner_uuid the same way: a malformed one names its field.
-        # An owner token is always scoped to its own owner (auth.scoped_owner).
-        self.owner_uuid = scoped_owner(request, self.uuid("owner_uuid"))
+        # An owner token is always scoped to its own owner (auth.scoped_owner). The
+        # changefeed takes its uuids in any case (``owner_in_any_case``; docs/api.md).
+        asked = (self.uuid_in_any_case("owner_uuid") if owner_in_any_case
+                 else self.uuid("owner_uuid"))
+        self.owner_uuid = scoped_owner(request, asked)
 
     def invalid(self, field: str, message: str, code: str = "Invalid") -> None:
         self.errors.append({"field": field, "code": code, "message": message})
@@ -65,6 +70,18 @@ class Query:
             self.invalid(name, f"must be 1 to {max_length} characters")
             return None
         return value
+
+    def uuid_in_any_case(self, name: str) -> str | None:
+        """Parameter ``name`` as a uuid in lower case, given in any case (the changefeed's
+        filters, where the VMAPI routes take VMAPI's lower case only: ``uuid``)."""
+        value = self.params.get(name)
+        if value is None:
+            return None
+        try:
+            return str(uuidlib.UUID(value))
+        except ValueError:
+            self.invalid(name, INVALID_UUID)
+            return None
 
     def uuid(self, name: str) -> str | None:
         value = self.params.get(name)

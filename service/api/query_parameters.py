@@ -101,13 +101,15 @@ class QueryParameters(dict[str, Any]):
 
     def __init__(self, *params: Param, prefixes: tuple[str, ...] = (),
                  undeclared: Iterable[str] = (), extra: Mapping[str, Any] | None = None,
-                 parts: tuple[QueryParameters, ...] = (), common: bool = True):
+                 parts: tuple[QueryParameters, ...] = (), common: bool = True,
+                 owner_in_any_case: bool = False):
         # what every parsed query takes (params.COMMON), unless the route says it its way
         given = {p.name for p in params}
         common_params = [p for p in (CONSISTENCY, OWNER)
                          if common and p.name in COMMON and p.name not in given]
         self.params: tuple[Param, ...] = (*params, *common_params)
         self.prefixes = prefixes
+        self.owner_in_any_case = owner_in_any_case
         self.undeclared = frozenset(undeclared)
         self.declared = frozenset(p.name for p in self.params if p.where == "query")
         self.headers = frozenset(p.name.lower() for p in self.params if p.where == "header")
@@ -143,7 +145,8 @@ class QueryParameters(dict[str, Any]):
                 and any(part is self for part in declared.parts)):
             raise RuntimeError(f"{getattr(route, 'path', '?')} parses a query it does not "
                                "declare: give the route openapi_extra=<its QueryParameters>")
-        return Query(request, self.names, prefixes=self.prefixes)
+        return Query(request, self.names, prefixes=self.prefixes,
+                     owner_in_any_case=self.owner_in_any_case)
 
 
 def check_declared_header(request: Request, name: str) -> None:

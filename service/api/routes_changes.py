@@ -13,12 +13,12 @@ from starlette.requests import HTTPConnection
 from service.api.auth import OWNER, authorized_router, principal_of
 from service.api.errors import UnavailableError
 from service.api.params import MAX_INTEGER, Query, integer_param
-from service.api.query_parameters import UUID, Param, QueryParameters, integer, owner
+from service.api.query_parameters import Param, QueryParameters, integer
 from service.api.url_checks import TOKEN_PARAMETER
+from service.append_wakeups import wake_on_appends
 from service.changes import sse
 from service.changes.filters import ChangeFilter, checked_value, listed_values
 from service.changes.hub import ChangeHub, HubLimits, TooManyStreamsError
-from service.append_wakeups import wake_on_appends
 
 router = authorized_router()
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -104,7 +104,7 @@ def parse_stream_request(request: Request) -> tuple[int | None, ChangeFilter]:
     shown = ChangeFilter(
         vm_uuids=_listed(query, "vm_uuid"),
         owner_uuid=query.owner_uuid,
-        server_uuid=query.uuid("server_uuid"),
+        server_uuid=query.uuid_in_any_case("server_uuid"),
         types=_listed(query, "type"),
         states=_listed(query, "state"),
         scope_owner=principal.owner_uuid if principal.role == OWNER else None,
@@ -118,12 +118,15 @@ STREAM = QueryParameters(
     Param("after", "start after this log position (default: now)", integer(0)),
     Param("Last-Event-ID", "start after this position (wins over after)", where="header"),
     Param("vm_uuid", "only these VMs (comma-separated)"),
-    owner("only VMs of this owner after the event"),
-    Param("server_uuid", "only changes on this server", UUID),
+    # uuids in any case, as vm_uuid's (docs/api.md, "Changes")
+    Param("owner_uuid", "only VMs of this owner after the event (an owner's token is always "
+          "scoped to its own)"),
+    Param("server_uuid", "only changes on this server"),
     Param("type", "only these event types (comma-separated)"),
     Param("state", "only changes after which the resource is in these states "
           "(comma-separated)"),
     Param(TOKEN_PARAMETER, "the bearer token, for EventSource (which sends no headers)"),
+    owner_in_any_case=True,
     extra={"responses": {"200": {
         "description": "an endless stream of changes (docs/api.md)",
         "content": {"text/event-stream": {"schema": {"type": "string"}}}}}})

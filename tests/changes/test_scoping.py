@@ -115,6 +115,21 @@ def test_operators_filter_servers_and_types(tokened_services, tokens, history):
         assert {c["vm_uuid"] for c in quarantined} == {history["a1"], history["b1"]}
 
 
+def test_uuid_filters_match_in_any_case(tokened_services, tokens, history):
+    """``owner_uuid`` and ``server_uuid`` were refused in upper case ("Invalid UUID") while
+    ``vm_uuid`` and ``vmledger changes`` took any case, as docs/api.md says (changefeed
+    tester)."""
+    with live_server(tokened_services, background=False) as url, \
+            httpx.Client(base_url=url, timeout=30) as client:
+        operator = tokens["operator"]
+        server = read_to_head(client, {"type": "Registered"}, operator)[0]["server_uuid"]
+        for name, value in (("owner_uuid", OWNER_A), ("server_uuid", server),
+                            ("vm_uuid", history["a1"])):
+            lower = read_to_head(client, {name: value}, operator)
+            assert lower, name
+            assert read_to_head(client, {name: value.upper()}, operator) == lower, name
+
+
 @pytest.mark.parametrize("query, headers, field", [
     ({"vm_uuid": "nope"}, {}, "vm_uuid"),
     ({"type": "Exploded"}, {}, "type"),
@@ -126,6 +141,8 @@ def test_operators_filter_servers_and_types(tokened_services, tokens, history):
     ({"after": "-1"}, {}, "after"),
     ({"colour": "red"}, {}, "colour"),
     ({}, {"Last-Event-ID": "abc"}, "Last-Event-ID"),
+    # not a position either (curl -H 'Last-Event-ID:' sends no header at all)
+    ({}, {"Last-Event-ID": ""}, "Last-Event-ID"),
     # a digit int() does not read (a 500), and a position past what ?after= takes
     ({}, {"Last-Event-ID": "\u00b2".encode("latin-1")}, "Last-Event-ID"),
     ({}, {"Last-Event-ID": str(2**64)}, "Last-Event-ID"),
