@@ -6,7 +6,8 @@ recorded it of.
 - A VM the log never had, found on a host by its agent, is recorded as it was found
   (``Discovered``): in the state reported, on the server reported (or none), with no job.
 - Reports carry no generation, so they are ordered by the object's ``last_modified``: the
-  newest applied is remembered (``AgentReported``), and one not newer changes nothing.
+  newest applied is remembered (``AgentReported``, with what the report changed), and one not
+  newer changes nothing. A report that changes nothing is not remembered either.
 
 - A host reboot takes every VM on the host with it. A running VM records it as ``Failed``; a
   stopped or quarantined one changes no state, so it records ``CopyLost`` (the server and its
@@ -112,6 +113,7 @@ class Reports:
     """The commands of generation-less agent reports."""
 
     trigger_event: Any
+    pending_events: Any
     _create: Any
     lost_copy: dict[str, str] | None
     node_seen: dict[str, Any] | None  # the newest NodeObserved: {server_uuid, seq}, or None
@@ -137,9 +139,17 @@ class Reports:
         last = getattr(self, "reported_at", None)
         return last is not None and reported_at <= last
 
-    def record_report(self, reported_at: datetime, *, cause: Cause) -> None:
-        """Remember that reports up to ``reported_at`` were applied."""
+    def record_report(self, reported_at: datetime, *, cause: Cause) -> bool:
+        """Remember that reports up to ``reported_at`` were applied, with the events the
+        report caused (call it after them). A report that caused none records nothing and
+        moves no mark (False): one about another server, in a state nothing is recorded of,
+        or agreeing with the log changes nothing, so it must not make later reports of the
+        VM's own server "not newer" (docs/events.md ``AgentReported``; a tester's report
+        about another server, dated half an hour ahead, had the real reports ignored)."""
+        if not self.pending_events:
+            return False
         self.trigger_event(AgentReported, cause=cause, reported_at=reported_at)
+        return True
 
     def record_copy_lost(self, server_uuid: str, boot_id: str, *, cause: Cause) -> bool:
         """Record that the reboot of ``server_uuid`` (now ``boot_id``) took the VM's copy

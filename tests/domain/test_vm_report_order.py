@@ -3,6 +3,8 @@ sequence number a step's answer was as of (``NodeObserved``), and a report's."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from eventsourcing.domain import Snapshot
 from eventsourcing.utils import get_topic
 
@@ -43,3 +45,15 @@ def test_a_snapshot_taken_before_version_3_knows_no_step_of_any_node():
     thawed = Snapshot(originator_id=vm.id, originator_version=vm.version,
                       timestamp=vm.modified_on, topic=get_topic(Vm), state=state).mutate(None)
     assert thawed.node_seen is None and not thawed.is_older_than_recorded("s1", 1)
+
+
+def test_a_generationless_report_is_remembered_only_with_what_it_changed():
+    vm = vm_in(VmState.RUNNING)
+    recorded(vm)
+    later = datetime(2026, 1, 1, 0, 30, tzinfo=UTC)
+    assert not vm.record_report(later, cause=cause())  # it changed nothing: no mark moved
+    assert recorded(vm) == [] and not vm.is_stale_report(later - timedelta(minutes=1))
+    vm.record_stopped(cause=cause())
+    assert vm.record_report(later, cause=cause())
+    assert recorded(vm) == ["Stopped", "AgentReported"]
+    assert vm.is_stale_report(later)
