@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from domain.errors import DomainError
 from domain.json_input import unparsable_reason
@@ -43,8 +44,9 @@ def allowed_methods(request: Request) -> str:
 
 def install(app: FastAPI) -> None:
     """Register the error handlers on ``app``: one for every class in ``ERRORS`` (and
-    DomainError, whose subclasses all have rows), one for ``ApiError``, and FastAPI's own
-    request validation and HTTP errors."""
+    DomainError, whose subclasses all have rows; Starlette's ``ClientDisconnect``, a body
+    cut short, among them), one for ``ApiError``, and FastAPI's own request validation and
+    HTTP errors."""
 
     async def mapped(request: Request, error: Exception) -> JSONResponse:
         if (row_for(type(error)) is None and not isinstance(error, DomainError)
@@ -69,6 +71,8 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         if error.status_code == 400 and error.detail == "There was an error parsing the body":
+            if isinstance(error.__cause__, ClientDisconnect):  # FastAPI's own read of it
+                return error_response(request, error.__cause__)
             # FastAPI's answer to a body its JSON parser gave up on for another reason than
             # bad syntax; the parser's own error is the cause
             return JSONResponse(body("ValidationFailed", INVALID_PARAMETERS, errors=[

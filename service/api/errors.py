@@ -17,7 +17,7 @@ from eventsourcing.persistence import InterfaceError, OperationalError, Persiste
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
-from starlette.requests import HTTPConnection
+from starlette.requests import ClientDisconnect, HTTPConnection
 
 from domain import rules
 from domain.errors import (
@@ -54,7 +54,6 @@ from service.schema_errors import explain, missing_schema
 log = logging.getLogger(f"vmledger.{__name__}")
 
 RETRY_AFTER_S = "1"
-
 
 
 def schema_missing_logger() -> Throttled:
@@ -282,6 +281,10 @@ ERRORS: dict[type[Exception], Row] = {
     ValidationError: Row(VALIDATION, "ValidationFailed", lambda e: {"errors": e.errors},
                          message=lambda e: e.summary),
     IdempotencyKeyReusedError: Row(422, "IdempotencyKeyReused"),
+    # the connection closed before the body's end (the client went away, or the server's
+    # parser refused the rest and answered 400 itself): the client's doing, not a 500
+    ClientDisconnect: Row(400, "BadRequest", message=lambda _e: "the connection closed "
+                          "before the request's body was read whole"),
     ConflictRetriesExhaustedError: Row(
         503, "Unavailable", message=lambda e: f"too many concurrent writers, try again: {e}"),
     # an OperationalError whose message says more: the database may be fine, and whether the
