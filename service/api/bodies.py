@@ -6,11 +6,16 @@ route's handler."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 from starlette.requests import Request
 
 from domain import json_input
 from domain.json_input import printable
-from service.api.errors import ApiError, invalid_parameters
+from service.api.errors import (
+    ApiError, BadDigestError, UnsupportedEncodingError, invalid_parameters,
+)
 from service.api.vmapi_rules import UNKNOWN_PARAMETER
 
 #: The methods whose body a route may read; a GET's or HEAD's has no meaning (RFC 9110).
@@ -46,10 +51,31 @@ async def read_json_body(request: Request) -> None:
     the ``ValidationFailed`` error naming ``body`` for bytes that are not UTF-8 or not JSON,
     or naming a key an object gives twice. A body of another type is left to FastAPI, which
     hands the route its bytes (refused by error_handlers as ``not_json_type``)."""
-    raw = await request.body()
+    raw = await received(request)
     if not raw or not is_json_type(request.headers.get("content-type")):
         return
     request._json = _parsed(request, raw)  # noqa: SLF001 (Starlette's cache of .json())
+
+
+async def received(request: Request) -> bytes:
+    """The request's body, read once (Starlette keeps it), as its headers say it was sent:
+    a ``Content-Encoding`` other than ``identity`` is refused (``UnsupportedEncodingError``,
+    415: nothing is decoded, and a gzip body read as JSON was "not UTF-8 text"), and so is a
+    body whose MD5 is not its ``Content-MD5`` (``BadDigestError``, 400), as VMAPI's restify
+    body reader checks it. An empty body has nothing to check (restify reads none)."""
+    raw = await request.body()
+    if not raw:
+        return raw
+    encoding = request.headers.get("content-encoding")
+    if encoding is not None and any(
+            token.strip().lower() not in ("", "identity") for token in encoding.split(",")):
+        raise UnsupportedEncodingError(printable(encoding))
+    sent = request.headers.get("content-md5")
+    if sent is not None:
+        computed = base64.b64encode(hashlib.md5(raw, usedforsecurity=False).digest()).decode()
+        if sent.strip() != computed:
+            raise BadDigestError(printable(sent), computed)
+    return raw
 
 
 def _parsed(request: Request, raw: bytes) -> object:
@@ -73,7 +99,7 @@ async def refuse_unread_body(request: Request) -> None:
     (a tester's ``-d '{not json'``)."""
     if request.method not in _BODY_METHODS:
         return
-    raw = await request.body()
+    raw = await received(request)
     if not raw.strip():
         return
     if not is_json_type(request.headers.get("content-type")):

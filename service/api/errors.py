@@ -44,6 +44,7 @@ from domain.json_input import ECHOED, cut
 from domain.server import InsufficientCapacityError
 from domain.states import VmState
 from service.access_errors import explain_refusal, refusal
+from service.api.job_messages import job_ended_message
 from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
@@ -128,6 +129,23 @@ class MalformedRequestError(ApiError):
         super().__init__(400, "BadRequest", f"Invalid HTTP request: {reason}")
 
 
+class BadDigestError(ApiError):
+    """A body whose MD5 is not its ``Content-MD5``: 400 ``BadDigest``, restify's body
+    reader's words (VMAPI), what was sent cut (``json_input.cut``)."""
+
+    def __init__(self, sent: str, computed: str):
+        super().__init__(400, "BadDigest", f"Content-MD5 '{cut(sent)}' didn't match '{computed}'")
+
+
+class UnsupportedEncodingError(ApiError):
+    """A body sent with a ``Content-Encoding`` other than ``identity`` (none is decoded):
+    415 ``UnsupportedMediaType``, restify's code."""
+
+    def __init__(self, encoding: str):
+        super().__init__(415, "UnsupportedMediaType", f"Content-Encoding {cut(encoding)} is not "
+                         "supported: send the body unencoded (identity)")
+
+
 class UnavailableError(ApiError):
     """The database is unreachable, or a read timed out waiting for projections."""
 
@@ -145,21 +163,6 @@ class JobEndedBadlyError(ApiError):
         code = "JobCanceled" if job["execution"] == "canceled" else "JobFailed"
         super().__init__(409, code, job_ended_message(job), headers=headers,
                          vm_uuid=job["vm_uuid"], job_uuid=job["uuid"])
-
-
-def job_ended_message(job: dict[str, Any]) -> str:
-    """VMAPI's message for a job that ended badly (``pollJob``'s ``_getErrorFromJob``,
-    lib/common/util.js): its last chain result's error (that error's ``message`` when it
-    has one, else ``job NAME (UUID) failed: RESULT: ERROR``); without one, ``Job NAME (UUID)
-    failed`` or ``was canceled``."""
-    results = job.get("chain_results") or []
-    last = results[-1] if results else {}
-    error, prefix = last.get("error"), f"{job['name']} ({job['uuid']})"
-    if error:
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
-        return f"job {prefix} failed: {last.get('name')}: {error}"
-    return f"Job {prefix} " + ("was canceled" if job["execution"] == "canceled" else "failed")
 
 
 def validation_status(request: HTTPConnection) -> int:

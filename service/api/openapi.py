@@ -83,6 +83,8 @@ Answer = type[BaseModel] | list[type[BaseModel]] | Media | None
 # tokens and roles; 409 (v1) / 422 (v2) bad query or body; 413 a body over the limit;
 # 503 the database or the read models.
 COMMON_ERRORS = (400, 401, 403, 409, 413, 422, 503)
+# And every operation of a method whose body is read: 415 a body sent with a Content-Encoding.
+BODY_ERRORS = {"post": (415,), "put": (415,), "delete": (415,), "patch": (415,)}
 
 RESPONSES: dict[tuple[str, str], dict[int, Answer]] = {}
 # (method, path) → {header: description} required on the operation's success answers
@@ -96,7 +98,8 @@ def declare(method: str, path: str, answers: dict[int, Answer], *,
     headers every success answer carries. Call it at import time of the routes' module."""
     key = (method.lower(), path)
     error_body = NO_BODY if key[0] == "head" else Error  # a HEAD answer never has a body
-    RESPONSES[key] = {**answers, **{status: error_body for status in (*COMMON_ERRORS, *errors)}}
+    RESPONSES[key] = {**answers, **{status: error_body for status in (
+        *COMMON_ERRORS, *BODY_ERRORS.get(key[0], ()), *errors)}}
     if headers:
         HEADERS[key] = headers
 
