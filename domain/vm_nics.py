@@ -7,6 +7,7 @@ one NIC of a VM is primary while it has any: the first, unless another is asked 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +15,9 @@ from domain.errors import ValidationError
 from domain.events import Cause
 from domain.states import JobName
 from domain.vm_events import VmEvent
+
+# A MAC address as written: six pairs of hex digits, colon-separated, in either case.
+_MAC = re.compile(r"[0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){5}")
 
 
 class NicsAdded(VmEvent):
@@ -107,9 +111,15 @@ class Nics:
     def nics_to_remove(self, macs: list[str]) -> list[dict[str, Any]]:
         """The NICs ``macs`` names, each once, in the order asked (what a ``remove_nics`` job
         will remove; nothing is recorded). Raises ``ValidationError`` (field ``macs``) naming a
-        MAC the VM has no NIC with, or when ``macs`` is empty."""
+        MAC the VM has no NIC with (saying so of one that is no MAC address), or when ``macs``
+        is empty."""
         have = {nic["mac"]: nic for nic in self.nic_list}
         unknown = [mac for mac in macs if mac not in have]
+        malformed = [mac for mac in unknown if not _MAC.fullmatch(mac)]
+        if malformed:  # say what is wrong with it, not only that no NIC has it (a tester's)
+            raise ValidationError("macs", "Invalid", f"not a MAC address: "
+                                  f"{', '.join(malformed)} (six pairs of hex digits, as "
+                                  "90:b8:d0:c0:ff:ee)")
         if unknown or not macs:
             raise ValidationError("macs", "Invalid",
                                   f"the VM has no NIC {', '.join(unknown)}" if unknown

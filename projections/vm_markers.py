@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from domain import json_input
-from domain.json_input import unstorable
+from domain.json_input import cut, unstorable
 from domain.states import VmState
 from projections.formats import MAX_INTEGER, parse_iso_instant, rfc3339
 
@@ -31,12 +31,15 @@ INTEGER_SORT_FIELDS = frozenset({"max_physical_memory", "ram", "docker"})
 class InvalidMarkerError(ValueError):
     """A ``marker`` that no previous page handed out for the request's sort. ``made_for``:
     the sort it was handed out for (``create_timestamp.desc``), when it is one of ours made
-    for another sort; None for one no page could have handed out (forged), whose claims are
-    not repeated."""
+    for another sort; None for one no page could have handed out (forged), whose claimed
+    sort is not repeated. ``reason``: why, for one of ours made for the request's sort whose
+    value or uuid no VM has there ("Marker has an invalid ram field: …"), or that names no
+    sort at all."""
 
-    def __init__(self, marker: str, *, made_for: str | None = None):
+    def __init__(self, marker: str, *, made_for: str | None = None, reason: str | None = None):
         super().__init__(marker)
         self.made_for = made_for
+        self.reason = reason  # what is wrong with it, in the words of VMAPI's marker errors
 
 
 def encode_marker(sort: str, sort_value: Any, uuid: str) -> str:
@@ -71,14 +74,35 @@ def _checked(marker: str, fields: list, sort: str) -> tuple[Any, str]:
     ``decode_marker`` says."""
     made_for, value, uuid = fields
     if made_for != sort:
-        raise InvalidMarkerError(marker, made_for=made_for if _a_sort(made_for) else None)
-    key = sort.split(".")[0]
+        if _a_sort(made_for):
+            raise InvalidMarkerError(marker, made_for=made_for)
+        raise InvalidMarkerError(marker, reason="Marker was made for no sort a page is listed "
+                                                "in: send a page's x-next-marker as it came")
+    problem = _value_problem(sort.split(".")[0], value, uuid)
+    if problem is not None:
+        raise InvalidMarkerError(marker, reason=problem)
+    return value, uuid
+
+
+def _value_problem(key: str, value: Any, uuid: Any) -> str | None:
+    """Why a marker's sort ``value`` and ``uuid`` name no place in the order of ``key``
+    (a value of another type would make the database refuse the comparison, one no VM has
+    there names no row), in the words of VMAPI's marker errors; None if they do."""
+    shown = cut(json.dumps(value))
     wanted = int if key in INTEGER_SORT_FIELDS else str
     # type(), not isinstance(): a boolean is an int to Python, and 0 to the docker column
-    if (type(value) is not wanted or not _uuid(uuid)
-            or unstorable(value) is not None or not COLUMN_VALUES[key](value)):
-        raise InvalidMarkerError(marker)
-    return value, uuid
+    if type(value) is not wanted:
+        expected = "an integer" if wanted is int else "a string"
+        return f"Marker has an invalid {key} field: {shown} (expected {expected})"
+    unstored = unstorable(value, key)
+    if unstored is not None:
+        return f"Marker has an invalid value: {unstored}"
+    if not COLUMN_VALUES[key](value):
+        return f"Marker has an invalid {key} field: {shown} (no VM's {key} sorts as that)"
+    if not _uuid(uuid):
+        return (f"Marker has an invalid uuid field: {cut(json.dumps(uuid))} (expected a "
+                "lowercase uuid)")
+    return None
 
 
 def _a_sort(value: Any) -> bool:

@@ -253,7 +253,8 @@ class ListVmsQuery:
         except InvalidMarkerError as error:
             # a position in another order names no place in this one: say which sort it
             # goes with (a tester got a bare "Invalid marker" for a sorted page's marker)
-            self._invalid("marker", "Invalid marker" if error.made_for is None else
+            self._invalid("marker", f"Invalid marker: {cut(marker)}. {error.reason}"
+                          if error.made_for is None else
                           f"Invalid marker: it was made for sort={error.made_for}; send that "
                           f"sort with it (this request's is {self.page.sort})")
             return

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Body, Request
 from fastapi.responses import JSONResponse
@@ -21,6 +21,7 @@ from service.api.errors import ApiError
 from service.api.headers import versioned_headers
 from service.api.query_parameters import COMMAND_HEADERS, Param, QueryParameters
 from service.api.schemas import Name, StrictModel, Uuid
+from service.api.vmapi_fields import refused_as
 
 router = authorized_router(tags=["networks"])
 
@@ -36,10 +37,12 @@ class CreateNetworkRequest(StrictModel):
 
     uuid: Uuid | None = None
     name: Name
-    subnet: str = Field(min_length=9, max_length=18)
+    subnet: Annotated[str, Field(min_length=9, max_length=18),
+                      refused_as("must be an IPv4 CIDR, e.g. 10.0.0.0/24")]
     provision_start_ip: str = Field(min_length=7, max_length=15)
     provision_end_ip: str = Field(min_length=7, max_length=15)
-    gateway: str | None = Field(None, min_length=7, max_length=15)
+    gateway: Annotated[str, Field(min_length=7, max_length=15),
+                       refused_as("must be an IPv4 address")] | None = None
 
 
 def _network(request: Request, network_uuid: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from domain.json_input import at_field, printable, unstorable
 from projections.formats import INSTANT_EXPECTED, MAX_INTEGER, in_utc_range, parse_iso_instant
 from service.api.headers import MAX_X_CONTEXT_BYTES
 from service.api.params import integer_refusal
-from service.api.vmapi_fields import Alias, Name, Uuid
+from service.api.vmapi_fields import Alias, Name, Uuid, refused_as
 from service.api.vmapi_metadata import CustomerMetadata, Metadata, Tags, UpdatedTags
 from service.api.vmapi_numbers import body_integer, vmapi_number_refusal
 
@@ -171,13 +171,18 @@ def directory_of(mountpoint: str) -> str:
     return "/" + "/".join(part for part in mountpoint.split("/") if part)
 
 
+MOUNTPOINT = ("must be an absolute path below / (as /data), of 2 to 255 characters: letters, "
+              "digits, '.', '_', '-' and '/'")
+
+
 class VolumeMount(StrictModel):
     """A volume a VM mounts: which one, and where (an absolute path, with no ``.`` or ``..``
     part: ``/a/c/../b`` is ``/a/b`` spelt otherwise, or outside the VM's root)."""
 
     volume_uuid: Uuid
-    mountpoint: str = Field(min_length=2, max_length=255,
-                            pattern=r"^/[A-Za-z0-9._-][A-Za-z0-9._/-]*$")
+    mountpoint: Annotated[str, Field(min_length=2, max_length=255,
+                                     pattern=r"^/[A-Za-z0-9._-][A-Za-z0-9._/-]*$"),
+                          refused_as(MOUNTPOINT)]
 
     @field_validator("mountpoint")
     @classmethod

@@ -1,12 +1,14 @@
 """The value types of body fields that VMAPI rules, each by VMAPI's rule and in its words
 (service/api/vmapi_rules.py), as the same value in the query is: a uuid, a VM's alias, and a
-volume's or network's name, which takes an alias's characters."""
+volume's or network's name, which takes an alias's characters; and ``refused_as``, a
+field's refusal of its text's shape in words saying what it must be."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, ValidationError, WrapValidator
+from pydantic_core import PydanticCustomError
 
 from service.api.vmapi_rules import (
     ALIAS_MAX_LENGTH, ALIAS_MISMATCH, ALIAS_RE, INVALID_UUID, is_alias, is_uuid,
@@ -48,3 +50,22 @@ Alias = Annotated[str, _vmapi_string(ALIAS_MAX_LENGTH),
 #: bound applies; 64 is what names were before VM aliases took VMAPI's 189).
 Name = Annotated[str, _vmapi_string(64), Field(json_schema_extra={**_ALIAS_SCHEMA,
                                                                   "maxLength": 64})]
+
+
+# pydantic's refusals of a string by its length or pattern alone
+_TEXT_SHAPE = frozenset({"string_too_short", "string_too_long", "string_pattern_mismatch"})
+
+
+def refused_as(message: str) -> Any:
+    """A validator to annotate a string field with after its ``Field`` bounds: their refusal
+    (pydantic's "String should have at least 9 characters", "… should match pattern …") is
+    said as ``message``, what the value must be ("must be an IPv4 CIDR"); a value of another
+    type keeps pydantic's "Input should be a valid string" (a tester's "garbage" subnet)."""
+    def validate(value: Any, handler: Any) -> Any:
+        try:
+            return handler(value)
+        except ValidationError as error:
+            if all(item["type"] in _TEXT_SHAPE for item in error.errors()):
+                raise PydanticCustomError("value_error", message) from None
+            raise
+    return WrapValidator(validate)

@@ -63,6 +63,10 @@ class Registration:
     after: int | None
 
 
+#: The longest ``instance`` a registration may give: ``/changefeeds/stats`` shows each one
+#: (Triton's listeners send a uuid); a megabyte of it was kept and shown.
+MAX_INSTANCE = 256
+
 AFTER_REFUSED = f'"after" should be a log position (an integer, 0 to {MAX_INTEGER})'
 
 
@@ -71,7 +75,7 @@ def parse_registration(text: str | None, after: int | None = None) -> Registrati
     frame); ``after`` is the position the upgrade's URL gave (``?after=``, checked before the
     upgrade), if any: the registration's own ``"after"``, when present, wins. Raises
     ``RegistrationError`` (v1 or v2 rules: a text message holding an object with a string
-    ``instance``, a ``changeKind`` or a non-empty ``resources`` list, each with a string
+    ``instance`` of at most ``MAX_INSTANCE`` characters, a ``changeKind`` or a non-empty ``resources`` list, each with a string
     ``resource`` we serve and a ``subResources`` list; its own ``"after"`` an integer from 0
     to ``MAX_INTEGER``, not a boolean nor ``null``; and, as every request body, JSON nested
     no deeper than the parser takes, with no NUL character, lone surrogate or non-finite
@@ -90,6 +94,8 @@ def parse_registration(text: str | None, after: int | None = None) -> Registrati
         raise RegistrationError(f"bad registration: {problem}")
     if not isinstance(registration.get("instance"), str):
         raise RegistrationError('registration should contain an "instance" identifier')
+    if len(registration["instance"]) > MAX_INSTANCE:
+        raise RegistrationError(f'"instance" should be at most {MAX_INSTANCE} characters')
     if "resources" in registration:
         kinds, bootstrap_of = registration["resources"], _v2_bootstrap
         if not isinstance(kinds, list) or not kinds:
@@ -100,8 +106,10 @@ def parse_registration(text: str | None, after: int | None = None) -> Registrati
         raise RegistrationError('registration should contain a "changeKind"')
     wanted: set[str] = set()
     for kind in kinds:
-        if not isinstance(kind, dict) or not isinstance(kind.get("subResources"), list):
+        if not isinstance(kind, dict) or "subResources" not in kind:
             raise RegistrationError('each resource should contain "subResources"')
+        if not isinstance(kind["subResources"], list):  # a tester's "state"
+            raise RegistrationError('"subResources" should be a list of names, as ["state"]')
         if kind.get("resource") not in RESOURCES:
             raise RegistrationError(f"unknown resource: {kind.get('resource')}")
         wanted.update(_sub_resources(kind))

@@ -84,8 +84,13 @@ def test_v2_registration_gets_bootstrap_routes(services):
         {"resource": "vm", "subResources": ["state"]},
         {"resource": "vm", "subResources": ["nics", "alais"]}]}),
      "unknown sub-resource of vm: alais"),
+    # a tester's: a string was refused as missing, and an instance of any length was kept
+    (json.dumps({**V1, "changeKind": {"resource": "vm", "subResources": "state"}}),
+     '"subResources" should be a list of names, as ["state"]'),
+    (json.dumps({**V1, "instance": "i" * 257}), '"instance" should be at most 256 characters'),
 ], ids=["not json", "no instance", "unknown resource", "after 2**64", "after true", "binary",
-        "binary json", "unknown sub-resource", "no sub-resource", "not a name", "v2 unknown"])
+        "binary json", "unknown sub-resource", "no sub-resource", "not a name", "v2 unknown",
+        "sub-resources not a list", "instance too long"])
 def test_a_bad_registration_is_closed_with_the_reason(services, registration, reason):
     with live_server(services) as url, connect(_ws(url)) as ws:
         ws.send(registration)
