@@ -8,8 +8,13 @@ from __future__ import annotations
 import sqlite3
 
 from service.database_url import sqlite_path
+from service.redaction import one_line
 from service.schema_errors import missing_schema
 from service.settings import Settings
+
+# The longest cause a client is shown (``database_cause``): libpq's line for a refused
+# connection is about 100 characters, the pool's about 200
+CAUSE_LIMIT = 300
 
 # What SQLite says when the file cannot be used, as against our SQL being wrong ("no such
 # column", "syntax error"), which sqlite3 raises with the same class.
@@ -44,6 +49,17 @@ def database_failure(error: BaseException) -> str | None:
     return None
 
 
+def database_cause(error: BaseException) -> str:
+    """Why the database failed the call that raised ``error``, in one line fit to show a
+    client (``/ping``, a 503's message, a change stream's end): the database's or driver's
+    own words when the error or one it was raised from has them (``database_failure``: a
+    ``FATAL`` line, ``Connection refused``, the pool's timeout with its last connection
+    attempt's failure), else the error's own first line, else its class name. Never a
+    password nor a URL's credentials (``service.redaction``); at most ``CAUSE_LIMIT``
+    characters. (``/ping`` used to say only ``OperationalError``: operator tester.)"""
+    return database_failure(error) or _first_line(error)
+
+
 def database_named(settings: Settings) -> str:
     """The configured database as a line names it, never with its password:
     ``PostgreSQL at HOST:PORT, database NAME`` or ``SQLite file PATH``."""
@@ -65,5 +81,4 @@ def _chain(error: BaseException) -> list[BaseException]:
 
 def _first_line(error: BaseException) -> str:
     # libpq's messages run over lines ("... unexpectedly" then "\tThis probably means ...")
-    said = str(error).strip()
-    return said.splitlines()[0] if said else type(error).__name__
+    return one_line(str(error), CAUSE_LIMIT) or type(error).__name__

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from service.redaction import remember_secret
+
 #: What a bad URL's message ends with when a character of the password may be to blame: a
 #: password is never shown, so the message can only say how to write one.
 _ENCODE = ("percent-encode any of @ : / ? # [ ] % in the password (%40 for @, %23 for #, "
@@ -90,6 +92,9 @@ def postgres_target(url: str) -> PostgresTarget:
     if not dbname.strip():
         raise ValueError("names no database: add /DBNAME (postgresql://USER[:PASSWORD]@HOST"
                          "[:PORT]/DBNAME), the database vmledger keeps its tables in")
+    password = unquote(parts.password or "")
+    for secret in (password, parts.password or ""):  # as given, and percent-decoded
+        remember_secret(secret)  # no message the process shows may hold it
     return PostgresTarget(host=parts.hostname or "127.0.0.1", port=port or 5432,
                           user=unquote(parts.username or "postgres"),
-                          password=unquote(parts.password or ""), dbname=dbname)
+                          password=password, dbname=dbname)

@@ -17,11 +17,13 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from eventsourcing.postgres import ConnectionPool as LibraryPool
 from eventsourcing.postgres import PostgresDatastore
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg.errors import _WaitTimeout  # what psycopg's own wait raises on its timeout
 
 from service.db_retry import retry_transient
+from service.redaction import one_line
 
 if TYPE_CHECKING:
     from eventsourcing.application import Application
@@ -123,6 +125,39 @@ def _input_waiting(conn: psycopg.Connection[Any]) -> bool:
     return bool(poller.poll(0))
 
 
+class ExplainingPool(LibraryPool[Any]):
+    """The library's pool, whose ``PoolTimeout`` says why its last attempt to open a
+    connection failed, if it did (``couldn't get a connection after 1.00 sec; the last
+    connection attempt: connection failed: ... FATAL: database "x" is not currently accepting
+    connections``): the pool opens connections in its own threads and only logs their
+    failures, so its timeout said nothing of the cause (``/ping`` said ``OperationalError``
+    where the log said ``FATAL``: operator tester). A pool short of connections for another
+    reason (all lent) times out as before, its last attempt having succeeded."""
+
+    last_connect_failure: str | None = None
+
+    def _connect(self, timeout: float | None = None) -> Any:
+        # the library's own pool overrides this too (its password callback)
+        try:
+            conn = super()._connect(timeout=timeout)
+        except Exception as error:
+            self.last_connect_failure = one_line(str(error), 200) or type(error).__name__
+            raise
+        self.last_connect_failure = None
+        return conn
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        """A pooled connection; raises ``PoolTimeout`` naming the last connection attempt's
+        failure, if any, when none comes within ``timeout`` (s; the pool's own if None)."""
+        try:
+            return super().getconn(timeout=timeout)
+        except PoolTimeout as error:
+            failure = self.last_connect_failure
+            if failure is None:
+                raise
+            raise PoolTimeout(f"{error}; the last connection attempt: {failure}") from None
+
+
 def bound_waits(app: Application[Any], settings: Settings) -> None:
     """Bound every wait for PostgreSQL (docs/jobs.md, "Outages"), on every connection: a
     request waits ``postgres_pool_wait_s`` for a pooled connection; a connection takes
@@ -159,7 +194,7 @@ def bound_pool(datastore: Any, settings: Settings) -> None:
     probe = DeadConnectionProbe()
     options = (f"-c statement_timeout={int(settings.postgres_statement_timeout_s * 1000)} "
                f"-c lock_timeout={settings.postgres_lock_timeout_s * 1000}")
-    datastore.pool = type(old)(
+    datastore.pool = ExplainingPool(
         connection_class=BoundedConnection,
         kwargs={**old.kwargs, "connect_timeout": settings.postgres_connect_timeout_s,
                 "keepalives": 1, "keepalives_idle": 1, "keepalives_interval": 1,

@@ -49,6 +49,7 @@ from service.commands.application import ConflictRetriesExhaustedError
 from service.commands.committer import CommitWaitTimeout
 from service.commands.idempotency import IdempotencyKeyReusedError
 from service.commands.version_ranges import InvalidVersionError
+from service.database_failures import database_cause
 from service.logs import Throttled
 from service.schema_errors import explain, missing_schema
 
@@ -243,6 +244,11 @@ def _invalid_version(error: InvalidVersionError) -> str:
     return message.replace(error.requested, cut(error.requested), 1)
 
 
+def _unavailable(error: BaseException) -> str:
+    """The message of a 503 for a database that could not be reached or was lost."""
+    return f"the database is unavailable: {database_cause(error)}"
+
+
 def _state_refusal(error: Any) -> dict[str, Any]:
     """A refusal because of state: the ``state`` and the ``allowed_actions`` (api.md)."""
     allowed = getattr(error, "allowed_actions", None)
@@ -293,9 +299,11 @@ ERRORS: dict[type[Exception], Row] = {
     # an OperationalError whose message says more: the database may be fine, and whether the
     # command was appended is in it
     CommitWaitTimeout: Row(503, "Unavailable", message=str),
-    OperationalError: Row(503, "Unavailable", message=lambda _e: "the database is unavailable"),
-    InterfaceError: Row(503, "Unavailable", message=lambda _e: "the database is unavailable"),
-    PoolTimeout: Row(503, "Unavailable", message=lambda _e: "the database is unavailable"),
+    # the cause in the driver's words, one line, no credentials (a refusal, a bad password,
+    # too many connections and a network fault each say which)
+    OperationalError: Row(503, "Unavailable", message=_unavailable),
+    InterfaceError: Row(503, "Unavailable", message=_unavailable),
+    PoolTimeout: Row(503, "Unavailable", message=_unavailable),
     # an event deleted behind the service's back: nothing can be answered past it until an
     # operator repairs the log (not a 500: the service is sound, the stored log is not)
     StreamGapError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs repair "

@@ -16,6 +16,7 @@ from service.api.auth import authorized_router
 from service.api.deps import services_of
 from service.api.errors import UnavailableError, setup_problem_error
 from service.api.query_parameters import QueryParameters
+from service.database_failures import database_cause
 from service.projector_presence import NO_RUNNER
 
 router = authorized_router()
@@ -33,7 +34,8 @@ def ping(request: Request) -> JSONResponse:
     """Health: the database answers, how far each read model lags the log (events), and which
     read models are past the log's head (they are not run until rebuilt); and VMAPI's
     ``healthy`` (bool), ``pid`` (this process's) and ``pingErrors`` (``{}`` when healthy).
-    ``503`` with ``Retry-After`` when the probe fails or takes more than ``ping_timeout_s``
+    ``503`` with ``Retry-After`` when the probe fails (its message the cause in one line,
+    ``database_cause``) or takes more than ``ping_timeout_s``
     (a load balancer gives up long before a partitioned connection would), when the role
     may not read a read model's table (PostgreSQL; ``ReadRefused``, said as a read of it
     is: every such read is 503), and when read models lag the log while no projection
@@ -61,9 +63,10 @@ def ping(request: Request) -> JSONResponse:
         ) from error
     except Exception as error:  # noqa: BLE001 - any failure to reach the database is a 503
         # reached, but not set up as it needs (a table missing, one the role may not read):
-        # named as on every route
+        # named as on every route; else the cause in the driver's words (a refusal, a bad
+        # password, too many connections and a network fault each say which)
         raise _unhealthy(setup_problem_error(request, error) or UnavailableError(
-            f"database unreachable: {type(error).__name__}")) from error
+            f"database unreachable: {database_cause(error)}")) from error
     lag = _lag(services.settings.backend, head, positions)
     if stalled:
         refused = _unhealthy(UnavailableError("read models behind the log (" + ", ".join(

@@ -25,6 +25,7 @@ from prometheus_client import Counter, Gauge
 from service.changes.filters import ChangeFilter
 from service.changes.reader import LogReader, Proof, SettledHorizon
 from service.changes.records import Change, ChangeFolder
+from service.database_failures import database_cause
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ class ChangeHub:
                     log.warning("changefeed: a stream catching up could not read the log: "
                                 "%s: %s", type(error).__name__, error)
                     STREAMS_DROPPED.labels(reason="error").inc()
-                    yield StreamEnd(f"reading the log failed ({type(error).__name__})", cursor)
+                    yield StreamEnd(f"reading the log failed: {database_cause(error)}", cursor)
                     return
                 for change in changes:
                     if shown.matches(change):

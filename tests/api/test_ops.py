@@ -45,7 +45,7 @@ def test_an_unreachable_database_is_a_503_saying_unhealthy_and_why(client, servi
     assert response.headers["retry-after"]
     assert body["healthy"] is False
     assert body["pid"] == os.getpid()
-    assert body["pingErrors"] == {"database": "database unreachable: OSError"}
+    assert body["pingErrors"] == {"database": "database unreachable: connection refused"}
 
 
 def test_metrics_are_served_in_the_prometheus_text_format(client) -> None:

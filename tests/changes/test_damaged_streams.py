@@ -161,4 +161,5 @@ def test_a_stream_that_cannot_read_the_log_ends_with_a_cut_event(
             events = [event for event in sse_events(response) if event is not None]
     [cut] = events
     assert (cut.event, cut.id) == ("cut", "0")
-    assert cut.json == {"reason": "reading the log failed (RuntimeError)", "resume_after": 0}
+    assert cut.json == {"reason": "reading the log failed: the database went away",
+                        "resume_after": 0}

@@ -46,7 +46,8 @@ def test_a_changefeed_registered_while_the_database_is_down_is_closed_1013(servi
         with monkeypatch.context() as outage, connect(feed) as ws:
             outage.setattr(LogReader, "begin_proof", down)
             ws.send(json.dumps(registration))
-            assert closed_with(ws) == (1013, "the database is unavailable; try again later")
+            assert closed_with(ws) == (
+                1013, "the database is unavailable: connection refused; try again later")
         with connect(feed) as ws:
             ws.send(json.dumps(registration))
             assert json.loads(ws.recv(timeout=10))["resource"] == "vm"  # the bootstrap
