@@ -24,6 +24,8 @@ import signal
 import socket
 from typing import Any
 
+from service.api.serving import StreamEndingServer
+
 APP = "service.api.app:create_served_app"  # what every ``serve`` process runs
 log = logging.getLogger(f"vmledger.{__name__}")
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -52,15 +54,45 @@ def _check_free(host: str, port: int) -> None:
 
 def _serve_one(parent: int, host: str, port: int, options: dict[str, Any],
                ready: Any) -> None:
+    """One HTTP process: a ``ChildServer`` on a socket of its own, in a process group of its
+    own, ending when ``parent`` does; sends ``True`` on ``ready`` once it listens."""
     import uvicorn
-
-    from service.api.serving import StreamEndingServer
 
     os.setpgid(0, 0)
     _end_with(parent)
-    server = StreamEndingServer(uvicorn.Config(APP, factory=True, **options),
-                                on_started=lambda _port: ready.send(True))
+    server = ChildServer(uvicorn.Config(APP, factory=True, **options), parent, ready)
     server.run(sockets=[reuse_port_socket(host, port)])
+
+
+class ChildServer(StreamEndingServer):
+    """An HTTP process of ``serve --workers``, which ends quietly once its parent is
+    gone, whatever it was doing: one ``WARNING`` line and no traceback. A parent killed
+    outright while its processes started made each log an ``ERROR`` with a traceback
+    (its report of being ready, ``BrokenPipeError``) and multiprocessing then print ~35
+    lines of plain text to stderr (operator tester); one killed once they serve made
+    each log uvicorn's shutdown lines, saying nothing of why."""
+
+    def __init__(self, config: Any, parent: int, ready: Any):
+        super().__init__(config, on_started=self._report_ready)
+        self.parent, self.ready, self.orphaned = parent, ready, False
+
+    def _report_ready(self, _port: int) -> None:
+        try:
+            self.ready.send(True)
+        except OSError:  # BrokenPipeError: no reader, the parent is gone (or ending)
+            self.orphaned = self.should_exit = True  # uvicorn then shuts down
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """The server's shutdown; when the parent is gone (its SIGTERM on the parent's
+        death, ``_end_with``, or a report of being ready that nobody read), said in one
+        line and no more: what the shutdown would log (uvicorn's four lines, the app's)
+        says nothing an operator needs then, and warnings and errors still show."""
+        if self.orphaned or os.getppid() != self.parent:
+            log.warning("the parent process (pid %s) is gone: HTTP process %s (pid %s) "
+                        "ends", self.parent, multiprocessing.current_process().name,
+                        os.getpid())
+            logging.disable(logging.INFO)
+        await super().shutdown(sockets)
 
 
 def serve_processes(workers: int, host: str, port: int, options: dict[str, Any]) -> int:

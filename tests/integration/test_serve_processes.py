@@ -4,6 +4,7 @@ all gracefully, and none outlives a parent killed outright."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -75,12 +76,14 @@ def answers(port: int) -> bool:
 
 
 @contextmanager
-def serving(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def serving(tmp_path: Path, log_format: str = "text",
+            ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     port = free_port()
     parent = vmledger_process("serve", "--port", str(port), "--workers", str(WORKERS),
                               log_path=tmp_path / "serve.log",
                               database_url=f"sqlite:///{tmp_path / 'vmledger.db'}",
-                              env={"VMLEDGER_EMBEDDED_RUNNERS": "false"})
+                              env={"VMLEDGER_EMBEDDED_RUNNERS": "false",
+                                   "VMLEDGER_LOG_FORMAT": log_format})
     try:
         wait_until(lambda: sum(1 for n in sockets_on(port, children_of(parent.pid), "0A").values()
                                if n) == WORKERS and answers(port), "every process listening")
@@ -120,12 +123,21 @@ def test_a_sigterm_stops_every_process_and_the_parent_exits_0(tmp_path):
 
 
 def test_no_process_outlives_a_parent_killed_outright(tmp_path):
-    with serving(tmp_path) as (parent, port):
+    log_path = tmp_path / "serve.log"
+    with serving(tmp_path, log_format="json") as (parent, port):
         children = children_of(parent.pid)
+        before = len(log_path.read_text().splitlines())
         parent.kill()
         parent.wait()
         wait_until(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children),
                    "the processes to end")
+    # each says so in one JSON line, and no more (test_serve_orphans.py: while starting);
+    # the line of the request that found them listening may come after the kill
+    after = log_path.read_text().splitlines()[before:]
+    assert all(line.startswith("{") for line in after), after
+    records = [r for r in map(json.loads, after) if r["logger"] != "vmledger.access"]
+    assert [r["level"] for r in records] == ["WARNING"] * WORKERS, records
+    assert all("is gone" in r["message"] for r in records), records
 
 
 @pytest.mark.parametrize("port", ["0"])
