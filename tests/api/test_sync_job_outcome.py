@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from service.api.errors import job_ended_message
+from service.api.job_messages import job_ended_message
 from tests.api.helpers import (
     V1,
     V2,
