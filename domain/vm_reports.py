@@ -6,8 +6,9 @@ recorded it of.
 - A VM the log never had, found on a host by its agent, is recorded as it was found
   (``Discovered``): in the state reported, on the server reported (or none), with no job.
 - Reports carry no generation, so they are ordered by the object's ``last_modified``: the
-  newest applied is remembered (``AgentReported``, with what the report changed), and one not
-  newer changes nothing. A report that changes nothing is not remembered either.
+  newest applied is remembered (``AgentReported``), and one not newer changes nothing. A
+  report is remembered when it is the VM's own server's in a state the log models, or with
+  what it changed; any other changes nothing and is not remembered.
 
 - A host reboot takes every VM on the host with it. A running VM records it as ``Failed``; a
   stopped or quarantined one changes no state, so it records ``CopyLost`` (the server and its
@@ -139,14 +140,18 @@ class Reports:
         last = getattr(self, "reported_at", None)
         return last is not None and reported_at <= last
 
-    def record_report(self, reported_at: datetime, *, cause: Cause) -> bool:
-        """Remember that reports up to ``reported_at`` were applied, with the events the
-        report caused (call it after them). A report that caused none records nothing and
-        moves no mark (False): one about another server, in a state nothing is recorded of,
-        or agreeing with the log changes nothing, so it must not make later reports of the
-        VM's own server "not newer" (docs/events.md ``AgentReported``; a tester's report
-        about another server, dated half an hour ahead, had the real reports ignored)."""
-        if not self.pending_events:
+    def record_report(self, reported_at: datetime, *, cause: Cause, observed: bool) -> bool:
+        """Remember that reports up to ``reported_at`` were applied (call it after the events
+        the report caused); return whether it was remembered. ``observed``: the report is
+        the VM's own server's, in a state the log models. Such a report orders that server's
+        later ones even when it agreed with the log: one dated before it that arrives late is
+        stale, and must not undo what it saw (VMAPI keeps every applied report's
+        ``last_modified``). Any other report is remembered only with the events it caused:
+        one about another server, with no server, or in a state nothing is recorded of
+        changes nothing, so it moves no mark (docs/events.md ``AgentReported``; a tester's
+        report about another server, dated half an hour ahead, had the real reports
+        ignored)."""
+        if not (observed or self.pending_events):
             return False
         self.trigger_event(AgentReported, cause=cause, reported_at=reported_at)
         return True

@@ -9,11 +9,12 @@ generation (api.md ``PUT /vms/{uuid}``; domain/vm_reports.py).
   it is. A failed VM holds none (as a placed VM that fails gives its claim back).
 - A known VM's report is ordered by the object's ``last_modified``: one not newer than the last
   applied changes nothing, so a stale write that arrives late cannot undo a newer one. A
-  report with no ``last_modified`` is taken as of its arrival. Only a report that changed
-  the VM records its ``last_modified`` (``AgentReported``, in the same save): one that
-  changes nothing (about another server, in a state nothing is recorded of, agreeing with
-  the log, left to a running job) appends nothing, so it cannot make the VM's own server's
-  later reports "not newer". A report that carries the node's
+  report with no ``last_modified`` is taken as of its arrival. A report of the VM's own
+  server in a state the log models records its ``last_modified`` (``AgentReported``, in
+  the same save as what it changed, alone if it agreed with the log or a running job
+  decides): it orders that server's later reports. Any other (about another server, with
+  no server, in a state nothing is recorded of) appends nothing, so it cannot make the VM's
+  own server's later reports "not newer". A report that carries the node's
   sequence number (``seq``, not vm-agent's own field) not newer than the one a job step
   recorded of the VM there was taken before that step, and changes nothing either
   (domain/vm_reports.py); without one it is ordered by its ``last_modified`` alone.
@@ -98,10 +99,10 @@ class AgentVmReports:
                     vm.is_older_than_recorded(report.server_uuid, report.seq):
                 older_than_recorded(vm_uuid, report.server_uuid, f"its seq {report.seq}")
                 return
-            if vm.server_uuid == report.server_uuid and report.state in OBSERVED_STATES:
+            observed = vm.server_uuid == report.server_uuid and report.state in OBSERVED_STATES
+            if observed:
                 self.agents._react(vm, report.state, cause)  # noqa: SLF001 - the same rules
-            # with what it changed only: a report that changed nothing moves no mark
-            vm.record_report(reported_at, cause=cause)
+            vm.record_report(reported_at, cause=cause, observed=observed)
 
         try:
             self.commands.load(vm_id)

@@ -64,17 +64,27 @@ def test_a_report_that_is_not_the_vms_servers_or_says_no_state_records_nothing(
     assert real.json()["state"] == "stopped"
 
 
-def test_a_report_of_the_vms_server_agreeing_with_the_log_records_nothing(
+def test_a_report_of_the_vms_server_agreeing_with_the_log_still_orders_the_later_ones(
         client, services) -> None:
+    """The VM's own server saw it running as of T: a report of that server dated before T
+    that arrives late is stale, and must not undo what T saw (VMAPI keeps the object's
+    ``last_modified`` of every report it applies). So such a report records its mark
+    (``AgentReported`` alone); a state nothing is recorded of moves none."""
     vm_uuid = create_running_vm(client)
     server = get_vm(client, vm_uuid)["server_uuid"]
-    _appends_nothing(client, services, vm_uuid, state="running", server_uuid=server,
-                     last_modified=_at(timedelta(minutes=30)))
+    agreeing = put(client, vm_uuid, state="running", server_uuid=server,
+                   last_modified=_at(timedelta(minutes=30)))
+    assert agreeing.status_code == 200, agreeing.text
+    assert "x-log-position" in agreeing.headers
+    assert history_types(client, vm_uuid)[-1] == "AgentReported"
     _appends_nothing(client, services, vm_uuid, state="shutting_down", server_uuid=server,
                      last_modified=_at(timedelta(minutes=31)))
-    real = put(client, vm_uuid, state="stopped", server_uuid=server,
-               last_modified=_at(-timedelta(seconds=30)))
-    assert real.json()["state"] == "stopped"
+    stale = _appends_nothing(client, services, vm_uuid, state="stopped", server_uuid=server,
+                             last_modified=_at(-timedelta(seconds=30)))
+    assert stale["state"] == "running"
+    newer = put(client, vm_uuid, state="stopped", server_uuid=server,
+                last_modified=_at(timedelta(minutes=32)))
+    assert newer.json()["state"] == "stopped"
 
 
 def test_a_report_of_a_destroyed_vm_records_nothing(client, services) -> None:

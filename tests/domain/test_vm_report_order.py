@@ -47,13 +47,18 @@ def test_a_snapshot_taken_before_version_3_knows_no_step_of_any_node():
     assert thawed.node_seen is None and not thawed.is_older_than_recorded("s1", 1)
 
 
-def test_a_generationless_report_is_remembered_only_with_what_it_changed():
+def test_a_generationless_report_is_remembered_with_what_it_changed_or_as_seen_by_its_server():
     vm = vm_in(VmState.RUNNING)
     recorded(vm)
     later = datetime(2026, 1, 1, 0, 30, tzinfo=UTC)
-    assert not vm.record_report(later, cause=cause())  # it changed nothing: no mark moved
+    # another server's, or a state nothing is recorded of: it changed nothing, no mark moved
+    assert not vm.record_report(later, cause=cause(), observed=False)
     assert recorded(vm) == [] and not vm.is_stale_report(later - timedelta(minutes=1))
+    # the VM's own server saw it as the log has it: the mark orders its later reports
+    assert vm.record_report(later, cause=cause(), observed=True)
+    assert recorded(vm) == ["AgentReported"] and vm.is_stale_report(later)
+    even_later = later + timedelta(minutes=1)
     vm.record_stopped(cause=cause())
-    assert vm.record_report(later, cause=cause())
+    assert vm.record_report(even_later, cause=cause(), observed=False)
     assert recorded(vm) == ["Stopped", "AgentReported"]
-    assert vm.is_stale_report(later)
+    assert vm.is_stale_report(even_later)
