@@ -18,8 +18,12 @@ from eventsourcing.domain import Aggregate
 from domain import chain
 from domain.errors import ValidationError
 from domain.events import Cause, DomainEvent
+from domain.network_external import ExternalNetwork  # noqa: F401  (its topics, with Network's)
 
 MAX_ADDRESSES = 65_536  # a provisioning range at most a /16: its claims fit one aggregate
+# The longest prefix a subnet may have: a /31 or /32 has no address but its network and
+# broadcast addresses, which are never handed out (RFC 3021's /31 links are not supported)
+MAX_PREFIX = 30
 
 
 class NetworkFullError(ValidationError):
@@ -122,6 +126,11 @@ class Network(chain.Chained, Aggregate):
         except ValueError:
             raise ValidationError("subnet", "Invalid", "must be an IPv4 CIDR, e.g. "
                                   "10.0.0.0/24") from None
+        if net.prefixlen > MAX_PREFIX:
+            raise ValidationError("subnet", "Invalid",
+                                  f"must be a /{MAX_PREFIX} or larger: a /{net.prefixlen} has no "
+                                  "host address (its network and broadcast addresses are never "
+                                  "handed out)")
         start = _address_in(net, "provision_start_ip", provision_start_ip)
         end = _address_in(net, "provision_end_ip", provision_end_ip)
         if end < start:
@@ -194,6 +203,23 @@ class Network(chain.Chained, Aggregate):
         ip = self.check_claimable(ip)
         self.trigger_event(self.VolumeAddressClaimed, cause=cause, ip=ip,
                            volume_uuid=volume_uuid)
+
+    def claim_noted(self, addresses: dict[str, str], *, cause: Cause) -> None:
+        """At the network's creation, claim the addresses (``{volume_uuid: ip}``) volumes were
+        given on its uuid while vmledger did not know it (``ExternalNetwork``). Raises
+        ``ValidationError`` naming ``uuid`` for one it cannot hold (``check_claimable``: no
+        host address of the subnet, the gateway, or two volumes' one address), whose
+        volume must be detached first, or the network given a subnet holding it."""
+        for volume_uuid, ip in addresses.items():
+            try:
+                self.claim_for_volume(ip, volume_uuid=volume_uuid, cause=cause)
+            except ValidationError as error:
+                (refusal,) = error.errors
+                raise ValidationError(
+                    "uuid", refusal["code"],
+                    f"volume {volume_uuid} is at {ip} on network {self.id}: "
+                    f"{refusal['message']}; detach it from the network first, or give the "
+                    "network a subnet that holds its address") from None
 
     def release_for_volume(self, volume_uuid: str, *, cause: Cause) -> None:
         """Free the address volume ``volume_uuid`` holds here (it holds one at most: a volume

@@ -31,8 +31,27 @@ def _primary(value: Any) -> bool:
     return value is True or value == "true"
 
 
+def _address(field: str, value: Any) -> str:
+    """``value``, the address a NIC asks for in ``field`` (``ip``, or ``ipv4_ips``' entry).
+    Raises ``ValidationError`` naming that field unless it is a string holding an IPv4
+    address (a number or a boolean is no address: ``168034325`` was read as 10.4.0.21)."""
+    if not isinstance(value, str):
+        raise _invalid(f"{field} must be a string holding an IPv4 address"
+                       if field == "ip" else
+                       f"{field} must hold strings, each an IPv4 address")
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        raise _invalid("ipv4_ips contains invalid IPv4 addresses" if field == "ipv4_ips"
+                       else "ip is not an IPv4 address (dotted decimal, without leading "
+                       "zeros)") from None
+    return value
+
+
 def _one(entry: Any) -> tuple[str | None, str | None, str | None, bool]:
     """(uuid, name, ip, primary) of one entry. Raises ``ValidationError``."""
+    if entry == "":  # ("<uuid>,,": an empty name is a malformed list, no network's name)
+        raise _invalid("Malformed networks object")
     if isinstance(entry, str):
         return (entry, None, None, False) if is_uuid(entry) else (None, entry, None, False)
     if not isinstance(entry, dict):
@@ -41,30 +60,29 @@ def _one(entry: Any) -> tuple[str | None, str | None, str | None, bool]:
         raise _invalid("Network object uses both old uuid form and new ipvX_uuid form")
     if any(key in entry for key in ("ipv6_uuid", "ipv6_count", "ipv6_ips")):
         raise _invalid("IPv6 options are not currently supported")
-    uuid, ip = entry.get("uuid", entry.get("ipv4_uuid")), entry.get("ip")
+    uuid = entry.get("uuid", entry.get("ipv4_uuid"))
     if "ipv4_count" in entry and "ipv4_ips" in entry:
         raise _invalid("cannot specify both an IP count and specific IPs")
+    for other in ("ipv4_ips", "ipv4_count"):
+        if "ip" in entry and other in entry:  # (which would win is no caller's guess)
+            raise _invalid(f"cannot specify both ip and {other}")
     if "ipv4_count" in entry:
         if not isinstance(entry["ipv4_count"], int) or isinstance(entry["ipv4_count"], bool):
             raise _invalid("ipv4_count must be a number")
         if entry["ipv4_count"] != 1:
             raise _invalid("ipv4_count must be set to one")
+    ip = _address("ip", entry["ip"]) if "ip" in entry else None
     if "ipv4_ips" in entry:
         ips = entry["ipv4_ips"]
         if not isinstance(ips, list):
             raise _invalid("ipv4_ips must be an array")
         if len(ips) != 1:
             raise _invalid("ipv4_ips may only have a single entry")
-        ip = ips[0]
-    if ip is not None:
-        try:
-            ipaddress.IPv4Address(ip)
-        except (ValueError, TypeError):
-            raise _invalid("ipv4_ips contains invalid IPv4 addresses") from None
+        ip = _address("ipv4_ips", ips[0])
     name = entry.get("name")
     if uuid is not None and not is_uuid(uuid):
         raise _invalid(f"Invalid uuid {uuid}")
-    if uuid is None and not isinstance(name, str):
+    if uuid is None and (not isinstance(name, str) or not name):
         raise _invalid("Network object must specify a UUID or a name")
     return uuid, name, ip, _primary(entry.get("primary"))
 

@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv6Address
+from ipaddress import ip_address
 from typing import Annotated, Any
 
 from fastapi import Body, Request
 from fastapi.responses import JSONResponse
-from pydantic import AfterValidator, Field, IPvAnyAddress
+from pydantic import AfterValidator, Field
 
 from domain.errors import VolumeNotFoundError
 from domain.volume import ADDRESS_TEXT, MAX_NETWORKS, Volume
@@ -34,14 +34,22 @@ VOLUME_ACTION = QueryParameters(Param(
     "network_uuid)", one_of(ACTIONS), required=True), *COMMAND_HEADERS)
 
 
-def _unzoned(address: IPv4Address | IPv6Address) -> IPv4Address | IPv6Address:
+def _volume_address(text: str) -> str:
+    """``text`` as a volume address in its normal form; ``ValueError`` unless it is an IPv4
+    or IPv6 address with no zone id (``domain.volume.volume_address``). Only a string is
+    given here: pydantic refuses any other JSON value first (a number was read as an
+    address: 16909060 as 1.2.3.4, ``true`` as 0.0.0.1)."""
+    try:
+        address = ip_address(text)
+    except ValueError:
+        raise ValueError(ADDRESS_TEXT) from None
     if getattr(address, "scope_id", None) is not None:
         raise ValueError(ADDRESS_TEXT)
-    return address
+    return str(address)
 
 
-# An address a VM can mount: no IPv6 zone id (``domain.volume.volume_address``)
-VolumeAddress = Annotated[IPvAnyAddress, AfterValidator(_unzoned)]
+# An address a VM can mount, given as a string
+VolumeAddress = Annotated[str, AfterValidator(_volume_address)]
 
 
 class CreateVolumeRequest(StrictModel):

@@ -44,6 +44,7 @@ from domain.errors import (
     VolumeNotFoundError,
 )
 from domain.network import Network
+from domain.network_external import ExternalNetwork
 from domain.server import Server
 from domain.vm import Vm
 from domain.volume import Volume
@@ -54,12 +55,13 @@ from service.commands.retry import ConflictRetriesExhaustedError, back_off_s
 from service.commands.snapshots import snapshot_long_streams
 
 R = TypeVar("R")
-A = TypeVar("A", Vm, Server, Volume, Network)
+A = TypeVar("A", Vm, Server, Volume, Network, ExternalNetwork)
 
 # The refusal for a stream that does not exist (or is another kind's), by aggregate kind.
 NOT_FOUND: dict[type, type[DomainError]] = {
     Vm: VmNotFoundError, Server: ServerNotFoundError, Volume: VolumeNotFoundError,
     Network: NetworkNotFoundError,
+    ExternalNetwork: NetworkNotFoundError,  # (no stream: no volume noted on the uuid yet)
 }
 
 
@@ -119,7 +121,7 @@ class Changes:
     enforce_capacity: bool
     on_conflict: Callable[[], None]
     after_save: list[Callable[[int], None]]
-    _network_effects: Callable[[Vm | Volume, dict[str, Network]], None]  # NetworkCommands
+    _network_effects: Callable[[Vm | Volume, dict[str, Any]], None]  # NetworkCommands
     committer: Any  # service.commands.committer.Committer
 
     def load_aggregate(self, kind: type[A], uuid: str | UUID, version: int | None = None) -> A:

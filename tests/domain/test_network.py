@@ -34,6 +34,10 @@ def figures(net: Network) -> tuple[int, int, int, int]:
     ("provision_end_ip", {"provision_start_ip": "10.0.0.20", "provision_end_ip": "10.0.0.10"}),
     ("gateway", {"gateway": "10.0.0.11"}),  # inside the range
     ("gateway", {"gateway": "192.168.0.1"}),
+    ("subnet", {"subnet": "10.0.0.0/31", "provision_start_ip": "10.0.0.0",
+                "provision_end_ip": "10.0.0.1", "gateway": None}),  # no host address
+    ("subnet", {"subnet": "10.0.0.9/32", "provision_start_ip": "10.0.0.9",
+                "provision_end_ip": "10.0.0.9", "gateway": None}),
 ])
 def test_a_network_that_cannot_hand_out_addresses_is_refused_naming_the_field(field, overrides):
     with pytest.raises(ValidationError) as refused:
