@@ -31,6 +31,11 @@ LIST_NETWORKS = QueryParameters(Param("name", "only the networks of this name",
                                       {"type": "string", "minLength": 1, "maxLength": 256}))
 
 
+# An address field, refused in words of what it must be whatever is wrong with it
+IPV4_ADDRESS = Annotated[str, Field(min_length=7, max_length=15),
+                         refused_as("must be an IPv4 address")]
+
+
 class CreateNetworkRequest(StrictModel):
     """``POST /networks``: a name, an IPv4 subnet (CIDR), the provisioning range (inclusive)
     and an optional gateway outside it."""
@@ -39,10 +44,9 @@ class CreateNetworkRequest(StrictModel):
     name: Name
     subnet: Annotated[str, Field(min_length=9, max_length=18),
                       refused_as("must be an IPv4 CIDR, e.g. 10.0.0.0/24")]
-    provision_start_ip: str = Field(min_length=7, max_length=15)
-    provision_end_ip: str = Field(min_length=7, max_length=15)
-    gateway: Annotated[str, Field(min_length=7, max_length=15),
-                       refused_as("must be an IPv4 address")] | None = None
+    provision_start_ip: IPV4_ADDRESS
+    provision_end_ip: IPV4_ADDRESS
+    gateway: IPV4_ADDRESS | None = None
 
 
 def _network(request: Request, network_uuid: str) -> dict[str, Any]:

@@ -30,8 +30,11 @@ def _message(response, field: str) -> str:
     ("gateway", "bad", "must be an IPv4 address"),
     ("gateway", "10.9.0.1" * 3, "must be an IPv4 address"),
     ("gateway", "10.9.0.300", "must be an IPv4 address"),
+    ("provision_start_ip", "bad", "must be an IPv4 address"),
+    ("provision_start_ip", "10.9.0.1" * 3, "must be an IPv4 address"),
+    ("provision_end_ip", "bad", "must be an IPv4 address"),
 ])
-def test_a_bad_subnet_or_gateway_says_what_it_must_be_whatever_its_length(
+def test_a_bad_subnet_or_address_says_what_it_must_be_whatever_its_length(
         client, field, value, said) -> None:
     assert _message(client.post("/networks", json={**NETWORK, field: value}), field) == said
 
