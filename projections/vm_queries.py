@@ -201,6 +201,16 @@ class VmQueries:
             row = tx.fetchone()
             return None if row is None else with_mounts(tx, [json.loads(row["body"])])[0]
 
+    def with_alias(self, owner_uuid: str, alias: str) -> list[str]:
+        """The uuids of the VMs of ``owner_uuid`` with ``alias`` exactly, not destroyed, as
+        ``vm_view`` has them now: the alias holds' one look at VMs that took their alias
+        before holds were recorded (service/commands/aliases.py), which checks each against
+        its stream."""
+        with self.db.transaction(commit=False) as tx:
+            tx.execute("SELECT uuid FROM vm_view WHERE owner_uuid = ? AND alias = ? "
+                       "AND state <> 'destroyed'", (owner_uuid, alias))
+            return [row["uuid"] for row in tx.fetchall()]
+
     def render(self, vm: Vm) -> dict[str, Any]:
         """The VM object of the aggregate ``vm`` as ``get`` gives it once ``vm_view`` reflects
         ``vm``'s version: ``render_vm`` (what ``vm_view`` stores as the row's body) with its

@@ -141,6 +141,10 @@ class VmView(FoldRows, ReadModel):
             f"body TEXT NOT NULL, snapshot {db.blob_type()} NOT NULL)",
             f"CREATE INDEX IF NOT EXISTS {index('vm_view_owner')} "
             f"ON {view} (owner_uuid, create_timestamp)",
+            # per-owner alias uniqueness's look at VMs older than alias holds
+            # (VmQueries.with_alias)
+            f"CREATE INDEX IF NOT EXISTS {index('vm_view_owner_alias')} "
+            f"ON {view} (owner_uuid, alias)",
             f"CREATE INDEX IF NOT EXISTS {index('vm_view_state')} "
             f"ON {view} (state, create_timestamp)",
             f"CREATE INDEX IF NOT EXISTS {index('vm_view_server')} ON {view} (server_uuid)",

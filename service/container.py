@@ -219,11 +219,14 @@ class Services:
         stuck = StuckCheck(StuckThresholds(settings.stuck_transient_s, settings.stuck_job_s),
                            utcnow)
         servers = ServerQueries(db)
+        vms = VmQueries(db)
         commands = Commands(app, keys=keys, retries=settings.command_retries,
                             on_conflict=VERSION_CONFLICT_RETRIES.inc,
                             server_status=lambda uuid: _server_status(servers, fleet, uuid),
                             is_stuck=stuck,
-                            after_save=[lambda _position: runner.wake()])
+                            after_save=[lambda _position: runner.wake()],
+                            legacy_holders=vms.with_alias,
+                            unique_aliases=settings.unique_aliases)
         jobs = JobQueries(db)
         if register_fleet:
             _register_simulated_servers(commands, fleet, runner)
@@ -248,7 +251,7 @@ class Services:
         )
         runner.add_listener(worker.wake)
         return cls(settings=settings, app=app, commands=commands, db=db, projections=runner,
-                   vms=VmQueries(db), jobs=jobs, servers=servers, fleet=fleet, worker=worker,
+                   vms=vms, jobs=jobs, servers=servers, fleet=fleet, worker=worker,
                    agents=Agents(commands), quarantine=quarantine)
 
     @property

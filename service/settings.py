@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     stuck_job_s: float = Field(
         3600.0, gt=0, description="a job running longer than this leaves its VM stuck")
     stuck_check_s: float = Field(30.0, gt=0, description="how often workers look for stuck VMs")
+    unique_aliases: bool = Field(
+        False, description="refuse a CreateVm or UpdateVm naming an alias an active VM of its "
+        "owner has (VMAPI's validateUniqueAlias), recording which VMs hold which alias; off "
+        "(the default: Triton's own tests seed duplicate aliases through the API), nothing "
+        "about aliases is read or written")
     command_retries: int = Field(
         30, ge=1, description="attempts at a command that meets another writer's conflict"
     )

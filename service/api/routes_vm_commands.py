@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from domain import json_input
+from domain.alias_hold import DuplicateAliasError
 from domain.errors import ValidationError
 from domain.states import Action
 from service.api.action_params import action_of, check_agree, with_query
@@ -244,17 +245,20 @@ async def _request(request: Request, vm_uuid: str, action: Action, *, args: dict
                                  kept_null=UPDATABLE if action is Action.UPDATE else ())
     context = _one_context(request, context)
     behaviour, if_match = behaviour_of(request), if_match_of(request)
-    result = await command(request, lambda: services.commands.request_action(
-        vm_uuid.lower(), action,
-        behaviour=behaviour,
-        cause=cause,
-        args=args,
-        context=context,
-        idempotent=idempotent,
-        if_match=if_match,
-        owner_uuid=owner_uuid.lower() if owner_uuid else None,
-        idempotency=idempotency,
-    ))
+    try:
+        result = await command(request, lambda: services.commands.request_action(
+            vm_uuid.lower(), action,
+            behaviour=behaviour,
+            cause=cause,
+            args=args,
+            context=context,
+            idempotent=idempotent,
+            if_match=if_match,
+            owner_uuid=owner_uuid.lower() if owner_uuid else None,
+            idempotency=idempotency,
+        ))
+    except DuplicateAliasError as error:  # an update's alias taken: VMAPI's top-level text
+        raise invalid_parameters(request, error.errors, message=UPDATE_MESSAGE) from None
     if result.job_uuid is None:
         # Destroyed at once, with no job (v2 DeleteVm of a VM whose server was removed).
         return Response(status_code=204,

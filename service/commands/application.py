@@ -23,6 +23,7 @@ from domain.errors import (
 from domain.job_queue import CANCELED_BY_DELETE_VM, job_params
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
+from service.commands.aliases import AliasCommands, LegacyHolders, no_legacy_holders
 from service.commands.change import Accepted, Changed, Changes, IfMatch
 from service.commands.checked_mapper import CheckedMapper
 from service.commands.committer import Committer
@@ -107,7 +108,7 @@ def never_stuck(_vm: Vm) -> None:
     """The stuck check of a service that quarantines nothing on a DeleteVm."""
 
 
-class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
+class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands, AliasCommands):
     """The command handlers shared by the HTTP API, the worker and the trace replay."""
 
     def __init__(self, app: VmLedger, *, keys: IdempotencyStore, retries: int = 30,
@@ -116,7 +117,9 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
                  is_stuck: Callable[[Vm], str | None] = never_stuck,
                  enforce_capacity: bool = True,
                  committer: Committer | None = None,
-                 after_save: Iterable[Callable[[int], None]] = ()):
+                 after_save: Iterable[Callable[[int], None]] = (),
+                 legacy_holders: LegacyHolders = no_legacy_holders,
+                 unique_aliases: bool = False):
         """``retries``: attempts of the change loop; ``on_conflict``: called on each conflict
         (the service counts them); ``server_status``: a server's status by uuid
         (``"removed"`` lets a DeleteVm destroy at once); ``is_stuck``: why a VM is stuck now,
@@ -124,7 +127,11 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         ``enforce_capacity``: False records claims whatever the capacity (the trace replay);
         ``committer``: the group commit of saves (one of its own by default);
         ``after_save``: called with the log position after each save (more may be added to
-        the list ``after_save``: a changefeed subscribes when it starts)."""
+        the list ``after_save``: a changefeed subscribes when it starts);
+        ``legacy_holders``: the VMs a read model says an owner has with an alias, adopted by
+        an alias's reservation (service/commands/aliases.py); ``unique_aliases``: refuse an
+        alias another active VM of the owner holds, recording holds (``VMLEDGER_UNIQUE_ALIASES``;
+        False, the default, reads and writes nothing about aliases)."""
         self.app = app
         self.server_status = server_status
         self.is_stuck = is_stuck
@@ -134,6 +141,8 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands):
         self.on_conflict = on_conflict or (lambda: None)
         self.after_save: list[Callable[[int], None]] = list(after_save)
         self.committer = committer or Committer(app)  # group commit of concurrent saves
+        self.legacy_holders = legacy_holders
+        self.unique_aliases = unique_aliases
 
     def load(self, vm_uuid: str | UUID, version: int | None = None) -> Vm:
         """The VM folded from its stream (at ``version`` if given). Raises VmNotFoundError."""

@@ -21,9 +21,11 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
    1 (a stream's turn holds this process's writers only), and its key, committed with its
    events, is then found, and its first outcome is the answer (docs/architecture.md,
    "Idempotency keys across processes"); so too before ``ConflictRetriesExhaustedError``;
-5. the servers' side of the VMs' capacity claims and releases (``_server_effects``), and the
+5. the servers' side of the VMs' capacity claims and releases (``_server_effects``), the
    networks' side of their NICs removed or destroyed and of the volumes' networks attached or
-   detached (``_network_effects``);
+   detached (``_network_effects``), and the holds of the aliases the VMs take and give up
+   (``_alias_effects``, service/commands/aliases.py: a taken alias is refused here; only
+   with ``unique_aliases``, else nothing about aliases is read or written);
 6. nothing pending: nothing is appended (the idempotency key is stored alone);
 7. otherwise ONE call, ``save``, appends every pending event (and the key) in one
    transaction; a conflict (``IntegrityError``) counts, backs off and starts again.
@@ -39,6 +41,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
+from domain.alias_hold import AliasHold, AliasHoldNotFoundError, HoldKey, held_aliases
 from domain.errors import (
     DomainError, ServerNotFoundError, UuidTakenError, VersionMismatchError, VmNotFoundError,
     VolumeNotFoundError,
@@ -55,13 +58,14 @@ from service.commands.retry import ConflictRetriesExhaustedError, back_off_s
 from service.commands.snapshots import snapshot_long_streams
 
 R = TypeVar("R")
-A = TypeVar("A", Vm, Server, Volume, Network, ExternalNetwork)
+A = TypeVar("A", Vm, Server, Volume, Network, ExternalNetwork, AliasHold)
 
 # The refusal for a stream that does not exist (or is another kind's), by aggregate kind.
 NOT_FOUND: dict[type, type[DomainError]] = {
     Vm: VmNotFoundError, Server: ServerNotFoundError, Volume: VolumeNotFoundError,
     Network: NetworkNotFoundError,
     ExternalNetwork: NetworkNotFoundError,  # (no stream: no volume noted on the uuid yet)
+    AliasHold: AliasHoldNotFoundError,
 }
 
 
@@ -122,6 +126,9 @@ class Changes:
     on_conflict: Callable[[], None]
     after_save: list[Callable[[int], None]]
     _network_effects: Callable[[Vm | Volume, dict[str, Any]], None]  # NetworkCommands
+    unique_aliases: bool  # AliasCommands: off, nothing about aliases is read or written
+    _alias_effects: Callable[..., None]  # AliasCommands
+    holds_before: Callable[[Vm], frozenset[HoldKey]]  # AliasCommands
     committer: Any  # service.commands.committer.Committer
 
     def load_aggregate(self, kind: type[A], uuid: str | UUID, version: int | None = None) -> A:
@@ -163,9 +170,12 @@ class Changes:
           ``Changed(replayed=its first outcome)``, also when it is found only on a refusal's
           second look (step 4).
         - ``new`` makes the aggregate when its stream does not exist (the first attempt makes
-          it without reading); ``decide`` is then given it with its creation pending, and can
-          tell it from an existing one by ``pending_events``. A stream of another kind is
-          ``UuidTakenError``: it is no concurrent writer, and no retry would get past it.
+          it without reading; with ``unique_aliases``, a refusal of that attempt is given only
+          once a read finds no stream: a retried create answers as the first did, though an
+          alias its failed VM gave up was taken since); ``decide`` is then given it with its
+          creation pending, and can tell it from an existing one by ``pending_events``. A
+          stream of another kind is ``UuidTakenError``: it is no concurrent writer, and no
+          retry would get past it.
         - ``also`` names other aggregates ``decide`` changed, saved in the same transaction.
         - ``owner_uuid``: the owner the request is scoped to (an owner token's): an aggregate
           whose ``owner_uuid`` is another (another owner's VM, or its own once quarantined) is
@@ -182,7 +192,7 @@ class Changes:
         raises,
         ``IdempotencyKeyReusedError`` and ``ConflictRetriesExhaustedError``.
         """
-        attempt, trust_cache = 0, True
+        attempt, trust_cache, unread = 0, True, True
         while attempt < self.retries:
             # One change of this stream at a time in this process, from its load to its
             # commit: a group commit's queue lengthens that window, and two of a process's
@@ -191,24 +201,34 @@ class Changes:
                 replay = self._replay(idempotency_key)
                 if replay is not None:
                     return replay
-                unconfirmed = False
+                unconfirmed = made_unread = False
                 try:
+                    # (only with alias holds: VMLEDGER_UNIQUE_ALIASES)
+                    made_unread = (new is not None and attempt == 0 and unread
+                                   and self.unique_aliases)
                     aggregate, unconfirmed = self._load_or_new(
-                        kind, uuid, new, first=attempt == 0, trust_cache=trust_cache)
+                        kind, uuid, new, first=made_unread, trust_cache=trust_cache)
                     if owner_uuid is not None and getattr(
                             aggregate, "owner_uuid", None) != owner_uuid:
                         raise NOT_FOUND[kind](uuid)
                     check_version(aggregate, if_match, kind)
+                    # the aliases a VM holds as loaded (none while it is being made)
+                    before = {id(aggregate): frozenset() if aggregate.pending_events
+                              else held_aliases(aggregate)} if (
+                        self.unique_aliases and isinstance(aggregate, Vm)) else {}
                     decision = decide(aggregate)
                     record = None
                     if idempotency_key is not None and outcome is not None:
                         first = outcome(decision, aggregate)
                         record = self.keys.record(
                             idempotency_key, getattr(first, "status", 202), first)
-                    pending = self._pending(aggregate, list(also(decision)) if also else [])
+                    pending = self._pending(aggregate, list(also(decision)) if also else [],
+                                            before)
                 except DomainError:
-                    if unconfirmed:
-                        trust_cache = False  # a refusal is only given on the log's state
+                    if unconfirmed or made_unread:
+                        # a refusal is only given on the log's state: a create's stream, made
+                        # without a read, may exist (a retried create answers as the first)
+                        trust_cache = unread = False
                         continue
                     # The key again, read after the load: the load may have seen the commit
                     # of this request's twin in another process (turns hold this process's
@@ -321,21 +341,29 @@ class Changes:
             return self._first_outcome(record.key)  # a twin request stored it first
         return None
 
-    def _pending(self, aggregate: Vm | Server | Volume,
-                 others: list[Vm | Server | Volume]) -> list[Vm | Server | Volume]:
-        """Everything to save, servers and networks last: the aggregates, the servers' side of
-        the VMs' capacity claims and releases, and the networks' side of the VMs' and the
-        volumes' addresses (so the streams always agree)."""
+    def _pending(self, aggregate: Vm | Server | Volume, others: list[Vm | Server | Volume],
+                 before: dict[int, frozenset[HoldKey]] | None = None
+                 ) -> list[Vm | Server | Volume]:
+        """Everything to save, holds, servers and networks last: the aggregates, the holds of
+        the aliases the VMs take and give up (``before``: what a VM held as loaded, by
+        ``id()``; one not in it is read again), the servers' side of the VMs' capacity
+        claims and releases, and the networks' side of the VMs' and the volumes' addresses
+        (so the streams always agree)."""
         changed = [aggregate, *others]
         servers = {str(s.id): s for s in changed if isinstance(s, Server)}
         networks = {str(n.id): n for n in changed if isinstance(n, Network)}
+        holds: dict[UUID, AliasHold] = {}
         for one in changed:
+            if self.unique_aliases and isinstance(one, Vm) and one.pending_events:
+                held = (before or {}).get(id(one))
+                self._alias_effects(  # service/commands/aliases.py
+                    one, self.holds_before(one) if held is None else held, holds)
             if isinstance(one, Vm):
                 self._server_effects(one, servers)
             if isinstance(one, Vm | Volume):
                 self._network_effects(one, networks)  # service/commands/networks.py
         ordered = [a for a in changed if not isinstance(a, Server | Network)] + list(
-            servers.values()) + list(networks.values())
+            holds.values()) + list(servers.values()) + list(networks.values())
         return [a for a in ordered if a.pending_events]
 
     def _server_effects(self, vm: Vm, servers: dict[str, Server]) -> None:

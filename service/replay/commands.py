@@ -51,7 +51,9 @@ class ReplayCommands(Commands):
     would contradict it, so these handlers are built without them. Capacity: Borg
     overcommits, so claims are recorded but never refused. The stuck-VM rule (a DELETE of a
     VM provisioning for an hour quarantines it): it measures wall-clock time, which a replay
-    squeezes or stretches.
+    squeezes or stretches. And the read model is not asked for VMs whose alias no hold
+    records (service/commands/aliases.py): a replay starts on a log with no events, so every
+    VM it has took its alias through a hold.
     """
 
     def __init__(self, base: Commands, *, cache_size: int = CACHE_SIZE):
@@ -85,7 +87,8 @@ class ReplayCommands(Commands):
             server_status=server_status, is_stuck=never_stuck, enforce_capacity=False,
             committer=Committer(base.app, max_appends=BATCH_APPENDS, linger_s=BATCH_LINGER_S,
                                 one_thread=True, cache_saves=False),
-            after_save=base.after_save)
+            after_save=base.after_save,  # legacy_holders: none (docstring)
+            unique_aliases=base.unique_aliases)
 
     def load_aggregate(self, kind: Any, uuid: Any, version: int | None = None) -> Any:
         key = str(uuid)
