@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from functools import lru_cache
 from uuid import UUID
@@ -12,8 +13,8 @@ from uuid import UUID
 # the one formatter of instants, the domain's (a quarantine reason names one); named here too
 from domain.instants import in_utc_range, rfc3339
 
-__all__ = ["INSTANT_EXPECTED", "MAX_INTEGER", "decimal", "epoch_ms", "in_utc_range", "parse_iso_instant",
-           "rfc3339", "uuid_text"]
+__all__ = ["INSTANT_EXPECTED", "MAX_INTEGER", "GivenInstant", "decimal", "epoch_ms", "in_utc_range",
+           "parse_given_instant", "parse_iso_instant", "rfc3339", "uuid_text"]
 
 # The largest integer a value may be: JSON's exact range (2**53 - 1), inside the database's
 # 64-bit integers; a log position never exceeds it.
@@ -75,6 +76,44 @@ def parse_iso_instant(text: str) -> datetime | None:
     UTC (``rfc3339``, a comparison with a stored instant) raised ``OverflowError``. Every
     instant a client sends (a query parameter, a marker, a body's) is read by this function,
     so none gets that far."""
+    given = parse_given_instant(text)
+    return None if given is None else given.moment
+
+
+#: The fraction digits of an instant to the millisecond, as ``rfc3339`` writes them
+_MS_DIGITS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class GivenInstant:
+    """An instant as a client wrote it (GetVm's and the console's ``?at=``): ``moment``, as
+    ``parse_iso_instant`` reads it, and ``digits``, how many fraction digits it gave (0 to 6:
+    past the microsecond they are cut)."""
+
+    moment: datetime
+    digits: int
+
+    @property
+    def fine(self) -> bool:
+        """Whether it was given finer than the millisecond: more than 3 fraction digits,
+        zeros or not (``.338000Z`` is fine, ``.338Z`` is not). docs/api.md, "Reads": one
+        given to the millisecond names every event of that millisecond; a fine one is
+        compared to each event's stored timestamp, to the microsecond."""
+        return self.digits > _MS_DIGITS
+
+    def __str__(self) -> str:
+        """The instant in UTC to the digits it was given, at least the millisecond (as
+        ``rfc3339`` writes every instant), at most the microsecond: ``.338001Z`` is said so,
+        not as ``.338Z``; ``.3380Z`` as ``.3380Z``, ``.5Z`` as ``.500Z``."""
+        whole = self.moment.astimezone(UTC).isoformat(timespec="microseconds")[:-6]
+        return whole[:len(whole) - 6 + max(self.digits, _MS_DIGITS)] + "Z"
+
+
+def parse_given_instant(text: str) -> GivenInstant | None:
+    """``text`` read as ``parse_iso_instant`` reads it, keeping how many fraction digits it
+    gave (``GivenInstant``); None when it is not an instant. The one reader of the digits,
+    so that whether an instant is given finer than the millisecond is decided by its text,
+    never by its value (``.338000Z`` is not the millisecond ``.338Z``)."""
     match = _DATE_TIME.fullmatch(text)
     if match is None:
         return None
@@ -88,4 +127,4 @@ def parse_iso_instant(text: str) -> datetime | None:
                           int(second), int((fraction or "0")[:6].ljust(6, "0")), offset)
     except ValueError:  # a field out of range (month 13, hour 24, second 60, offset 24:00)
         return None
-    return moment if in_utc_range(moment) else None
+    return GivenInstant(moment, min(len(fraction or ""), 6)) if in_utc_range(moment) else None

@@ -9,26 +9,27 @@ from uuid import UUID
 
 from domain.errors import DamagedStreamError, StreamGapError, VmNotFoundError
 from domain.visibility import owner_sees
-from projections.formats import INSTANT_EXPECTED, parse_iso_instant, rfc3339
+from projections.formats import INSTANT_EXPECTED, GivenInstant, parse_given_instant
 from projections.vm_view import render_vm
 from service.api.params import Query
 from service.audit.history import vm_event_times
 
 
-def instant(query: Query, name: str) -> datetime | None:
-    """The RFC 3339 ``date-time`` of query parameter ``name`` (``parse_iso_instant``: with
-    its time zone), or None when it is absent; a malformed one, or one UTC cannot write, is
-    noted on ``query`` as invalid (refused by its ``check``)."""
+def instant(query: Query, name: str) -> GivenInstant | None:
+    """The RFC 3339 ``date-time`` of query parameter ``name`` as the client gave it
+    (``parse_given_instant``: with its time zone, and how many fraction digits it has), or
+    None when it is absent; a malformed one, or one UTC cannot write, is noted on ``query``
+    as invalid (refused by its ``check``)."""
     value = query.params.get(name)
     if value is None:
         return None
-    moment = parse_iso_instant(value)
+    moment = parse_given_instant(value)
     if moment is None:
         query.invalid(name, INSTANT_EXPECTED)
     return moment
 
 
-def version_or_instant(query: Query) -> tuple[int | None, datetime | None]:
+def version_or_instant(query: Query) -> tuple[int | None, GivenInstant | None]:
     """``(version, at)`` of the query's ``?version=`` and ``?at=``, each None when absent.
     Raises the ``ValidationFailed`` error for a malformed one (``query.check``) and
     ``ConflictingParameters`` for both together: the one would silently win over the other
@@ -52,7 +53,7 @@ def owned_now(services: Any, vm_uuid: str, owner_uuid: str | None) -> Any:
 
 
 def as_it_was(services: Any, vm_uuid: str, version: int | None,
-              at: datetime | None, *, owner_uuid: str | None = None,
+              at: GivenInstant | None, *, owner_uuid: str | None = None,
               current: Any = None) -> dict[str, Any]:
     """The VM object as it was at ``version``, or at instant ``at`` (its last event then),
     folded from its stream (GetVm ``?version=`` and ``?at=``). Raises ``VmNotFoundError``
@@ -89,7 +90,7 @@ def _stored_head(services: Any, vm_uuid: str) -> int:
     return int(last[0].originator_version)
 
 
-def _version_at(services: Any, vm_uuid: str, at: datetime, head: int) -> int:
+def _version_at(services: Any, vm_uuid: str, at: GivenInstant, head: int) -> int:
     """The VM's version at instant ``at``: its last event then. A stream whose history is
     damaged (a gap, an event that cannot be read) answers it only when an event before the
     damage is already later than ``at``; else the version may be past it, and its
@@ -105,14 +106,15 @@ def _version_at(services: Any, vm_uuid: str, at: datetime, head: int) -> int:
     # an instant given to the millisecond, as the API writes them (a timestamp copied from
     # the history), names every event of that millisecond; one given finer is compared to
     # each event's stored timestamp, to the microsecond (a tester: .2304Z answered the VM
-    # after an event stored at .230460)
-    coarse = at.microsecond % 1000 == 0
+    # after an event stored at .230460). Finer is decided by the digits given, not by the
+    # value (a tester: .338000Z named an event stored at .338626)
+    moment = at.moment
     earlier = [version for version, timestamp in events
-               if (_to_the_ms(timestamp) if coarse else timestamp) <= at]
+               if (timestamp if at.fine else _to_the_ms(timestamp)) <= moment]
     if damage is not None and len(earlier) == len(events):
         raise damage
     if not earlier:
-        raise VmNotFoundError(vm_uuid, f" (it did not exist at {rfc3339(at)})")
+        raise VmNotFoundError(vm_uuid, f" (it did not exist at {at})")
     return int(earlier[-1])
 
 

@@ -10,7 +10,7 @@ shows; one given to the millisecond names every event of it."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -92,3 +92,68 @@ def test_at_orders_an_instant_and_an_event_inside_the_same_millisecond(
     [shown] = [e["timestamp"] for e in client.get(f"/vms/{vm_uuid}/history").json()
                if e["version"] == version]
     assert get_vm(client, vm_uuid, at=shown)["version"] >= version
+
+
+def _ms_start(moment: datetime) -> datetime:
+    return moment.replace(microsecond=moment.microsecond - moment.microsecond % 1000)
+
+
+def test_at_given_finer_than_the_millisecond_is_fine_whatever_its_digits_are(
+        client, services) -> None:
+    # a tester: .338000Z, .3380Z and .33800Z were read as the millisecond .338Z, so they
+    # named an event stored at .338626; finer digits are compared to the microsecond,
+    # zeros or not (docs/api.md, "Reads")
+    vm_uuid = create_running_vm(client)
+    times = vm_event_times(services.commands, vm_uuid, limit=1000)
+    # an event stored past the start of its millisecond, some event of the VM before that start
+    version, stored = next((v, moment) for v, moment in reversed(times)
+                           if moment.microsecond % 1000 and times[0][1] <= _ms_start(moment))
+    start = _ms_start(stored)
+    before = [v for v, moment in times if moment <= start][-1]
+    assert before < version
+    to_the_ms = start.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    for zeros in ("0", "00", "000", "000000"):
+        at = f"{to_the_ms}{zeros}Z"
+        response = client.get(f"/vms/{vm_uuid}", params={"at": at},
+                              headers={"Accept-Version": "~2"})
+        assert response.status_code == 200, response.text
+        assert response.json()["version"] == before, at
+        state = client.get(f"/console/fragments/vms/{vm_uuid}/state", params={"at": at})
+        assert f'data-version="{before}"' in state.text, at
+    # to the millisecond it still names every event of that millisecond
+    assert get_vm(client, vm_uuid, at=f"{to_the_ms}Z")["version"] >= version
+
+
+@ONE_BACKEND
+@pytest.mark.parametrize(("fraction", "hours", "said"), [
+    (".123001", 0, ".123001Z"), (".1230", 0, ".1230Z"), (".12300", 0, ".12300Z"),
+    (".1234567", 0, ".123456Z"), (".5", 0, ".500Z"), ("", 0, ".000Z"),
+    (".123456", 2, ".123456Z"),
+])
+def test_an_instant_before_the_vm_is_said_as_given_to_the_microsecond(
+        client, fraction, hours, said) -> None:
+    # a tester: .338001Z was answered "did not exist at ...56.338Z"
+    vm_uuid = create_running_vm(client)
+    created = client.get(f"/vms/{vm_uuid}/history").json()[0]["timestamp"]
+    # a whole minute before the VM, so that its second stays whatever the offset
+    moment = datetime.fromisoformat(created) - timedelta(minutes=1)
+    local = moment.astimezone(timezone(timedelta(hours=hours)))
+    at = local.strftime("%Y-%m-%dT%H:%M:%S") + fraction + (f"+{hours:02}:00" if hours else "Z")
+    body = assert_error(client.get(f"/vms/{vm_uuid}", params={"at": at}), 404,
+                        "ResourceNotFound")
+    utc = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    assert body["message"] == f"VM not found (it did not exist at {utc}{said})"
+
+
+def test_whether_an_instant_is_finer_than_the_millisecond_is_read_from_its_digits() -> None:
+    from projections.formats import parse_given_instant
+
+    for text, fine, said in (("2026-12-06T10:55:56Z", False, "2026-12-06T10:55:56.000Z"),
+                             ("2026-12-06T10:55:56.338Z", False, "2026-12-06T10:55:56.338Z"),
+                             ("2026-12-06T10:55:56.3380Z", True, "2026-12-06T10:55:56.3380Z"),
+                             ("2026-12-06T10:55:56.338000000Z", True,
+                              "2026-12-06T10:55:56.338000Z"),
+                             ("2026-12-06T12:55:56.000001+02:00", True,
+                              "2026-12-06T10:55:56.000001Z")):
+        given = parse_given_instant(text)
+        assert given is not None and (given.fine, str(given)) == (fine, said), text
