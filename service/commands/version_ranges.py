@@ -36,9 +36,13 @@ def parse_version(version: str) -> tuple[int, int, int]:
 
 
 _PART = r"(\d+|x|X|\*)"
+# Build metadata, "+" and dot-separated identifiers of ASCII letters, digits and "-": read
+# after a full version only (node-semver's XRANGEPLAIN, as VMAPI's restify 4 has it), and
+# ignored, as semver ignores it in every comparison (``2.0.0+build`` is ``2.0.0``)
+_BUILD = r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)"
 # "~>" is node-semver's "~" (its LONETILDE, ``~>?``): Ruby's pessimistic operator
 _RANGE = re.compile(
-    rf"^\s*(~>|~|\^|>=|<=|>|<|=|v)?\s*v?{_PART}(?:\.{_PART}(?:\.{_PART})?)?\s*$")
+    rf"^\s*(~>|~|\^|>=|<=|>|<|=|v)?\s*v?{_PART}(?:\.{_PART}(?:\.{_PART}{_BUILD}?)?)?\s*$")
 _ANY = ("*", "x", "X", "")
 
 
@@ -53,7 +57,11 @@ def _number(digits: str) -> int:
     return int(significant) if len(significant) <= 18 else _BEYOND_ANY_PART
 
 
-def _term(term: str) -> tuple[str, list[str | None]] | None:
+#: One comparator, read: its operator ("" for none) and its [major, minor, patch] (``_term``)
+Term = tuple[str, list[str | None]]
+
+
+def _term(term: str) -> Term | None:
     """One comparator as (operator, [major, minor, patch]), a part None where it is not
     given; an empty one and ``*`` as the wildcard major; None when it is not a comparator."""
     if term.strip() in _ANY:
@@ -65,12 +73,9 @@ def _term(term: str) -> tuple[str, list[str | None]] | None:
     return ("~" if operator == "~>" else operator), parts
 
 
-def _satisfies(version: str, requested: str) -> bool:
-    """Whether ``version`` satisfies one semver range term (``1``, ``~1``, ``1.0.0``,
-    ``~2``, ``2.x``, ``^2.0``, ``*``)."""
-    term = _term(requested)
-    if term is None:
-        return False
+def _satisfies(version: str, term: Term) -> bool:
+    """Whether ``version`` satisfies one semver comparator, read by ``_term`` (``1``, ``~1``,
+    ``1.0.0``, ``~2``, ``2.x``, ``^2.0``, ``*``)."""
     operator, parts = term
     have = parse_version(version)
     wanted = [None if p in (None, "x", "X", "*") else _number(p) for p in parts]
@@ -109,11 +114,13 @@ def negotiate(accept_version: str | None) -> str:
     ``>=0``, ``1 ||``: ``_admits_any``) mean version 1 (what VMAPI's clients and tests were
     written against); otherwise the newest supported version the range admits; a range that
     admits none of ours but admits VMAPI's own version (``~9``, ``9.x``) is served version 1.
-    Raises ``InvalidVersionError`` (not remembered: a bad header is parsed each time).
-    Answers are remembered for the last 256 distinct headers."""
+    Raises ``InvalidVersionError`` (not remembered: a bad header is parsed each time), also
+    when any one alternative is not a range (``garbage || 2``, ``2 || 1 - 2``): node-semver
+    throws on a range any of whose comparator sets it cannot read, and restify then serves no
+    version. Answers are remembered for the last 256 distinct headers."""
     if accept_version is None:
         return OLDEST_VERSION
-    alternatives = [_comparators(term) for term in accept_version.split("||")]
+    alternatives = _alternatives(accept_version)
     if any(all(_admits_any(term) for term in terms) for terms in alternatives):
         return OLDEST_VERSION
 
@@ -128,17 +135,30 @@ def negotiate(accept_version: str | None) -> str:
     raise InvalidVersionError(accept_version)
 
 
-def _admits_any(term: str) -> bool:
+def _alternatives(accept_version: str) -> list[list[Term]]:
+    """Every ``||`` alternative of ``accept_version`` as its comparators, read (``_term``)
+    before any is tried, so that none is skipped unread. Raises ``InvalidVersionError`` when
+    any comparator of any alternative is not one (node-semver's ``Range`` throws then)."""
+    alternatives = []
+    for alternative in accept_version.split("||"):
+        terms = []
+        for text in _comparators(alternative):
+            term = _term(text)
+            if term is None:
+                raise InvalidVersionError(accept_version)
+            terms.append(term)
+        alternatives.append(terms)
+    return alternatives
+
+
+def _admits_any(term: Term) -> bool:
     """Whether one comparator is node-semver's "any version", which it rewrites to ``*``: an
     empty one, a wildcard major with any operator but ``>`` and ``<`` (``x.x.x``, ``~x``,
     ``>=*``, ``x.1.2``: parts after a wildcard are ignored), and ``>=0`` (``>=0.0.0``,
     ``>=0.x``; its ``replaceGTE0``). An alternative all of whose comparators are "any" makes
     the whole range ``*``, which is version 1 (api.md "Contract: versions"); a wildcard
     AND-ed with another comparator is that comparator (``2 x`` is ``2``)."""
-    parsed = _term(term)
-    if parsed is None:
-        return False
-    operator, parts = parsed
+    operator, parts = term
     if parts[0] in _ANY:
         return operator not in (">", "<")
     if operator != ">=":

@@ -56,3 +56,15 @@ def test_two_x_api_versions_are_refused_before_either_is_read(client) -> None:
     body = assert_error(response, 409, "ValidationFailed")  # no version was negotiated
     assert error_fields(body) == {"x-api-version": "Invalid"}
     assert "api-version" not in response.headers
+
+
+def test_a_range_with_an_alternative_that_is_not_one_is_refused_whole(client) -> None:
+    # a tester: "garbage || 2" and "2 || 2.0.0-beta" were served version 2 (node-semver
+    # throws on the whole range, so restify serves none)
+    for name in ("Accept-Version", "x-api-version"):
+        for header in ("garbage || 2", "1 - 2 || 2", "2 || 2.0.0-beta", "~2 || ~3beta"):
+            body = assert_error(client.get("/vms", headers={name: header}), 400,
+                                "InvalidVersion")
+            assert header in body["message"], (name, header)
+        response = client.get("/ping", headers={name: "2.0.0+build.1"})
+        assert response.headers["Api-Version"] == "2.0.0", name
