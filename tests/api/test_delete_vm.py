@@ -7,8 +7,16 @@ import pytest
 
 from domain.vm import make_cause
 from tests.api.helpers import (
-    V2, act, assert_error, create_running_vm, create_vm, event_types_after, get_vm, history_types,
-    sim_row, wait_job,
+    V2,
+    act,
+    assert_error,
+    create_running_vm,
+    create_vm,
+    event_types_after,
+    get_vm,
+    history_types,
+    sim_row,
+    wait_job,
 )
 
 
@@ -238,3 +246,24 @@ def test_a_v2_delete_repeated_after_the_server_was_removed_destroys_it_at_once(
     assert get_vm(http, vm_uuid)["state"] == "destroyed"
     job = http.get(f"/jobs/{first.json()['job_uuid']}").json()
     assert job["execution"] == "canceled"
+
+
+@pytest.mark.parametrize(("first", "second"), [({}, V2), (V2, {})], ids=["v1-then-v2", "v2-then-v1"])
+def test_a_delete_of_the_other_version_behind_a_queued_destroy_queues_its_own_that_does_nothing(
+        paused, first, second) -> None:
+    """A DELETE repeats the queued destroy only if it would record exactly its params; one of
+    the other version queues a destroy of its own, which finds the VM destroyed and succeeds
+    doing nothing (api.md's DeleteVm table, "while the VM's destroy job is queued")."""
+    http = paused.http
+    vm_uuid = create_vm(http)["vm_uuid"]
+    paused.run_jobs()
+    destroy = http.delete(f"/vms/{vm_uuid}", headers=first).json()["job_uuid"]
+    assert http.delete(f"/vms/{vm_uuid}", headers=first).json()["job_uuid"] == destroy
+    other = http.delete(f"/vms/{vm_uuid}", headers=second)
+    assert other.status_code == 202 and other.json()["job_uuid"] != destroy
+    paused.run_jobs()
+    assert wait_job(http, destroy)["execution"] == "succeeded"
+    job = wait_job(http, other.json()["job_uuid"])
+    assert job["execution"] == "succeeded"
+    assert job["chain_results"][-1]["result"] == "already destroyed: nothing to do"
+    assert history_types(http, vm_uuid).count("Destroyed") == 1
