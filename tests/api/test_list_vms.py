@@ -4,13 +4,23 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from tests.api.helpers import (
-    OTHER_OWNER, OWNER, V2, act_and_wait, assert_error, create_running_vm, create_vm,
-    error_fields, get_vm, wait_job,
+    OTHER_OWNER,
+    OWNER,
+    V2,
+    act_and_wait,
+    assert_error,
+    create_running_vm,
+    create_vm,
+    error_fields,
+    get_vm,
+    wait_job,
 )
+from tests.waiting import wait_until
 
 
 def build_fleet(client) -> dict[str, dict]:
@@ -241,3 +251,22 @@ def test_a_marker_from_another_sort_or_a_forged_one_is_refused_naming_marker(cli
         body = assert_error(response, 409, "ValidationFailed")
         assert error_fields(body) == {"marker": "Invalid"}, params
     assert client.get("/vms", params={"sort": "ram", "marker": by_ram}).status_code == 200
+
+
+def test_between_pages_offsets_shift_and_markers_keep_their_place(client) -> None:
+    # docs/vmapi-compatibility.md, "Paging by offset": a VM entering the order ahead of the
+    # offset between two pages repeats one VM and skips another; a marker lists each once
+    mine = {create_vm(client)["vm_uuid"] for _ in range(4)}
+    base = {"sort": "create_timestamp.desc", "limit": 2}
+    first = client.get("/vms", params=base)
+    newest = datetime.fromisoformat(first.json()[0]["create_timestamp"])
+    # the new VM is newer than every listed one to the millisecond: first in the order
+    wait_until(lambda: datetime.now(UTC) >= newest + timedelta(milliseconds=2))
+    create_vm(client)
+    listed = [vm["uuid"] for vm in first.json()]
+    by_offset = listed + [vm["uuid"] for vm in client.get(
+        "/vms", params={**base, "offset": 2}).json()]
+    assert len(by_offset) == 4 and len(set(by_offset)) == 3
+    by_marker = listed + [vm["uuid"] for vm in client.get(
+        "/vms", params={**base, "marker": first.headers["x-next-marker"]}).json()]
+    assert sorted(by_marker) == sorted(mine)
