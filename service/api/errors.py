@@ -20,6 +20,7 @@ from psycopg_pool import PoolTimeout
 from starlette.requests import ClientDisconnect, HTTPConnection
 
 from domain import rules
+from domain.alias_hold import AliasHoldNotFoundError
 from domain.errors import (
     IllegalTransitionError,
     InvalidTransitionError,
@@ -195,6 +196,8 @@ ERRORS: dict[type[Exception], Row] = {
     ServerNotFoundError: Row(404, "ResourceNotFound"),
     ServerRemovedError: Row(409, "InvalidTransition", _state_refusal),
     VolumeNotFoundError: Row(404, "ResourceNotFound"),
+    # looked up by the change loop only, which makes the hold when there is none
+    AliasHoldNotFoundError: Row(404, "ResourceNotFound"),
     InvalidTransitionError: Row(409, "InvalidTransition", _state_refusal),
     IllegalTransitionError: Row(409, "InvalidTransition", _state_refusal),
     UnallocatedVmError: Row(409, "UnallocatedVM", _state_refusal),

@@ -15,22 +15,35 @@ from fastapi.testclient import TestClient
 import domain
 import projections
 import service
+from domain import rules
+from domain.alias_hold import AliasHoldNotFoundError, DuplicateAliasError
 from domain.errors import (
-    DomainError, DuplicateVmError, IllegalTransitionError, InvalidTransitionError,
-    JobNotFoundError, JobNotRunnableError, NothingToUpdateError, ServerNotFoundError,
+    DomainError,
+    DuplicateVmError,
+    IllegalTransitionError,
+    InvalidTransitionError,
+    JobNotFoundError,
+    JobNotRunnableError,
+    NothingToUpdateError,
+    ServerNotFoundError,
     ServerRemovedError,
-    StaleGenerationError, UnallocatedVmError, UuidTakenError, ValidationError,
-    VersionMismatchError, VmAlreadyDestroyedError, VmBeingDestroyedError, VmNotFoundError,
+    StaleGenerationError,
+    UnallocatedVmError,
+    UuidTakenError,
+    ValidationError,
+    VersionMismatchError,
+    VmAlreadyDestroyedError,
+    VmBeingDestroyedError,
+    VmNotFoundError,
     VolumeNotFoundError,
 )
 from domain.network import NetworkFullError
 from domain.server import InsufficientCapacityError
-from domain import rules
 from domain.states import VmState
 from service.api import error_handlers, errors
+from service.commands.networks import NetworkNotFoundError
 from tests.builders import cause, vm_in
 from tests.domain.test_vm_lifecycle import _stopped_on_no_server
-from service.commands.networks import NetworkNotFoundError
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTED_STATUSES = {400, 404, 409, 412, 422, 503}
@@ -58,6 +71,8 @@ SAMPLES: dict[type[DomainError], DomainError] = {
     InsufficientCapacityError: InsufficientCapacityError("server-1", "not enough RAM"),
     NetworkFullError: NetworkFullError("network-1"),
     NetworkNotFoundError: NetworkNotFoundError("network-1"),
+    AliasHoldNotFoundError: AliasHoldNotFoundError("hold-1"),
+    DuplicateAliasError: DuplicateAliasError("web"),
 }
 
 
