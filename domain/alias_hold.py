@@ -28,6 +28,7 @@ from uuid import UUID, uuid5
 from eventsourcing.domain import Aggregate
 
 from domain import chain
+from domain.derived_ids import derived_id
 from domain.errors import DomainError, ValidationError
 from domain.events import Cause, DomainEvent
 from domain.states import JobName, VmState
@@ -65,8 +66,9 @@ class AliasHoldNotFoundError(DomainError):
 
 def hold_id(owner_uuid: str, alias: str) -> UUID:
     """The uuid of the hold of ``alias`` for ``owner_uuid``: the same in every process, so
-    every writer taking that alias appends to the one stream."""
-    return uuid5(ALIAS_HOLD_NAMESPACE, json.dumps([owner_uuid, alias]))
+    every writer taking that alias appends to the one stream; marked, so no client's
+    resource can take it (``domain.derived_ids``)."""
+    return derived_id(ALIAS_HOLD_NAMESPACE, json.dumps([owner_uuid, alias]))
 
 
 def held_aliases(vm: Vm) -> frozenset[HoldKey]:

@@ -13,11 +13,12 @@ conflicts and decides again on the other's state. No address is left unclaimed t
 
 from __future__ import annotations
 
-from uuid import UUID, uuid5
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
 from domain import chain
+from domain.derived_ids import derived_id
 from domain.events import Cause, DomainEvent
 
 # The namespace of ``external_id`` (fixed: stored streams are keyed by it)
@@ -25,8 +26,9 @@ NAMESPACE = UUID("7c1f4a52-0e55-4d1b-9a0c-2f6d7e3b8a41")
 
 
 def external_id(network_uuid: str) -> UUID:
-    """The uuid of the ``ExternalNetwork`` stream of ``network_uuid`` (a uuid in any case)."""
-    return uuid5(NAMESPACE, str(UUID(str(network_uuid))))
+    """The uuid of the ``ExternalNetwork`` stream of ``network_uuid`` (a uuid in any case),
+    marked so no client's resource can take it (``domain.derived_ids``)."""
+    return derived_id(NAMESPACE, str(UUID(str(network_uuid))))
 
 
 class ExternalNetwork(chain.Chained, Aggregate):

@@ -42,8 +42,13 @@ from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
 from domain.alias_hold import AliasHold, AliasHoldNotFoundError, HoldKey, held_aliases
+from domain.derived_ids import is_derived_id
 from domain.errors import (
-    DomainError, ServerNotFoundError, UuidTakenError, VersionMismatchError, VmNotFoundError,
+    DomainError,
+    ServerNotFoundError,
+    UuidTakenError,
+    VersionMismatchError,
+    VmNotFoundError,
     VolumeNotFoundError,
 )
 from domain.network import Network
@@ -59,6 +64,10 @@ from service.commands.snapshots import snapshot_long_streams
 
 R = TypeVar("R")
 A = TypeVar("A", Vm, Server, Volume, Network, ExternalNetwork, AliasHold)
+
+# The kinds whose streams' ids the service derives from a name (domain/derived_ids.py): no
+# other kind's resource may be made under such an id
+DERIVED = (AliasHold, ExternalNetwork)
 
 # The refusal for a stream that does not exist (or is another kind's), by aggregate kind.
 NOT_FOUND: dict[type, type[DomainError]] = {
@@ -292,6 +301,8 @@ class Changes:
         of the cached fold this process's own last append made, read from no log
         (``aggregate_cache.cached_save``); else the stream's current fold (noting, when this
         process had saved it last, whether that save was still current)."""
+        if new is not None and kind not in DERIVED and is_derived_id(uuid):
+            raise UuidTakenError(uuid)  # a stream id the service derives from a name
         if new is not None and first:
             return new(), False  # a create reads nothing first: its stream is almost always new
         saved_here = self.committer.saved_here
