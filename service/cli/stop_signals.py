@@ -6,6 +6,8 @@ docs/operations.md, "Stopping processes"), and with one line saying what they le
 from __future__ import annotations
 
 import signal
+import time
+from types import FrameType
 from typing import Any
 
 
@@ -30,21 +32,56 @@ def stop_on_signals() -> Handlers:
     transaction rolled back and its child processes stopped (SIGTERM's default ended the
     process there and then, and left a child building, past the rebuild's lock; a replay's
     semaphores were left to multiprocessing's resource tracker to warn of). Only the first
-    does: the others arrive while it stops, and would cut that short. Returns the handlers
+    does: the others arrive while it stops, and would cut that short.
+
+    Never inside the database libraries' own code (eventsourcing's, psycopg's): raised there,
+    between a ``BEGIN`` sent and its transaction's context entered, it left a pooled
+    SQLite connection inside a transaction nothing would end, and the stop's own count of
+    the log failed ("cannot start a transaction within a transaction"; CI, a replay's
+    SIGINT). There the stop waits for the call to return, looking again every
+    ``_RETRY_S`` (SIGALRM), and after ``_DEFER_AT_MOST_S`` raises wherever it is, so that
+    a call that never returns cannot keep the command from stopping. Returns the handlers
     it replaced, for ``restore_signals``."""
-    def stop(signum: int, _frame: object) -> None:
-        for each in _STOP_SIGNALS:
-            signal.signal(each, signal.SIG_IGN)
+    deferred_since: list[float] = []
+
+    def stop_when_safe(signum: int, frame: FrameType | None) -> None:
+        if _in_database_code(frame) and (
+                not deferred_since or time.monotonic() - deferred_since[0] < _DEFER_AT_MOST_S):
+            deferred_since[:] = deferred_since or [time.monotonic()]
+            signal.signal(signal.SIGALRM, lambda _alarm, again: stop_when_safe(signum, again))
+            signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
+            return
         raise CommandStopped(signum)
 
-    return {signum: signal.signal(signum, stop) for signum in _STOP_SIGNALS}
+    def stop(signum: int, frame: FrameType | None) -> None:
+        for each in _STOP_SIGNALS:
+            signal.signal(each, signal.SIG_IGN)
+        stop_when_safe(signum, frame)
+
+    handlers = {signum: signal.signal(signum, stop) for signum in _STOP_SIGNALS}
+    handlers[signal.SIGALRM] = signal.getsignal(signal.SIGALRM) or signal.SIG_DFL
+    return handlers
 
 
 def restore_signals(handlers: Handlers) -> None:
     """The ``handlers`` ``stop_on_signals`` replaced, again: the command is over, or
-    stopped."""
+    stopped (a stop still waiting for the database's call is dropped)."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
     for signum, handler in handlers.items():
         signal.signal(signum, handler)
 
+
+def _in_database_code(frame: FrameType | None) -> bool:
+    """Whether ``frame``, or a frame that called it, is the database libraries' code."""
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith(_DATABASE_PACKAGES):
+            return True
+        frame = frame.f_back
+    return False
+
+
+_DATABASE_PACKAGES = ("eventsourcing.", "psycopg", "sqlite3")
+_RETRY_S = 0.005
+_DEFER_AT_MOST_S = 5.0
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
