@@ -210,11 +210,9 @@ class Changes:
                 replay = self._replay(idempotency_key)
                 if replay is not None:
                     return replay
-                unconfirmed = made_unread = False
+                unconfirmed = False
+                made_unread = new is not None and attempt == 0 and unread
                 try:
-                    # (only with alias holds: VMLEDGER_UNIQUE_ALIASES)
-                    made_unread = (new is not None and attempt == 0 and unread
-                                   and self.unique_aliases)
                     aggregate, unconfirmed = self._load_or_new(
                         kind, uuid, new, first=made_unread, trust_cache=trust_cache)
                     if owner_uuid is not None and getattr(
@@ -234,9 +232,11 @@ class Changes:
                     pending = self._pending(aggregate, list(also(decision)) if also else [],
                                             before)
                 except DomainError:
-                    if unconfirmed or made_unread:
+                    if unconfirmed or (made_unread and self.unique_aliases):
                         # a refusal is only given on the log's state: a create's stream, made
-                        # without a read, may exist (a retried create answers as the first)
+                        # without a read, may exist (a retried create answers as the first;
+                        # only with alias holds, VMLEDGER_UNIQUE_ALIASES, can a create's
+                        # decision depend on what other streams hold)
                         trust_cache = unread = False
                         continue
                     # The key again, read after the load: the load may have seen the commit
