@@ -18,6 +18,9 @@ from service.commands.versioning import NEWEST
 from service.container import Services
 from service.settings import Settings
 
+# processes racing on PostgreSQL (.ci/slow.sh), left out of the default run
+pytestmark = pytest.mark.slow
+
 OWNER = "00000000-0000-4000-8000-0000000000cc"
 PROCESSES = 6
 ALIASES = ("race-1", "race-2", "race-3", "race-4")

@@ -15,6 +15,9 @@ from tests.api.helpers import vm_body
 from tests.conftest import ADMIN_URL
 from tests.waiting import wait_until
 
+# an outage run (.ci/slow.sh), left out of the default run
+pytestmark = pytest.mark.slow
+
 READS = ["/vms/{vm}/history", "/vms/{vm}", "/vms", "/ping", "/jobs", "/servers",
          "/stats/states"]
 

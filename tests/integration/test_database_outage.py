@@ -19,7 +19,8 @@ from service.settings import Settings
 from tests.api.helpers import vm_body
 from tests.conftest import _empty_schema
 
-pytestmark = pytest.mark.postgres
+# an outage run (.ci/slow.sh), left out of the default run
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 OUTAGE_S = 3.0
 

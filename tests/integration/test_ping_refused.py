@@ -18,7 +18,8 @@ from tests.api.helpers import assert_error
 from tests.conftest import _empty_schema
 from tests.integration.outages import database_refused
 
-pytestmark = pytest.mark.postgres
+# an outage run (.ci/slow.sh), left out of the default run
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 REFUSAL = "is not currently accepting connections"
 

@@ -15,6 +15,9 @@ from service.commands.application import VmSpec
 from service.rebuild_lock import one_rebuild_at_a_time
 from tests.cli import VMLEDGER, environment, vmledger
 
+# real rebuild processes started together (.ci/slow.sh), left out of the default run
+pytestmark = pytest.mark.slow
+
 OWNER = "930896af-bf8c-48d4-885c-6573a94b1853"
 REFUSED = "vmledger rebuild: another rebuild is running on this database"
 APPLIED = re.compile(r"^rebuilt .*: (\d+) events applied in all", re.MULTILINE)
@@ -46,7 +49,6 @@ def test_a_rebuild_started_while_another_runs_ends_in_one_line(settings, log_of_
 
 
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
-@pytest.mark.slow  # a long run of real processes (.ci/slow.sh)
 def test_two_rebuilds_racing_on_postgres_never_share_the_shadow_tables(
         settings, log_of_vms) -> None:
     alone = _applied(vmledger("rebuild", database_url=settings.database_url))

@@ -14,6 +14,9 @@ import pytest
 from tests.waiting import wait_until
 from tests.integration.outages import database_refused
 
+# an outage run (.ci/slow.sh), left out of the default run
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)

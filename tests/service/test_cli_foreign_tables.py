@@ -16,6 +16,9 @@ from projections.db import declared_columns
 from service.schema_check import check_tables
 from tests.cli import vmledger
 
+# real CLI processes on edge-case databases (.ci/slow.sh), left out of the default run
+pytestmark = pytest.mark.slow
+
 # The service's tables as another program made them: the name, what it made instead, and
 # a column the service needs that it lacks.
 FOREIGN = {

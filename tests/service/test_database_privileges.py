@@ -21,7 +21,9 @@ from service.settings import Settings
 from tests.cli import vmledger
 from tests.roles import a_role, as_role, run_sql
 
-pytestmark = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
+# real CLI processes on edge-case databases (.ci/slow.sh), left out of the default run
+pytestmark = [pytest.mark.parametrize("database_url", ["postgres"], indirect=True),
+              pytest.mark.slow]
 
 
 @pytest.fixture
