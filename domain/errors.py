@@ -114,6 +114,24 @@ class VersionMismatchError(DomainError):
         self.current = current
 
 
+class UpdatePendingError(VersionMismatchError):
+    """An update sent with the VM's current version in ``If-Match`` while an update job of
+    the VM is queued or running (``Lifecycle.require_updates_applied``): that version's
+    alias, metadata and tags do not show the job's changes yet (it records them as it
+    succeeds), and the update, which replaces each object it names whole, would undo them
+    unseen, a lost update. ``pending_job_uuid`` names the first such job, ``execution``
+    says where it is (``queued``, ``running``); ``current`` is the version, which matched."""
+
+    def __init__(self, version: int, pending_job_uuid: str, execution: str):
+        DomainError.__init__(
+            self, f"the VM's update job {pending_job_uuid} is {execution}: the alias, "
+                  f"metadata and tags of version {version} do not show its changes yet")
+        self.expected = version
+        self.current = version
+        self.pending_job_uuid = str(pending_job_uuid)
+        self.execution = str(execution)
+
+
 class ValidationError(DomainError):
     """A request field is missing or invalid (VMAPI ``ValidationFailed``); ``summary`` is the
     error's message, ``errors`` one ``{field, code, message}`` a field."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from domain import rules, transitions
-from domain.errors import IllegalTransitionError, ValidationError
+from domain.errors import IllegalTransitionError, UpdatePendingError, ValidationError
 from domain.events import Cause
-from domain.states import Action, JobName, VmState
+from domain.job_queue import ActiveJob
+from domain.states import Action, Execution, JobName, VmState
 
 # Why the quarantine ended a job (``JobCanceled.reason``, the job's ``error``).
 CANCELED_BY_QUARANTINE = "canceled: the VM was quarantined"
@@ -31,6 +32,8 @@ class Lifecycle:
 
     # Provided by ``Vm``.
     state: Any
+    version: int
+    active_jobs: list[ActiveJob]  # domain/job_queue.py
     UPDATABLE_FIELDS: frozenset[str]
     Provisioned: Any
     ProvisionFailed: Any
@@ -251,6 +254,21 @@ class Lifecycle:
             return False
         self.trigger_event(self.MetadataUpdated, cause=cause, changes=effective)
         return True
+
+    def require_updates_applied(self) -> None:
+        """Refuse an update made on what the client read of this version (it sent the
+        version in ``If-Match``) while an update job is queued or running: the version
+        moved when that job was queued, but its alias, metadata and tags change only when
+        it succeeds (``update_metadata``), so they do not show it yet, and an update, which
+        replaces each object it names whole, would wipe its changes unseen (a tester lost
+        30 of 32 tag keys so). Raises ``UpdatePendingError`` naming the first such job; the
+        client waits for it and reads again. A request without a version claims nothing it
+        read, and is not refused (the last writer wins; docs/api.md)."""
+        pending = next((job for job in self.active_jobs if job["name"] == JobName.UPDATE),
+                       None)
+        if pending is not None:
+            raise UpdatePendingError(self.version, pending["uuid"],
+                                     Execution(pending["execution"]).value)
 
     def record_volume_addresses(self, addresses: dict[str, str | None], *, cause: Cause) -> bool:
         """Record the addresses (``{volume_uuid: address or None}``) of the mounted volumes the

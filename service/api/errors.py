@@ -34,6 +34,7 @@ from domain.errors import (
     UnallocatedVmError,
     UnfoldableEventError,
     UnreadableEventError,
+    UpdatePendingError,
     ValidationError,
     VersionMismatchError,
     VmAlreadyDestroyedError,
@@ -171,6 +172,15 @@ def _unavailable(error: BaseException) -> str:
     return f"the database is unavailable: {database_cause(error)}"
 
 
+def _update_pending(error: UpdatePendingError) -> str:
+    """Why an update's ``If-Match`` failed although it named the current version, and what
+    to do (docs/api.md, "Contract: concurrency and idempotency")."""
+    job = error.pending_job_uuid
+    return (f"the VM's update job {job} is {error.execution}: the alias, metadata and tags "
+            f"you read do not show its changes yet; wait for it (GET /jobs/{job}/wait) and "
+            "read the VM again")
+
+
 def _state_refusal(error: Any) -> dict[str, Any]:
     """A refusal because of state: the ``state`` and the ``allowed_actions`` (api.md)."""
     allowed = getattr(error, "allowed_actions", None)
@@ -211,6 +221,12 @@ ERRORS: dict[type[Exception], Row] = {
     VersionMismatchError: Row(412, "PreconditionFailed",
                               lambda e: {"current_version": e.current},
                               headers=lambda e: {"ETag": f'"{e.current}"'}),
+    # the version matched, but what was read of it does not show a pending update's changes
+    UpdatePendingError: Row(412, "PreconditionFailed",
+                            lambda e: {"current_version": e.current,
+                                       "pending_job_uuid": e.pending_job_uuid},
+                            message=lambda e: _update_pending(e),
+                            headers=lambda e: {"ETag": f'"{e.current}"'}),
     ValidationError: Row(VALIDATION, "ValidationFailed", lambda e: {"errors": e.errors},
                          message=lambda e: e.summary),
     IdempotencyKeyReusedError: Row(422, "IdempotencyKeyReused"),

@@ -27,7 +27,8 @@ class FieldError(_Open):
 class Error(_Open):
     """Every error body: ``code`` and ``message``; a validation error adds ``errors`` (at most
     100; ``errors_omitted`` counts the rest), a refusal because of state adds ``state`` and
-    ``allowed_actions``, a 412 ``current_version``."""
+    ``allowed_actions``, a 412 ``current_version`` (and ``pending_job_uuid`` when an update's
+    version matched but an update job was pending: docs/api.md)."""
 
     code: str
     message: str

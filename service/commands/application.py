@@ -24,7 +24,7 @@ from domain.job_queue import CANCELED_BY_DELETE_VM, job_params
 from domain.states import JOB_FOR_ACTION, Action, JobName, VmState
 from domain.vm import Cause, Vm
 from service.commands.aliases import AliasCommands, LegacyHolders, no_legacy_holders
-from service.commands.change import Accepted, Changed, Changes, IfMatch
+from service.commands.change import ANY_VERSION, Accepted, Changed, Changes, IfMatch
 from service.commands.checked_mapper import CheckedMapper
 from service.commands.committer import Committer
 from service.commands.fleet import ServerCommands, VolumeCommands
@@ -267,7 +267,10 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands, AliasCo
         refuses what could only fail behind the VM's destroy job (``VmBeingDestroyedError``).
         Raises the refusals of ``Behaviour.admit``,
         ``VmNotFoundError`` (also for another owner's VM), ``NothingToUpdateError`` (an
-        update with no ``args``), ``VersionMismatchError`` and ``IdempotencyKeyReusedError``.
+        update with no ``args``), ``VersionMismatchError``, ``UpdatePendingError`` (an update
+        whose ``if_match`` names the current version while an update job is queued or
+        running: ``Vm.require_updates_applied``; a repeat of the last job is answered that
+        job, as without the header) and ``IdempotencyKeyReusedError``.
         """
         name = JOB_FOR_ACTION[action]
         args = args or {}
@@ -311,6 +314,11 @@ class Commands(Changes, ServerCommands, VolumeCommands, NetworkCommands, AliasCo
                                    destroy_job=vm.active_destroy)
             if action is Action.UPDATE and not args:
                 raise NothingToUpdateError(vm_uuid)
+            if action is Action.UPDATE and if_match not in (None, ANY_VERSION):
+                # a version the client read (``*`` claims none), checked after the state's
+                # refusals (reading again would not change them) and after a repeat of the
+                # last job, which asks just what that job will apply, and is answered it
+                vm.require_updates_applied()
             job_cause = {**cause, "job_uuid": None}
             if plan.destroy_now:  # its jobs too, the running one included
                 vm.record_destroyed_without_job(cause=job_cause)

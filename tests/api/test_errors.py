@@ -29,6 +29,7 @@ from domain.errors import (
     ServerRemovedError,
     StaleGenerationError,
     UnallocatedVmError,
+    UpdatePendingError,
     UuidTakenError,
     ValidationError,
     VersionMismatchError,
@@ -63,6 +64,7 @@ SAMPLES: dict[type[DomainError], DomainError] = {
     VmBeingDestroyedError: VmBeingDestroyedError("running", "start", "job-1", "queued"),
     DuplicateVmError: DuplicateVmError("vm-1"),
     VersionMismatchError: VersionMismatchError(3, 4),
+    UpdatePendingError: UpdatePendingError(4, "job-1", "queued"),
     ValidationError: ValidationError("ram", "Invalid", "must be positive"),
     UuidTakenError: UuidTakenError("vm-1"),
     NothingToUpdateError: NothingToUpdateError("vm-1"),
@@ -166,6 +168,19 @@ def test_state_refusals_carry_the_state_and_the_allowed_actions(raising) -> None
     body = raising.get("/raise/VersionMismatchError")
     assert body.status_code == 412 and body.json()["current_version"] == 4
     assert body.headers["etag"] == '"4"'
+
+
+def test_an_update_pending_refusal_names_the_job_and_what_to_do(raising) -> None:
+    """The version matched: the 412 says why it is refused all the same, which job to wait
+    for and how, in the shape of every other 412 (``current_version``, ``ETag``)."""
+    answer = raising.get("/raise/UpdatePendingError")
+    assert answer.status_code == 412 and answer.headers["etag"] == '"4"'
+    body = answer.json()
+    assert body["code"] == "PreconditionFailed" and body["current_version"] == 4
+    assert body["pending_job_uuid"] == "job-1"
+    assert body["message"] == (
+        "the VM's update job job-1 is queued: the alias, metadata and tags you read do not "
+        "show its changes yet; wait for it (GET /jobs/job-1/wait) and read the VM again")
 
 
 @pytest.mark.parametrize("on_a_server", [True, False])
