@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import re
 import shutil
@@ -41,6 +42,58 @@ ADMIN_URL = os.environ.get(
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
+# -- interruption ----------------------------------------------------------------------------
+
+
+def _stop_on_signal(signum: int, _frame: object) -> None:
+    """Turn SIGINT or SIGTERM into ``SystemExit(128 + signum)`` in the main thread, so every
+    ``with`` and ``finally`` on the way out runs: deployments stopped, child processes ended,
+    scratch databases dropped. Repeats are ignored from then on (``run_all`` forwards a Ctrl-C
+    the child has already had from the terminal), so the clean-up is not cut short."""
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, signal.SIG_IGN)
+    print(f"{signal.Signals(signum).name}: stopping, cleaning up (deployment, child "
+          "processes, scratch database)", file=sys.stderr, flush=True)
+    raise SystemExit(128 + signum)
+
+
+def stop_cleanly_on_signals() -> None:
+    """Install ``_stop_on_signal`` for SIGINT and SIGTERM (main thread only; every script
+    gets it by importing this module)."""
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, _stop_on_signal)
+
+
+stop_cleanly_on_signals()
+
+
+@contextmanager
+def ended_on_exit(process: subprocess.Popen[Any], *, group: bool = False) -> Iterator[None]:
+    """Terminate ``process`` (its whole process group with ``group``) if it is still running
+    when the block is left, normally or not, and wait for it (SIGKILL after 20 s)."""
+    try:
+        yield
+    finally:
+        stop_process(process, group=group)
+
+
+def stop_process(process: subprocess.Popen[Any], *, group: bool = False) -> None:
+    """SIGTERM ``process`` (or its process group) if it still runs; SIGKILL after 20 s."""
+    def send(sig: int) -> None:
+        try:
+            os.killpg(process.pid, sig) if group else process.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+    if process.poll() is None:
+        send(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        send(signal.SIGKILL)
+        process.wait()
+
+
 # -- output --------------------------------------------------------------------------------
 
 
@@ -66,30 +119,64 @@ def machine_state() -> dict[str, Any]:
 _MACHINE_AT_START = machine_state()
 
 
+def _json_safe(value: Any, *, quick: bool) -> Any:
+    """``value`` with every non-finite float (NaN, ±Infinity: a percentile of nothing, a rate
+    over no time) as ``None``, which JSON can carry; in a quick run, also every ``*_met``
+    verdict inside it, since a smoke run is judged against nothing."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: None if quick and isinstance(key, str) and (key == "met" or key.endswith("_met"))
+                else _json_safe(item, quick=quick) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item, quick=quick) for item in value]
+    return value
+
+
+def result_line(figure: str, name: str, *, raw: dict[str, Any], ratio: float | None,
+                goal: str, met: bool | None, quick: bool, **extra: Any) -> str:
+    """The final JSON line's text: strict JSON (``null`` for NaN or infinite numbers), and
+    with ``quick`` every verdict (``met`` and each ``*_met``) ``null``."""
+    record = {"figure": figure, "name": name, "raw": raw,
+              "ratio": None if ratio is None else round(ratio, 4),
+              "goal": goal, "met": None if quick else met, **extra, "quick": quick}
+    return json.dumps(_json_safe(record, quick=quick), allow_nan=False)
+
+
 def emit(figure: str, name: str, *, raw: dict[str, Any], ratio: float | None, goal: str,
          met: bool | None, **extra: Any) -> None:
     """Print the script's last line: one JSON object with the figure, raw numbers, ratio, and
-    the machine's load at the script's start and end."""
+    the machine's load at the script's start and end (``result_line``)."""
     commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
                             capture_output=True, text=True).stdout.strip() or None
     quick = "--quick" in sys.argv
     if quick:  # a smoke run says so, and claims no goal met or missed
         say(f"{figure}: --quick is a smoke run of a few seconds; its figures are not "
             "meaningful and are not judged against the goal")
-        met = None
-    print(json.dumps({"figure": figure, "name": name, "raw": raw,
-                      "ratio": None if ratio is None else round(ratio, 4),
-                      "goal": goal, "met": met, **extra, "quick": quick, "commit": commit,
-                      "machine": {"start": _MACHINE_AT_START, "end": machine_state()}},
-                     sort_keys=False), flush=True)
+    print(result_line(figure, name, raw=raw, ratio=ratio, goal=goal, met=met, quick=quick,
+                      **extra, commit=commit,
+                      machine={"start": _MACHINE_AT_START, "end": machine_state()}),
+          flush=True)
 
 
 def parser(description: str) -> argparse.ArgumentParser:
     """An argument parser with the ``--quick`` flag every script has."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true",
-                   help="a smoke run of a few seconds (figures are not meaningful)")
+                   help="a smoke run of a few seconds (figures are not meaningful); a size "
+                   "option given explicitly still wins over its quick default")
     return p
+
+
+def size_defaults(args: argparse.Namespace, full: dict[str, Any],
+                  quick: dict[str, Any]) -> None:
+    """Fill each size option of ``full`` that the command line left ``None``: with its
+    ``quick`` value under ``--quick`` (when it has one), else with its ``full`` default. An
+    option given explicitly always wins, with or without ``--quick`` (docs/performance.md,
+    "Method")."""
+    for name, default in full.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick.get(name, default) if args.quick else default)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -112,9 +199,9 @@ def _with_dbname(url: str, dbname: str) -> str:
 def scratch_postgres(tag: str) -> Iterator[str]:
     """A new PostgreSQL database (``vmledger_bench_<tag>_<hex>``), dropped afterwards."""
     dbname = f"vmledger_bench_{tag}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
-        conn.execute(f'CREATE DATABASE "{dbname}"')
-    try:
+    try:  # an interruption between the CREATE and the yield still drops it
+        with psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{dbname}"')
         yield _with_dbname(ADMIN_URL, dbname)
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
@@ -317,15 +404,14 @@ class Deployment:
 
     def __exit__(self, *_exc: object) -> None:
         every = [p for group in self.processes.values() for p in group]
-        for process in every:
+        for process in every:  # all at once: each takes a moment to stop
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         for process in every:
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop_process(process, group=True)
 
     def pids(self, role: str) -> list[int]:
         """Every process of ``role`` (``serve`` includes uvicorn's worker processes)."""

@@ -149,6 +149,10 @@ def run_load(base_url: str, *, clients: int = 16, depth: int = 4, warmup_s: floa
         timer.start()
     try:
         return asyncio.run(_run(base_url, clients, depth, warmup_s, seconds))
+    except BaseException:  # interrupted: a timer not yet fired must not hold the exit up
+        for timer in timers:
+            timer.cancel()
+        raise
     finally:
         for timer in timers:
             timer.join()

@@ -27,6 +27,7 @@ def py_spy() -> str:
     beside = Path(sys.executable).parent / "py-spy"
     found = str(beside) if beside.exists() else shutil.which("py-spy")
     if not found:
+        # call it before any work (the scripts do): raised in a timer thread, it would be lost
         raise SystemExit("--profile needs py-spy: pip install py-spy (not a project dependency)")
     return found
 

@@ -12,18 +12,32 @@ cost the reader at most four times the store's own read).
 
 from __future__ import annotations
 
+import threading
 import time
 
-from _common import emit, parser, say, scratch_postgres
+from _common import emit, parser, say, scratch_postgres, size_defaults
 
 GOAL = 0.25
+# the thread service.append_wakeups.wake_on_appends starts for the app's change hub
+LISTENER_THREAD = "vmledger-wake-on-appends"
+
+
+def wait_for_listeners(timeout_s: float = 10.0) -> None:
+    """Wait until the change hub's ``LISTEN`` threads have ended. The server's shutdown sets
+    their stop event, but one waits up to half a second for a notification before it looks:
+    dropping the scratch database under it would cut its connection, which it reports as a
+    warning ("listening for appends: ... server closed the connection")."""
+    for thread in threading.enumerate():
+        if thread.name == LISTENER_THREAD:
+            thread.join(timeout_s)
 
 
 def main() -> None:
     args_parser = parser(__doc__.splitlines()[0])
-    args_parser.add_argument("--vms", type=int, default=2000)
+    args_parser.add_argument("--vms", type=int, help="VMs created (default 2,000; --quick: 100)")
     args = args_parser.parse_args()
-    vms = 100 if args.quick else args.vms
+    size_defaults(args, {"vms": 2000}, {"vms": 100})
+    vms = args.vms
 
     import httpx
 
@@ -64,6 +78,7 @@ def main() -> None:
                                 break
                 stream_s = time.perf_counter() - started
         finally:
+            wait_for_listeners()  # the live server has stopped its hub by now
             services.close()
     reference, stream = read / reference_s, seen / stream_s
     say(f"reference: {reference:.0f} events/s; stream: {stream:.0f} events/s")

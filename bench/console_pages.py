@@ -22,8 +22,9 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
-from _common import emit, parser, say
+from _common import emit, parser, say, size_defaults
 
 STATES = ("running",) * 67 + ("destroyed",) * 27 + ("provisioning",) * 5 + ("failed",) \
     + ("quarantined",)
@@ -42,13 +43,28 @@ def _vm_body(vm_uuid: str, owner: str, server: str | None, state: str, created: 
         "destroyed": None, "version": 9})
 
 
+def insert_rows(tx, table: str, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows`` (column name -> value, the same names in every row) into ``table``,
+    naming the columns: a column the read model adds later with a default, or one that may
+    be null, needs no change here, and one that may not names itself in the error."""
+    if not rows:
+        return
+    columns = list(rows[0])
+    tx.executemany(f"INSERT INTO {table} ({', '.join(columns)}) "
+                   f"VALUES ({', '.join('?' * len(columns))})",
+                   [tuple(row[c] for c in columns) for row in rows])
+
+
 def populate(services, vms: int) -> str:
     """Write ``vms`` synthetic VMs (and their jobs, transitions and servers); returns one
     owner's uuid."""
+    from projections.vm_view import tag_format
+
     db = services.db
     owners = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"owner{i}")) for i in range(OWNERS)]
     servers = [str(uuid.uuid5(uuid.NAMESPACE_OID, f"server{i}")) for i in range(SERVERS)]
     base_ms = 1_796_000_000_000
+    tags = {"job_id": "1"}
     view, current, moves, jobs, claims = [], [], [], [], []
     for i in range(vms):
         vm_uuid = str(uuid.uuid5(uuid.NAMESPACE_OID, f"vm{i}"))
@@ -57,42 +73,58 @@ def populate(services, vms: int) -> str:
         created_ms = base_ms + i * 28  # ~93 minutes in all, as the shard
         created = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created_ms / 1000)) + \
             f".{created_ms % 1000:03d}Z"
-        view.append((vm_uuid, owner, server, "joyent", state, None, None, 1024, created, 9,
-                     _vm_body(vm_uuid, owner, server, state, created), b"x"))
-        current.append((vm_uuid, state, created, created_ms, owner, server, None, 9, i))
+        view.append({"uuid": vm_uuid, "owner_uuid": owner, "server_uuid": server,
+                     "brand": "joyent", "state": state, "alias": None, "image_uuid": None,
+                     "ram": 1024, "create_timestamp": created, "version": 9,
+                     "tags_text": tag_format(tags),
+                     "body": _vm_body(vm_uuid, owner, server, state, created),
+                     "snapshot": b"x"})
+        current.append({"vm_uuid": vm_uuid, "state": state, "since": created,
+                        "since_ms": created_ms, "owner_uuid": owner, "server_uuid": server,
+                        "quarantined_from": None, "version": 9, "position": i})
+        common = {"vm_uuid": vm_uuid, "position": i, "at": created, "at_ms": created_ms,
+                  "server_uuid": server, "owner_uuid": owner, "reason": None, "message": None,
+                  "actor": "trace", "job_uuid": None}
         if state != "provisioning":
-            moves.append((vm_uuid, 5, i, "Provisioned", "provisioning", "running", created,
-                          created_ms, 1000, server, owner, None, None, "trace", None))
+            moves.append({**common, "version": 5, "event_type": "Provisioned",
+                          "from_state": "provisioning", "to_state": "running",
+                          "ms_in_from": 1000})
         if state in ("destroyed", "failed"):
-            moves.append((vm_uuid, 9, i, "Destroyed", "running", state, created, created_ms,
-                          5000, server, owner, None, None, "trace", None))
+            moves.append({**common, "version": 9, "event_type": "Destroyed",
+                          "from_state": "running", "to_state": state, "ms_in_from": 5000})
         for n, name in enumerate(("provision", "destroy")[: 2 if state == "destroyed" else 1]):
-            jobs.append((str(uuid.uuid5(uuid.NAMESPACE_OID, f"job{i}.{n}")), vm_uuid, name,
-                         "queued" if state == "provisioning" else "succeeded", "{}", created,
-                         None, None, 1, None, "[]", None, None, 2 * i + n))
+            jobs.append({"uuid": str(uuid.uuid5(uuid.NAMESPACE_OID, f"job{i}.{n}")),
+                         "vm_uuid": vm_uuid, "name": name,
+                         "execution": "queued" if state == "provisioning" else "succeeded",
+                         "params": "{}", "created_at": created, "started_at": None,
+                         "finished_at": None, "attempt": 1, "error": None,
+                         "chain_results": "[]", "worker": None, "lease_expires_at": None,
+                         "position": 2 * i + n})
         if state == "running":
-            claims.append((server, vm_uuid, 1024, 1))
+            claims.append({"server_uuid": server, "vm_uuid": vm_uuid, "ram_mib": 1024,
+                           "cpus": 1})
     with db.transaction() as tx:
-        tx.executemany("INSERT INTO vm_view VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", view)
-        tx.executemany("INSERT INTO vm_current VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", current)
-        tx.executemany("INSERT INTO vm_transitions VALUES "
-                       "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", moves)
-        tx.executemany("INSERT INTO job_view VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       jobs)
-        tx.executemany("INSERT INTO server_view VALUES (?, ?, ?, 'running', ?, ?, 0, 1)",
-                       [(s, f"host{i:05d}", "boot", 262_144, 64)
-                        for i, s in enumerate(servers)])
-        tx.executemany("INSERT INTO server_view_claims VALUES (?, ?, ?, ?)", claims)
+        insert_rows(tx, "vm_view", view)
+        insert_rows(tx, "vm_current", current)
+        insert_rows(tx, "vm_transitions", moves)
+        insert_rows(tx, "job_view", jobs)
+        insert_rows(tx, "server_view", [
+            {"uuid": s, "hostname": f"host{i:05d}", "boot_id": "boot", "status": "running",
+             "ram_mib": 262_144, "cpus": 64, "generation": 0, "version": 1}
+            for i, s in enumerate(servers)])
+        insert_rows(tx, "server_view_claims", claims)
         tx.execute("ANALYZE")
     return owners[0]
 
 
 def main() -> None:
     args_parser = parser(__doc__.splitlines()[0])
-    args_parser.add_argument("--vms", type=int, default=196_585)
-    args_parser.add_argument("--repeat", type=int, default=7)
+    args_parser.add_argument("--vms", type=int, help="VMs written (default 196,585; --quick: 5,000)")
+    args_parser.add_argument("--repeat", type=int,
+                             help="requests of each page (default 7; --quick: 3)")
     args = args_parser.parse_args()
-    vms, repeat = (5_000, 3) if args.quick else (args.vms, args.repeat)
+    size_defaults(args, {"vms": 196_585, "repeat": 7}, {"vms": 5_000, "repeat": 3})
+    vms, repeat = args.vms, args.repeat
 
     from fastapi.testclient import TestClient
 

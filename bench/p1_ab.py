@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 
 from _common import (
-    REPO, CpuMeter, Deployment, emit, parser, say, scratch_postgres,
+    REPO, CpuMeter, Deployment, emit, parser, say, scratch_postgres, size_defaults,
 )
 from _load import run_load
 
@@ -50,12 +50,14 @@ def main() -> None:
     p.add_argument("--base-python", help="its interpreter (default: BASE/.venv/bin/python)")
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--api-workers", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=6, help="pairs of windows")
-    p.add_argument("--seconds", type=float, default=8.0, help="each window's measured part")
-    p.add_argument("--warmup", type=float, default=2.0, help="each window's unmeasured start")
+    p.add_argument("--rounds", type=int, help="pairs of windows (default 6; --quick: 1)")
+    p.add_argument("--seconds", type=float,
+                   help="each window's measured part (default 8; --quick: 2)")
+    p.add_argument("--warmup", type=float,
+                   help="each window's unmeasured start (default 2; --quick: 1)")
     args = p.parse_args()
-    if args.quick:
-        args.rounds, args.seconds, args.warmup = 1, 2.0, 1.0
+    size_defaults(args, {"rounds": 6, "seconds": 8.0, "warmup": 2.0},
+                  {"rounds": 1, "seconds": 2.0, "warmup": 1.0})
     base_python = args.base_python or str(args.base / ".venv" / "bin" / "python")
     sides = {"base": (args.base.resolve(), base_python), "new": (REPO, sys.executable)}
     per_command: dict[str, list[float]] = {name: [] for name in sides}

@@ -26,10 +26,10 @@ import psycopg
 
 from _common import (
     CpuMeter, Deployment, backend_pids, emit, parser, percentile, pgbench_insert_tps,
-    pgbench_tps, say, scratch_postgres,
+    pgbench_tps, say, scratch_postgres, size_defaults,
 )
 from _load import run_load
-from _profile import Profiler, summarize
+from _profile import Profiler, py_spy, summarize
 
 GOAL = 1.5
 GOAL_PRIME = 0.1
@@ -97,12 +97,15 @@ def insert_ceiling(url: str, *, threads: int, seconds: float) -> dict[str, float
 
             workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
             started = time.perf_counter()
-            for w in workers:
-                w.start()
-            time.sleep(seconds / 4)
-            stop.set()
-            for w in workers:
-                w.join()
+            try:
+                for w in workers:
+                    w.start()
+                time.sleep(seconds / 4)
+            finally:  # interrupted too: the threads stop before the services close
+                stop.set()
+                for w in workers:
+                    if w.is_alive():
+                        w.join()
             spent[name] += time.perf_counter() - started
             counts[name] += sum(done)
     finally:
@@ -115,8 +118,9 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--api-workers", type=int, default=2, help="serve --workers")
     p.add_argument("--job-workers", type=int, default=0, help="vmledger work processes")
-    p.add_argument("--seconds", type=float, default=30.0, help="measured window")
-    p.add_argument("--pgbench-seconds", type=float, default=10.0)
+    p.add_argument("--seconds", type=float, help="measured window (default 30; --quick: 3)")
+    p.add_argument("--pgbench-seconds", type=float,
+                   help="each pgbench reference's run (default 10; --quick: 1)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the service processes")
     p.add_argument("--profile", metavar="DIR",
@@ -125,8 +129,10 @@ def main() -> None:
                    help="with --profile: the API processes' samples only of the thread "
                         "holding the GIL (their CPU, not their waits)")
     args = p.parse_args()
-    if args.quick:
-        args.seconds, args.pgbench_seconds = 3.0, 1.0
+    size_defaults(args, {"seconds": 30.0, "pgbench_seconds": 10.0},
+                  {"seconds": 3.0, "pgbench_seconds": 1.0})
+    if args.profile:
+        py_spy()  # refuses now, before any work, when py-spy is missing
     warmup = 1.0 if args.quick else 4.0
     env = dict(item.split("=", 1) for item in args.env)
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 from _common import (
     CpuMeter, answers_ping, emit, free_port, parser, percentile, say, scratch_postgres,
+    size_defaults, stop_process,
 )
 from _load import run_load
 from p1_commands import GOAL, locked_insert_tps
@@ -100,11 +101,12 @@ def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--seconds", type=float, default=20.0)
-    p.add_argument("--pgbench-seconds", type=float, default=3.0)
+    p.add_argument("--seconds", type=float, help="measured window (default 20; --quick: 3)")
+    p.add_argument("--pgbench-seconds", type=float,
+                   help="the pgbench reference's run (default 3; --quick: 1)")
     args = p.parse_args()
-    if args.quick:
-        args.seconds, args.pgbench_seconds = 3.0, 1.0
+    size_defaults(args, {"seconds": 20.0, "pgbench_seconds": 3.0},
+                  {"seconds": 3.0, "pgbench_seconds": 1.0})
     warmup = 1.0 if args.quick else 4.0
 
     with scratch_postgres("p1edge") as url:
@@ -113,9 +115,10 @@ def main() -> None:
     say(f"pgbench, the event store's locked insert (with notify): {reference:,.0f} tps")
 
     port = free_port()
-    servers = [subprocess.Popen([sys.executable, __file__, "--serve", str(port)])
-               for _ in range(args.workers)]
-    try:
+    servers: list[subprocess.Popen[bytes]] = []
+    try:  # interrupted while they start, those started are stopped too
+        for _ in range(args.workers):
+            servers.append(subprocess.Popen([sys.executable, __file__, "--serve", str(port)]))
         _wait_for(port)
         time.sleep(1.0)  # every process accepting
         meter = CpuMeter({"api": [s.pid for s in servers], "load_generator": [os.getpid()]})
@@ -124,9 +127,7 @@ def main() -> None:
                            on_window_end=meter.stop)
     finally:
         for server in servers:
-            server.terminate()
-        for server in servers:
-            server.wait(timeout=20)
+            stop_process(server)
 
     commands = len(outcome.acks)
     rate = commands / outcome.seconds

@@ -26,7 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import Deployment, REPO, emit, free_port, parser, percentile, say, scratch_postgres
+from _common import (
+    REPO, Deployment, emit, free_port, parser, percentile, say, scratch_postgres,
+    size_defaults, stop_process,
+)
 
 GOAL = 1.2
 BATCH = 1_000
@@ -130,20 +133,23 @@ class EmbeddedServer:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "service", "serve", "--port", str(self.port)], env=self.env,
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
-                conn.request("GET", "/ping")
-                if conn.getresponse().status == 200:
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(Path(self.log_path).read_text()[-3000:])
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+                    conn.request("GET", "/ping")
+                    if conn.getresponse().status == 200:
+                        return self
+                except OSError:
+                    time.sleep(0.1)
+            raise RuntimeError(Path(self.log_path).read_text()[-3000:])
+        except BaseException:  # interrupted or not up: the server does not outlive the run
+            self.__exit__()
+            raise
 
     def __exit__(self, *_exc: object) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=20)
+        stop_process(self.process, group=True)
 
 
 def measure(backend: str, url: str, tmp: str, args) -> dict:
@@ -193,12 +199,16 @@ def measure(backend: str, url: str, tmp: str, args) -> dict:
 def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=("postgres", "sqlite", "both"), default="both")
-    p.add_argument("--gets", type=int, default=400, help="GETs of each VM")
-    p.add_argument("--events", type=int, default=10_000, help="events of the long VM")
+    p.add_argument("--gets", type=int, help="GETs of each VM (default 400; --quick: 30)")
+    p.add_argument("--events", type=int,
+                   help="events of the long VM (default 10,000; --quick: 1,000)")
     p.add_argument("--profile", metavar="DIR", help="py-spy the API process for 8 s of GETs")
     args = p.parse_args()
-    if args.quick:
-        args.gets, args.events = 30, 1_000
+    size_defaults(args, {"gets": 400, "events": 10_000}, {"gets": 30, "events": 1_000})
+    if args.profile:
+        from _profile import py_spy
+
+        py_spy()  # refuses now, before any work, when py-spy is missing
     results = {}
     backends = ("postgres", "sqlite") if args.backend == "both" else (args.backend,)
     for backend in backends:

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from _common import emit, parser, say, scratch_postgres
+from _common import emit, parser, say, scratch_postgres, size_defaults
 
 GOAL_RATIO = 0.3
 GOAL_RSS_MB = 300
@@ -169,7 +169,7 @@ def measure(backend: str, url: str, args) -> dict:
         "reference_events_per_s": round(reference, 1),
         "read_and_decode_events_per_s": round(decode_rate, 1),
         "read_and_decode_ratio": round(decode_rate / reference, 4),
-        "peak_rss_mib": rebuild["peak_rss_mib"],
+        "peak_rss_rebuild_process_mib": rebuild["peak_rss_mib"],
         "peak_rss_children_mib": rebuild["peak_rss_children_mib"],
         "processes": processes,
         "peak_rss_all_mib": round(peak_all, 1),
@@ -184,9 +184,9 @@ def main() -> None:
         return
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--backend", choices=("postgres", "sqlite", "both"), default="both")
-    p.add_argument("--events", type=int, default=100_000,
-                   help="log size (the figure is defined at 1,000,000: about 20 minutes "
-                   "for both backends on 2 cores)")
+    p.add_argument("--events", type=int,
+                   help="log size (default 100,000; --quick: 20,000; the figure is defined "
+                   "at 1,000,000: about 20 minutes for both backends on 2 cores)")
     p.add_argument("--profile", metavar="DIR", help="py-spy the rebuild child")
     p.add_argument("--batch-size", type=int, default=0,
                    help="what-if: the runner's batch size for the rebuild (default: the "
@@ -195,8 +195,11 @@ def main() -> None:
                    help="processes the rebuild builds the read models in (default: the "
                    "service's VMLEDGER_REBUILD_PROCESSES)")
     args = p.parse_args()
-    if args.quick:
-        args.events = 20_000
+    size_defaults(args, {"events": 100_000}, {"events": 20_000})
+    if args.profile:
+        from _profile import py_spy
+
+        py_spy()  # refuses now, before any work, when py-spy is missing
     results = {}
     for backend in (("postgres", "sqlite") if args.backend == "both" else (args.backend,)):
         if backend == "postgres":
@@ -211,7 +214,9 @@ def main() -> None:
     emit("P3", "rebuild of all read models, log events/s / raw notification-log read rate; "
          "peak RSS", raw=results, ratio=main_result["ratio"],
          goal=f">= {GOAL_RATIO}; peak RSS <= {GOAL_RSS_MB} MB", met=met,
-         peak_rss_mib=main_result["peak_rss_mib"], profiled=bool(args.profile))
+         # the judged figure: every process of the rebuild together (the per-process
+         # peaks are under raw)
+         peak_rss_mib=main_result["peak_rss_all_mib"], profiled=bool(args.profile))
 
 
 if __name__ == "__main__":

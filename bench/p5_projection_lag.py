@@ -27,7 +27,9 @@ import sys
 import tempfile
 import time
 
-from _common import Deployment, emit, parser, percentile, say, scratch_postgres
+from _common import (
+    Deployment, emit, ended_on_exit, parser, percentile, say, scratch_postgres, size_defaults,
+)
 
 GOAL_MS = 50.0
 POLL_S = 0.002
@@ -120,15 +122,14 @@ def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--api-workers", type=int, default=2)
-    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--seconds", type=float, help="measured window (default 30; --quick: 3)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the service processes")
     p.add_argument("--passes", nargs="?", const="", default=None, metavar="FILE",
                    help="time every pass of the runner (bench/pass_probe); FILE keeps the "
                    "raw lines")
     args = p.parse_args()
-    if args.quick:
-        args.seconds = 3.0
+    size_defaults(args, {"seconds": 30.0}, {"seconds": 3.0})
     warmup = 1.0 if args.quick else 4.0
     env = dict(item.split("=", 1) for item in args.env)
     passes: dict[str, float] | None = None
@@ -144,9 +145,10 @@ def main() -> None:
             say(f"load: {args.clients} clients, {args.api_workers} API processes, "
                 f"{warmup:.0f} s warm-up + {args.seconds:.0f} s; vm_view polled every "
                 f"{POLL_S * 1000:.0f} ms")
-            outcome = run_load(deployment.base_url, clients=args.clients, warmup_s=warmup,
-                               seconds=args.seconds)
-            watcher.wait()
+            with ended_on_exit(watcher):  # interrupted: the poller does not outlive the run
+                outcome = run_load(deployment.base_url, clients=args.clients,
+                                   warmup_s=warmup, seconds=args.seconds)
+                watcher.wait()
         with open(out) as f:
             samples = [tuple(s) for s in json.load(f)]
         if args.passes is not None:  # written as the project process exited
