@@ -127,8 +127,8 @@ def run_replay(database_url: str, trace: Path, max_jobs: int | None, reference: 
                every: int, burst: int) -> dict[str, float]:
     """The replay, with a burst of the reference loop after every ``every`` commands (its
     time is taken out of the replay's), so both see the same machine at the same moments."""
-    from service.replay import run as replay_module
     from service.container import Services
+    from service.replay import run as replay_module
     from service.settings import Settings
 
     services = Services.build(Settings(database_url=database_url))

@@ -38,8 +38,14 @@ PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pass_probe")
 
 def poller(url: str, out: str, seconds: float) -> None:
     """Child process: note (monotonic time, position) whenever vm_view's position moves."""
+    import signal
+
     import psycopg
 
+    # The parent ends it (SIGTERM) when it stops, interrupted or not: no clean-up of its own
+    # to run, so it neither catches a Ctrl-C nor turns SIGTERM into an exit mid-query.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     samples: list[tuple[float, int]] = []
     last = -1
     deadline = time.monotonic() + seconds
