@@ -13,13 +13,10 @@ import glob
 import json
 import math
 import os
-import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -42,56 +39,18 @@ ADMIN_URL = os.environ.get(
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-# -- interruption ----------------------------------------------------------------------------
+from _pgbench import (  # noqa: F401 - the scripts import them from here
+    PGBENCH_DDL,
+    PGBENCH_INSERT,
+    PGBENCH_TABLE,
+    pgbench_insert_tps,
+    pgbench_path,
+    pgbench_tps,
+)
+from _signals import ended_on_exit, stop_cleanly_on_signals, stop_process  # noqa: F401
 
-
-def _stop_on_signal(signum: int, _frame: object) -> None:
-    """Turn SIGINT or SIGTERM into ``SystemExit(128 + signum)`` in the main thread, so every
-    ``with`` and ``finally`` on the way out runs: deployments stopped, child processes ended,
-    scratch databases dropped. Repeats are ignored from then on (``run_all`` forwards a Ctrl-C
-    the child has already had from the terminal), so the clean-up is not cut short."""
-    for each in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(each, signal.SIG_IGN)
-    print(f"{signal.Signals(signum).name}: stopping, cleaning up (deployment, child "
-          "processes, scratch database)", file=sys.stderr, flush=True)
-    raise SystemExit(128 + signum)
-
-
-def stop_cleanly_on_signals() -> None:
-    """Install ``_stop_on_signal`` for SIGINT and SIGTERM (main thread only; every script
-    gets it by importing this module)."""
-    for each in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(each, _stop_on_signal)
-
-
+# every script stops cleanly on SIGINT and SIGTERM by importing this module
 stop_cleanly_on_signals()
-
-
-@contextmanager
-def ended_on_exit(process: subprocess.Popen[Any], *, group: bool = False) -> Iterator[None]:
-    """Terminate ``process`` (its whole process group with ``group``) if it is still running
-    when the block is left, normally or not, and wait for it (SIGKILL after 20 s)."""
-    try:
-        yield
-    finally:
-        stop_process(process, group=group)
-
-
-def stop_process(process: subprocess.Popen[Any], *, group: bool = False) -> None:
-    """SIGTERM ``process`` (or its process group) if it still runs; SIGKILL after 20 s."""
-    def send(sig: int) -> None:
-        try:
-            os.killpg(process.pid, sig) if group else process.send_signal(sig)
-        except ProcessLookupError:
-            pass
-
-    if process.poll() is None:
-        send(signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        send(signal.SIGKILL)
-        process.wait()
 
 
 # -- output --------------------------------------------------------------------------------
@@ -206,58 +165,6 @@ def scratch_postgres(tag: str) -> Iterator[str]:
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-
-
-def pgbench_path() -> str:
-    """The pgbench binary (on PATH, or PostgreSQL's bin directory)."""
-    found = shutil.which("pgbench") or next(
-        iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/pgbench"), reverse=True)), None)
-    if not found:
-        raise SystemExit("pgbench not found (it ships with the PostgreSQL server packages)")
-    return found
-
-
-# The reference transaction: one row of about a stored event's size, autocommitted.
-PGBENCH_TABLE = "bench_insert"
-PGBENCH_DDL = (f"CREATE TABLE IF NOT EXISTS {PGBENCH_TABLE} ("
-               "id bigserial PRIMARY KEY, payload bytea NOT NULL)")
-PGBENCH_INSERT = (f"INSERT INTO {PGBENCH_TABLE} (payload) "
-                  "VALUES (convert_to(repeat('x', :size), 'UTF8'));\n")
-
-
-def pgbench_tps(url: str, script: str, *, clients: int, seconds: float,
-                setup: Sequence[str] = (), define: dict[str, Any] | None = None) -> float:
-    """Run ``script`` (pgbench custom script text) with ``clients`` connections for
-    ``seconds`` and return its tps (without connection time)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        for statement in setup:
-            conn.execute(statement)
-    parts = urlsplit(url)
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
-        f.write(script)
-    try:
-        command = [
-            pgbench_path(), "-n", "-h", parts.hostname or "127.0.0.1",
-            "-p", str(parts.port or 5432), "-U", parts.username or "postgres",
-            "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)),
-            "-T", str(max(1, round(seconds))), "-f", f.name,
-        ]
-        for key, value in (define or {}).items():
-            command += ["-D", f"{key}={value}"]
-        command.append(parts.path.lstrip("/"))
-        out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    finally:
-        os.unlink(f.name)
-    match = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out)
-    if not match:
-        raise RuntimeError(f"unexpected pgbench output:\n{out}")
-    return float(match.group(1))
-
-
-def pgbench_insert_tps(url: str, *, clients: int, seconds: float, size: int = 500) -> float:
-    """The reference of P1: pgbench one-row-insert transactions per second."""
-    return pgbench_tps(url, PGBENCH_INSERT, clients=clients, seconds=seconds,
-                       setup=[PGBENCH_DDL], define={"size": size})
 
 
 # -- CPU accounting --------------------------------------------------------------------------
