@@ -54,7 +54,8 @@ class Summary:
     final_states: Counter[str] = field(default_factory=Counter)
     wall_time_s: float = 0.0
     catch_up_s: float = 0.0  # from the replay's end to every read model at the head
-    applied_beside: int = 0  # events applied to read models during the replay, summed
+    # events the follower applied to read models while the replay ran (not its last pass)
+    applied_beside: int = 0
     behind_at_end: int = 0  # log positions the read models lacked at the replay's end, summed
 
     def as_dict(self) -> dict[str, Any]:

@@ -351,3 +351,28 @@ def test_a_replay_stopped_during_a_job_says_it_cannot_be_resumed(services, monke
     [warning] = [r.getMessage() for r in caplog.records if "left unfinished" in r.getMessage()]
     assert warning == ("job provision left unfinished: the replay was stopped, and a replay "
                        "cannot be resumed (no other worker runs its jobs)")
+
+
+class LastPassFollower:
+    """A follower that had applied nothing while the replay ran and does all its work in
+    its last pass (``finish``), as one starved of a core does."""
+
+    def __init__(self, services: Services):
+        self.services, self.applied = services, 0
+
+    def finish(self, while_waiting=None) -> bool:
+        self.applied = self.services.projections.catch_up()
+        return True
+
+
+def test_the_events_applied_during_the_replay_leave_out_the_followers_last_pass(
+        services, tmp_path):
+    # the summary counted the last pass, after the replay had ended, as applied during it:
+    # "behind when it ended" plus "applied during the replay" came to twice the log (tester)
+    trace = write_trace(tmp_path / "t.csv", [row(SUBMIT), row(SCHEDULE, machine="1")])
+    summary = replay(services, trace)
+    runner = services.projections
+    behind = sum(runner.head() - position for position in runner.positions().values())
+    catch_up(services, summary, follower=LastPassFollower(services))
+    assert summary.behind_at_end == behind > 0
+    assert summary.applied_beside == 0
