@@ -68,8 +68,11 @@ def replay_command(
     services = checked_services()
     progress = progress_bar()
     handlers = stop_on_signals()
+    stage = _Stage()
     try:
-        selection = {"skip_jobs": skip_jobs, "max_jobs": max_jobs, "max_rows": max_rows}
+        stage.head_at_start = services.commands.head_position()  # the fleet's, if any
+        selection = {"skip_jobs": skip_jobs, "max_jobs": max_jobs, "max_rows": max_rows,
+                     "on_replayed": stage.replayed}
         with progress:
             if follow:
                 summary = replay_and_catch_up(services, trace, progress=progress, **selection)
@@ -79,7 +82,7 @@ def replay_command(
     except CommandStopped as stopped:
         # its children stopped and what it handed to the committer written, on the way here
         # (service.replay.run), before the database is closed
-        typer.echo(f"vmledger replay: {_stopped(stopped, services)}", err=True)
+        typer.echo(f"vmledger replay: {_stopped(stopped, services, stage)}", err=True)
         raise typer.Exit(128 + stopped.signum) from None
     except UnicodeDecodeError as error:  # a ValueError, but the trace's, not the database's
         raise typer.BadParameter(f"cannot read the trace: it is not UTF-8 text ({error})",
@@ -111,14 +114,48 @@ def replay_command(
         _print(summary, Console())
 
 
-def _stopped(stopped: CommandStopped, services: Services) -> str:
-    """What a replay stopped by a signal says it left (docs/replay.md, "Stopping a replay"):
-    the log's events, whole appends in the order the replay made them, so a consistent
-    prefix of its log (``audit verify`` passes), and that it cannot be continued."""
+class _Stage:
+    """How far a replay got, for what its stop says: the log's head before it appended
+    anything (None until read), and whether every row was replayed and committed."""
+
+    def __init__(self) -> None:
+        self.head_at_start: int | None = None
+        self.all_replayed = False
+
+    def replayed(self, _summary: Summary) -> None:
+        self.all_replayed = True
+
+
+def _stopped(stopped: CommandStopped, services: Services, stage: _Stage) -> str:
+    """What a replay stopped by a signal says it left (docs/replay.md, "Stopping a replay"),
+    by how far it got:
+
+    - every row replayed (the read models' catch-up was running): the log holds the whole
+      replay, only the read models are behind, and there is nothing to replay again (the
+      same command would be refused: the database has VMs);
+    - nothing appended yet (the log holds only what the service writes at its start, the
+      simulated fleet): the same command can be run again on this database;
+    - otherwise the log's events, whole appends in the order the replay made them, so a
+      consistent prefix of its log (``audit verify`` passes), and that it cannot be
+      continued (a tester: the first case said so too, of a complete replay)."""
     try:
-        held = f"the log holds its first {services.commands.head_position():,} events"
+        head: int | None = services.commands.head_position()
     except Exception:  # noqa: BLE001 - the database lost as well: say the rest anyway
-        held = "the log holds what it appended before"
+        head = None
+    if stage.all_replayed:
+        held = "the whole replay" if head is None else f"the whole replay, {head:,} events"
+        return (f"stopped by {stopped} after every row of the trace was replayed, while the "
+                f"read models caught up: the log holds {held} (vmledger audit verify "
+                "passes). Only the read models are behind: vmledger project or vmledger "
+                "rebuild brings them up; there is nothing to replay again")
+    if head is not None and head == stage.head_at_start:
+        held = ("nothing" if not head else f"only the {head:,} events the service writes "
+                "at its start (the simulated fleet's servers)")
+        return (f"stopped by {stopped} before anything of the trace was replayed: the log "
+                f"holds {held}. Run the same command again on this database to replay the "
+                "trace")
+    held = ("the log holds what it appended before" if head is None
+            else f"the log holds its first {head:,} events")
     return (f"stopped by {stopped}: {held}, whole appends in order (vmledger audit verify "
             "passes; the read models may be behind: vmledger project or rebuild brings them "
             "up). A replay cannot be resumed: to replay the trace, drop and create the "

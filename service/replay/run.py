@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.progress import Progress
@@ -35,11 +36,14 @@ __all__ = ["Replayer", "Summary", "catch_up", "replay", "replay_and_catch_up"]
 
 def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
            max_jobs: int | None = None, max_rows: int | None = None,
-           progress: Progress | None = None) -> Summary:
+           progress: Progress | None = None,
+           on_replayed: Callable[[Summary], None] | None = None) -> Summary:
     """Replay ``trace`` into ``services``' database (it must have no VM yet) and return
-    the summary; read models are not touched (see ``catch_up``). Raises ``OSError`` for an
-    unreadable file (``EOFError`` for a truncated gzip) and ``ValueError`` for a database that
-    already has VMs."""
+    the summary; read models are not touched (see ``catch_up``). ``on_replayed`` is called
+    with the summary once every selected row is replayed and its appends committed (what a
+    stop after it leaves is the whole replay: docs/replay.md, "Stopping a replay"). Raises
+    ``OSError`` for an unreadable file (``EOFError`` for a truncated gzip) and
+    ``ValueError`` for a database that already has VMs."""
     _refuse_a_database_with_vms(services)
     summary = Summary(trace=str(trace))
     replayer = Replayer(ReplayCommands(services.commands), summary)
@@ -66,6 +70,8 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
         rows.close()
         gc.unfreeze()  # what follows collects as usual
     replayer.commit_all()
+    if on_replayed is not None:  # at once: a stop from here on leaves the whole replay
+        on_replayed(summary)
     if task is not None:  # the last rows' counts too, so the bar agrees with the summary
         progress.update(task, completed=summary.rows_read, total=summary.rows_read,
                         description=_said(summary))
@@ -87,17 +93,18 @@ def _said(summary: Summary) -> str:
 
 def replay_and_catch_up(services: Services, trace: Path | str, *, skip_jobs: int = 0,
                         max_jobs: int | None = None, max_rows: int | None = None,
-                        progress: Progress | None = None) -> Summary:
+                        progress: Progress | None = None,
+                        on_replayed: Callable[[Summary], None] | None = None) -> Summary:
     """``replay`` with the read models caught up beside it by a ``Follower`` process, then
     ``catch_up`` to the head (which waits for the follower's last pass): on two cores the
-    read models' work overlaps the replay's. Raises what ``replay`` raises (the follower is
-    then stopped)."""
+    read models' work overlaps the replay's. ``on_replayed`` as ``replay``'s, before the
+    catch-up. Raises what ``replay`` raises (the follower is then stopped)."""
     _refuse_a_database_with_vms(services)  # before a follower starts on such a database
     follower = Follower(services.settings)
     follower.start()
     try:
         summary = replay(services, trace, skip_jobs=skip_jobs, max_jobs=max_jobs,
-                         max_rows=max_rows, progress=progress)
+                         max_rows=max_rows, progress=progress, on_replayed=on_replayed)
         catch_up(services, summary, progress, follower=follower)
     except BaseException:  # failed, or stopped by a signal (in the catch-up too)
         follower.stop()
