@@ -11,8 +11,8 @@ changefeed"; docs/operations.md, "Stopping processes").
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -23,6 +23,7 @@ import uvicorn
 log = logging.getLogger(f"vmledger.{__name__}")
 BEFORE_SHUTDOWN = "vmledger.before_shutdown"
 STARTUP_FAILURE = 3  # uvicorn.run's exit status when the server did not start
+INTERRUPTED = 128 + signal.SIGINT  # a SIGINT's (^C's) exit status, as a shell reports it
 
 
 class StreamEndingServer(uvicorn.Server):
@@ -61,8 +62,13 @@ def run(app: str, **options: Any) -> None:
     host = options.get("host", "127.0.0.1")
     server = StreamEndingServer(uvicorn.Config(app, **options), on_started=lambda port: (
         announce_listening(host, port, 1)))
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         server.run()
+    except KeyboardInterrupt:
+        # uvicorn raises the SIGINT it caught again once its shutdown is done (SIGTERM's
+        # default then ends the process: 143 to a shell); this one ends as every command's
+        # ^C does, 128 + SIGINT and no traceback (it was suppressed: status 0, a tester)
+        sys.exit(INTERRUPTED)
     if not server.started:
         sys.exit(STARTUP_FAILURE)
 
