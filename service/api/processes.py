@@ -22,6 +22,7 @@ import multiprocessing.connection
 import os
 import signal
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from service.api.serving import StreamEndingServer
@@ -55,10 +56,16 @@ def _check_free(host: str, port: int) -> None:
 def _serve_one(parent: int, host: str, port: int, options: dict[str, Any],
                ready: Any) -> None:
     """One HTTP process: a ``ChildServer`` on a socket of its own, in a process group of its
-    own, ending when ``parent`` does; sends ``True`` on ``ready`` once it listens."""
+    own, ending when ``parent`` does; sends ``True`` on ``ready`` once it listens.
+
+    It starts with SIGINT ignored (``serve_processes``), and imports the app so, in the
+    terminal's process group until the line below: a ^C meanwhile is the parent's to pass
+    on. Then SIGINT is Python's again, for the parent's own (a second stop: uvicorn's force
+    exit, which uvicorn's handler takes once it serves)."""
     import uvicorn
 
     os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _end_with(parent)
     server = ChildServer(uvicorn.Config(APP, factory=True, **options), parent, ready)
     server.run(sockets=[reuse_port_socket(host, port)])
@@ -121,13 +128,27 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
     previous = {signum: signal.signal(signum, pass_on)
                 for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        for process in processes:
-            process.start()
+        # Each process starts with SIGINT ignored, which it keeps across its exec (a
+        # blocked mask it did not: spawn's exec clears it), until it is in a process group
+        # of its own (``_serve_one``): it moved there only once it had imported the app,
+        # and a terminal's ^C during those imports printed each one's ``KeyboardInterrupt``
+        # traceback (a tester). Here SIGINT is blocked meanwhile, so one that arrives is
+        # held, not ignored, and reaches ``pass_on`` once it is unblocked.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                for process in processes:
+                    process.start()
+            finally:
+                signal.signal(signal.SIGINT, pass_on)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         by_sentinel = {process.sentinel: process for process in processes}
         for _, sending in pipes:
             sending.close()  # the children's ends: a child's end closing reads as EOF here
         _announce_when_listening(host, port, [receiving for receiving, _ in pipes],
-                                 list(by_sentinel))
+                                 list(by_sentinel), stopping=lambda: bool(asked))
         first = by_sentinel[multiprocessing.connection.wait(list(by_sentinel))[0]]
         first.join()
         if not asked:
@@ -147,18 +168,21 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
 
 
 def _announce_when_listening(host: str, port: int, readiness: list[Any],
-                             sentinels: list[Any], timeout_s: float = 60.0) -> None:
+                             sentinels: list[Any], stopping: Callable[[], bool],
+                             timeout_s: float = 60.0) -> None:
     """Log one line once every process accepts connections (each sends on its pipe of
-    ``readiness`` then), or return without it if a process ends first or ``timeout_s``
-    passes. (Probing the port said so once the first process did, seconds before the
-    last: operator tester.)"""
+    ``readiness`` then), or return without it if a process ends first, ``stopping()``
+    says the processes were told to stop (the parent's signal handler told them: a
+    stopped service said it was listening after they had shut down, a tester), or
+    ``timeout_s`` passes. (Probing the port said so once the first process did, seconds
+    before the last: operator tester.)"""
     import time
 
     from service.api.serving import announce_listening
 
     waiting = list(readiness)
     deadline = time.monotonic() + timeout_s
-    while waiting and time.monotonic() < deadline:
+    while waiting and time.monotonic() < deadline and not stopping():
         ready = multiprocessing.connection.wait([*waiting, *sentinels], timeout=1)
         if any(sentinel in ready for sentinel in sentinels):
             return  # a process ended: the caller reports it
@@ -168,7 +192,7 @@ def _announce_when_listening(host: str, port: int, readiness: list[Any],
             except EOFError:
                 return  # its process is ending
             waiting.remove(pipe)
-    if not waiting:
+    if not waiting and not stopping():  # the handler tells them after it says it is asked
         announce_listening(host, port, len(readiness))
 
 

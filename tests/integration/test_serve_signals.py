@@ -91,3 +91,38 @@ def test_a_ctrl_c_while_the_http_processes_start_ends_quietly(tmp_path):
     assert code == 0, log  # the parent passed the signal on (docs/operations.md)
     assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
     assert "listening on" not in log.split("Shutting down", 1)[-1], log
+
+
+def reaches(pid: int, terminal_group: int) -> bool | None:
+    """Whether a ^C to ``terminal_group`` would interrupt process ``pid``: it is in that
+    process group and neither blocks nor ignores SIGINT (None: it has ended)."""
+    try:
+        group = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+        status = dict(line.split(":\t", 1) for line in
+                      Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    except (OSError, IndexError, ValueError):
+        return None
+    sigint = 1 << (signal.SIGINT - 1)
+    held = int(status["SigBlk"], 16) | int(status["SigIgn"], 16)
+    return group == terminal_group and not held & sigint
+
+
+def test_no_http_process_can_be_reached_by_the_terminals_ctrl_c(tmp_path):
+    # each moved to a process group of its own only once it had imported the app, and a ^C
+    # during those imports printed their tracebacks (a tester: 2 of 9 tries)
+    process, port, log_path = start_serving(tmp_path, "--workers", "2")
+    seen: dict[int, list[bool]] = {}
+
+    def look() -> bool:
+        for pid in spawned(process.pid):
+            found = reaches(pid, process.pid)
+            if found is not None:
+                seen.setdefault(pid, []).append(found)
+        return answers(port)
+
+    try:
+        wait_until(look, "the service to answer", log_path=log_path, interval=0.005)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert ended(process) == 0
+    assert len(seen) == 2 and not any(any(looks) for looks in seen.values()), seen
