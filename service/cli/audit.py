@@ -11,6 +11,7 @@ import json
 import typer
 
 from domain.errors import DamagedStreamError, VmNotFoundError
+from service.cli.output import put
 from service.cli.preflight import checked_services
 from service.cli.progress import finish, progress_bar
 
@@ -22,7 +23,7 @@ def history_command(vm_uuid: str) -> None:
     services = checked_services(register_fleet=False, writes=False)
     try:
         for entry in vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000):
-            typer.echo(json.dumps(entry))
+            put(json.dumps(entry))
     except VmNotFoundError as error:
         typer.echo(f"vmledger history: {error}", err=True)
         raise typer.Exit(1) from None
@@ -58,12 +59,12 @@ def audit_verify_command() -> None:
     finally:
         services.close()
     for note in notes:
-        typer.echo(f"note: {note}")
+        put(f"note: {note}")
     for difference in differences:
-        typer.echo(str(difference))
+        put(str(difference))
     if differences:
         found = len(differences)
-        typer.echo(f"audit verify: {found} difference{'' if found == 1 else 's'}")
+        put(f"audit verify: {found} difference{'' if found == 1 else 's'}")
         raise typer.Exit(1)
-    typer.echo(f"audit verify: every stream's chain, every snapshot and every read model held "
+    put(f"audit verify: every stream's chain, every snapshot and every read model held "
                f"({events} events)")

@@ -11,6 +11,7 @@ import typer
 from projections.formats import MAX_INTEGER
 from service.changes.filters import ChangeFilter, checked_value, listed_values
 from service.changes.tail import line, tail
+from service.cli.output import put
 from service.cli.preflight import checked_services
 
 
@@ -46,7 +47,7 @@ def changes_command(
         signal.signal(signum, lambda *_: stop.set())
     try:
         tail(services, after if after is not None or follow else 0, shown, follow=follow,
-             emit=lambda change: typer.echo(change.data if as_json else line(change)),
+             emit=lambda change: put(change.data if as_json else line(change)),
              stop=stop, warn=lambda said: typer.echo(said, err=True))
     finally:
         stop.set()
