@@ -128,12 +128,13 @@ def serve_processes(workers: int, host: str, port: int, options: dict[str, Any])
     previous = {signum: signal.signal(signum, pass_on)
                 for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        # Each process starts with SIGINT ignored, which it keeps across its exec (a
-        # blocked mask it did not: spawn's exec clears it), until it is in a process group
-        # of its own (``_serve_one``): it moved there only once it had imported the app,
-        # and a terminal's ^C during those imports printed each one's ``KeyboardInterrupt``
-        # traceback (a tester). Here SIGINT is blocked meanwhile, so one that arrives is
-        # held, not ignored, and reaches ``pass_on`` once it is unblocked.
+        # Each process starts with SIGINT ignored, a disposition it keeps across its exec,
+        # until it is in a process group of its own (``_serve_one``): it moved there only
+        # once it had imported the app, and a terminal's ^C during those imports printed
+        # each one's ``KeyboardInterrupt`` traceback (a tester). (SIGINT only blocked here
+        # is not relied on: the processes were found importing with an empty mask.) Here
+        # SIGINT is blocked meanwhile, so one that arrives is held, not ignored, and
+        # reaches ``pass_on`` once it is unblocked.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
