@@ -17,7 +17,7 @@ from service.api.auth import (
 from service.api.errors import invalid_parameters, row_for
 from projections.formats import MAX_INTEGER
 from service.api.params import integer_param, integer_refusal
-from service.api.query_parameters import QueryParameters
+from service.api.query_parameters import Param, QueryParameters
 from service.api.routes_changes import TOKEN_PARAMETER, change_hub
 from service.changes import triton
 from service.changes.filters import ChangeFilter
@@ -32,14 +32,17 @@ POLICY_VIOLATION, TRY_AGAIN_LATER = 1008, 1013
 # ``consistency`` or ``owner_uuid``: a stream has no read to wait for, and is scoped by its
 # token, so either would be taken and ignored.
 UPGRADE_PARAMETERS = frozenset({"after", TOKEN_PARAMETER})
-# The two GET routes take none of their own (``after`` is the upgrade's)
+# The two GET routes take none of their own (``after`` is the upgrade's); the listing, a
+# bootstrap's first request, takes the token as its upgrade does
 NO_PARAMETERS = QueryParameters()
+LISTING_PARAMETERS = QueryParameters(Param(
+    TOKEN_PARAMETER, "the bearer token, for a client that sends no headers (as the upgrade)"))
 
 
-@router.get("/changefeeds", openapi_extra=NO_PARAMETERS)
+@router.get("/changefeeds", openapi_extra=LISTING_PARAMETERS)
 def changefeed_resources(request: Request) -> JSONResponse:
     """The resources this changefeed publishes, by name (Triton's ``GET /changefeeds``)."""
-    NO_PARAMETERS.parse(request).check()
+    LISTING_PARAMETERS.parse(request).check()
     return JSONResponse(triton.RESOURCES)
 
 

@@ -14,7 +14,7 @@ from service.api.auth import OWNER, authorized_router, principal_of
 from service.api.errors import UnavailableError
 from service.api.params import MAX_INTEGER, Query, integer_param
 from service.api.query_parameters import Param, QueryParameters, integer
-from service.api.url_checks import TOKEN_PARAMETER
+from service.api.url_checks import TOKEN_PARAMETER, TOKEN_PATHS
 from service.append_wakeups import wake_on_appends
 from service.changes import sse
 from service.changes.filters import ChangeFilter, checked_value, listed_values
@@ -60,15 +60,16 @@ async def close_change_hub(state: object) -> None:
 
 
 def stream_authorization(request: Request) -> str | None:
-    """The ``Authorization`` header, or on ``/changes`` only, ``?token=`` as a bearer token
-    (a browser's ``EventSource`` cannot send headers)."""
+    """The ``Authorization`` header, or on ``/changes`` and ``/changefeeds`` only,
+    ``?token=`` as a bearer token (a browser's ``EventSource`` and WebSocket cannot send
+    headers; the changefeed's listing, its bootstrap's first request, takes it as its
+    WebSocket does: it was 401, a tester)."""
     header = request.headers.get("authorization")
     # Every request passes here: its query is parsed only where a token may be.
-    if header is not None or not request.scope["path"].endswith("/changes"):
+    if header is not None or request.scope["path"] not in TOKEN_PATHS:
         return header
     token = request.query_params.get(TOKEN_PARAMETER)
-    # The cheap test above lets through any path ending so; the token is for /changes alone.
-    return f"Bearer {token}" if token and request.url.path == "/changes" else None
+    return f"Bearer {token}" if token else None
 
 
 def _listed(query: Query, name: str) -> frozenset[str] | None:

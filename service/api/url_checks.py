@@ -103,7 +103,7 @@ def repeated_header(request: HTTPConnection) -> tuple[str, str] | None:
 #: ``/changes``' and ``/changefeeds``' token in the URL (a browser's ``EventSource`` and
 #: WebSocket cannot send headers).
 TOKEN_PARAMETER = "token"
-_TOKEN_PATHS = frozenset(("/changes", "/changefeeds"))
+TOKEN_PATHS = frozenset(("/changes", "/changefeeds"))
 
 
 def token_given_twice(request: HTTPConnection) -> tuple[str, str] | None:
@@ -112,7 +112,7 @@ def token_given_twice(request: HTTPConnection) -> tuple[str, str] | None:
     never checked (a tester's ``?token=nope`` with a valid header was answered 200)."""
     if TOKEN_PARAMETER.encode() not in request.scope.get("query_string", b""):
         return None  # cheap: most requests name no token in their query
-    if request.scope["path"] not in _TOKEN_PATHS:
+    if request.scope["path"] not in TOKEN_PATHS:
         return None  # there ``token`` is an unknown parameter, refused as such
     if TOKEN_PARAMETER in request.query_params and "authorization" in request.headers:
         return TOKEN_PARAMETER, ("give the token once: in the Authorization header or as "

@@ -178,6 +178,19 @@ def test_the_token_parameter_is_only_for_changes_and_agents_are_refused(tokened_
         assert refused.status_code == 403
 
 
+def test_the_changefeeds_listing_takes_the_token_parameter_as_its_websocket_does(
+        tokened_services, tokens):
+    # the bootstrap listing's GET was 401 with ?token= alone, though the same token counted
+    # as given for its "give the token once" refusal, and its WebSocket took it (tester)
+    with TestClient(create_app(services=tokened_services, background=False)) as client:
+        listed = client.get("/changefeeds", params={"token": tokens["owner_a"]})
+        assert listed.status_code == 200, listed.text
+        assert client.get("/changefeeds", params={"token": "wrong"}).status_code == 401
+        # not taken elsewhere: no token given, as on /vms
+        assert client.get("/changefeeds/stats", params={"token": tokens["operator"]}
+                          ).status_code == 401
+
+
 def test_a_refused_value_names_its_field_once(tokened_services, tokens):
     """``?after=%00`` said ``"field": "after", "message": "after: strings may not contain
     …"`` (console tester, bug 4); an empty element names the list's field and says so."""
