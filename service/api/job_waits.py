@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
+import psycopg
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -23,12 +26,14 @@ from service.api.errors import (
 )
 from service.commands.change import Accepted
 from service.container import Services
+from service.db_retry import TRANSIENT_ERRORS
 from service.logs import bind
 
 log = logging.getLogger(f"vmledger.{__name__}")
 
 SYNC_TIMEOUT_S = 60.0  # the longest a sync command waits for its job (s; api.md)
 ENDED_BADLY = ("failed", "canceled")  # a sync wait's job that ended so is refused (409)
+R = TypeVar("R")
 
 
 async def answer_command(request: Request, result: Accepted, *, sync: bool) -> JSONResponse:
@@ -38,7 +43,8 @@ async def answer_command(request: Request, result: Accepted, *, sync: bool) -> J
     acceptance would already be stale, and an ``If-Match`` taken from it refused. Raises
     ``JobEndedBadlyError`` (409) when the waited job failed or was canceled, as VMAPI's
     ``handleUpdateVMResponse`` answers ``waitForJob``'s error, not 202. A read of the wait
-    that fails ends it (``_waited``): never a read's 503 or a 500 for a command recorded."""
+    that fails is made again while the failure may pass, else ends the wait (``_waited``):
+    never a read's 503 or a 500 for a command recorded."""
     if sync:
         job, result = await _waited(request, result)
         if job is not None and job["execution"] in ENDED_BADLY:
@@ -51,26 +57,95 @@ async def _waited(request: Request, result: Accepted
                   ) -> tuple[dict[str, Any] | None, Accepted]:
     """The command's job once it ended, or as it is at ``SYNC_TIMEOUT_S`` (None: not shown by
     ``job_view`` by then), and ``result`` at the VM's version now. The command is recorded
-    whatever its wait reads: one of them failing (the database down, ``job_view`` refused to
-    the service's role, a bug) ends the wait with the job as last read (None) and ``result``
-    as accepted, and is logged once (``_log_cut_short``). A 503 here made a client retrying
-    without a key create a second VM (api.md, "Commands and the projector"; a tester)."""
+    whatever its wait reads. A read failing for a while (a cut connection, the database
+    down: ``_passing``) is made again until the bound, the pool reconnecting meanwhile: a
+    sync stop whose wait lost its connection once answered 202 for a job that then failed,
+    the database back within a second (a tester). A read failing otherwise (``job_view``
+    refused to the service's role, a bug), or still failing at the bound, ends the wait with
+    the job as last read (None) and ``result`` as accepted; logged once (``_log_cut_short``).
+    A 503 here made a client retrying without a key create a second VM (api.md, "Commands
+    and the projector"; a tester)."""
     services = services_of(request)
+    deadline = time.monotonic() + SYNC_TIMEOUT_S
+    outage = _Outage()
     job = None
     try:
-        job = await wait_for_job(services, result.job_uuid, SYNC_TIMEOUT_S)
-        now = await run_in_threadpool(services.commands.load, result.vm_uuid)
+        job = await _through_outages(request, deadline, outage, lambda: wait_for_job(
+            services, result.job_uuid, max(0.0, deadline - time.monotonic())))
+        now = await _through_outages(request, deadline, outage, lambda: run_in_threadpool(
+            services.commands.load, result.vm_uuid))
     except Exception as error:  # noqa: BLE001 - any failure: the answer is the command's
-        _log_cut_short(request, result, error)
+        _log_cut_short(request, result, error, outage)
         return job, result
+    if outage.failed_s:
+        log.warning("sync wait for job %s of VM %s: its reads failed for %.1f s (%s); read "
+                    "again until they passed", result.job_uuid, result.vm_uuid,
+                    outage.failed_s, outage.first_error)
     return job, replace(result, version=now.version)
 
 
-def _log_cut_short(request: Request, result: Accepted, error: Exception) -> None:
+# The pauses between a sync wait's reads that failed for a while (s): short, the pool
+# reconnects within a second of a cut, and jittered, so waits cut at once come back spread.
+FIRST_RETRY_S = 0.1
+LONGEST_RETRY_S = 0.5
+
+
+class _Outage:
+    """How a sync wait's reads failed for a while: the first error, and for how long (s)."""
+
+    def __init__(self) -> None:
+        self.first_error: Exception | None = None
+        self.failed_s = 0.0
+
+
+async def _through_outages(request: Request, deadline: float, outage: _Outage,
+                           read: Callable[[], Awaitable[R]]) -> R:
+    """``await read()``, made again after each failure that passes (``_passing``) until
+    ``deadline`` (monotonic s), waiting ``FIRST_RETRY_S``, twice that, ... up to
+    ``LONGEST_RETRY_S`` between tries; how long they failed is added to ``outage``. Raises
+    any other failure at once, and one that passes once the deadline is reached."""
+    pause = FIRST_RETRY_S
+    while True:
+        started = time.monotonic()
+        try:
+            return await read()
+        except Exception as error:
+            if not _passing(request, error):
+                raise
+            outage.first_error = outage.first_error or error
+            wait = min(pause, LONGEST_RETRY_S) * random.uniform(0.5, 1.0)
+            outage.failed_s += time.monotonic() - started
+            if time.monotonic() + wait >= deadline:
+                raise
+            await asyncio.sleep(wait)
+            outage.failed_s += wait
+            pause *= 2
+
+
+def _passing(request: Request, error: Exception) -> bool:
+    """Whether ``error`` may pass if its read is made again: a cut connection, a database
+    out of reach, a pool with no connection to give (``PASSING_ERRORS``); not a database
+    set up short of what the service needs (a table missing, refused to its role)."""
+    return (isinstance(error, PASSING_ERRORS)
+            and database_setup_problem(request, error) is None)
+
+
+# The library's transient errors (service.db_retry, which a job's worker retries through) and
+# the driver's own, which a read may raise unwrapped: a cut connection's "consuming input
+# failed: server closed the connection unexpectedly" (psycopg_pool's PoolTimeout is one).
+PASSING_ERRORS: tuple[type[Exception], ...] = (
+    *TRANSIENT_ERRORS, psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def _log_cut_short(request: Request, result: Accepted, error: Exception,
+                   outage: _Outage) -> None:
     """One line for a sync wait ended by ``error``: a WARNING naming it for a database's
-    failure (as its 503 would: a table missing or refused to the role, the database down),
-    an ERROR with the traceback for anything else, which is a bug."""
+    failure (as its 503 would: a table missing or refused to the role, the database down
+    for as long as ``outage`` says), an ERROR with the traceback for anything else, which is
+    a bug."""
     what = f"sync wait for job {result.job_uuid} of VM {result.vm_uuid} ended early"
+    if outage.failed_s:
+        what += f" (its reads failed for {outage.failed_s:.1f} s)"
     setup = database_setup_problem(request, error)
     row = row_for(type(error))
     if setup is not None:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from eventsourcing.persistence import OperationalError
 from fastapi.testclient import TestClient
@@ -130,6 +131,65 @@ def test_a_sync_wait_that_meets_a_bug_still_answers_the_commands_202(
     _assert_accepted(answer, services, head)
     bugs = [r for r in caplog.records if r.levelno == logging.ERROR and r.exc_info]
     assert len(bugs) == 1, [r.getMessage() for r in caplog.records]
+
+
+# A cut connection as each layer raises it: the driver's own error (a tester's
+# ``pg_terminate_backend``: "consuming input failed: server closed the connection
+# unexpectedly"), and the library's that wraps it.
+CUTS = {"driver": psycopg.OperationalError, "library": OperationalError}
+
+
+def _failing_first(read: Any, times: int, error: type[Exception],
+                   after: Any = lambda: True) -> Any:
+    """``read``, whose first ``times`` calls once ``after()`` holds raise ``error``."""
+    failed: list[int] = []
+
+    def cut(*args: Any, **kwargs: Any) -> Any:
+        if after() and len(failed) < times:
+            failed.append(1)
+            raise error("consuming input failed: server closed the connection unexpectedly")
+        return read(*args, **kwargs)
+    return cut
+
+
+@pytest.mark.parametrize("error", CUTS.values(), ids=CUTS.keys())
+def test_a_sync_wait_through_a_cut_connection_answers_the_jobs_failure(
+        client, services, monkeypatch, caplog, error) -> None:
+    """The tester's case: a sync stop's wait lost its connection once, answered 202, and its
+    job ended failed; the wait reads again until its bound, so the answer is the 409."""
+    monkeypatch.setattr(services.jobs, "get", _failing_first(services.jobs.get, 2, error))
+    with caplog.at_level(logging.WARNING, logger="vmledger"):
+        answer = client.post("/vms", params={"sync": "true"}, json=vm_body(
+            internal_metadata={"force_provision_failure": True}))
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["code"] == "JobFailed", answer.text
+    lines = [r for r in caplog.records if "server closed" in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in caplog.records]
+    assert answer.json()["job_uuid"] in lines[0].getMessage()
+
+
+@pytest.mark.parametrize("error", CUTS.values(), ids=CUTS.keys())
+def test_a_sync_wait_through_a_cut_connection_answers_the_vms_version_now(
+        client, services, monkeypatch, error) -> None:
+    """The fold of the VM for the answer's ETag, once the job was read ended, is read again
+    through a cut connection too: the ETag is the VM's version when it answers (api.md)."""
+    ended: list[str] = []
+    read_job = services.jobs.get
+
+    def job(*args: Any) -> Any:
+        found = read_job(*args)
+        if found is not None and found["execution"] == "succeeded":
+            ended.append(found["uuid"])
+        return found
+
+    monkeypatch.setattr(services.jobs, "get", job)
+    monkeypatch.setattr(services.commands, "load", _failing_first(
+        services.commands.load, 2, error, after=lambda: bool(ended)))
+    answer = client.post("/vms", params={"sync": "true"}, json=vm_body())
+    assert answer.status_code == 202, answer.text
+    vm = get_vm(client, answer.json()["vm_uuid"])
+    assert vm["state"] == "running"
+    assert answer.headers["etag"] == f'"{vm["version"]}"'
 
 
 def _assert_accepted(answer: Any, services: Services, head: int) -> None:
