@@ -15,12 +15,14 @@ from service.log_repeats import Repeats
 from service.logs import setup_logging
 from service.settings import Settings
 
+DB_LIMITS = "vmledger.service.db_limits"  # its pool's connections found closed by a cut
+
 
 @pytest.fixture
 def pool_logging(caplog, monkeypatch):
     """``setup_logging`` as ``vmledger project`` runs it; the psycopg loggers' levels and
     filters put back afterwards (later tests' caplog sees them as they were)."""
-    loggers = [logging.getLogger(name) for name in ("psycopg", "psycopg.pool")]
+    loggers = [logging.getLogger(name) for name in ("psycopg", "psycopg.pool", DB_LIMITS)]
     saved = [(logger.level, list(logger.filters)) for logger in loggers]
     monkeypatch.setattr(log_repeats, "_PROCESS_REPEATS", None)  # nothing seen yet
     for logger in loggers:  # nor by one an earlier set-up left
@@ -43,6 +45,19 @@ def test_a_process_logs_a_pool_warning_that_repeats_once_not_every_second(pool_l
         "WARNING psycopg.pool: error connecting in 'pool-3': connection failed: refused",
         "WARNING psycopg.pool: reconnection attempt in pool 'pool-3' failed after 3.0 sec",
         "WARNING psycopg: another kind, from another logger"]
+
+
+def test_a_process_logs_connections_found_closed_once_not_once_per_cut(pool_logging):
+    """Operator tester: 10 cuts (``pg_terminate_backend``) in 6.5 s made ``serve`` log
+    ``pooled database connections found closed by the server`` 37 times, the one outage
+    logger (docs/operations.md, "Logs") without the filter."""
+    closed = logging.getLogger(DB_LIMITS)
+    for _ in range(37):
+        closed.warning("pooled database connections found closed by the server: "
+                       "checking the others")
+    assert pool_logging() == [
+        (f"WARNING {DB_LIMITS}: pooled database connections found closed by the server: "
+         "checking the others")]
 
 
 def test_a_repeated_line_is_logged_again_after_10_s_counting_those_left_out(caplog):
