@@ -59,12 +59,15 @@ class Worker:
         periodic: Callable[[], object] | None = None,
         periodic_s: float = 30.0,
         renew_leases: bool = True,
-        unfinished: str = "another worker takes it over once its lease expires",
+        unfinished: str = "a worker, this one or another, takes it over once its lease "
+                          "expires",
     ):
         """``renew_leases``: False for a worker nothing competes with, whose jobs end long
         before their lease (the trace replay, the only writer): no renewal thread a job.
         ``unfinished``: what becomes of a job this worker leaves unfinished, as its warning
-        says it (the trace replay's is no other worker's to take over)."""
+        says it: by default any worker's, this one's too, whose next pass after the lease
+        takes it again (it said another's, and the worker cut off from the database took it
+        over itself 0.4 s later: a tester); the trace replay's is no worker's to take over."""
         self.commands = commands
         self.driver = driver
         self.find_work = find_work
