@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import psycopg
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from psycopg_pool import PoolClosed
 from starlette.concurrency import run_in_threadpool
 
 from domain.states import TERMINAL_EXECUTIONS
@@ -125,8 +126,12 @@ async def _through_outages(request: Request, deadline: float, outage: _Outage,
 def _passing(request: Request, error: Exception) -> bool:
     """Whether ``error`` may pass if its read is made again: a cut connection, a database
     out of reach, a pool with no connection to give (``PASSING_ERRORS``); not a database
-    set up short of what the service needs (a table missing, refused to its role)."""
+    set up short of what the service needs (a table missing, refused to its role), nor a
+    pool closed (the process stopping, whose shutdown would wait for the wait's bound),
+    raised as it is or wrapped by the library."""
     return (isinstance(error, PASSING_ERRORS)
+            and not isinstance(error, PoolClosed)
+            and not isinstance(error.__cause__, PoolClosed)
             and database_setup_problem(request, error) is None)
 
 

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from eventsourcing.persistence import OperationalError
 from fastapi.testclient import TestClient
+from psycopg_pool import PoolClosed
 
 from service.api import job_waits
 from service.api.app import create_app
@@ -190,6 +191,17 @@ def test_a_sync_wait_through_a_cut_connection_answers_the_vms_version_now(
     vm = get_vm(client, answer.json()["vm_uuid"])
     assert vm["state"] == "running"
     assert answer.headers["etag"] == f'"{vm["version"]}"'
+
+
+def test_a_sync_wait_whose_pool_was_closed_answers_at_once(stalled, services,
+                                                            monkeypatch) -> None:
+    """A closed pool (the process stopping) is no cut that passes: the wait is not drawn
+    out to its bound, whose end the process's shutdown would wait for."""
+    monkeypatch.setattr(services.jobs, "get", _failing(PoolClosed("the pool is closed")))
+    started = time.monotonic()
+    answer = _sync_create(stalled)
+    assert answer.status_code == 202, answer.text
+    assert time.monotonic() - started < job_waits.SYNC_TIMEOUT_S / 2
 
 
 def _assert_accepted(answer: Any, services: Services, head: int) -> None:
