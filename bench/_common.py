@@ -27,6 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
+from _signals import stop_cleanly_on_signals, stop_process
+
 REPO = Path(__file__).resolve().parent.parent
 # Measure the code of the checkout these scripts live in (also in child processes), even when
 # the environment's editable install points at another checkout.
@@ -37,17 +39,6 @@ ADMIN_URL = os.environ.get(
     "VMLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
 )
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-from _pgbench import (  # noqa: F401 - the scripts import them from here
-    PGBENCH_DDL,
-    PGBENCH_INSERT,
-    PGBENCH_TABLE,
-    pgbench_insert_tps,
-    pgbench_path,
-    pgbench_tps,
-)
-from _signals import ended_on_exit, stop_cleanly_on_signals, stop_process  # noqa: F401
 
 # every script stops cleanly on SIGINT and SIGTERM by importing this module
 stop_cleanly_on_signals()

@@ -25,9 +25,10 @@ import tempfile
 import psycopg
 
 from _common import (
-    CpuMeter, Deployment, backend_pids, emit, parser, percentile, pgbench_insert_tps,
-    pgbench_tps, say, scratch_postgres, size_defaults,
+    CpuMeter, Deployment, backend_pids, emit, parser, percentile, say, scratch_postgres,
+    size_defaults,
 )
+from _pgbench import pgbench_insert_tps, pgbench_tps
 from _load import run_load
 from _profile import Profiler, py_spy, summarize
 

@@ -29,9 +29,10 @@ from pydantic import BaseModel
 
 from _common import (
     CpuMeter, answers_ping, emit, free_port, parser, percentile, say, scratch_postgres,
-    size_defaults, stop_process,
+    size_defaults,
 )
 from _load import run_load
+from _signals import stop_process
 from p1_commands import GOAL, locked_insert_tps
 
 

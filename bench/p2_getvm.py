@@ -28,8 +28,9 @@ from pathlib import Path
 
 from _common import (
     REPO, Deployment, emit, free_port, parser, percentile, say, scratch_postgres,
-    size_defaults, stop_process,
+    size_defaults,
 )
+from _signals import stop_process
 
 GOAL = 1.2
 BATCH = 1_000

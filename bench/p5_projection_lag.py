@@ -28,8 +28,9 @@ import tempfile
 import time
 
 from _common import (
-    Deployment, emit, ended_on_exit, parser, percentile, say, scratch_postgres, size_defaults,
+    Deployment, emit, parser, percentile, say, scratch_postgres, size_defaults,
 )
+from _signals import ended_on_exit
 
 GOAL_MS = 50.0
 POLL_S = 0.002

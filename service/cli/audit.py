@@ -67,4 +67,4 @@ def audit_verify_command() -> None:
         put(f"audit verify: {found} difference{'' if found == 1 else 's'}")
         raise typer.Exit(1)
     put(f"audit verify: every stream's chain, every snapshot and every read model held "
-               f"({events} events)")
+        f"({events} events)")
