@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -27,7 +26,7 @@ from service.api.errors import (
 )
 from service.commands.change import Accepted
 from service.container import Services
-from service.db_retry import TRANSIENT_ERRORS
+from service.db_retry import TRANSIENT_ERRORS, pauses
 from service.logs import bind
 
 log = logging.getLogger(f"vmledger.{__name__}")
@@ -103,9 +102,10 @@ async def _through_outages(request: Request, deadline: float, outage: _Outage,
                            read: Callable[[], Awaitable[R]]) -> R:
     """``await read()``, made again after each failure that passes (``_passing``) until
     ``deadline`` (monotonic s), waiting ``FIRST_RETRY_S``, twice that, ... up to
-    ``LONGEST_RETRY_S`` between tries; how long they failed is added to ``outage``. Raises
-    any other failure at once, and one that passes once the deadline is reached."""
-    pause = FIRST_RETRY_S
+    ``LONGEST_RETRY_S`` between tries (``db_retry.pauses``, ``retry_transient``'s schedule);
+    how long they failed is added to ``outage``. Raises any other failure at once, and one
+    that passes once the next pause would reach the deadline."""
+    schedule = pauses(lambda: deadline, FIRST_RETRY_S, LONGEST_RETRY_S)
     while True:
         started = time.monotonic()
         try:
@@ -114,13 +114,12 @@ async def _through_outages(request: Request, deadline: float, outage: _Outage,
             if not _passing(request, error):
                 raise
             outage.first_error = outage.first_error or error
-            wait = min(pause, LONGEST_RETRY_S) * random.uniform(0.5, 1.0)
             outage.failed_s += time.monotonic() - started
-            if time.monotonic() + wait >= deadline:
+            pause = next(schedule, None)
+            if pause is None:
                 raise
-            await asyncio.sleep(wait)
-            outage.failed_s += wait
-            pause *= 2
+            await asyncio.sleep(pause)
+            outage.failed_s += pause
 
 
 def _passing(request: Request, error: Exception) -> bool:

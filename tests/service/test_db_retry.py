@@ -10,7 +10,7 @@ import time
 import pytest
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError
 
-from service.db_retry import retry_transient
+from service.db_retry import pauses, retry_transient
 
 
 class Flaky:
@@ -86,3 +86,13 @@ def test_giving_up_is_logged_at_most_once_every_10_s_for_each_call(caplog):
         retry_transient(Flaky(math.inf, OperationalError("refused")), until=time.monotonic,
                         what="a test's other read")
     assert len(caplog.records) == 2
+
+
+def test_the_shared_schedule_doubles_up_to_the_longest_and_ends_before_the_deadline():
+    # one schedule for retry_transient and the API's waits for a job (job_waits)
+    deadline = time.monotonic() + 60
+    schedule = pauses(lambda: deadline, 0.1, 0.5)
+    bounds = [0.1, 0.2, 0.4, 0.5, 0.5]
+    taken = [next(schedule) for _ in bounds]
+    assert all(bound / 2 <= pause <= bound for pause, bound in zip(taken, bounds, strict=True))
+    assert list(pauses(time.monotonic, 0.1, 0.5)) == []  # the first pause would pass it
