@@ -1,5 +1,7 @@
-"""Waiting for a job: WaitJob's wait (``wait_for_job``), and the answer of a command sent with
-``sync=true`` (``answer_command``), given once its job ended or at the wait's bound."""
+"""Waiting for a job: WaitJob's wait (``wait_job``), and the answer of a command sent with
+``sync=true`` (``answer_command``), given once its job ended or at the wait's bound. Both read
+``job_view`` in short checks (``wait_for_job``), and read again through failures that pass
+(``_through_outages``) until their bound."""
 
 from __future__ import annotations
 
@@ -84,14 +86,45 @@ async def _waited(request: Request, result: Accepted
     return job, replace(result, version=now.version)
 
 
-# The pauses between a sync wait's reads that failed for a while (s): short, the pool
-# reconnects within a second of a cut, and jittered, so waits cut at once come back spread.
+async def wait_job(request: Request, job_uuid: str, timeout_s: float,
+                   find: Callable[[], object]) -> dict[str, Any] | None:
+    """WaitJob's wait: ``find()`` (run in a thread: the route's read-your-writes and its check
+    that the caller may see the job, raising ``JobNotFoundError``), then the job once
+    terminal, or as it is ``timeout_s`` after the call (``wait_for_job``; None if
+    ``job_view`` does not show it). Each read that fails for a while (a cut connection, the
+    database out of reach, a pool with no connection to give: ``_passing``) is made again,
+    as a sync command's wait's are, until ``timeout_s``: it used to answer its first failed
+    read's 503, the database back a moment later. Raises any other failure at once (a
+    closed pool, a database set up short, a bug), and one still failing at ``timeout_s``:
+    the route answers either as it would have (api.md, "Reads")."""
+    services = services_of(request)
+    deadline = time.monotonic() + timeout_s
+    outage = _Outage()
+    try:
+        await _through_outages(request, deadline, outage, lambda: run_in_threadpool(find))
+        job = await _through_outages(request, deadline, outage, lambda: wait_for_job(
+            services, job_uuid, max(0.0, deadline - time.monotonic())))
+    except Exception as error:
+        if outage.failed_s:  # the route's answer says the last error, not how long it lasted
+            log.warning("WaitJob for job %s: its reads failed for %.1f s (%s), until %s "
+                        "ended it", job_uuid, outage.failed_s, outage.first_error,
+                        type(error).__name__)
+        raise
+    if outage.failed_s:
+        log.warning("WaitJob for job %s: its reads failed for %.1f s (%s); read again until "
+                    "they passed", job_uuid, outage.failed_s, outage.first_error)
+    return job
+
+
+# The pauses between a wait's reads that failed for a while (s; WaitJob's and a sync wait's):
+# short, the pool reconnects within a second of a cut, and jittered (``db_retry.pauses``), so
+# waits cut at once come back spread.
 FIRST_RETRY_S = 0.1
 LONGEST_RETRY_S = 0.5
 
 
 class _Outage:
-    """How a sync wait's reads failed for a while: the first error, and for how long (s)."""
+    """How a wait's reads failed for a while: the first error, and for how long (s)."""
 
     def __init__(self) -> None:
         self.first_error: Exception | None = None

@@ -6,16 +6,22 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from domain.errors import JobNotFoundError, VmNotFoundError
 from domain.states import Execution, JobName
+from service.api import job_waits
 from service.api.auth import authorized_router
 from service.api.deps import read_your_writes, services_of
-from service.api.job_waits import wait_for_job
 from service.api.params import Query
 from service.api.query_parameters import (
-    LIMIT, OFFSET, UUID, Param, QueryParameters, integer, one_of, owner,
+    LIMIT,
+    OFFSET,
+    UUID,
+    Param,
+    QueryParameters,
+    integer,
+    one_of,
+    owner,
 )
 from service.container import Services
 
@@ -135,15 +141,16 @@ def _visible(services: Services, job: dict[str, Any], owner_uuid: str | None) ->
 
 @router.get("/jobs/{job_uuid}/wait", openapi_extra=WAIT_JOB)
 async def wait_job(job_uuid: str, request: Request) -> JSONResponse:
-    """WaitJob: answers once the job is terminal, or at ``timeout`` seconds (default 30);
-    async, so a waiting client holds no thread of the pool (``job_waits.wait_for_job``)."""
+    """WaitJob: answers once the job is terminal, or at ``timeout`` seconds (default 30),
+    reading again through failures that pass until then; async, so a waiting client holds no
+    thread of the pool (``job_waits.wait_job``)."""
     services = services_of(request)
     query = WAIT_JOB.parse(request)
     timeout = query.integer("timeout", minimum=0, maximum=MAX_WAIT_S)
     query.check()
-    await run_in_threadpool(_find_visible, request, services, job_uuid, query)
-    job = await wait_for_job(services, job_uuid.lower(),
-                             float(30 if timeout is None else timeout))
+    job = await job_waits.wait_job(
+        request, job_uuid.lower(), float(30 if timeout is None else timeout),
+        lambda: _find_visible(request, services, job_uuid, query))
     if job is None:
         raise JobNotFoundError(job_uuid)
     return JSONResponse(job)
