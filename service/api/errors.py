@@ -244,6 +244,12 @@ ERRORS: dict[type[Exception], Row] = {
     OperationalError: Row(503, "Unavailable", message=_unavailable),
     InterfaceError: Row(503, "Unavailable", message=_unavailable),
     PoolTimeout: Row(503, "Unavailable", message=_unavailable),
+    # the same, met by a read made with the driver itself (a read model's query, a bounded
+    # wait's own error: service/db_limits.py), not wrapped by the event store: it was a 500.
+    # psycopg's operational errors are the server's or the connection's (a cut, a shutdown,
+    # a timeout), never our SQL's (a ProgrammingError, still a 500)
+    psycopg.OperationalError: Row(503, "Unavailable", message=_unavailable),
+    psycopg.InterfaceError: Row(503, "Unavailable", message=_unavailable),
     # an event deleted behind the service's back: nothing can be answered past it until an
     # operator repairs the log (not a 500: the service is sound, the stored log is not)
     StreamGapError: Row(503, "Unavailable", message=lambda e: f"{e}; the log needs repair "

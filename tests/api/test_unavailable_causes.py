@@ -94,3 +94,24 @@ def test_a_routes_503_never_says_a_password_nor_a_urls_credentials(raising) -> N
     response = raising.get("/raise")
     assert_error(response, 503, "Unavailable")
     assert "Sw0rdf1sh" not in response.text and "app:" not in response.text
+
+
+@pytest.mark.parametrize("error", [
+    psycopg.OperationalError(FATAL),
+    psycopg.InterfaceError("the connection is lost"),
+    psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
+    # a bounded wait's own error (service/db_limits.py): a hung server, not a bug
+    psycopg.OperationalError("no answer from the database in 5.0 s: connection closed"),
+], ids=["operational", "interface", "admin-shutdown", "bounded-wait"])
+def test_a_drivers_own_lost_connection_is_a_503_not_a_500(raising, error) -> None:
+    """A read made with the driver itself (a read model's query) meets a cut connection as
+    psycopg's error, not wrapped by the event store: it was a 500 (builder, WaitJob)."""
+    raising.raised.append(error)
+    body = assert_error(raising.get("/raise"), 503, "Unavailable")
+    assert body["message"].startswith("the database is unavailable: ")
+
+
+def test_a_drivers_programming_error_is_still_a_500(raising) -> None:
+    """Bad SQL of ours is a bug whatever the driver: it stays a 500."""
+    raising.raised.append(psycopg.errors.SyntaxError('syntax error at or near "SELEC"'))
+    assert raising.get("/raise").status_code == 500

@@ -94,11 +94,11 @@ def test_a_wait_job_through_a_cut_connection_answers_the_ended_job(
 
 
 # Failures that do not pass by reading again, and how the wait is answered: a closed pool
-# (the process stopping), wrapped by the library (503) or as the driver raised it (a 500: the
-# test client raises it); a table missing (the service makes them at start-up only); a bug.
+# (the process stopping), wrapped by the library or as the driver raised it (503 both); a
+# table missing (the service makes them at start-up only); a bug (the test client raises it).
 LASTING = {
     "a closed pool, wrapped": (lambda: _wrapped(PoolClosed("the pool is closed")), 503),
-    "a closed pool": (lambda: PoolClosed("the pool is closed"), PoolClosed),
+    "a closed pool": (lambda: PoolClosed("the pool is closed"), 503),
     "a table missing": (lambda: OperationalError("no such table: job_view"), 503),
     "a bug": (lambda: KeyError("execution"), KeyError),
 }
