@@ -25,9 +25,12 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any, name: str) -> J
     renders it (``VmQueries.render``), so the answer does not wait for the projector and is
     what GetVm gives once the read model reaches it. Waiting for ``vm_view`` answered a bare
     read-timeout ``503`` after the append while the projector lagged, and a retried release
-    was then ``409`` (found by a tester). Raises what the commands raise
+    was then ``409`` (found by a tester). ``?owner_uuid=`` scopes it as every action's: another
+    owner's VM is not found (it was validated, then ignored: a tester). Raises what the
+    commands raise
     (``VmNotFoundError``, ``InvalidTransitionError``, ...)."""
-    QUARANTINE_QUERY.parse(request).check()
+    query = QUARANTINE_QUERY.parse(request)
+    query.check()
     services = services_of(request)
     if_match, cause = if_match_of(request), cause_of(request)
     parsed = parse_body(request, ACTION_BODIES[name], without_action(data))
@@ -35,10 +38,11 @@ def quarantine_action(vm_uuid: str, request: Request, data: Any, name: str) -> J
     if name == "quarantine":
         result = services.quarantine.quarantine(
             vm_uuid.lower(), parsed.reason, cause=cause, if_match=if_match,
-            idempotency=idempotency, behaviour=behaviour_of(request))
+            idempotency=idempotency, behaviour=behaviour_of(request),
+            owner_uuid=query.owner_uuid)
     else:
         result = services.quarantine.release(
             vm_uuid.lower(), cause=cause, if_match=if_match, idempotency=idempotency,
-            behaviour=behaviour_of(request))
+            behaviour=behaviour_of(request), owner_uuid=query.owner_uuid)
     vm = services.vms.render(services.commands.load(result.vm_uuid, version=result.version))
     return JSONResponse(vm, headers=versioned_headers(vm["version"], result.position))

@@ -22,7 +22,7 @@ from domain.alias_hold import DuplicateAliasError
 from domain.errors import ValidationError
 from domain.states import Action
 from service.api.action_params import action_of, check_agree, with_query
-from service.api.auth import authorized_router, require_owner
+from service.api.auth import authorize_action, authorized_router, require_owner
 from service.api.create_vm_body import create_request, nic_requests
 from service.api.deps import (
     behaviour_of,
@@ -133,6 +133,7 @@ async def act_on_vm(vm_uuid: str, request: Request,
     ``quarantine|release`` (operator; 200 with the VM). The action and its parameters may be
     in the query or the body, as VMAPI maps both (``action_params``)."""
     name = action_of(request, data)
+    authorize_action(request, name)  # the body's action narrows the roles as the query's does
     if name in QUARANTINE_ACTIONS:
         return await run_in_threadpool(quarantine_action, vm_uuid, request, data, name)
     if name in NIC_ACTIONS:

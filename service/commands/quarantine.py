@@ -44,13 +44,14 @@ class Quarantine:
 
     def quarantine(self, vm_uuid: str, reason: str, *, cause: Cause,
                    if_match: IfMatch = None, idempotency: IdempotencyKey | None = None,
-                   behaviour: Behaviour = OLDEST) -> Accepted:
+                   behaviour: Behaviour = OLDEST, owner_uuid: str | None = None) -> Accepted:
         """Take the VM into the operator quarantine now (no job: a stuck job must not stand
         in the way); its queued jobs are canceled, and so is a job running on it
         (``Vm.record_quarantined``). Quarantining a quarantined VM changes
         nothing. Raises ``InvalidTransitionError`` (a destroyed VM), ``VmNotFoundError``,
         ``VersionMismatchError``, ``IdempotencyKeyReusedError`` (a repeat of
-        ``idempotency`` answers the first's outcome)."""
+        ``idempotency`` answers the first's outcome). Given ``owner_uuid`` (the request's
+        scope), another owner's VM is ``VmNotFoundError``."""
 
         def decide(vm: Vm) -> None:
             if behaviour.require(VmState(vm.state), Action.QUARANTINE,
@@ -60,14 +61,14 @@ class Quarantine:
                 return
             vm.record_quarantined(reason, cause=cause)
 
-        return self._changed(vm_uuid, decide, if_match, idempotency)
+        return self._changed(vm_uuid, decide, if_match, idempotency, owner_uuid)
 
     def release(self, vm_uuid: str, *, cause: Cause, if_match: IfMatch = None,
                 idempotency: IdempotencyKey | None = None,
-                behaviour: Behaviour = OLDEST) -> Accepted:
+                behaviour: Behaviour = OLDEST, owner_uuid: str | None = None) -> Accepted:
         """Give a quarantined VM back to its owner in the state it had (a VM given back in
         ``provisioning`` gets its provision queued again). Raises ``InvalidTransitionError``
-        when it is not quarantined."""
+        when it is not quarantined; ``VmNotFoundError`` as ``quarantine``."""
 
         def decide(vm: Vm) -> None:
             # only a quarantined VM; a refusal names what this VM allows
@@ -80,14 +81,15 @@ class Quarantine:
             vm.queue_provision(job_uuid=str(uuidlib.uuid4()),
                                params={"args": {}, "if_already": "succeed"}, cause=cause)
 
-        return self._changed(vm_uuid, decide, if_match, idempotency)
+        return self._changed(vm_uuid, decide, if_match, idempotency, owner_uuid)
 
     def _changed(self, vm_uuid: str, decide: Callable[[Vm], None], if_match: IfMatch,
-                 idempotency: IdempotencyKey | None) -> Accepted:
+                 idempotency: IdempotencyKey | None, owner_uuid: str | None) -> Accepted:
         """Change the VM with ``decide`` (no job); a repeat of ``idempotency`` is answered
         with the first's outcome."""
         _, vm, position, replayed = self.commands.change(
             Vm, vm_uuid, decide, if_match=if_match, idempotency_key=idempotency,
+            owner_uuid=owner_uuid,
             outcome=lambda _decision, vm: Accepted(str(vm.id), None, vm.version, None))
         if replayed is not None:
             return replayed
