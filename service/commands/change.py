@@ -7,9 +7,9 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
 (``service.commands.fleet``), the quarantine and the trace replay. What one attempt does:
 
 1. the idempotency key, if any: a key already used for this request returns its first outcome;
-2. load the aggregate (``load_aggregate``, the one loader), or make it with ``new``; the first
-   attempt on a stream this process saved last decides on its cached save without reading
-   (``service.commands.aggregate_cache``): unconfirmed, so anything but its own committed
+2. load the aggregate (``load_aggregate``, the one loader, service/commands/loader.py), or
+   make it with ``new``; the first attempt on a stream this process saved last decides on
+   its cached save without reading (``service.commands.aggregate_cache``): unconfirmed, so anything but its own committed
    append (a refusal, nothing to append, a conflict) is decided again on a fresh load;
 3. the caller's scope (``owner_uuid``): an aggregate not that owner's is not found, before
    ``If-Match``, whose refusal would tell its version (api.md, "Contract: roles");
@@ -21,7 +21,8 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
    1 (a stream's turn holds this process's writers only), and its key, committed with its
    events, is then found, and its first outcome is the answer (docs/architecture.md,
    "Idempotency keys across processes"); so too before ``ConflictRetriesExhaustedError``;
-5. the servers' side of the VMs' capacity claims and releases (``_server_effects``), the
+5. the other streams' side of the pending events (service/commands/cross_stream.py): the
+   servers' side of the VMs' capacity claims and releases (``_server_effects``), the
    networks' side of their NICs removed or destroyed and of the volumes' networks attached or
    detached (``_network_effects``), and the holds of the aliases the VMs take and give up
    (``_alias_effects``, service/commands/aliases.py: a taken alias is refused here; only
@@ -38,44 +39,21 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError
 
-from domain.alias_hold import AliasHold, AliasHoldNotFoundError, HoldKey, held_aliases
-from domain.derived_ids import is_derived_id
-from domain.errors import (
-    DomainError,
-    ServerNotFoundError,
-    UuidTakenError,
-    VersionMismatchError,
-    VmNotFoundError,
-    VolumeNotFoundError,
-)
+from domain.alias_hold import held_aliases
+from domain.errors import DomainError, VersionMismatchError
 from domain.network import Network
-from domain.network_external import ExternalNetwork
 from domain.server import Server
 from domain.vm import Vm
 from domain.volume import Volume
-from service.commands.aggregate_cache import cached_save, copy_of_fold, fold_stream
+from service.commands.cross_stream import CrossStreamEffects
 from service.commands.idempotency import IdempotencyKey, IdempotencyStore, KeyRecord, Recorded
-from service.commands.networks import NetworkNotFoundError
+from service.commands.loader import NOT_FOUND, A, Loader
 from service.commands.retry import ConflictRetriesExhaustedError, back_off_s
 from service.commands.snapshots import snapshot_long_streams
 
 R = TypeVar("R")
-A = TypeVar("A", Vm, Server, Volume, Network, ExternalNetwork, AliasHold)
-
-# The kinds whose streams' ids the service derives from a name (domain/derived_ids.py): no
-# other kind's resource may be made under such an id
-DERIVED = (AliasHold, ExternalNetwork)
-
-# The refusal for a stream that does not exist (or is another kind's), by aggregate kind.
-NOT_FOUND: dict[type, type[DomainError]] = {
-    Vm: VmNotFoundError, Server: ServerNotFoundError, Volume: VolumeNotFoundError,
-    Network: NetworkNotFoundError,
-    ExternalNetwork: NetworkNotFoundError,  # (no stream: no volume noted on the uuid yet)
-    AliasHold: AliasHoldNotFoundError,
-}
 
 
 @dataclass(frozen=True)
@@ -124,38 +102,17 @@ class Changed(NamedTuple, Generic[R]):
     replayed: Accepted | Recorded | None = None
 
 
-class Changes:
-    """The change loop and the one loader; a mixin of ``service.commands.application.Commands``,
-    which provides the event store and its hooks."""
+class Changes(Loader, CrossStreamEffects):
+    """The change loop; a mixin of ``service.commands.application.Commands``, which provides
+    the event store and its hooks. The one loader is ``Loader`` (service/commands/loader.py),
+    what a change saves beside its aggregate ``CrossStreamEffects``
+    (service/commands/cross_stream.py)."""
 
-    app: Any  # the eventsourcing Application (service.commands.application.VmLedger)
     keys: IdempotencyStore
     retries: int
-    enforce_capacity: bool
     on_conflict: Callable[[], None]
     after_save: list[Callable[[int], None]]
-    _network_effects: Callable[[Vm | Volume, dict[str, Any]], None]  # NetworkCommands
     unique_aliases: bool  # AliasCommands: off, nothing about aliases is read or written
-    _alias_effects: Callable[..., None]  # AliasCommands
-    holds_before: Callable[[Vm], frozenset[HoldKey]]  # AliasCommands
-    committer: Any  # service.commands.committer.Committer
-
-    def load_aggregate(self, kind: type[A], uuid: str | UUID, version: int | None = None) -> A:
-        """The ``kind`` aggregate folded from its stream (at ``version`` if given). Raises
-        ``VmNotFoundError``, ``ServerNotFoundError`` or ``VolumeNotFoundError`` (by kind) when
-        there is no such stream, or it is another kind's."""
-        aggregate = self._fold_any(uuid, version)
-        if not isinstance(aggregate, kind):
-            raise NOT_FOUND[kind](uuid)
-        return aggregate
-
-    def _fold_any(self, uuid: str | UUID, version: int | None = None) -> Any | None:
-        """The aggregate of whatever kind stream ``uuid`` holds; None when there is none."""
-        try:
-            aggregate_id = uuid if isinstance(uuid, UUID) else UUID(str(uuid))
-            return fold_stream(self.app, aggregate_id, version)
-        except (AggregateNotFoundError, ValueError):
-            return None
 
     def change(
         self,
@@ -294,40 +251,6 @@ class Changes:
 
     # -- one attempt's parts ------------------------------------------------------------------
 
-    def _load_or_new(self, kind: type[A], uuid: str | UUID, new: Callable[[], A] | None,
-                     *, first: bool, trust_cache: bool) -> tuple[A, bool]:
-        """The aggregate an attempt decides on, and whether it is unconfirmed: with
-        ``trust_cache``, while the process's guesses are right (``SavedHere.trusted``), a copy
-        of the cached fold this process's own last append made, read from no log
-        (``aggregate_cache.cached_save``); else the stream's current fold (noting, when this
-        process had saved it last, whether that save was still current)."""
-        if new is not None and kind not in DERIVED and is_derived_id(uuid):
-            raise UuidTakenError(uuid)  # a stream id the service derives from a name
-        if new is not None and first:
-            return new(), False  # a create reads nothing first: its stream is almost always new
-        saved_here = self.committer.saved_here
-        own = self._cached_save(uuid) if trust_cache else None
-        if isinstance(own, kind) and saved_here.trusted:
-            return copy_of_fold(own), True
-        if new is None:
-            aggregate = self.load_aggregate(kind, uuid)
-        else:
-            aggregate = self._fold_any(uuid)
-            if aggregate is None:
-                return new(), False
-            if not isinstance(aggregate, kind):
-                raise UuidTakenError(uuid)
-        if isinstance(own, kind):
-            saved_here.note(aggregate.version == own.version)
-        return aggregate, False
-
-    def _cached_save(self, uuid: str | UUID) -> Any | None:
-        try:
-            aggregate_id = uuid if isinstance(uuid, UUID) else UUID(str(uuid))
-        except ValueError:
-            return None
-        return cached_save(self.app, self.committer.saved_here, aggregate_id)
-
     def _replay(self, key: IdempotencyKey | None) -> Changed[Any] | None:
         """What ``change`` returns for a request whose ``key`` was already used for it (its
         first outcome as ``replayed``), or None. Raises ``IdempotencyKeyReusedError``."""
@@ -351,48 +274,3 @@ class Changes:
         except IntegrityError:
             return self._first_outcome(record.key)  # a twin request stored it first
         return None
-
-    def _pending(self, aggregate: Vm | Server | Volume, others: list[Vm | Server | Volume],
-                 before: dict[int, frozenset[HoldKey]] | None = None
-                 ) -> list[Vm | Server | Volume]:
-        """Everything to save, holds, servers and networks last: the aggregates, the holds of
-        the aliases the VMs take and give up (``before``: what a VM held as loaded, by
-        ``id()``; one not in it is read again), the servers' side of the VMs' capacity
-        claims and releases, and the networks' side of the VMs' and the volumes' addresses
-        (so the streams always agree)."""
-        changed = [aggregate, *others]
-        servers = {str(s.id): s for s in changed if isinstance(s, Server)}
-        networks = {str(n.id): n for n in changed if isinstance(n, Network)}
-        holds: dict[UUID, AliasHold] = {}
-        for one in changed:
-            if self.unique_aliases and isinstance(one, Vm) and one.pending_events:
-                held = (before or {}).get(id(one))
-                self._alias_effects(  # service/commands/aliases.py
-                    one, self.holds_before(one) if held is None else held, holds)
-            if isinstance(one, Vm):
-                self._server_effects(one, servers)
-            if isinstance(one, Vm | Volume):
-                self._network_effects(one, networks)  # service/commands/networks.py
-        ordered = [a for a in changed if not isinstance(a, Server | Network)] + list(
-            holds.values()) + list(servers.values()) + list(networks.values())
-        return [a for a in ordered if a.pending_events]
-
-    def _server_effects(self, vm: Vm, servers: dict[str, Server]) -> None:
-        """Record on ``servers`` (loaded into it as needed) the VM's pending claims and
-        releases. Raises ``InsufficientCapacityError``, except for a VM found by its agent
-        (saved with its ``Discovered``): its claim is a fact, recorded even past capacity."""
-        found = any(isinstance(event, Vm.Discovered) for event in vm.pending_events)
-        for event in vm.pending_events:
-            if isinstance(event, Vm.CapacityClaimed | Vm.CapacityReleased):
-                server = servers.get(event.server_uuid)
-                if server is None:
-                    server = servers[event.server_uuid] = self.load_aggregate(
-                        Server, event.server_uuid)
-                if isinstance(event, Vm.CapacityClaimed) and found:
-                    server.record_found(str(vm.id), ram_mib=event.ram_mib, cpus=event.cpus,
-                                        cause=event.cause)
-                elif isinstance(event, Vm.CapacityClaimed):
-                    server.claim(str(vm.id), ram_mib=event.ram_mib, cpus=event.cpus,
-                                 cause=event.cause, enforce=self.enforce_capacity)
-                else:
-                    server.release(str(vm.id), cause=event.cause)
