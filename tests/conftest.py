@@ -16,6 +16,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -23,10 +24,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
-from tests.api.conformance import conforming
 from service.container import Services
 from service.logs import JsonFormatter
 from service.settings import Settings
+from tests.api.conformance import conforming
 
 ADMIN_URL = os.environ.get(
     "VMLEDGER_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -217,6 +218,38 @@ def client(services: Services) -> Iterator[TestClient]:
     app = create_app(services=services, background=True)
     with conforming(TestClient(app)) as http:
         yield http
+
+
+# The service's default database: a SQLite file in the working directory (README.md), what a
+# command run without VMLEDGER_DATABASE_URL opens, and creates.
+DEFAULT_DATABASE = Path(Settings.model_fields["database_url"].default.removeprefix("sqlite:///"))
+
+
+@pytest.fixture(autouse=True)
+def no_default_database_written() -> Iterator[None]:
+    """Fail a test that leaves the service's default database in the working directory (a
+    command run in this process without ``VMLEDGER_DATABASE_URL``: ``database_env``), and
+    remove it, so a later test is not blamed and no run leaves one behind. One there before
+    the test (an operator's own) is left alone."""
+    there = DEFAULT_DATABASE.exists()
+    yield
+    if there or not DEFAULT_DATABASE.exists():
+        return
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{DEFAULT_DATABASE}{suffix}").unlink(missing_ok=True)
+    pytest.fail(f"the test wrote the default database {DEFAULT_DATABASE.resolve()}: give its "
+                "command a database in tmp_path (the database_env fixture)")
+
+
+@pytest.fixture
+def database_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """``VMLEDGER_DATABASE_URL`` set to a SQLite file in ``tmp_path`` for a command this test
+    runs in its own process (``CliRunner().invoke(cli, ...)``, which reads its settings from
+    the environment); returns the URL. Without it such a command opens the default database
+    in the working directory (``no_default_database_written``)."""
+    url = f"sqlite:///{tmp_path / 'vmledger.db'}"
+    monkeypatch.setenv("VMLEDGER_DATABASE_URL", url)
+    return url
 
 
 @pytest.fixture(autouse=True)

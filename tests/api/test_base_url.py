@@ -11,8 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from service.api import deps
-from service.api import serving
+from service.api import deps, serving
 from service.api.app import create_app
 from service.cli.app import cli
 from service.settings import Settings
@@ -28,7 +27,8 @@ def test_workflow_api_is_not_the_clients_host(client):
     assert response.headers["workflow-api"] == "http://testserver"
 
 
-def test_workflow_api_ignores_forwarded_headers_as_served(services, monkeypatch):
+def test_workflow_api_ignores_forwarded_headers_as_served(services, monkeypatch,
+                                                           database_env):
     """Found by a tester: uvicorn trusts X-Forwarded-Proto from 127.0.0.1 by default, so a
     client's ``https`` became the header's scheme on a plain-HTTP service. A service behind
     a proxy sets ``VMLEDGER_PUBLIC_URL`` instead (operations.md)."""

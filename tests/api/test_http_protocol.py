@@ -207,8 +207,8 @@ def test_a_parser_callback_that_fails_is_logged_and_its_error_not_told(caplog):
 
 
 @pytest.mark.parametrize("url, reason", [
-    (b"/vms?alias=" + b"a" * 70000, "url is too long: url length of 70011 bytes exceeds the "
-     "maximum of 65535 bytes"),
+    (b"/vms?alias=" + b"a" * 70000, ("url is too long: url length of 70011 bytes exceeds the "
+                                     "maximum of 65535 bytes")),
     (b"http://[/vms", "invalid url"),
 ])
 def test_a_url_the_parser_cannot_read_is_the_clients_error_told_and_not_logged(
@@ -304,7 +304,7 @@ def test_an_interim_answer_is_not_held():
                                       ("write", CASED + b"o"), ("write", b"k")]
 
 
-def test_serve_runs_uvicorn_with_it_in_one_process_or_several(monkeypatch):
+def test_serve_runs_uvicorn_with_it_in_one_process_or_several(monkeypatch, database_env):
     from typer.testing import CliRunner
 
     from service.api import processes, serving

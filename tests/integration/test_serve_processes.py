@@ -124,7 +124,7 @@ def test_a_sigterm_stops_every_process_and_the_parent_exits_0(tmp_path):
 
 def test_no_process_outlives_a_parent_killed_outright(tmp_path):
     log_path = tmp_path / "serve.log"
-    with serving(tmp_path, log_format="json") as (parent, port):
+    with serving(tmp_path, log_format="json") as (parent, _port):
         children = children_of(parent.pid)
         before = len(log_path.read_text().splitlines())
         parent.kill()
@@ -141,13 +141,13 @@ def test_no_process_outlives_a_parent_killed_outright(tmp_path):
 
 
 @pytest.mark.parametrize("port", ["0"])
-def test_workers_need_a_fixed_port(port):
+def test_workers_need_a_fixed_port(port, database_env):
     result = CliRunner().invoke(cli, ["serve", "--workers", "2", "--port", port])
     assert result.exit_code == 2
     assert "fixed --port" in result.output
 
 
-def test_a_second_serve_on_the_same_port_is_refused_not_sharing_it(tmp_path):
+def test_a_second_serve_on_the_same_port_is_refused_not_sharing_it(tmp_path, database_env):
     with serving(tmp_path) as (_parent, port):
         result = CliRunner().invoke(cli, ["serve", "--workers", "2", "--port", str(port)])
     # as one process ends (operator tester: a usage error, exit 2, where one process exits 3)
@@ -155,14 +155,14 @@ def test_a_second_serve_on_the_same_port_is_refused_not_sharing_it(tmp_path):
     assert "address already in use" in result.output and "Usage" not in result.output
 
 
-def test_workers_must_be_at_least_1():
+def test_workers_must_be_at_least_1(database_env):
     result = CliRunner().invoke(cli, ["serve", "--workers", "0"])
     assert result.exit_code == 2
 
 
 def test_a_process_killed_outright_stops_the_others_and_the_parent_exits_128_plus_9(tmp_path):
     # operator tester: the parent exited 9, where a shell reports a SIGKILL as 137
-    with serving(tmp_path) as (parent, port):
+    with serving(tmp_path) as (parent, _port):
         children = children_of(parent.pid)
         # an HTTP process, not multiprocessing's resource tracker
         http = next(pid for pid in children

@@ -127,7 +127,8 @@ def test_setup_logging_stops_gathering_what_no_line_writes(capsys) -> None:
     assert logging._srcfile is None  # type: ignore[attr-defined] - no caller looked up
 
 
-def test_serve_hands_the_same_logging_configuration_to_uvicorn(monkeypatch) -> None:
+def test_serve_hands_the_same_logging_configuration_to_uvicorn(monkeypatch,
+                                                               database_env) -> None:
     from typer.testing import CliRunner
 
     from service.api import serving
