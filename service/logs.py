@@ -186,8 +186,9 @@ def logging_config(settings: Settings) -> dict[str, Any]:
     the formatter ``settings.log_format`` names, at ``settings.log_level``, which
     ``OUTAGE_NOISE``'s loggers follow too (their warnings included; psycopg's from WARNING
     up whatever the level, its INFO being a line per connection lent); uvicorn's loggers
-    pass their lines to it (``serve`` also gives this to uvicorn, which applies it in each of
-    its worker processes). The lines of psycopg and its pool that repeat (a reconnection
+    pass their lines to it, but for their lines of each WebSocket connection and with no
+    URL's query or credential in any (``service.uvicorn_lines``; ``serve`` also gives this to
+    uvicorn, which applies it in each of its worker processes). The lines of psycopg and its pool that repeat (a reconnection
     attempt a second during an outage), and of ``REPEATING`` (connections found closed at
     each cut), are throttled (``service.log_repeats``)."""
     formatter = {"json": JsonFormatter, "text": TextFormatter}[settings.log_format]
@@ -195,12 +196,15 @@ def logging_config(settings: Settings) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"vmledger": {"()": f"{formatter.__module__}.{formatter.__qualname__}"}},
-        "filters": {"repeats": {"()": "service.log_repeats.process_repeats"}},
+        "filters": {"repeats": {"()": "service.log_repeats.process_repeats"},
+                    "connections": {"()": "service.uvicorn_lines.process_connection_lines"}},
         "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "vmledger",
                                 "stream": "ext://sys.stderr"}},
         "root": {"level": settings.log_level, "handlers": ["stderr"]},
         "loggers": {
-            **{name: {"handlers": [], "propagate": True}
+            # without their lines of each WebSocket connection, whose URL holds a
+            # listener's token (service.uvicorn_lines): the envelope logs each upgrade
+            **{name: {"handlers": [], "propagate": True, "filters": ["connections"]}
                for name in ("uvicorn", "uvicorn.error", "uvicorn.access")},
             # their warnings are this process's to log (docs/operations.md, "Logs"): set
             # back what ``setup_command_logging`` (which ``main`` runs for every command

@@ -136,30 +136,16 @@ def roles_for(method: str, path: str, action: str | None = None) -> frozenset[st
 async def authorize(request: HTTPConnection) -> None:
     """Refuse (403 ``Forbidden``) a caller whose role the route's entry in ``ROUTE_ROLES``
     does not allow: called before every HTTP route's handler (``AuthorizedRoute``), and the
-    changefeed's WebSocket dependency. A WebSocket (which the HTTP middleware does not see)
-    gets the envelope's cross-site and URL checks here (``cross_site_refusal``: 403;
-    ``url_refusal``: 409 ``ValidationFailed``), then is
-    authenticated, by its ``Authorization`` header or ``?token=``, as ``GET``: each refused
-    before the upgrade as an HTTP request is (``websocket_refusal``).
+    changefeed's WebSocket dependency. A WebSocket (whose checks the envelope does not make)
+    gets them here (``upgrading_principal``), then its role is checked as ``GET``'s: each
+    refused before the upgrade as an HTTP request is (``websocket_refusal``).
 
     An allowed request's ``vm_uuid`` and ``job_uuid`` of the route's path then go into its log
     scope (service/logs.py), so its lines, the closing one included, carry them."""
     route = request.scope.get("route")
     path = getattr(route, "path", None) or request.scope["path"]
     if request.scope["type"] == "websocket":
-        # as the envelope refuses an HTTP request for another site, and its URL
-        public_url = request.app.state.services.settings.public_url
-        refused = cross_site_refusal(request.scope, public_url) or url_refusal(request)
-        if refused is not None:
-            raise websocket_refusal(request, refused)
-        header = request.headers.get("authorization")
-        token = request.query_params.get("token")
-        try:
-            principal = request.app.state.tokens.authenticate(
-                header if header is not None or not token else f"Bearer {token}")
-        except UnauthorizedError as error:
-            raise websocket_refusal(request, error) from None
-        request.state.principal = principal
+        principal = upgrading_principal(request)
         if principal.role not in roles_for("GET", path):
             raise websocket_refusal(request, ForbiddenError(
                 f"role {principal.role} may not GET {path}"))
@@ -185,6 +171,30 @@ def authorize_action(request: Request, action: str | None) -> None:
         narrowed = action is not None and action in ACTION_ROLES.get((request.method, path), {})
         what = f"{path}?action={action}" if narrowed else path
         raise ForbiddenError(f"role {principal.role} may not {request.method} {what}")
+
+
+def upgrading_principal(request: HTTPConnection) -> Principal:
+    """Who asks for a WebSocket upgrade, checked as the envelope checks an HTTP request
+    before its route (which it does not see): its site (``cross_site_refusal``: 403) and URL
+    (``url_refusal``: 409 ``ValidationFailed``), then its token, by its ``Authorization``
+    header or ``?token=`` (401), each raising ``websocket_refusal``. The principal goes into
+    ``request.state`` and its name into the log scope (the upgrade's access line's
+    ``actor``)."""
+    # as the envelope refuses an HTTP request for another site, and its URL
+    public_url = request.app.state.services.settings.public_url
+    refused = cross_site_refusal(request.scope, public_url) or url_refusal(request)
+    if refused is not None:
+        raise websocket_refusal(request, refused)
+    header = request.headers.get("authorization")
+    token = request.query_params.get("token")
+    try:
+        principal = request.app.state.tokens.authenticate(
+            header if header is not None or not token else f"Bearer {token}")
+    except UnauthorizedError as error:
+        raise websocket_refusal(request, error) from None
+    request.state.principal = principal
+    bind(actor=principal.name)
+    return principal
 
 
 def websocket_refusal(connection: HTTPConnection, error: ApiError) -> Exception:

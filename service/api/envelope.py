@@ -10,8 +10,9 @@ HTTP edge"); the rules of each are functions of their modules (service/api/conne
 service/api/head.py), applied here in the order they were layered. Plain ASGI, not
 Starlette's ``BaseHTTPMiddleware``, so the app runs in the request's own task and context and
 what the route binds to the log scope (auth.authorize, deps.accepted) is on the closing line.
-The console's pages are served in front of it (service/console/pages.py: no token), and a
-WebSocket scope (the changefeed) passes through untouched.
+The console's pages are served in front of it (service/console/pages.py: no token). A
+WebSocket upgrade (the changefeed's) gets its path, id, log scope and access line here, and its
+checks from its route (``Envelope._upgrade``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from service import metrics
 from service.api import errors, routes_changes
 from service.api.connection import OWN_NAMES, connection_headers
 from service.api.cross_site import cross_site_refusal
-from service.api.headers import request_id_of
 from service.api.head import head_as_get
+from service.api.headers import request_id_in, request_id_of
 from service.api.tokens import Tokens
 from service.api.url_checks import VERSION_HEADERS, repeated_header, requested_version, url_refusal
 from service.commands.version_ranges import InvalidVersionError, negotiate
@@ -43,6 +44,11 @@ from service.logs import bind, log_context
 access_log = logging.getLogger("vmledger.access")
 
 _COMMAND_METHODS = frozenset(("POST", "PUT", "DELETE"))
+# What answers a WebSocket upgrade (ASGI), and its status: accepted; refused with an HTTP
+# answer (the "websocket.http.response" extension: its own); closed before it was accepted,
+# which the server answers 403 (the ASGI spec)
+_UPGRADE_ANSWERS = {"websocket.accept": 101, "websocket.http.response.start": None,
+                    "websocket.close": 403}
 # Header names the envelope writes, replacing any the route's answer has.
 _REPLACED = OWN_NAMES | {b"x-request-id", b"api-version"}
 
@@ -68,7 +74,10 @@ class Envelope:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            if scope["type"] == "websocket":
+                await self._upgrade(scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
             return
         path = scope["path"]
         if len(path) > 1 and path[-1] == "/":
@@ -95,7 +104,8 @@ class Envelope:
                 route = _route(routed)
                 metrics.count_request(route, status)
                 access_log.info("%s %s %s", request.method, scope["path"], status,
-                                extra=_access_fields(request, route, status, started))
+                                extra=_access_fields(request.method, scope["path"], route,
+                                                     status, started))
             elif routed is not scope and message["type"] == "http.response.body":
                 message = {**message, "body": b""}
             await send(message)
@@ -122,8 +132,47 @@ class Envelope:
             except Exception:
                 if not status:
                     access_log.exception("%s %s failed", request.method, scope["path"],
-                                         extra=_access_fields(request, _route(routed), 500,
-                                                              started))
+                                         extra=_access_fields(request.method, scope["path"],
+                                                              _route(routed), 500, started))
+                raise
+
+    async def _upgrade(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket upgrade (the changefeed's), as a request is served: its path without a
+        trailing ``/``, its id in its log scope and in ``x-request-id`` on its answer (the
+        ``101``, or the HTTP answer refusing it), and one access line when it is answered
+        (``GET PATH STATUS``: 101 when accepted). Its checks and token are its route's
+        (``auth.authorize``), and a path with no WebSocket route its router's
+        (``upgrades.unrouted``). uvicorn's own line of each upgrade, which named its query
+        (a listener's token), is left out (service/uvicorn_lines.py)."""
+        path = scope["path"]
+        if len(path) > 1 and path[-1] == "/":
+            scope = without_trailing_slash(scope)
+        request_id = request_id_in(scope["headers"])
+        started = time.perf_counter()
+        status = 0
+
+        async def answering(message: Message) -> None:
+            nonlocal status
+            if not status and message["type"] in _UPGRADE_ANSWERS:
+                status = _UPGRADE_ANSWERS[message["type"]] or message["status"]
+                if message["type"] != "websocket.close":  # a bare 403: the server's own
+                    message = {**message, "headers": [
+                        *((name, value) for name, value in message.get("headers", ())
+                          if name.lower() != b"x-request-id"),
+                        (b"x-request-id", request_id.encode())]}
+                route = _route(scope)
+                metrics.count_request(route, status)
+                access_log.info("GET %s %s", scope["path"], status, extra=_access_fields(
+                    "GET", scope["path"], route, status, started))
+            await send(message)
+
+        with log_context(request_id=request_id):
+            try:
+                await self.app(scope, receive, answering)
+            except Exception:
+                if not status:
+                    access_log.exception("GET %s failed", scope["path"], extra=_access_fields(
+                        "GET", scope["path"], _route(scope), 500, started))
                 raise
 
     def _refusal(self, request: Request, added: list[tuple[bytes, bytes]],
@@ -211,13 +260,13 @@ def _route(scope: Scope) -> str:
     return getattr(scope.get("route"), "path", None) or "unmatched"
 
 
-def _access_fields(request: Request, route: str, status: int, started: float
+def _access_fields(method: str, path: str, route: str, status: int, started: float
                    ) -> dict[str, object]:
     """The fields of a request's closing log line (beside the scope's request id, actor, VM
     and job)."""
     return {
-        "method": request.method,
-        "path": request.scope["path"],
+        "method": method,
+        "path": path,
         "route": route,
         "status": status,
         "duration_ms": round((time.perf_counter() - started) * 1000, 3),
