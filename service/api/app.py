@@ -15,18 +15,30 @@ from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute, APIWebSocketRoute
 
 from projections.collector import LongLivedFrozen, collect_young_less_often
+from service import console, metrics
 from service.api import (
-    error_handlers, routes_agents, routes_changefeed, routes_changes, routes_jobs,
-    routes_networks, routes_ops, routes_servers, routes_sim, routes_stats, routes_vm_commands,
-    routes_vms, routes_volumes, serving,
+    error_handlers,
+    routes_agents,
+    routes_changefeed,
+    routes_changes,
+    routes_jobs,
+    routes_networks,
+    routes_ops,
+    routes_servers,
+    routes_sim,
+    routes_stats,
+    routes_vm_commands,
+    routes_vms,
+    routes_volumes,
+    serving,
+    upgrades,
 )
 from service.api.auth import AuthorizedRoute, authorize
-from service.api.envelope import Envelope
+from service.api.connection import KEEP_ALIVE_S
 from service.api.docs_page import ApiDocs
+from service.api.envelope import Envelope
 from service.api.openapi import declare_schema
 from service.api.tokens import TokenFileError, Tokens
-from service import console, metrics
-from service.api.connection import KEEP_ALIVE_S
 from service.container import Services
 from service.logs import gather_only_what_lines_show
 from service.projector_presence import warn_if_nothing_projects
@@ -104,6 +116,7 @@ def create_app(
     routers = api_routers(settings)
     for router in routers:
         app.include_router(router)
+    upgrades.install(app)  # an upgrade no route takes: 404 with the error body
 
     # Our one layer: the request id, log scope, metrics and checks before any route, the
     # database wait bound, HEAD as GET, Connection and Keep-Alive (VMAPI's rules for curl).
