@@ -142,7 +142,7 @@ class Envelope:
         ``101``, or the HTTP answer refusing it), and one access line when it is answered
         (``GET PATH STATUS``: 101 when accepted). Its checks and token are its route's
         (``auth.authorize``), and a path with no WebSocket route its router's
-        (``upgrades.unrouted``). uvicorn's own line of each upgrade, which named its query
+        (``upgrades.install``). uvicorn's own line of each upgrade, which named its query
         (a listener's token), is left out (service/uvicorn_lines.py)."""
         path = scope["path"]
         if len(path) > 1 and path[-1] == "/":
