@@ -67,7 +67,7 @@ OUR_VM_FIELDS = frozenset((  # noqa: SIM905 - as a list of words, as above
 ROLE_TAGS = "role_tags"
 # Accepted by VMAPI; vmledger records none of these, so a value matches no VM.
 UNRECORDED = ("billing_id", "package_name", "package_version")
-NOT_SUPPORTED = ("predicate", "query")  # Moray's LDAP and JSON predicates
+NOT_SUPPORTED = ("predicate", "query")  # Moray's LDAP and JSON predicates (empty: none)
 POLYMORPHIC = ("tag", "internal_metadata")
 # How many tag.K and internal_metadata.K filters one request may give, in all (VMAPI states
 # none). A VM may hold any number of them up to its tags' and metadata's 128 keys each, but a
@@ -200,7 +200,7 @@ class ListVmsQuery:
         if any(params.get(name) is not None for name in ("package_name", "package_version")):
             vm_filter.unrecorded = True
         for name in NOT_SUPPORTED:
-            if params.get(name) is not None:
+            if params.get(name):  # VMAPI: an empty predicate or query is no filter
                 self._invalid(name, "Not supported by vmledger: filter with the parameters "
                               "of ListVms instead")
         for name, value in params.items():

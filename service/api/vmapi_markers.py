@@ -108,7 +108,8 @@ def marker_problems(marker: str, sort: str | None) -> list[str]:
     sort_key = (sort or "").split(".")[0]
     if sort is not None and sort_key not in parsed:
         problems.append(f"All sort fields must be present in marker. Sort fields: {shown}.")
-    sort_valid = sort is None or sort_key in SORT_FIELDS
+    # VMAPI's isValidSortCriteria: no sort, or an empty one, is a valid criteria
+    sort_valid = not sort or sort_key in SORT_FIELDS
     if not sort_valid or not all(key in ("uuid", sort_key) for key in parsed):
         problems.append("All marker keys except uuid must be present in the sort parameter. "
                         f"Sort fields: {shown}.")

@@ -82,6 +82,22 @@ def test_valid_values_vmapis_tests_send_are_accepted(client) -> None:
         assert client.get("/vms", params=params).status_code == 200, params
 
 
+@pytest.mark.parametrize("name", ["predicate", "query"])
+def test_an_empty_predicate_or_query_is_no_filter_and_a_given_one_is_refused(client,
+                                                                              name) -> None:
+    # VMAPI's _parsePredicate and _parseLdapFilter take an empty value as no filter
+    vm_uuid = create_vm(client, alias="empty-filter")["vm_uuid"]
+    listed = client.get("/vms", params={name: "", "alias": "empty-filter"})
+    assert listed.status_code == 200, listed.text
+    assert [vm["uuid"] for vm in listed.json()] == [vm_uuid]
+    counted = client.head("/vms", params={name: "", "alias": "empty-filter"})
+    assert counted.status_code == 200
+    assert counted.headers["x-joyent-resource-count"] == "1"
+    value = '{"eq": ["alias", "x"]}' if name == "predicate" else "(alias=x)"
+    refused(client, {name: value}, invalid(
+        name, "Not supported by vmledger: filter with the parameters of ListVms instead"))
+
+
 def test_every_problem_is_named_at_once(client) -> None:
     response = client.get("/vms", params={"foo": "1", "brand": "foobar", "limit": "0"})
     assert [e["field"] for e in response.json()["errors"]] == ["foo", "brand", "limit"]
@@ -109,6 +125,11 @@ def test_markers_must_name_the_uuid_and_exactly_the_sort_key(client) -> None:
     refused(client, {"marker": extra}, invalid(
         "marker", f"Invalid marker: {extra}. All marker keys except uuid must be present in "
         "the sort parameter. Sort fields: undefined."))
+    # an empty sort is a valid sort criteria to VMAPI: a marker of the uuid alone has every
+    # key where it belongs, so only the missing sort key is told (marker.js)
+    refused(client, {"marker": only_uuid, "sort": ""}, invalid(
+        "marker", f"Invalid marker: {only_uuid}. All sort fields must be present in marker. "
+        "Sort fields: ."))
 
 
 def test_vmapi_markers_page_without_overlap_in_each_order(client) -> None:
