@@ -14,10 +14,10 @@ import json
 from typing import Any
 
 from domain import json_input
+from domain.json_input import unstorable
 from projections.formats import MAX_INTEGER, rfc3339
 from projections.vm_queries import MISSING, SORT_FIELDS
 from service.api.params import parse_timestamp
-from domain.json_input import unstorable
 
 STRING, INTEGER, TIMESTAMP, BOOLEAN = "a string", "an integer", "a timestamp", "a boolean"
 

@@ -178,7 +178,7 @@ def test_filters_vmapi_has(client) -> None:
     stamp = vm["create_timestamp"]
     assert listed(create_timestamp=stamp) == [vm_uuid]
     from datetime import datetime
-    ms = int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
+    ms = int(datetime.fromisoformat(stamp).timestamp() * 1000)
     assert listed(create_timestamp=str(ms)) == [vm_uuid]
     assert listed(docker="true") == [] and len(listed(docker="false")) == 2
     assert listed(billing_id=VALID_UUID) == []
