@@ -114,7 +114,8 @@ class Nics:
         MAC the VM has no NIC with (saying so of one that is no MAC address), or when ``macs``
         is empty."""
         have = {nic["mac"]: nic for nic in self.nic_list}
-        unknown = [mac for mac in macs if mac not in have]
+        # each named once, as the NICs are: a MAC asked twice is not two problems
+        unknown = [mac for mac in dict.fromkeys(macs) if mac not in have]
         malformed = [mac for mac in unknown if not _MAC.fullmatch(mac)]
         if malformed:  # say what is wrong with it, not only that no NIC has it (a tester's)
             raise ValidationError("macs", "Invalid", f"not a MAC address: "

@@ -199,8 +199,11 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
                       name: str) -> JSONResponse:
     """``add_nics`` (``networks``) and ``remove_nics`` (``macs``), as VMAPI has them, each
     list in the body or the query; their context (``x-context``, or the body's) is kept in
-    the job's ``params.context``, as the other actions keep it. A bad ``macs`` is refused
-    under VMAPI's ``Invalid VM update parameters`` (its ``validateMacs``)."""
+    the job's ``params.context``, as the other actions keep it. Every refusal of the body
+    carries VMAPI's top-level text, whichever check refused it (the parse, the networks'
+    lookup, the VM's NICs or the networks' addresses): ``Invalid network parameters`` for
+    ``networks`` (its ``validateNetworks``), ``Invalid VM update parameters`` for ``macs``
+    (its ``validateMacs``)."""
     query = (ADD_NICS_QUERY if name == "add_nics" else REMOVE_NICS_QUERY).parse(request)
     sync = query.boolean("sync")
     _client_extras(query)
@@ -220,10 +223,13 @@ async def _nic_action(vm_uuid: str, request: Request, data: dict[str, Any] | Non
     owner_uuid = query.owner_uuid or (str(parsed.owner_uuid) if parsed.owner_uuid else None)
     idempotency = idempotency_of(request, data, cause, mapped=True, parsed=parsed)
     context = _one_context(request, parsed.context)
-    result = await command(request, lambda: change_nics(
-        services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
-        remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency,
-        context=context))
+    try:
+        result = await command(request, lambda: change_nics(
+            services.commands, vm_uuid.lower(), behaviour=behaviour, cause=cause, add=add,
+            remove=remove, owner_uuid=owner_uuid, if_match=if_match, idempotency=idempotency,
+            context=context))
+    except ValidationError as error:  # an address taken, a network full, a MAC not the VM's
+        raise invalid_parameters(request, error.errors, message=message) from None
     return await answer_command(request, result, sync=sync or bool(parsed.sync))
 
 

@@ -12,8 +12,16 @@ from service.commands.networks import NicRequest
 from service.commands.nic_actions import change_nics
 from service.commands.versioning import NEWEST, OLDEST
 from tests.api.helpers import (
-    OWNER, act, assert_error, create_running_vm, create_vm, error_fields, get_vm,
-    history_types, sim_row, wait_job,
+    OWNER,
+    act,
+    assert_error,
+    create_running_vm,
+    create_vm,
+    error_fields,
+    get_vm,
+    history_types,
+    sim_row,
+    wait_job,
 )
 
 
@@ -256,6 +264,40 @@ def test_bad_create_and_update_bodies_carry_vmapis_top_level_messages(client) ->
     update = act(client, vm_uuid, "update", json={"alias": "no spaces"})
     assert assert_error(update, 409, "ValidationFailed")["message"] == \
         "Invalid VM update parameters"
+
+
+def test_every_refusal_of_a_nic_actions_body_carries_its_top_level_message(client) -> None:
+    # add_nics' networks are VMAPI's validateNetworks' ("Invalid network parameters"),
+    # remove_nics' macs its validateMacs' ("Invalid VM update parameters"), whichever check
+    # refuses them: an address taken, a full network or an address outside the subnet said
+    # "Invalid Parameters", and so did a MAC the VM has no NIC with
+    network = make_network(client, start="10.2.0.2", end="10.2.0.2")
+    vm_uuid = create_running_vm(client, networks=[network["uuid"]])
+    mac = get_vm(client, vm_uuid)["nics"][0]["mac"]
+    for networks, code, said in (
+            ([{"uuid": network["uuid"], "ip": "10.2.0.2"}], "Duplicate", "already in use"),
+            ([network["uuid"]], "Invalid", "no free address"),
+            ([{"uuid": network["uuid"], "ip": "10.9.9.9"}], "Invalid", "not a host address"),
+            (["nowhere"], "Invalid", "not found")):
+        body = assert_error(act(client, vm_uuid, "add_nics", json={"networks": networks}),
+                            409, "ValidationFailed")
+        assert body["message"] == "Invalid network parameters", networks
+        [error] = body["errors"]
+        assert (error["field"], error["code"]) == ("networks", code), body
+        assert said in error["message"], body
+    for macs, said in ((["zz:zz"], "not a MAC address: zz:zz ("),
+                       (["02:00:00:00:00:09"], "the VM has no NIC 02:00:00:00:00:09"),
+                       (f"02:00:00:00:00:09,02:00:00:00:00:09,{mac}",
+                        "the VM has no NIC 02:00:00:00:00:09"),
+                       (["zz:zz", "zz:zz"], "not a MAC address: zz:zz (")):
+        body = assert_error(act(client, vm_uuid, "remove_nics", json={"macs": macs}),
+                            409, "ValidationFailed")
+        assert body["message"] == "Invalid VM update parameters", macs
+        [error] = body["errors"]
+        assert error["field"] == "macs" and error["message"].startswith(said), body
+        assert error["message"].count("zz:zz") + error["message"].count(":09") <= 1, body
+    assert in_use(client, network) == 1
+    assert [n["mac"] for n in get_vm(client, vm_uuid)["nics"]] == [mac]
 
 
 @pytest.mark.parametrize("action", ["add_nics", "remove_nics"])

@@ -124,6 +124,12 @@ def test_the_nics_to_remove_are_checked_without_recording_anything() -> None:
         with pytest.raises(ValidationError) as refused:
             vm.nics_to_remove(macs)
         assert refused.value.errors[0]["field"] == "macs"
+    for twice, said in ((["02:00:00:00:00:09"] * 2, "the VM has no NIC 02:00:00:00:00:09"),
+                        (["zz", "m1", "zz"], "not a MAC address: zz (")):
+        with pytest.raises(ValidationError) as refused:  # a MAC asked twice is named once
+            vm.nics_to_remove(twice)
+        assert refused.value.errors[0]["message"].startswith(said)
+        assert refused.value.errors[0]["message"].count(twice[0]) == 1
     assert vm.collect_events() == [] and [n["mac"] for n in vm.nic_list] == ["m1", "m2"]
 
 
