@@ -10,6 +10,7 @@ never held twice; it is released only by the VM that holds it.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable
 from uuid import UUID
 
@@ -24,6 +25,9 @@ MAX_ADDRESSES = 65_536  # a provisioning range at most a /16: its claims fit one
 # The longest prefix a subnet may have: a /31 or /32 has no address but its network and
 # broadcast addresses, which are never handed out (RFC 3021's /31 links are not supported)
 MAX_PREFIX = 30
+# CIDR's prefix length: decimal digits with no leading zero, as an address's parts have none
+# (ipaddress also reads "/024" as /24, and a netmask or host mask after the slash)
+_PREFIX = re.compile(r"(?:0|[1-9][0-9]?)")
 
 
 class NetworkFullError(ValidationError):
@@ -120,8 +124,11 @@ class Network(chain.Chained, Aggregate):
                provision_end_ip: str, gateway: str | None, cause: Cause) -> Network:
         """Record a new network. Raises ``ValidationError`` naming the field: a subnet that is
         no IPv4 CIDR, a range outside it, reversed or over ``MAX_ADDRESSES``, a gateway
-        outside the subnet or inside the range."""
+        outside the subnet or inside the range. A subnet is written as CIDR writes it: an
+        address, then ``/`` and its prefix length in decimal with no leading zero."""
         try:
+            if not _PREFIX.fullmatch(subnet.partition("/")[2]):
+                raise ValueError(subnet)
             net = ipaddress.IPv4Network(subnet, strict=True)
         except ValueError:
             raise ValidationError("subnet", "Invalid", "must be an IPv4 CIDR, e.g. "

@@ -29,6 +29,8 @@ def figures(net: Network) -> tuple[int, int, int, int]:
 @pytest.mark.parametrize(("field", "overrides"), [
     ("subnet", {"subnet": "10.0.0.1/24"}),  # host bits set
     ("subnet", {"subnet": "nonsense"}),
+    ("subnet", {"subnet": "10.0.0.0/024"}),  # CIDR's prefix length, as an address, has no 0
+    ("subnet", {"subnet": "10.0.0.0/255.255.255.0"}),  # ipaddress reads a netmask too
     ("provision_start_ip", {"provision_start_ip": "10.0.1.5"}),
     ("provision_end_ip", {"provision_end_ip": "10.0.0.255"}),  # the broadcast address
     ("provision_end_ip", {"provision_start_ip": "10.0.0.20", "provision_end_ip": "10.0.0.10"}),
