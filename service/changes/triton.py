@@ -48,8 +48,14 @@ def _sub_resources(kind: dict[str, Any]) -> list[str]:
                                 f'{kind["resource"]}\'s: {", ".join(served)}')
     for name in named:
         if name not in served:
-            raise RegistrationError(f"unknown sub-resource of {kind['resource']}: {name}")
+            raise RegistrationError(f"unknown sub-resource of {kind['resource']}: {_shown(name)}")
     return named
+
+
+def _shown(value: Any) -> str:
+    """A value a registration sent, as a refusal names it: a string as it is, any other in
+    JSON (``null``, ``true``), as the listener wrote it (Python's ``None`` was shown)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,7 @@ def parse_registration(text: str | None, after: int | None = None) -> Registrati
     frame); ``after`` is the position the upgrade's URL gave (``?after=``, checked before the
     upgrade), if any: the registration's own ``"after"``, when present, wins. Raises
     ``RegistrationError`` (v1 or v2 rules: a text message holding an object with a string
-    ``instance`` of at most ``MAX_INSTANCE`` characters, a ``changeKind`` or a non-empty ``resources`` list, each with a string
+    ``instance`` of 1 to ``MAX_INSTANCE`` characters, a ``changeKind`` or a non-empty ``resources`` list, each with a string
     ``resource`` we serve and a ``subResources`` list; its own ``"after"`` an integer from 0
     to ``MAX_INTEGER``, not a boolean nor ``null``; and, as every request body, JSON nested
     no deeper than the parser takes, with no NUL character, lone surrogate or non-finite
@@ -92,7 +98,7 @@ def parse_registration(text: str | None, after: int | None = None) -> Registrati
     problem = unstorable(registration)
     if problem is not None:
         raise RegistrationError(f"bad registration: {problem}")
-    if not isinstance(registration.get("instance"), str):
+    if not isinstance(registration.get("instance"), str) or not registration["instance"]:
         raise RegistrationError('registration should contain an "instance" identifier')
     if len(registration["instance"]) > MAX_INSTANCE:
         raise RegistrationError(f'"instance" should be at most {MAX_INSTANCE} characters')
@@ -110,8 +116,12 @@ def parse_registration(text: str | None, after: int | None = None) -> Registrati
             raise RegistrationError('each resource should contain "subResources"')
         if not isinstance(kind["subResources"], list):  # a tester's "state"
             raise RegistrationError('"subResources" should be a list of names, as ["state"]')
-        if kind.get("resource") not in RESOURCES:
-            raise RegistrationError(f"unknown resource: {kind.get('resource')}")
+        if "resource" not in kind:
+            raise RegistrationError('each resource should contain "resource" (one of: '
+                                    f'{", ".join(RESOURCES)})')
+        # a list or an object is no key of RESOURCES (``in`` raised TypeError on one)
+        if not isinstance(kind["resource"], str) or kind["resource"] not in RESOURCES:
+            raise RegistrationError(f"unknown resource: {_shown(kind['resource'])}")
         wanted.update(_sub_resources(kind))
     # Present, the registration's "after" wins, and must be a position: a null is refused
     # as any other non-position, not taken as "from now" over the URL's ?after=.

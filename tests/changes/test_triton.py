@@ -88,9 +88,23 @@ def test_v2_registration_gets_bootstrap_routes(services):
     (json.dumps({**V1, "changeKind": {"resource": "vm", "subResources": "state"}}),
      '"subResources" should be a list of names, as ["state"]'),
     (json.dumps({**V1, "instance": "i" * 257}), '"instance" should be at most 256 characters'),
+    # a tester's: Python's None told of what was missing or sent as null, and an empty
+    # instance was taken
+    (json.dumps({**V1, "changeKind": {"subResources": ["state"]}}),
+     'each resource should contain "resource" (one of: vm)'),
+    (json.dumps({**V1, "changeKind": {"resource": None, "subResources": ["state"]}}),
+     "unknown resource: null"),
+    (json.dumps({**V1, "changeKind": {"resource": "vm", "subResources": ["state", None]}}),
+     "unknown sub-resource of vm: null"),
+    (json.dumps({**V1, "changeKind": {"resource": "vm", "subResources": [True]}}),
+     "unknown sub-resource of vm: true"),
+    (json.dumps({**V1, "instance": ""}), 'registration should contain an "instance" identifier'),
+    (json.dumps({**V1, "changeKind": {"resource": ["vm"], "subResources": ["state"]}}),
+     'unknown resource: ["vm"]'),
 ], ids=["not json", "no instance", "unknown resource", "after 2**64", "after true", "binary",
         "binary json", "unknown sub-resource", "no sub-resource", "not a name", "v2 unknown",
-        "sub-resources not a list", "instance too long"])
+        "sub-resources not a list", "instance too long", "no resource", "null resource",
+        "null sub-resource", "true sub-resource", "empty instance", "resource a list"])
 def test_a_bad_registration_is_closed_with_the_reason(services, registration, reason):
     with live_server(services) as url, connect(_ws(url)) as ws:
         ws.send(registration)
