@@ -12,6 +12,7 @@ from domain import rules, transitions
 from domain.errors import IllegalTransitionError, UpdatePendingError, ValidationError
 from domain.events import Cause
 from domain.job_queue import ActiveJob
+from domain.json_input import cut
 from domain.states import Action, Execution, JobName, VmState
 
 # Why the quarantine ended a job (``JobCanceled.reason``, the job's ``error``).
@@ -279,6 +280,6 @@ class Lifecycle:
             return False
         unknown = sorted(set(addresses) - mounted)
         if unknown:
-            raise ValidationError("volumes", "Invalid", f"the VM does not mount {unknown[0]}")
+            raise ValidationError("volumes", "Invalid", f"the VM does not mount {cut(str(unknown[0]))}")
         self.trigger_event(self.VolumeAddressesRefreshed, cause=cause, addresses=dict(addresses))
         return True

@@ -19,6 +19,7 @@ from eventsourcing.domain import Aggregate
 from domain import chain
 from domain.errors import ValidationError
 from domain.events import Cause, DomainEvent
+from domain.json_input import cut
 from domain.network_external import ExternalNetwork  # noqa: F401  (its topics, with Network's)
 
 MAX_ADDRESSES = 65_536  # a provisioning range at most a /16: its claims fit one aggregate
@@ -185,14 +186,14 @@ class Network(chain.Chained, Aggregate):
         try:
             address = ipaddress.IPv4Address(ip)
         except ValueError:
-            raise ValidationError("networks", "Invalid", f"{ip} is not an IPv4 address") from None
+            raise ValidationError("networks", "Invalid", f"{cut(str(ip))} is not an IPv4 address") from None
         if address not in net or address in (net.network_address, net.broadcast_address):
             raise ValidationError("networks", "Invalid",
-                                  f"{ip} is not a host address of {self.subnet}")
+                                  f"{cut(str(ip))} is not a host address of {self.subnet}")
         if str(address) == self.gateway:
-            raise ValidationError("networks", "Invalid", f"{ip} is the gateway")
+            raise ValidationError("networks", "Invalid", f"{cut(str(ip))} is the gateway")
         if str(address) in self.claims:
-            raise ValidationError("networks", "Duplicate", f"{ip} is already in use")
+            raise ValidationError("networks", "Duplicate", f"{cut(str(ip))} is already in use")
         return str(address)
 
     def claim(self, ip: str, *, vm_uuid: str, mac: str, cause: Cause) -> None:

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from domain.json_input import cut
+
 
 class Happening(StrEnum):
     """What a compute agent's reports reveal."""
@@ -65,23 +67,23 @@ def validate(persistence: Any) -> str | dict[str, str]:
     ``ValueError`` naming what is wrong."""
     if isinstance(persistence, str):
         if persistence not in PRESETS:
-            raise ValueError(f"unknown preset {persistence!r}; one of {', '.join(PRESETS)}")
+            raise ValueError(f"unknown preset {cut(repr(persistence))}; one of {', '.join(PRESETS)}")
         return persistence
     if not isinstance(persistence, Mapping):
-        raise ValueError("must be a preset name or a mapping of happenings to responses")
+        raise ValueError("must be a preset name or a mapping of happenings to responses")  # noqa: TRY004 - pydantic's field error
     checked: dict[str, str] = {}
     for key, value in persistence.items():
         if key == "preset":
             validate(value)
         elif key in {h.value for h in Happening}:
             if value not in {r.value for r in Response}:
-                raise ValueError(f"{key}: unknown response {value!r}")
+                raise ValueError(f"{key}: unknown response {cut(repr(value))}")
             carried_out = CARRIED_OUT[Happening(key)]
             if value not in carried_out:
                 raise ValueError(f"{key}: {value} is not carried out for it; one of "
                                  f"{', '.join(carried_out)}")
         else:
-            raise ValueError(f"unknown happening {key!r}")
+            raise ValueError(f"unknown happening {cut(repr(key))}")
         checked[str(key)] = str(value)
     return checked
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from domain.errors import ValidationError
 from domain.events import Cause
+from domain.json_input import cut
 from domain.states import JobName
 from domain.vm_events import VmEvent
 
@@ -119,11 +120,11 @@ class Nics:
         malformed = [mac for mac in unknown if not _MAC.fullmatch(mac)]
         if malformed:  # say what is wrong with it, not only that no NIC has it (a tester's)
             raise ValidationError("macs", "Invalid", f"not a MAC address: "
-                                  f"{', '.join(malformed)} (six pairs of hex digits, as "
+                                  f"{', '.join(map(cut, malformed))} (six pairs of hex digits, as "
                                   "90:b8:d0:c0:ff:ee)")
         if unknown or not macs:
             raise ValidationError("macs", "Invalid",
-                                  f"the VM has no NIC {', '.join(unknown)}" if unknown
+                                  f"the VM has no NIC {', '.join(map(cut, unknown))}" if unknown
                                   else "name at least one MAC")
         return [have[mac] for mac in dict.fromkeys(macs)]
 

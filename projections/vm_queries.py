@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from domain.json_input import cut
 from domain.vm import Vm
 from projections.db import Database, Dialect
 from projections.vm_markers import InvalidMarkerError, encode_marker
@@ -191,7 +192,7 @@ class VmQueries:
             tx.execute(f"SELECT {expression} AS v FROM vm_view WHERE uuid = ?{owned}", params)
             row = tx.fetchone()
         if row is None:
-            raise InvalidMarkerError(f"the marker names no VM ({vm_uuid})")
+            raise InvalidMarkerError(f"the marker names no VM ({cut(str(vm_uuid))})")
         return row["v"]
 
     def get(self, vm_uuid: str) -> dict[str, Any] | None:

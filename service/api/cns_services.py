@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from domain.json_input import cut
+
 PREFIX = 'invalid "triton.cns.services" tag: '
 _DNS_LABEL = re.compile(r"[a-zA-Z0-9-][a-zA-Z0-9-.]*|_[a-zA-Z0-9-]*\._(?:tcp|udp)")
 _PORT = re.compile(r"[0-9]+")
@@ -149,17 +151,17 @@ def cns_services_problem(value: str) -> str | None:
 def _service_problem(service: dict[str, Any]) -> str | None:
     name = service["name"]
     if not 1 <= len(_utf16(name)) // 2 <= 63:
-        return f'service DNS name "{name}" must be 63 or fewer characters'
+        return f'service DNS name "{cut(name)}" must be 63 or fewer characters'
     if "port" in service:
         port = js_parse_int(service["port"])
         if port is None or not 1 <= port <= 65535:
-            return f"service port number for {name} must be within the range 1 - 65535"
+            return f"service port number for {cut(name)} must be within the range 1 - 65535"
     for key, text in service.items():
         if key in ("name", "port"):
             continue
         if key not in ("priority", "weight"):
-            return f'service property "{key}" is not a valid property name'
+            return f'service property "{cut(key)}" is not a valid property name'
         number = js_parse_int(text)
         if number is None or not 0 <= number <= 65535:
-            return f"service {key} for {name} must be within the range 0 - 65535"
+            return f"service {key} for {cut(name)} must be within the range 0 - 65535"
     return None

@@ -190,11 +190,11 @@ class ListVmsQuery:
         if stamp is not None:
             instant = parse_timestamp(stamp)
             if instant is None:
-                self._invalid("create_timestamp", f"Invalid timestamp: {stamp}")
+                self._invalid("create_timestamp", f"Invalid timestamp: {cut(stamp)}")
             else:
                 vm_filter.create_timestamp = rfc3339(instant)
         uuids = self._checked("uuids", lambda v: all(is_uuid(u) for u in v.split(",")),
-                              f"Invalid values: {params.get('uuids')}")
+                              f"Invalid values: {cut(params.get('uuids') or '')}")
         if uuids is not None:
             vm_filter.uuids = uuids.split(",")
         if any(params.get(name) is not None for name in ("package_name", "package_version")):
@@ -228,7 +228,7 @@ class ListVmsQuery:
         # ``max_physical_memory``, and we take the key in any case too.
         key = key.lower()
         if key not in SORT_FIELDS or "." in order or (dot and order.upper() not in ("ASC", "DESC")):
-            self._invalid("sort", f"Invalid sort param: {sort}")
+            self._invalid("sort", f"Invalid sort param: {cut(sort)}")
             return
         self.page.sort_field = key
         self.page.descending = order.upper() == "DESC"
@@ -240,7 +240,7 @@ class ListVmsQuery:
         names = fields.split(",")
         valid = VMAPI_VM_FIELDS | OUR_VM_FIELDS | {"*", ROLE_TAGS}
         if not all(name in valid for name in names):
-            self._invalid("fields", f"Invalid values: {fields}")
+            self._invalid("fields", f"Invalid values: {cut(fields)}")
             return None
         return ["*"] if "*" in names else names
 

@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from domain.errors import DamagedStreamError, StreamGapError, VmNotFoundError
+from domain.json_input import cut
 from domain.visibility import owner_sees
 from projections.formats import INSTANT_EXPECTED, GivenInstant, parse_given_instant
 from projections.vm_view import render_vm
@@ -114,7 +115,7 @@ def _version_at(services: Any, vm_uuid: str, at: GivenInstant, head: int) -> int
     if damage is not None and len(earlier) == len(events):
         raise damage
     if not earlier:
-        raise VmNotFoundError(vm_uuid, f" (it did not exist at {at})")
+        raise VmNotFoundError(vm_uuid, f" (it did not exist at {cut(str(at))})")
     return int(earlier[-1])
 
 

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from domain import json_input
-from domain.json_input import unstorable
+from domain.json_input import cut, unstorable
 from projections.formats import MAX_INTEGER, rfc3339
 from projections.vm_queries import MISSING, SORT_FIELDS
 from service.api.params import parse_timestamp
@@ -63,7 +63,7 @@ def marker_value_problem(key: str, value: Any) -> str | None:
     if (value is None and nullable) or (value is not None and _is(kind, value)):
         return None
     expected = f"{kind} or null" if nullable else kind
-    return f"Marker has an invalid {key} field: {json.dumps(value)} (expected {expected})"
+    return f"Marker has an invalid {key} field: {cut(json.dumps(value))} (expected {expected})"
 
 
 def read_vmapi_marker(marker: str, sort: str | None,
@@ -99,7 +99,7 @@ def marker_problems(marker: str, sort: str | None) -> list[str]:
         return [f"Marker has an invalid value: {unstored}"]
     stamp = parsed.get("create_timestamp")
     if stamp is not None and parse_timestamp(str(stamp)) is None:
-        return [f"Marker has an invalid create_timestamp field: {stamp}"]
+        return [f"Marker has an invalid create_timestamp field: {cut(str(stamp))}"]
     problems = []
     if "uuid" not in parsed:
         problems.append("A marker needs to have a uuid property from which a strict total "

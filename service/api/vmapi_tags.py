@@ -20,6 +20,7 @@ import json
 import re
 from typing import Any
 
+from domain.json_input import cut
 from service.api.cns_services import cns_services_problem
 
 FORBIDDEN_KEY = "Forbidden Metadata Key"
@@ -29,7 +30,7 @@ _PW_KEY = re.compile("[^\n\r\u2028\u2029]*_pw")
 _DOCKER_TAG = re.compile(r"sdc_docker\Z|docker:label:triton\.|"
                          r"docker:label:(?:com|io|org)\.docker(?:project)?\.")
 # VMAPI's DNS_NAME_RE, case-insensitive
-_DNS_NAME = re.compile(r"[a-z0-9][a-z0-9\-]{0,62}(?:\.[a-z0-9][a-z0-9\-]{0,62})*", re.I)
+_DNS_NAME = re.compile(r"[a-z0-9][a-z0-9\-]{0,62}(?:\.[a-z0-9][a-z0-9\-]{0,62})*", re.IGNORECASE)
 _CMON_GROUPS = re.compile(r"[a-zA-Z0-9_\-]*(?:,[a-zA-Z0-9_\-]*)*")
 CMON_MAX = 100  # groups, and characters a group
 
@@ -82,7 +83,7 @@ def tags_problem(tags: dict[str, Any], *, updating: bool) -> str | None:
             if problem is not None:
                 return problem
         elif updating and _DOCKER_TAG.match(key):
-            return f'Special tag "{key}" not supported'
+            return f'Special tag "{cut(key)}" not supported'
     return None
 
 
@@ -104,15 +105,15 @@ def triton_tag_problem(key: str, value: Any) -> str | None:
     """VMAPI's message for a ``triton.`` tag it refuses, or None."""
     expected = TRITON_TAGS.get(key)
     if expected is None:
-        return f'Unrecognized special triton tag "{key}"'
+        return f'Unrecognized special triton tag "{cut(key)}"'
     if js_type(value) != expected:
-        return (f'Triton tag "{key}" value must be a {expected}: {js_json(value)} '
+        return (f'Triton tag "{key}" value must be a {expected}: {cut(js_json(value))} '
                 f'({js_type(value)})')
     if key == "triton.cns.services":
         return cns_services_problem(value)
     if key == "triton.cns.reverse_ptr" and (
             len(value) > 255 or not _DNS_NAME.fullmatch(value)):
-        return f'invalid "triton.cns.reverse_ptr" tag: "{value}" is not DNS safe'
+        return f'invalid "triton.cns.reverse_ptr" tag: "{cut(value)}" is not DNS safe'
     if key == "triton.cmon.groups":
         return _cmon_groups_problem(value)
     return None
@@ -128,7 +129,7 @@ def _cmon_groups_problem(value: str) -> str | None:
     seen: set[str] = set()
     for group in groups:
         if group in seen:
-            return prefix + f"contains duplicate group {group}"
+            return prefix + f"contains duplicate group {cut(group)}"
         seen.add(group)
         if not 1 <= len(group) <= CMON_MAX:
             return prefix + ("group name must be no less than 1 character and no greater "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domain import json_input
-from domain.json_input import unstorable
+from domain.json_input import cut, unstorable
 from projections.formats import MAX_INTEGER
 from service.changes.records import VM_SUB_RESOURCES, Change
 
@@ -54,8 +54,9 @@ def _sub_resources(kind: dict[str, Any]) -> list[str]:
 
 def _shown(value: Any) -> str:
     """A value a registration sent, as a refusal names it: a string as it is, any other in
-    JSON (``null``, ``true``), as the listener wrote it (Python's ``None`` was shown)."""
-    return value if isinstance(value, str) else json.dumps(value)
+    JSON (``null``, ``true``), as the listener wrote it (Python's ``None`` was shown), cut as
+    every echoed value is (``json_input.cut``)."""
+    return cut(value if isinstance(value, str) else json.dumps(value))
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import Any
 from uuid import UUID
 
 from domain.errors import UuidTakenError, ValidationError
+from domain.json_input import cut
 from domain.network import Network
 from domain.network_external import ExternalNetwork, external_id
 from domain.vm import Cause, Vm
@@ -43,7 +44,7 @@ class NetworkNotFoundError(ValidationError):
     """No network with this uuid: a ``networks`` entry naming none is bad input."""
 
     def __init__(self, network_uuid: str | UUID):
-        super().__init__("networks", "Invalid", f"network {network_uuid} not found")
+        super().__init__("networks", "Invalid", f"network {cut(str(network_uuid))} not found")
         self.network_uuid = str(network_uuid)
 
 
