@@ -27,6 +27,9 @@ LISTS = ("macs", "networks")
 MAPPED = ("action", "owner_uuid", "idempotent", "sync", "timeout", "origin", "creator_uuid",
           "signal", *LISTS)
 _COMPARED = tuple(name for name in MAPPED if name != "signal")
+#: How a body model that takes its route's action describes the field (a VM action's,
+#: a server's, a volume's)
+BODY_ACTION = "the action, when the query has none (the same as the query's when both do)"
 #: The booleans among them, false unless given (docs/api.md)
 _FALSE_UNLESS_GIVEN = ("idempotent", "sync")
 

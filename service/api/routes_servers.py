@@ -6,7 +6,7 @@ VM commands do on the VM's."""
 from __future__ import annotations
 
 import uuid as uuidlib
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Body, Request
 from fastapi.responses import JSONResponse
@@ -15,7 +15,8 @@ from pydantic import Field
 from domain.errors import ServerNotFoundError
 from domain.server import Server
 from projections.server_view import server_object
-from service.api.auth import authorized_router
+from service.api.action_params import BODY_ACTION, action_of
+from service.api.auth import authorize_action, authorized_router
 from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes,
     services_of,
@@ -28,9 +29,10 @@ router = authorized_router(tags=["servers"])
 
 NO_PARAMETERS = QueryParameters()
 CREATE_SERVER = QueryParameters(*COMMAND_HEADERS)
+ACTIONS = ("reboot", "remove")
 SERVER_ACTION = QueryParameters(Param(
     "action", "reboot: record the host's reboot (body: its new boot_id); remove: record that "
-    "it left the fleet", one_of(("reboot", "remove")), required=True), *COMMAND_HEADERS)
+    "it left the fleet (or the body's action)", one_of(ACTIONS)), *COMMAND_HEADERS)
 
 
 class CreateServerRequest(StrictModel):
@@ -45,8 +47,10 @@ class CreateServerRequest(StrictModel):
 
 
 class ServerActionRequest(StrictModel):
-    """The body of ``?action=reboot``: the boot id the host came back with (new if absent)."""
+    """The body of a server action: the action, when the query has none, and for ``reboot``
+    the boot id the host came back with (new if absent)."""
 
+    action: Literal[ACTIONS] | None = Field(None, description=BODY_ACTION)  # type: ignore[valid-type]
     boot_id: str | None = Field(None, min_length=1, max_length=64)
 
 
@@ -122,18 +126,20 @@ def server_action(server_uuid: str, request: Request,
                   data: dict[str, Any] | None = Body(None)) -> JSONResponse:
     """Operator: ``?action=reboot`` records a host reboot (a new boot id: the VMs that ran
     there are gone, and each VM's persistence policy decides what follows); ``remove``
-    records that the server left the fleet. ``If-Match`` (the server's version) is honoured:
+    records that the server left the fleet; the action may be in the body instead, as a VM
+    action's (``action_params.action_of``). ``If-Match`` (the server's version) is honoured:
     another version is 412 and nothing is recorded."""
     query = SERVER_ACTION.parse(request)
-    action = query.params.get("action")
-    if action not in ("reboot", "remove"):
+    action = action_of(request, data)
+    authorize_action(request, action)
+    if action not in ACTIONS:
         query.invalid("action", "must be reboot or remove",
                       code="Missing" if action is None else "Invalid")
     query.check()
     services = services_of(request)
     cause, if_match = cause_of(request), if_match_of(request)
     body = parse_body(request, ServerActionRequest, data)
-    idempotency = idempotency_of(request, data, cause, parsed=body,
+    idempotency = idempotency_of(request, data, cause, mapped=True, parsed=body,
                                  defaults=ServerActionRequest)
     if action == "reboot":
         boot_id = body.boot_id or str(uuidlib.uuid4())

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ipaddress import ip_address
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Body, Request
 from fastapi.responses import JSONResponse
@@ -13,7 +13,8 @@ from pydantic import AfterValidator, Field
 from domain.errors import VolumeNotFoundError
 from domain.volume import ADDRESS_TEXT, MAX_NETWORKS, Volume
 from projections.volume_mounts import volume_object
-from service.api.auth import authorized_router
+from service.api.action_params import BODY_ACTION, action_of
+from service.api.auth import authorize_action, authorized_router
 from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes, services_of,
 )
@@ -31,7 +32,7 @@ CREATE_VOLUME = QueryParameters(*COMMAND_HEADERS)
 LIST_VOLUMES = QueryParameters(LIMIT, OFFSET)
 VOLUME_ACTION = QueryParameters(Param(
     "action", "attach_network (body: network_uuid, address) or detach_network (body: "
-    "network_uuid)", one_of(ACTIONS), required=True), *COMMAND_HEADERS)
+    "network_uuid); or the body's action", one_of(ACTIONS)), *COMMAND_HEADERS)
 
 
 def _volume_address(text: str) -> str:
@@ -64,6 +65,7 @@ class CreateVolumeRequest(StrictModel):
 class AttachNetworkRequest(StrictModel):
     """``?action=attach_network``: the network, and the volume's address on it."""
 
+    action: Literal["attach_network"] | None = Field(None, description=BODY_ACTION)
     network_uuid: Uuid
     address: VolumeAddress
 
@@ -71,6 +73,7 @@ class AttachNetworkRequest(StrictModel):
 class DetachNetworkRequest(StrictModel):
     """``?action=detach_network``: the network the volume leaves."""
 
+    action: Literal["detach_network"] | None = Field(None, description=BODY_ACTION)
     network_uuid: Uuid
 
 
@@ -130,9 +133,12 @@ def volume_action(volume_uuid: str, request: Request,
     """``?action=attach_network`` (body ``{network_uuid, address}``) or ``detach_network``
     (body ``{network_uuid}``), 202 with the volume: the VMs mounting it keep the addresses
     they booted with until they boot again (``GET /vms?stale_mounts=true``). A repeat
-    changes nothing. ``If-Match`` (the volume's version) is honoured: 412 otherwise."""
+    changes nothing. The action may be in the body instead, as a VM action's
+    (``action_params.action_of``). ``If-Match`` (the volume's version) is honoured: 412
+    otherwise."""
     query = VOLUME_ACTION.parse(request)
-    action = query.params.get("action")
+    action = action_of(request, data)
+    authorize_action(request, action)
     if action not in ACTIONS:
         query.invalid("action", f"must be one of {', '.join(ACTIONS)}",
                       code="Missing" if action is None else "Invalid")
@@ -144,12 +150,12 @@ def volume_action(volume_uuid: str, request: Request,
         volume, position = services.commands.attach_network(
             volume_uuid.lower(), str(attach.network_uuid), str(attach.address), cause=cause,
             if_match=if_match,
-            idempotency=idempotency_of(request, data, cause, parsed=attach,
+            idempotency=idempotency_of(request, data, cause, mapped=True, parsed=attach,
                                        defaults=AttachNetworkRequest))
     else:
         detach = parse_body(request, DetachNetworkRequest, data)
         volume, position = services.commands.detach_network(
             volume_uuid.lower(), str(detach.network_uuid), cause=cause, if_match=if_match,
-            idempotency=idempotency_of(request, data, cause, parsed=detach,
+            idempotency=idempotency_of(request, data, cause, mapped=True, parsed=detach,
                                        defaults=DetachNetworkRequest))
     return _volume(volume, status=202, position=position)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
+from service.api.action_params import BODY_ACTION
 from service.api.query_parameters import (
     BOOLEAN,
     COMMAND_HEADERS,
@@ -61,7 +62,7 @@ ACTION_BODIES: dict[str, type[BaseModel]] = {
 
 # One line per field any action's body takes (a field without one stops the import)
 _FIELDS = {
-    "action": "the action, when the query has none (the same as the query's when both do)",
+    "action": BODY_ACTION,
     "owner_uuid": "the VMAPI client's owner scoping: another owner's VM is not found",
     "idempotent": "true: a version 1 stop of a stopped VM (start of a running one, ...) "
                   "succeeds doing nothing, as version 2's does",
