@@ -70,7 +70,9 @@ def test_every_route_declares_exactly_the_query_parameters_its_parsing_accepts()
             "creator_uuid"} <= set(acting)
     assert acting["action"]["required"] is False  # it may be in the body instead
     assert "remove_nics" in acting["action"]["schema"]["enum"]
-    assert _query(paths["/servers/{server_uuid}"]["post"])["action"]["required"] is True
+    for acted_on in ("/servers/{server_uuid}", "/volumes/{volume_uuid}"):  # or in the body
+        assert _query(paths[acted_on]["post"])["action"]["required"] is False, acted_on
+    assert _query(paths["/sim/servers/{server_uuid}"]["post"])["action"]["required"] is True
     assert set(_query(paths["/stats/failures"]["get"])["by"]["schema"]["enum"]) == {
         "reason", "server"}
     assert "timeout" in _query(paths["/jobs/{job_uuid}/wait"]["get"])
