@@ -26,11 +26,12 @@ class Query:
     """The request's query parameters, checked against the names a route accepts."""
 
     def __init__(self, request: Request, allowed: Iterable[str], *, prefixes: tuple[str, ...] = (),
-                 owner_in_any_case: bool = False):
+                 owner_in_any_case: bool = False, scoped: bool = True):
         self.request = request
         self.params = request.query_params
         self.errors: list[dict[str, str]] = []
-        names = set(allowed) | COMMON
+        # ``scoped=False``: a route no owner scopes takes no owner_uuid (QueryParameters)
+        names = set(allowed) | (COMMON if scoped else COMMON - {"owner_uuid"})
         for name in self.params:
             if name not in names and not name.startswith(prefixes):
                 self.invalid(name, "Invalid parameter")
@@ -40,8 +41,10 @@ class Query:
         # Every route scopes by owner_uuid the same way: a malformed one names its field.
         # An owner token is always scoped to its own owner (auth.scoped_owner). The
         # changefeed takes its uuids in any case (``owner_in_any_case``; docs/api.md).
-        asked = (self.uuid_in_any_case("owner_uuid") if owner_in_any_case
-                 else self.uuid("owner_uuid"))
+        asked = None
+        if scoped:
+            asked = (self.uuid_in_any_case("owner_uuid") if owner_in_any_case
+                     else self.uuid("owner_uuid"))
         self.owner_uuid = scoped_owner(request, asked)
 
     def invalid(self, field: str, message: str, code: str = "Invalid") -> None:

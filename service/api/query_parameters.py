@@ -97,16 +97,21 @@ class QueryParameters(dict[str, Any]):
     ``undeclared`` names parameters the parsing takes only to refuse them in words of their
     own (ListVms' ``predicate``); ``prefixes`` the families no OpenAPI parameter can name
     (ListVms' ``tag.K``), which the route's description tells of. ``ignored()``: a route
-    that reads no query at all (any parameter is ignored), so declares none."""
+    that reads no query at all (any parameter is ignored), so declares none. ``scoped=False``:
+    a route no owner scopes (the agents' reports: what a server saw, whoever owns it), which
+    refuses ``owner_uuid`` as any parameter it does not take, where it was validated and
+    then ignored (a tester; api.md, "Compute agents")."""
 
     def __init__(self, *params: Param, prefixes: tuple[str, ...] = (),
                  undeclared: Iterable[str] = (), extra: Mapping[str, Any] | None = None,
                  parts: tuple[QueryParameters, ...] = (), common: bool = True,
-                 owner_in_any_case: bool = False):
+                 owner_in_any_case: bool = False, scoped: bool = True):
         # what every parsed query takes (params.COMMON), unless the route says it its way
         given = {p.name for p in params}
         common_params = [p for p in (CONSISTENCY, OWNER)
-                         if common and p.name in COMMON and p.name not in given]
+                         if common and p.name in COMMON and p.name not in given
+                         and (scoped or p is not OWNER)]
+        self.scoped = scoped
         self.params: tuple[Param, ...] = (*params, *common_params)
         self.prefixes = prefixes
         self.owner_in_any_case = owner_in_any_case
@@ -131,7 +136,8 @@ class QueryParameters(dict[str, Any]):
         return QueryParameters(*self.params, *(p for p in other.params if p.name not in seen),
                                prefixes=self.prefixes + other.prefixes,
                                undeclared=self.undeclared | other.undeclared,
-                               parts=(*(self.parts or (self,)), *(other.parts or (other,))))
+                               parts=(*(self.parts or (self,)), *(other.parts or (other,))),
+                               scoped=self.scoped and other.scoped)
 
     def parse(self, request: Request) -> Query:
         """The request's query, refusing (on ``check``) any name but ``names``. Raises
@@ -146,7 +152,7 @@ class QueryParameters(dict[str, Any]):
             raise RuntimeError(f"{getattr(route, 'path', '?')} parses a query it does not "
                                "declare: give the route openapi_extra=<its QueryParameters>")
         return Query(request, self.names, prefixes=self.prefixes,
-                     owner_in_any_case=self.owner_in_any_case)
+                     owner_in_any_case=self.owner_in_any_case, scoped=self.scoped)
 
 
 def check_declared_header(request: Request, name: str) -> None:

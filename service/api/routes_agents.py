@@ -24,9 +24,10 @@ from service.commands.vm_agent import AgentVm, AgentVmReports
 
 router = authorized_router(tags=["agents"])
 
-PUT_VM = QueryParameters(IF_MATCH)
+# A report is what a server saw, whoever owns the VMs: no owner_uuid scopes it (refused)
+PUT_VM = QueryParameters(IF_MATCH, scoped=False)
 PUT_VMS = QueryParameters(Param("server_uuid", "the server whose inventory this is", UUID,
-                                required=True), IF_MATCH)
+                                required=True), IF_MATCH, scoped=False)
 
 Observed = Literal["running", "stopped", "failed"]
 #: What vm-agent may send as a VM's ``state``: the states vmadm gives a VM, and VMAPI's
