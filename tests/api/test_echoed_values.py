@@ -1,8 +1,8 @@
 """No error message repeats more than ``ECHOED`` (100) characters of one value a client sent,
 then the mark "…" (api.md, "Contract: errors"). Found by a tester: ``create_timestamp``,
 ``sort``, ``fields`` and ``uuids`` of ListVms were echoed up to the 1,000-character cap of the
-whole message. Every query parameter of every route the OpenAPI schema lists, and every
-field of the command bodies, is sent 5,000 characters long here."""
+whole message. Every query parameter of every route the OpenAPI schema lists, every id of
+its paths and every field of the command bodies is sent 5,000 characters long here."""
 
 from __future__ import annotations
 
@@ -121,6 +121,29 @@ def test_no_query_parameter_is_repeated_whole_in_a_refusal(world, method, path, 
         answer = http.request(method, _path(path, ids), params=params,
                               json=None if method == "GET" else {})
         assert_bounded(answer, value, f"{method} {path}?{name}= ({shape})")
+
+
+ACTED_ON = sorted(
+    (method.upper(), path, action)
+    for path, operations in _OPENAPI["paths"].items() if "{" in path
+    for method, operation in operations.items() if method != "head"
+    for action in next((p["schema"].get("enum") for p in operation.get("parameters", [])
+                        if p["name"] == "action"), None) or [None]
+)
+
+
+@pytest.mark.parametrize(("method", "path", "action"), ACTED_ON,
+                         ids=[f"{m} {p} {a}" for m, p, a in ACTED_ON])
+def test_no_path_id_is_repeated_whole_in_a_refusal(world, method, path, action):
+    """Each id of the path 5,000 characters long, and each action the route takes."""
+    http, _ids = world
+    for shape, value in SHAPES.items():
+        params = {} if action is None else {"action": action}
+        if method != "GET":
+            params["sync"] = "false"
+        answer = http.request(method, re.sub(r"\{[^}]*\}", value, path), params=params,
+                              json=None if method == "GET" else {})
+        assert_bounded(answer, value, f"{method} {path} {action} ({shape})")
 
 
 def _bodies(ids: dict[str, str]) -> dict[str, tuple[str, str, dict, dict, str]]:
