@@ -135,63 +135,6 @@ def test_every_route_answers_401_without_a_token_or_with_an_unknown_one(authed: 
                 assert response.json()["code"] == "Unauthorized"
 
 
-def test_quarantine_and_release_are_refused_to_owners_even_of_their_own_vm(
-        authed: Authed) -> None:
-    created = authed.as_("owner", "POST", "/vms", json=vm_body()).json()
-    for action in ("quarantine", "release"):
-        response = authed.as_("owner", "POST", f"/vms/{created['vm_uuid']}",
-                              params={"action": action}, json={"reason": "mine"})
-        assert_error(response, 403, "Forbidden")
-
-
-@pytest.mark.parametrize("where", ["body", "both"])
-def test_an_action_narrowed_to_operators_is_refused_to_owners_when_named_in_the_body(
-        authed: Authed, where: str) -> None:
-    """The action may be in the query or the body (VMAPI maps both); the roles it narrows
-    to are those of the action the route takes, wherever it is named: an owner quarantined
-    and released any owner's VM with ``{"action": "quarantine"}`` (tester)."""
-    _mine, theirs = _two_owners_vms(authed)
-    for vm in (_mine["vm_uuid"], theirs["vm_uuid"]):
-        before = authed.head()
-        for action, body in (("quarantine", {"reason": "x"}), ("release", {})):
-            params = {"action": action} if where == "both" else {}
-            response = authed.as_("owner", "POST", f"/vms/{vm}", params=params,
-                                  json={"action": action, **body})
-            error = assert_error(response, 403, "Forbidden")
-            assert f"?action={action}" in error["message"]
-        assert authed.head() == before
-    # an operator still may, with the action in the body
-    response = authed.as_("operator", "POST", f"/vms/{theirs['vm_uuid']}",
-                          json={"action": "quarantine", "reason": "x"})
-    assert response.status_code == 200, response.text
-
-
-def test_quarantine_and_release_scoped_by_owner_uuid_find_no_other_owners_vm(
-        authed: Authed) -> None:
-    """``owner_uuid`` in an action's query makes another owner's VM not found (VMAPI
-    clients' scoping): quarantine and release validated it and then acted on any VM."""
-    mine, theirs = _two_owners_vms(authed)
-    vm = theirs["vm_uuid"]
-    before = authed.head()
-    response = authed.as_("operator", "POST", f"/vms/{vm}",
-                          params={"action": "quarantine", "owner_uuid": OWNER},
-                          json={"reason": "x"})
-    assert_error(response, 404, "ResourceNotFound")
-    assert authed.head() == before
-    quarantined = authed.as_("operator", "POST", f"/vms/{vm}",
-                             params={"action": "quarantine", "owner_uuid": OTHER_OWNER},
-                             json={"reason": "x"})
-    assert quarantined.status_code == 200, quarantined.text
-    after_quarantine = authed.head()
-    response = authed.as_("operator", "POST", f"/vms/{vm}",
-                          params={"action": "release", "owner_uuid": OWNER})
-    assert_error(response, 404, "ResourceNotFound")
-    assert authed.head() == after_quarantine
-    released = authed.as_("operator", "POST", f"/vms/{vm}", params={"action": "release"})
-    assert released.status_code == 200, released.text
-    assert released.json()["owner_uuid"] == OTHER_OWNER and mine["vm_uuid"] != vm
-
-
 def test_the_token_name_is_the_cause_actor_of_the_events_it_appends(authed: Authed) -> None:
     created = authed.as_("owner", "POST", "/vms", json=vm_body()).json()
     history = authed.as_("operator", "GET", f"/vms/{created['vm_uuid']}/history").json()
