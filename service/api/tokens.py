@@ -128,7 +128,22 @@ class Tokens:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise TokenFileError(f"{source}: duplicate names {duplicates}")
+        by_digest: dict[bytes, list[str]] = {}
+        for token in tokens:
+            by_digest.setdefault(token.digest, []).append(token.principal.name)
+        for holders in by_digest.values():
+            # one token, two entries: the last one compared would decide its role (a tester
+            # found an operator's entry behind an analyst's, and serve starting silently)
+            if len(holders) > 1:
+                named = ", ".join(map(repr, holders[:-1])) + f" and {holders[-1]!r}"
+                raise TokenFileError(f"{source}: duplicate sha256: tokens {named} have the "
+                                     "same hash (each token needs an entry of its own)")
         return cls(tokens)
+
+    def holds(self, sha256: str) -> bool:
+        """Whether a configured entry has this SHA-256 (hex, either case): ``vmledger token
+        create`` draws again rather than print an entry the loader would refuse."""
+        return any(entry.digest == bytes.fromhex(sha256) for entry in self._entries)
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal of an ``Authorization: Bearer <token>`` header; raises
