@@ -34,9 +34,21 @@ def link(previous: str, originator_id: UUID, version: int, topic: str,
          fields: Mapping[str, Any]) -> str:
     """The chain value of an event: SHA-256 hex over the previous value, the stream, the
     version, the event topic and the event's fields (canonical JSON, sorted keys)."""
-    content = {k: v for k, v in fields.items() if k not in EXCLUDED}
-    canonical = _canonical_json([previous, str(originator_id), version, topic, content])
+    canonical = _canonical_json([previous, str(originator_id), version, topic, _content(fields)])
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def linked_content(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The content ``link`` hashes of an event's stored ``fields``, as the JSON values its
+    hashed text holds: a date as ``str(datetime)`` (``2026-12-06 16:56:49.868260+00:00``, no
+    fraction when it has no microseconds), a UUID as its text. With the previous chain, the
+    stream, the version and the topic, it is every input of the link: the history shows it
+    so that an auditor recomputes each link (docs/api.md, "Recomputing a link")."""
+    return json.loads(_canonical_json(_content(fields)))
+
+
+def _content(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in EXCLUDED}
 
 
 def _json_dumps(value: Any) -> str:

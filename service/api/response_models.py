@@ -108,7 +108,8 @@ class Job(_Open):
 
 
 class HistoryEvent(_Open):
-    """One event of a VM's stream."""
+    """One event of a VM's stream; ``topic`` and ``chained`` are the inputs of its hash-chain
+    link besides the previous one's, as hashed (docs/api.md, "Recomputing a link")."""
 
     version: int
     position: int
@@ -116,6 +117,8 @@ class HistoryEvent(_Open):
     type: str
     data: dict[str, Any]
     cause: dict[str, Any]
+    topic: str
+    chained: dict[str, Any]
 
 
 class Ping(_Open):

@@ -1,5 +1,6 @@
 """A VM's history as auditors read it: every event with its version, global position,
-timestamp, type, data and cause (design.md, "Auditing"); as an owner reads it, only the
+timestamp, type, data and cause, and the inputs of its hash-chain link, its topic and the
+content hashed (docs/api.md, "Recomputing a link"; design.md, "Auditing"); as an owner reads it, only the
 events it may see (``domain.visibility``: not those of the VM's quarantine)."""
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from domain import chain
 from domain.errors import MovedEventError, StreamGapError, VmNotFoundError
 from domain.folding import apply_stored
 from domain.visibility import owner_sees
 from domain.vm import Vm
 from projections.formats import rfc3339
+from service.audit.findings import stored_fields
 from service.commands.aggregate_cache import fold_stream
 from service.commands.application import Commands
 from service.storage import select_stream, select_versions
@@ -134,6 +137,10 @@ def _entry(app: Any, notification: Any) -> tuple[Any, dict[str, Any]]:
         "type": type(event).__name__,
         "data": data,
         "cause": getattr(event, "cause", None),
+        # what the link hashes, which the fields above show otherwise (the class's name, the
+        # time to the millisecond, the fields upcast): an auditor recomputes it from these
+        "topic": notification.topic,
+        "chained": chain.linked_content(stored_fields(app.mapper, notification)),
     }
 
 

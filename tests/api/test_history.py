@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 
 from tests.api.helpers import (
-    OTHER_OWNER, V2, act_and_wait, assert_error, create_running_vm, error_fields,
+    OTHER_OWNER,
+    V2,
+    act_and_wait,
+    assert_error,
+    create_running_vm,
+    error_fields,
 )
 
-EVENT_FIELDS = {"version", "position", "timestamp", "type", "data", "cause"}
+# the last two are the inputs of the event's hash-chain link (tests/api/test_history_chain.py)
+EVENT_FIELDS = {"version", "position", "timestamp", "type", "data", "cause", "topic", "chained"}
 
 
 def test_history_lists_every_event_with_version_position_timestamp_type_data_and_cause(
@@ -22,7 +29,7 @@ def test_history_lists_every_event_with_version_position_timestamp_type_data_and
     assert [e["version"] for e in history] == list(range(1, services.commands.load(
         vm_uuid).version + 1))
     positions = [e["position"] for e in history]
-    assert all(a < b for a, b in zip(positions, positions[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(positions))
     stamps = [e["timestamp"] for e in history]
     assert stamps == sorted(stamps) and all(s.endswith("Z") for s in stamps)
     assert history[0]["type"] == "Created"
