@@ -81,7 +81,8 @@ def populate(services, vms: int) -> str:
                      "snapshot": b"x"})
         current.append({"vm_uuid": vm_uuid, "state": state, "since": created,
                         "since_ms": created_ms, "owner_uuid": owner, "server_uuid": server,
-                        "quarantined_from": None, "version": 9, "position": i})
+                        "quarantined_from": None, "version": 9, "position": i,
+                        "created": created, "created_state": "provisioning"})
         common = {"vm_uuid": vm_uuid, "position": i, "at": created, "at_ms": created_ms,
                   "server_uuid": server, "owner_uuid": owner, "reason": None, "message": None,
                   "actor": "trace", "job_uuid": None}

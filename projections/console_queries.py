@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from domain.states import Execution, VmState
+from domain.states import Execution
 from projections.analytics_queries import STATE_ORDER
 from projections.db import Database
 from projections.vm_queries import VmFilter
@@ -97,28 +97,29 @@ class ConsoleQueries:
         return counts
 
     def states_over_time(self, owner_uuid: str | None = None) -> StatesOverTime:
-        """VMs in each state at the end of every time bucket, from ``vm_view``'s creation
-        times and the state changes in ``vm_transitions``: a state's count is the VMs that
-        entered it (``Created`` enters ``provisioning``) minus those that left it, up to the
-        bucket's end. The last point therefore equals the counts now (``/stats/states``).
+        """VMs in each state at the end of every time bucket, from the analytics tables alone
+        (one read model, so one position of the log): a state's count is the VMs that
+        entered it up to the bucket's end, by their creation (``vm_current.created``, in
+        ``created_state``: ``provisioning``, or for a VM its agent found, the state it was
+        found in) or a state change (``vm_transitions``), minus those that left it. The last
+        point therefore equals the counts now (``/stats/states``), and no count is ever
+        negative.
 
-        ``owner_uuid`` counts one owner's VMs by the owner the analytics tables keep
-        (``vm_current``, ``vm_transitions``: a quarantined VM stays its owner's), creations
-        too: ``vm_view`` gives a quarantined VM to the operator quarantine, and counting
-        its creation by that owner but its moves by the first drew a negative count."""
+        ``owner_uuid`` counts one owner's VMs by the owner the analytics tables keep (a
+        quarantined VM stays its owner's; ``vm_view`` gives it to the operator quarantine,
+        and counting its creation by that owner but its moves by the first drew a negative
+        count)."""
         owner = " WHERE owner_uuid = ?" if owner_uuid is not None else ""
         params = [owner_uuid] if owner_uuid is not None else []
-        vms = ("vm_view" if owner_uuid is None else
-               "vm_view JOIN vm_current ON vm_current.vm_uuid = vm_view.uuid "
-               "WHERE vm_current.owner_uuid = ?")
-        bounds = self._rows(f"SELECT MIN(create_timestamp) AS first, MAX(create_timestamp) "
-                            f"AS last FROM {vms}", params)[0]
+        bounds = self._rows(f"SELECT MIN(created) AS first, MAX(created) AS last "
+                            f"FROM vm_current{owner}", params)[0]
         last_move = self._rows(f"SELECT MAX(at) AS last FROM vm_transitions{owner}", params)[0]
         last = max(filter(None, (bounds["last"], last_move["last"])), default=None)
         unit, length = bucket_width(bounds["first"], last)
         created = self._rows(
-            f"SELECT SUBSTR(create_timestamp, 1, {length}) AS b, COUNT(*) AS n "
-            f"FROM {vms} GROUP BY SUBSTR(create_timestamp, 1, {length})", params)
+            f"SELECT SUBSTR(created, 1, {length}) AS b, created_state, COUNT(*) AS n "
+            f"FROM vm_current{owner} GROUP BY SUBSTR(created, 1, {length}), created_state",
+            params)
         moves = self._rows(
             f"SELECT SUBSTR(at, 1, {length}) AS b, from_state, to_state, COUNT(*) AS n "
             f"FROM vm_transitions{owner} "
@@ -126,7 +127,7 @@ class ConsoleQueries:
         change: dict[str, dict[str, int]] = {}
         for row in created:
             bucket = change.setdefault(row["b"], dict.fromkeys(STATE_ORDER, 0))
-            bucket[VmState.PROVISIONING.value] += int(row["n"])
+            bucket[row["created_state"]] += int(row["n"])
         for row in moves:
             bucket = change.setdefault(row["b"], dict.fromkeys(STATE_ORDER, 0))
             bucket[row["from_state"]] -= int(row["n"])

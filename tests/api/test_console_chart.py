@@ -6,14 +6,16 @@ points were spaced evenly, so three quiet minutes were drawn as wide as ten seco
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 from fastapi.testclient import TestClient
 
 from projections.analytics_queries import STATE_ORDER
-from projections.console_queries import MAX_BUCKETS, StatesOverTime, bucket_width
+from projections.console_queries import MAX_BUCKETS, ConsoleQueries, StatesOverTime, bucket_width
 from service.console.render import Chart, chart
-from tests.api.helpers import create_running_vm
+from service.container import Services
+from tests.api.helpers import OWNER, create_running_vm
 
 
 def _counts(**counts: int) -> dict[str, int]:
@@ -78,3 +80,36 @@ def test_the_charts_heading_and_labels_say_what_it_draws(client: TestClient) -> 
     labels = re.findall(r'<text class="tick x"[^>]*>([^<]+)</text>', html)
     assert len(labels) == 2 and all(
         re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", label) for label in labels), labels
+
+
+def _report(client: TestClient, vm_uuid: str, state: str, server_uuid: str,
+            last_modified: str) -> None:
+    """An agent's ``PUT /vms/{uuid}``: the VM as its compute node has it."""
+    response = client.put(f"/vms/{vm_uuid}", json={
+        "uuid": vm_uuid, "owner_uuid": OWNER, "brand": "bhyve", "ram": 128, "state": state,
+        "server_uuid": server_uuid, "last_modified": last_modified})
+    assert response.status_code == 200, response.text
+
+
+def test_a_discovered_vm_starts_in_the_state_it_was_found_in(services: Services,
+                                                             client: TestClient) -> None:
+    # a VM found by its agent (Discovered) was counted as entering provisioning: a VM found
+    # running drew "provisioning: 1", and its later stop "running: -1"
+    server_uuid = client.get("/servers").json()[0]["uuid"]
+    create_running_vm(client)
+    found = {state: str(uuid.uuid4()) for state in ("running", "stopped", "failed")}
+    for state, vm_uuid in found.items():
+        _report(client, vm_uuid, state, server_uuid, "2026-01-01T00:00:01.000Z")
+    _report(client, found["running"], "stopped", server_uuid, "2026-01-01T00:00:02.000Z")
+    _report(client, found["stopped"], "running", server_uuid, "2026-01-01T00:00:02.000Z")
+    states = client.get("/stats/states").json()
+    assert (states["running"], states["stopped"], states["failed"]) == (2, 1, 1), states
+    points = ConsoleQueries(services.db).states_over_time().points
+    assert points[-1][1] == states
+    assert all(n >= 0 for _, counts in points for n in counts.values()), points
+    owners = ConsoleQueries(services.db).states_over_time(OWNER).points
+    assert owners[-1][1] == client.get("/stats/states", params={"owner_uuid": OWNER}).json()
+    html = client.get("/console/fragments/fleet/chart").text
+    shown = {s: int(n) for s, n in re.findall(r'data-state="(\w+)" data-last="(-?\d+)"', html)}
+    assert shown == {s: n for s, n in states.items() if s in shown}
+    assert shown["running"] == 2 and shown.get("provisioning", 0) == 0

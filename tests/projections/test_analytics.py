@@ -107,6 +107,8 @@ def test_each_state_change_is_one_row_with_the_time_spent_in_the_state_it_left(s
         "since_ms": epoch_ms(destroyed_at), "owner_uuid": OWNER, "server_uuid": SERVER,
         "quarantined_from": None, "version": destroyed.originator_version, "position": position,
         "on_server_uuid": SERVER, "claim_server_uuid": None, "released_server_uuid": None,
+        # it was created, entering provisioning, at 0 ms
+        "created": rfc3339(T0), "created_state": "provisioning",
     }
 
 
