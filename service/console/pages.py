@@ -52,7 +52,9 @@ _VM_PAGE = re.compile(r"^/console/vms/([0-9A-Za-z-]{1,64})$")
 
 
 # The console's own paths that are the API's (behind the token): an unknown one is no page.
-_API_PATHS = ("/console/fragments/", "/console/static/")
+# (``/console/static/`` is this middleware's: a missing asset is the 404 page whatever the
+# token, as a browser sends none for an asset; it had been the API's 401.)
+_API_PATHS = ("/console/fragments/",)
 
 
 def without_slash(path: str) -> str:
@@ -87,8 +89,9 @@ def page_of(path: str) -> tuple[str, str, str] | None:
 
 def names_no_page(path: str) -> bool:
     """``path`` is under ``/console/`` but names no page, and is none of the API's paths
-    there: a mistyped link, answered with the console's own 404 page, which holds nothing
-    and so needs no token (it had been the API's 401, JSON shown bare in a browser)."""
+    there: a mistyped link or a missing asset, answered with the console's own 404 page,
+    which holds nothing and so needs no token (it had been the API's 401, JSON shown bare
+    in a browser). Call it for a path that is no asset."""
     return (path.startswith("/console/") and not path.startswith(_API_PATHS)
             and page_of(path) is None)
 
@@ -135,7 +138,7 @@ class ConsolePages:
             await send_fixed(scope, with_request_id(scope, send), body, [
                 (b"content-type", b"text/html; charset=utf-8"), *SECURITY_HEADERS], status=404)
             return
-        else:  # the fragments, and an asset that is not one (the API's answers)
+        else:  # the fragments (the API's answers)
             await self.app(scope, receive, protected)
             return
         await send_fixed(scope, with_request_id(scope, send), body,

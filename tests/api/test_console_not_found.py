@@ -8,6 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.helpers import assert_error
+from tests.api.test_authorization import bearer
 from tests.api.test_console import authed  # noqa: F401 (a fixture: tokens configured)
 
 
@@ -28,7 +29,22 @@ def test_an_address_that_names_no_console_page_is_a_404_page_without_a_token(
     assert head.status_code == 404 and head.content == b""
 
 
-def test_the_apis_own_console_paths_stay_behind_the_token(authed: TestClient) -> None:
-    # fragments and assets are the API's: an unknown one is not a page
+def test_the_fragments_stay_behind_the_token(authed: TestClient) -> None:
+    # the fragments are the API's: an unknown one is not a page
     assert_error(authed.get("/console/fragments/nope"), 401, "Unauthorized")
-    assert_error(authed.get("/console/static/missing.js"), 401, "Unauthorized")
+
+
+@pytest.mark.parametrize("path", [
+    "/console/static/nope.js", "/console/static/", "/console/static/a/b.css",
+    "/console/static/console.js.map", "/console/static/..%2Fpages.py"])
+@pytest.mark.parametrize("headers", [{}, bearer("operator"), {"Authorization": "Bearer no"}])
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_missing_asset_is_404_whatever_the_token(authed: TestClient, path: str,
+                                                   headers: dict[str, str]) -> None:
+    # a browser sends no token for an asset: a missing one answered 401, "a bearer token is
+    # required" (with one, the API's JSON 404), where /console/static/ itself was the 404 page
+    response = authed.get(path, headers=headers)
+    assert response.status_code == 404, response.text
+    assert "<h1>Not found</h1>" in response.text
+    assert "default-src 'none'" in response.headers["content-security-policy"]
+    assert authed.head(path, headers=headers).status_code == 404
