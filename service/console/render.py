@@ -5,6 +5,7 @@ timeline), and the differences between two VM objects."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,13 +72,29 @@ def event_kind(event_type: str) -> str:
 _ENV.globals["event_kind"] = event_kind
 
 
+# A key written bare in a path: letters, digits, "_" and "-" (``customer_metadata.user-script``);
+# any other (a ".", a bracket, a quote, a space, or none) is written as a JSON string in
+# brackets, so a tag named "a.b" is ``tags["a.b"]``, never the nested path ``tags.a.b``.
+_BARE_KEY = re.compile(r"[\w-]+")
+
+
+def key_path(path: str, key: Any) -> str:
+    """The path of ``key`` inside the object at ``path`` ("" for the top): ``path.key``, or
+    ``path["key"]`` (JSON string quoting) for a key a dot would make ambiguous. Each path
+    names one key: two keys of one object never share a path."""
+    text = str(key)
+    if _BARE_KEY.fullmatch(text):
+        return f"{path}.{text}" if path else text
+    return f"{path}[{json.dumps(text, ensure_ascii=False)}]"
+
+
 def _walk(before: Any, after: Any, path: str, found: list[dict[str, Any]]) -> None:
     # Objects are compared key by key only while both sides are objects: a key on one side
     # alone is one change of its whole value (flattening each side on its own made an empty
     # object a leaf and a non-empty one nothing, so a first tag read "tags: {} -> null").
     if isinstance(before, dict) and isinstance(after, dict):
         for key in sorted(set(before) | set(after), key=str):
-            inner = f"{path}.{key}" if path else str(key)
+            inner = key_path(path, key)
             if key not in before:
                 found.append({"field": inner, "before": None, "after": after[key],
                               "absent": "before"})
@@ -91,8 +108,9 @@ def _walk(before: Any, after: Any, path: str, found: list[dict[str, Any]]) -> No
 
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
-    """The fields that differ between two VM objects, by dotted path (``tags.role``), in
-    path order: ``[{field, before, after, absent}]``. Objects on both sides are compared
+    """The fields that differ between two VM objects, by path (``tags.role``; a key holding
+    a dot or another separator in brackets, ``tags["a.b"]``: ``key_path``), in key order:
+    ``[{field, before, after, absent}]``. Objects on both sides are compared
     field by field; anything else (a list, an object against null) is one change of the
     whole value. ``absent`` is ``"before"`` or ``"after"`` for a field only the other
     version has (its value there is None), else None (a field that is null is there)."""

@@ -37,6 +37,36 @@ def test_a_diff_reads_an_object_going_empty_or_not_truthfully() -> None:
     assert differences({"tags": {}, "nics": [1]}, {"tags": {}, "nics": [1]}) == []
 
 
+def test_a_diff_writes_a_key_that_holds_a_separator_so_it_reads_as_one_key() -> None:
+    # a tag named "a.b" read "tags.a.b", the path of key "b" in an object at "tags.a"
+    nested = differences({"tags": {"a": {"b": 1}}}, {"tags": {"a": {"b": 2}}})
+    dotted = differences({"tags": {"a.b": 1}}, {"tags": {"a.b": 2}})
+    assert [c["field"] for c in nested] == ["tags.a.b"]
+    assert [c["field"] for c in dotted] == ['tags["a.b"]']
+    odd = {"x[0]": 1, 'say "hi"': 1, "": 1, "two words": 1, "a\\b": 1, "user-script": 1,
+           "über_1": 1}
+    fields = [c["field"] for c in differences({"customer_metadata": {}},
+                                              {"customer_metadata": odd})]
+    assert fields == ['customer_metadata[""]', 'customer_metadata["a\\\\b"]',
+                      'customer_metadata["say \\"hi\\""]', 'customer_metadata["two words"]',
+                      "customer_metadata.user-script", 'customer_metadata["x[0]"]',
+                      "customer_metadata.über_1"]
+    # every path names one key: no two keys' paths are the same
+    assert len(set(fields)) == len(odd)
+    assert [c["field"] for c in differences({}, {"a.b": 1})] == ['["a.b"]']
+
+
+def test_the_diff_fragment_shows_a_dotted_tag_as_one_key(client: TestClient) -> None:
+    vm_uuid = create_running_vm(client)
+    act_and_wait(client, vm_uuid, "update", json={"tags": {"a.b": "web"}})
+    version = get_vm(client, vm_uuid)["version"]
+    diff = client.get(f"/console/fragments/vms/{vm_uuid}/diff",
+                      params={"from": 1, "to": version}).text
+    fields = [html.unescape(f) for f in re.findall(r'data-field="([^"]+)"', diff)]
+    assert 'tags["a.b"]' in fields and "tags.a.b" not in fields
+    assert '<code>tags["a.b"]</code>' in html.unescape(diff)
+
+
 def test_the_diff_fragment_shows_a_first_tag_as_added(client: TestClient) -> None:
     vm_uuid = create_running_vm(client)
     act_and_wait(client, vm_uuid, "update", json={"tags": {"role": "web"}})
