@@ -111,8 +111,10 @@ class ConsoleQueries:
         count)."""
         owner = " WHERE owner_uuid = ?" if owner_uuid is not None else ""
         params = [owner_uuid] if owner_uuid is not None else []
-        bounds = self._rows(f"SELECT MIN(created) AS first, MAX(created) AS last "
-                            f"FROM vm_current{owner}", params)[0]
+        # one subquery each: SQLite reads a lone MIN or MAX from the index's end
+        bounds = self._rows(f"SELECT (SELECT MIN(created) FROM vm_current{owner}) AS first, "
+                            f"(SELECT MAX(created) FROM vm_current{owner}) AS last",
+                            params * 2)[0]
         last_move = self._rows(f"SELECT MAX(at) AS last FROM vm_transitions{owner}", params)[0]
         last = max(filter(None, (bounds["last"], last_move["last"])), default=None)
         unit, length = bucket_width(bounds["first"], last)
