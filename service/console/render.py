@@ -5,6 +5,7 @@ timeline), and the differences between two VM objects."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,9 +122,12 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str,
 
 @dataclass(frozen=True)
 class Chart:
-    """An SVG step chart of VMs by state over time: one polyline per state (view box
-    ``WIDTH`` × ``HEIGHT``), the y-axis maximum and the first and last buckets' times (the
-    x-axis's ends' labels)."""
+    """An SVG step chart of VMs by state over time: one polyline per state (plot area
+    ``WIDTH`` × ``HEIGHT`` from the origin), the y-axis maximum and the first and last
+    buckets' times (the x-axis's ends' labels). ``left`` is the room left of the y-axis for
+    its labels and ``right`` the x where the view ends, past the legend: both grow with the
+    labels' lengths, so a count of any size is shown whole (a fixed view box cut "28,118" to
+    "8,118" and ran "provisioning 3,468" past its edge)."""
 
     series: list[dict[str, Any]]
     maximum: int
@@ -131,9 +135,23 @@ class Chart:
     last: str | None
     unit: str
     buckets: int
+    left: int = 40
+    right: int = 700
 
     WIDTH = 600
     HEIGHT = 200
+    # an upper bound of one character's width at the labels' 11 px (console.css): DejaVu
+    # Sans, Chromium's default on Debian, draws a digit 7 px wide and no lowercase letter of
+    # a state's name wider
+    CHAR_WIDTH = 7.5
+    TICK_GAP = 4  # between the y-axis and its labels' ends
+    LEGEND_GAP = 8  # between the plot and the legend
+    MARGIN = 6  # past the longest label
+
+
+def _room(texts: list[str]) -> int:
+    """Width (view box units) that holds the longest of ``texts`` at the labels' font."""
+    return math.ceil(max(map(len, texts), default=0) * Chart.CHAR_WIDTH) + Chart.MARGIN
 
 
 def _label(bucket: str) -> str:
@@ -169,5 +187,9 @@ def chart(over_time: StatesOverTime) -> Chart:
         if len(points) == 1:
             steps.append(f"{Chart.WIDTH:.1f},{ys[0]}")
         series.append({"state": state, "points": " ".join(steps), "last": points[-1][1][state]})
+    left = max(40, Chart.TICK_GAP + _room([f"{maximum:,}"]))
+    legends = [f"{line['state']} {line['last']:,}" for line in series]
+    right = max(Chart.WIDTH + 100, Chart.WIDTH + Chart.LEGEND_GAP + _room(legends))
     return Chart(series, maximum, _label(points[0][0]) if points else None,
-                 _label(points[-1][0]) if points else None, over_time.unit, len(points))
+                 _label(points[-1][0]) if points else None, over_time.unit, len(points),
+                 left, right)

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from projections.analytics_queries import STATE_ORDER
 from projections.console_queries import MAX_BUCKETS, ConsoleQueries, StatesOverTime, bucket_width
-from service.console.render import Chart, chart
+from service.console.render import Chart, chart, render
 from service.container import Services
 from tests.api.helpers import OWNER, create_running_vm
 
@@ -68,6 +68,20 @@ def test_a_long_lives_chart_has_a_bounded_number_of_points() -> None:
     drawn = chart(StatesOverTime("year", points))
     assert len(_line(drawn, "running")) == 2 * MAX_BUCKETS - 1
     assert drawn.last == "2119"
+
+
+@pytest.mark.parametrize("most", [7, 28_770, 9_999_999])
+def test_the_charts_view_leaves_room_for_its_longest_labels(most: int) -> None:
+    # a fixed view box (-40 to 700) cut a y-axis label of 5 digits and a legend past 3
+    # (tests/browser/test_console_chart.py measures the labels in Chromium)
+    drawn = chart(StatesOverTime("second", [("2026-11-30T01:30:07", _counts(
+        provisioning=most, quarantined=1))]))
+    html = render("chart.html", chart=drawn, owner=False)
+    left, _, width, _ = map(float, re.search(r'viewBox="([^"]+)"', html).group(1).split())
+    assert -left >= Chart.TICK_GAP + len(f"{most:,}") * Chart.CHAR_WIDTH
+    assert left + width >= Chart.WIDTH + Chart.LEGEND_GAP + len(
+        f"provisioning {most:,}") * Chart.CHAR_WIDTH
+    assert left <= -40 and left + width >= 700  # never narrower than it was
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
