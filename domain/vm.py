@@ -270,3 +270,9 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
             params=provision_params or {},
         )
         return vm
+
+
+# The topics of a VM stream's first event: ``Created`` through the API, ``Discovered`` for a
+# VM its agent found. Whatever finds VMs by their first event (the fleet's audit pages, the
+# replay's check for an empty database) reads both: one alone missed the found VMs.
+FIRST_TOPICS = (Vm.Created.TOPIC, Vm.Discovered.TOPIC)

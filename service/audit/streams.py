@@ -22,6 +22,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
+from domain.vm import FIRST_TOPICS
 from service.audit.chains import ChainCheck
 from service.audit.snapshots import verify_stream_snapshots
 from service.audit.verify import Difference, comparable, compare, scratch_directory
@@ -95,13 +96,13 @@ def verify_vms(services: Any, vm_uuids: Iterable[str]) -> list[VmAudit]:
 
 def fleet_page(services: Any, *, after: int = 0, limit: int = 50
                ) -> tuple[list[VmAudit], int | None]:
-    """Verify the next ``limit`` VMs (at most ``MAX_PAGE``) in the order they were created,
-    after log position ``after`` (0: from the first); returns their audits and the position
+    """Verify the next ``limit`` VMs (at most ``MAX_PAGE``) in the order they were created
+    (through the API or found by their agent: ``FIRST_TOPICS``), after log position ``after`` (0: from the first); returns their audits and the position
     to continue after (None when no VM was created later). Each page reads only its VMs'
     streams, so any fleet is verified in bounded steps."""
     limit = max(1, min(limit, MAX_PAGE))
     created = services.app.recorder.select_notifications(
-        after, limit + 1, topics=["vm.created"], inclusive_of_start=False)
+        after, limit + 1, topics=list(FIRST_TOPICS), inclusive_of_start=False)
     page = created[:limit]
     audits = verify_vms(services, [str(n.originator_id) for n in page])
     return audits, (page[-1].id if len(created) > limit else None)

@@ -58,12 +58,12 @@ def fragment(template: str, status_code: int = 200, **context: Any) -> HTMLRespo
 
 def event_kind(event_type: str) -> str:
     """The timeline's class for an event type: ``failure``, ``state`` (a state change, or
-    ``Created``), ``quarantine``, ``job`` or ``other`` (metadata, capacity, volumes)."""
+    the VM's first, ``Created`` or ``Discovered``: it enters its first state), ``quarantine``, ``job`` or ``other`` (metadata, capacity, volumes)."""
     if event_type in _FAILURES:
         return "failure"
     if event_type in _QUARANTINE:
         return "quarantine"
-    if event_type in STATE_EVENTS or event_type == "Created":
+    if event_type in STATE_EVENTS or event_type in ("Created", "Discovered"):
         return "state"
     if event_type.startswith("Job"):
         return "job"

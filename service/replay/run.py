@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rich.progress import Progress
 
+from domain.vm import FIRST_TOPICS
 from service.container import Services
 from service.replay.ahead import RowsAhead
 from service.replay.commands import ReplayCommands
@@ -83,7 +84,7 @@ def replay(services: Services, trace: Path | str, *, skip_jobs: int = 0,
 def _refuse_a_database_with_vms(services: Services) -> None:
     """Raises ``ValueError`` when the database already has a VM (the replay must be its only
     writer, from the start: docs/replay.md, "Being the only writer")."""
-    if services.app.recorder.select_notifications(0, 1, topics=["vm.created"]):
+    if services.app.recorder.select_notifications(0, 1, topics=list(FIRST_TOPICS)):
         raise ValueError("the database already has VMs; replay into an empty one")
 
 

@@ -263,6 +263,21 @@ def test_replay_refuses_a_database_that_already_has_events(services, tmp_path):
         replay(services, trace)
 
 
+def test_replay_refuses_a_database_whose_only_vm_its_agent_found(services, tmp_path):
+    # it looked for "vm.created" alone: a VM recorded as Discovered let the replay in
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+
+    found = str(uuid4())
+    with TestClient(create_app(services=services, background=False)) as http:
+        assert http.put(f"/vms/{found}", json={"uuid": found, "state": "running"}
+                        ).status_code == 200
+    trace = write_trace(tmp_path / "t.csv", [row(SUBMIT), row(SCHEDULE, machine="1")])
+    with pytest.raises(ValueError, match="already has VMs"):
+        replay(services, trace)
+
+
 def test_the_summary_says_how_far_behind_the_read_models_were_when_the_replay_ended(
         services, tmp_path):
     # a slow catch-up was read as costlier read models where the follower had been starved
