@@ -6,6 +6,7 @@ Every setting is listed in ``docs/operations.md``.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -22,6 +23,8 @@ MAX_PORT = 65535
 
 #: The longest duration a ``*_s`` setting takes: a year.
 MAX_SECONDS = 31_536_000
+# VMLEDGER_METRICS_ADDRESS: HOST:PORT, an IPv6 host in brackets, an empty host 127.0.0.1
+_METRICS_ADDRESS = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):[0-9]{1,5}")
 
 
 class EnvFileError(ValueError):
@@ -155,7 +158,7 @@ class Settings(BaseSettings):
         "request through the process's configured providers (off: the service's metrics are "
         "Prometheus's, at /metrics, and FastAPI's per-request check for providers costs CPU)")
     metrics_address: str | None = Field(
-        None, pattern=r"^(\[[0-9A-Fa-f:.]+\]|[^:\[\]]*):[0-9]{1,5}$",
+        None,
         description="HOST:PORT where `vmledger project` or `vmledger work` serves its "
         "process's metrics (unset: none)")
 
@@ -168,6 +171,10 @@ class Settings(BaseSettings):
     @field_validator("metrics_address")
     @classmethod
     def _port_in_range(cls, address: str | None) -> str | None:
+        # a validator, not a Field pattern: pydantic's refusal of a pattern prints the regex
+        # (operator tester), where the settings table promises a line saying the form
+        if address is not None and not _METRICS_ADDRESS.fullmatch(address):
+            raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:9100 ([::1]:9100 for IPv6)")
         if address is not None and int(address.rpartition(":")[2]) > MAX_PORT:
             raise ValueError(f"the port must be 0 to {MAX_PORT}")
         return address

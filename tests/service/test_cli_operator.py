@@ -21,6 +21,7 @@ from tests.cli import VMLEDGER, environment, vmledger
 from tests.conftest import ADMIN_URL, REQUIRE_POSTGRES, _with_dbname
 from tests.trace import SCHEDULE, SUBMIT, row, write_trace
 
+
 @pytest.fixture
 def sqlite_env(tmp_path: Path) -> dict[str, str]:
     return {"VMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'vmledger.db'}",
@@ -58,7 +59,10 @@ def test_an_empty_metrics_address_means_unset(sqlite_env: dict[str, str]) -> Non
     done = vmledger("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": ""})
     assert done.returncode == 0, done.stderr
     bad = vmledger("rebuild", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": "nope"})
-    assert bad.returncode == 2 and "VMLEDGER_METRICS_ADDRESS" in bad.stderr
+    # one line naming the setting and the form it takes: it printed pydantic's raw regex
+    assert (bad.returncode, bad.stderr) == (
+        2, ("VMLEDGER_METRICS_ADDRESS: must be HOST:PORT, e.g. 127.0.0.1:9100 "
+            "([::1]:9100 for IPv6)\n"))
 
 
 def test_a_metrics_address_already_taken_is_one_line_naming_it_not_a_traceback(
@@ -71,9 +75,11 @@ def test_a_metrics_address_already_taken_is_one_line_naming_it_not_a_traceback(
         taken.listen()
         address = f"127.0.0.1:{taken.getsockname()[1]}"
         done = vmledger("work", env={**sqlite_env, "VMLEDGER_METRICS_ADDRESS": address}, timeout=60)
+    # one line, not click's usage box (5 lines, "Usage: vmledger work [OPTIONS]")
     assert done.returncode == 2, done.stderr
-    assert "VMLEDGER_METRICS_ADDRESS" in done.stderr and address in done.stderr
-    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(
+        f"VMLEDGER_METRICS_ADDRESS: cannot listen on {address}: "), done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
 @pytest.fixture(scope="module")

@@ -114,7 +114,18 @@ def test_an_unknown_vmledger_variable_is_named_with_the_setting_it_may_mean(tmp_
     warnings = [line.split(": ", 1)[1] for line in done.stderr.splitlines()
                 if "WARNING vmledger.settings" in line]
     assert warnings == [
-        "VMLEDGER_JOB_LEASES_S is not a setting and is ignored; did you mean "
-        "VMLEDGER_JOB_LEASE_S?",
-        "VMLEDGER_NOTHING_LIKE_IT is not a setting and is ignored (docs/operations.md, "
-        "\"Settings\", lists them)"], done.stderr
+        ("VMLEDGER_JOB_LEASES_S is not a setting and is ignored; did you mean "
+         "VMLEDGER_JOB_LEASE_S?"),
+        ("VMLEDGER_NOTHING_LIKE_IT is not a setting and is ignored (docs/operations.md, "
+         "\"Settings\", lists them)")], done.stderr
+
+
+def test_no_setting_is_checked_by_a_pattern_whose_refusal_prints_the_regex() -> None:
+    # operator tester: VMLEDGER_METRICS_ADDRESS was refused with "String should match
+    # pattern '^(\[[0-9A-Fa-f:.]+\]|…'"; a setting's form is checked by a validator of its
+    # own whose refusal says the form in words (docs/operations.md, the settings table)
+    from service.settings import Settings
+
+    patterned = [name for name, field in Settings.model_fields.items()
+                 if any(getattr(rule, "pattern", None) for rule in field.metadata)]
+    assert patterned == []
