@@ -7,6 +7,7 @@ read: they build the services without the simulated fleet and without writing
 from __future__ import annotations
 
 import json
+from uuid import UUID
 
 import typer
 
@@ -17,9 +18,12 @@ from service.cli.progress import finish, progress_bar
 
 
 def history_command(vm_uuid: str) -> None:
-    """Print every event of a VM as JSON lines."""
+    """Print every event of a VM as JSON lines. An argument that is no uuid is a usage
+    error (status 2), as ``changes --vm-uuid bad`` is; a uuid no VM has is "not found",
+    status 1."""
     from service.audit.history import vm_history
 
+    _require_uuid(vm_uuid, "VM_UUID")
     services = checked_services(register_fleet=False, writes=False)
     try:
         for entry in vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000):
@@ -33,6 +37,15 @@ def history_command(vm_uuid: str) -> None:
         raise typer.Exit(1) from None
     finally:
         services.close()
+
+
+def _require_uuid(value: str, name: str) -> None:
+    """Raise ``typer.BadParameter`` naming the argument ``name`` unless ``value`` is a uuid
+    (any case, hyphens or not, as ``uuid.UUID`` reads it and ``GET /vms/{uuid}`` takes it)."""
+    try:
+        UUID(value)
+    except ValueError:
+        raise typer.BadParameter(f"not a uuid: {value[:64]!r}", param_hint=name) from None
 
 
 def audit_verify_command() -> None:

@@ -84,10 +84,18 @@ def test_a_vm_argument_that_is_not_a_uuid_is_said_to_be_one(client) -> None:
         assert body["message"] == "VM not found (Invalid UUID: not a uuid)", path
 
 
-def test_the_history_command_says_its_argument_is_not_a_uuid(services, settings) -> None:
+def test_the_history_command_refuses_an_argument_that_is_not_a_uuid_as_a_usage_error(
+        services, settings) -> None:
+    """It ended with status 1 and "VM notauuid not found", as if the VM were missing, where
+    ``changes --vm-uuid bad`` and ``rebuild nosuch`` end as usage errors, status 2 (a
+    tester); a well-formed uuid no VM has is still "not found", status 1."""
     from tests.cli import vmledger
 
     ended = vmledger("history", "notauuid", database_url=settings.database_url)
-    assert ended.returncode == 1, ended.stderr
-    assert ended.stderr.strip() == (
-        "vmledger history: VM notauuid not found (Invalid UUID: not a uuid)")
+    assert ended.returncode == 2, ended.stderr
+    assert "Invalid value for VM_UUID: not a uuid: 'notauuid'" in ended.stderr, ended.stderr
+    assert "not found" not in ended.stderr
+    nobody = "4dd33ca6-0000-4000-8000-000000000000"
+    ended = vmledger("history", nobody, database_url=settings.database_url)
+    assert (ended.returncode, ended.stderr.strip()) == (
+        1, f"vmledger history: VM {nobody} not found"), ended.stderr
