@@ -44,10 +44,10 @@ def line(change: Change) -> str:
 
 def tail(services: object, after: int | None, shown: ChangeFilter, *, follow: bool,
          emit: Callable[[Change], None], stop: threading.Event,
-         warn: Callable[[str], object] | None = None) -> int:
+         warn: Callable[[str], object] | None = None, end: int | None = None) -> int:
     """Emit the changes after ``after`` (``None``: from the head) that ``shown`` matches, in
-    log order; until the head as it was at the start, or with ``follow`` until ``stop``.
-    Returns the last position read.
+    log order; until ``end`` (default: the head as it was at the start), or with ``follow``
+    until ``stop``. Returns the last position read.
 
     With ``follow`` a database error (a cut connection, an outage: ``TRANSIENT_ERRORS``) does
     not end it, as it does not end ``GET /changes`` (docs/api.md, "Changes"): one line to
@@ -66,7 +66,7 @@ def tail(services: object, after: int | None, shown: ChangeFilter, *, follow: bo
 
     reader = LogReader(app.recorder, gap_timeout_s=timeout_s, on_gap_skipped=gap_passed)
     folder = ChangeFolder(app)
-    end = reader.head()
+    end = reader.head() if end is None else end
     cursor = end if after is None else after
     wake = threading.Event()
     if follow:
@@ -99,10 +99,12 @@ def tail(services: object, after: int | None, shown: ChangeFilter, *, follow: bo
         for change in changes:
             if shown.matches(change):
                 emit(change)
-        if count == BATCH:
-            continue
+        # the head as it was at the start reached: done, without reading on (a full batch
+        # ending there read once more, and printed what was appended since)
         if not follow and not reader.waiting_on_gap and cursor >= end:
             break
+        if count == BATCH:
+            continue
         poll = settings.changes_poll_s
         wake.wait(poll / 10 if reader.waiting_on_gap else poll)
     return cursor

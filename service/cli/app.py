@@ -23,7 +23,12 @@ from service.cli.endings import database_ending
 from service.cli.preflight import check_database, checked_services
 from service.cli.progress import finish, progress_bar
 from service.cli.replay import replay_command
-from service.cli.stop_signals import CommandStopped, restore_signals, stop_on_signals
+from service.cli.stop_signals import (
+    CommandStopped,
+    restore_signals,
+    stop_on_signals,
+    work_done,
+)
 from service.cli.tokens import token_create
 from service.container import READ_MODEL_NAMES, Services
 from service.database_failures import database_failure
@@ -197,11 +202,15 @@ def rebuild(
         services.projections.rebuild_processes = processes
     handlers = stop_on_signals()
     try:
-        with one_rebuild_at_a_time(services.settings), progress_bar() as bar:
-            task = bar.add_task(f"rebuilding {', '.join(chosen)}",
-                                total=services.commands.head_position())
-            count = services.projections.rebuild(chosen, progress=lambda n: bar.advance(task, n))
-            events = finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
+        try:
+            with one_rebuild_at_a_time(services.settings), progress_bar() as bar:
+                task = bar.add_task(f"rebuilding {', '.join(chosen)}",
+                                    total=services.commands.head_position())
+                count = services.projections.rebuild(
+                    chosen, progress=lambda n: bar.advance(task, n))
+                events = finish(bar, task, f"rebuilt {', '.join(chosen)}, switched")
+        finally:
+            work_done("vmledger rebuild")  # a signal from here on leaves the result standing
         # events appended during the build are applied at the switch, not read by the build:
         # N may pass K x E (an analyst read that as events applied twice)
         typer.echo(f"rebuilt {', '.join(chosen)}: {count} events applied in all "
@@ -234,8 +243,8 @@ def rebuild(
                    "(the live read models are as they were)", err=True)
         raise typer.Exit(1) from None
     finally:
-        restore_signals(handlers)
         services.close()
+        restore_signals(handlers)
 
 
 token = typer.Typer(help="Bearer tokens (docs/operations.md, \"Tokens and roles\").",
@@ -289,6 +298,9 @@ def main() -> None:
             said = str(problem["msg"]).removeprefix("Value error, ")
             typer.echo(f"VMLEDGER_{name}: {said}" if name else f"vmledger: {said}", err=True)
         raise SystemExit(2) from None
+    except CommandStopped as stopped:  # between a command's work and its own stop handling
+        typer.echo(f"vmledger: stopped by {stopped}", err=True)
+        raise SystemExit(128 + stopped.signum) from None
     except Exception as error:
         ending = database_ending(error)
         if ending is None:

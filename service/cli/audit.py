@@ -15,6 +15,13 @@ from domain.errors import DamagedStreamError, VmNotFoundError
 from service.cli.output import put
 from service.cli.preflight import checked_services
 from service.cli.progress import finish, progress_bar
+from service.cli.stop_signals import (
+    CommandStopped,
+    restore_signals,
+    stop_on_signals,
+    uninterrupted,
+    work_done,
+)
 
 
 def history_command(vm_uuid: str) -> None:
@@ -25,9 +32,28 @@ def history_command(vm_uuid: str) -> None:
 
     _require_uuid(vm_uuid, "VM_UUID")
     services = checked_services(register_fleet=False, writes=False)
+    printed: list[int] = []  # the version printed last
+
+    @uninterrupted  # a stop waits for the line and its version noted (stop_signals)
+    def show(entry: dict, last: bool) -> None:
+        put(json.dumps(entry))
+        printed[:] = [entry["version"]]
+        if last:  # a stop waiting now came after the work
+            work_done("vmledger history")
+
+    handlers = stop_on_signals()
     try:
-        for entry in vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000):
-            put(json.dumps(entry))
+        try:
+            entries = vm_history(services.commands, vm_uuid, after_version=0, limit=1_000_000)
+            for at, entry in enumerate(entries, 1):
+                show(entry, at == len(entries))
+        finally:
+            work_done("vmledger history")  # a signal from here on leaves the result standing
+    except CommandStopped as stopped:
+        where = (f"after version {printed[0]} (the last printed)" if printed
+                 else "before any event was printed")
+        typer.echo(f"vmledger history: stopped by {stopped} {where}", err=True)
+        raise typer.Exit(128 + stopped.signum) from None
     except VmNotFoundError as error:
         typer.echo(f"vmledger history: {error}", err=True)
         raise typer.Exit(1) from None
@@ -37,6 +63,7 @@ def history_command(vm_uuid: str) -> None:
         raise typer.Exit(1) from None
     finally:
         services.close()
+        restore_signals(handlers)
 
 
 def _require_uuid(value: str, name: str) -> None:
@@ -59,18 +86,29 @@ def audit_verify_command() -> None:
 
     services = checked_services(register_fleet=False, writes=False)
     notes: list[str] = []
+    handlers = stop_on_signals()
     try:
-        with progress_bar() as bar:
-            task = bar.add_task("checking hash chains", total=services.commands.head_position())
-            differences = verify_chains(services.app, lambda n: bar.advance(task, n))
-            events = finish(bar, task)
-            differences += verify_snapshots(services.app)
-            task = bar.add_task("comparing read models with a fresh fold",
-                                total=events * len(services.projections.read_models))
-            differences += verify_read_models(services, lambda n: bar.advance(task, n), notes)
-            finish(bar, task)
+        try:
+            with progress_bar() as bar:
+                task = bar.add_task("checking hash chains",
+                                    total=services.commands.head_position())
+                differences = verify_chains(services.app, lambda n: bar.advance(task, n))
+                events = finish(bar, task)
+                differences += verify_snapshots(services.app)
+                task = bar.add_task("comparing read models with a fresh fold",
+                                    total=events * len(services.projections.read_models))
+                differences += verify_read_models(services, lambda n: bar.advance(task, n),
+                                                  notes)
+                finish(bar, task)
+        finally:
+            work_done("vmledger audit verify")  # a signal from here on leaves the result
+    except CommandStopped as stopped:
+        typer.echo(f"vmledger audit verify: stopped by {stopped} before its checks ended: "
+                   "nothing is reported (it only reads: run it again)", err=True)
+        raise typer.Exit(128 + stopped.signum) from None
     finally:
         services.close()
+        restore_signals(handlers)
     for note in notes:
         put(f"note: {note}")
     for difference in differences:

@@ -14,7 +14,12 @@ from rich.table import Table
 
 from service.cli.preflight import checked_services
 from service.cli.progress import progress_bar
-from service.cli.stop_signals import CommandStopped, restore_signals, stop_on_signals
+from service.cli.stop_signals import (
+    CommandStopped,
+    restore_signals,
+    stop_on_signals,
+    work_done,
+)
 from service.database_failures import database_failure
 
 if TYPE_CHECKING:
@@ -70,15 +75,19 @@ def replay_command(
     handlers = stop_on_signals()
     stage = _Stage()
     try:
-        stage.head_at_start = services.commands.head_position()  # the fleet's, if any
-        selection = {"skip_jobs": skip_jobs, "max_jobs": max_jobs, "max_rows": max_rows,
-                     "on_replayed": stage.replayed}
-        with progress:
-            if follow:
-                summary = replay_and_catch_up(services, trace, progress=progress, **selection)
-            else:
-                summary = replay(services, trace, progress=progress, **selection)
-                catch_up(services, summary, progress)
+        try:
+            stage.head_at_start = services.commands.head_position()  # the fleet's, if any
+            selection = {"skip_jobs": skip_jobs, "max_jobs": max_jobs, "max_rows": max_rows,
+                         "on_replayed": stage.replayed}
+            with progress:
+                if follow:
+                    summary = replay_and_catch_up(services, trace, progress=progress,
+                                                  **selection)
+                else:
+                    summary = replay(services, trace, progress=progress, **selection)
+                    catch_up(services, summary, progress)
+        finally:
+            work_done("vmledger replay")  # a signal from here on leaves the result standing
     except CommandStopped as stopped:
         # its children stopped and what it handed to the committer written, on the way here
         # (service.replay.run), before the database is closed
@@ -106,8 +115,8 @@ def replay_command(
             "drop and create the database, or point VMLEDGER_DATABASE_URL at a new one, "
             "then run the same command again") from None
     finally:
-        restore_signals(handlers)
         services.close()
+        restore_signals(handlers)
     if as_json:
         typer.echo(json.dumps(summary.as_dict(), indent=2))
     else:

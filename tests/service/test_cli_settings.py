@@ -73,9 +73,13 @@ def test_a_ctrl_c_while_the_command_loads_ends_it_quietly_with_status_130(
     # KeyboardInterrupt traceback; the entry point imports the command line inside its guard
     import service.cli
     import service.cli.app
+    import service.cli.stop_signals
 
     def interrupted() -> None:
         raise KeyboardInterrupt
+
+    # the console script's process only: in this one, commands run later give signals back
+    monkeypatch.setattr(service.cli.stop_signals, "hold_until_exit", lambda: None)
 
     monkeypatch.setattr(service.cli.app, "main", interrupted)
     with pytest.raises(SystemExit) as ended:
