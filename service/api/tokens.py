@@ -140,11 +140,6 @@ class Tokens:
                                      "same hash (each token needs an entry of its own)")
         return cls(tokens)
 
-    def holds(self, sha256: str) -> bool:
-        """Whether a configured entry has this SHA-256 (hex, either case): ``vmledger token
-        create`` draws again rather than print an entry the loader would refuse."""
-        return any(entry.digest == bytes.fromhex(sha256) for entry in self._entries)
-
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal of an ``Authorization: Bearer <token>`` header; raises
         ``UnauthorizedError`` when it is missing or matches no configured token."""

@@ -1,7 +1,7 @@
 """A VM's history as auditors read it: every event with its version, global position,
 timestamp, type, data and cause, and the inputs of its hash-chain link, its topic and the
-content hashed (docs/api.md, "Recomputing a link"; design.md, "Auditing"); as an owner reads it, only the
-events it may see (``domain.visibility``: not those of the VM's quarantine)."""
+content hashed (docs/api.md, "Recomputing a link"; design.md, "Auditing"); as an owner reads
+it, only the events it may see (``domain.visibility``: not those of the VM's quarantine)."""
 
 from __future__ import annotations
 

@@ -4,12 +4,9 @@
 from __future__ import annotations
 
 import uuid as uuidlib
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-
-if TYPE_CHECKING:
-    from service.api.tokens import Tokens
 
 # TOML 1.0, "String": a basic string holds any character but '"', '\' and the control
 # characters (U+0000-U+001F but tab, U+007F). Tab and C1 (U+0080-U+009F) are escaped too, so
@@ -33,22 +30,6 @@ def _canonical(value: str | None) -> str | None:
         return value
 
 
-def _configured() -> Tokens:
-    """The tokens configured now (``VMLEDGER_TOKENS_FILE`` or ``VMLEDGER_TOKENS``), whose
-    hashes a new entry must not repeat; none when they cannot be read: a file still empty
-    (the first token, made for ``2>> tokens.toml``), missing or refused, whose problem
-    ``serve`` names, and that the new entry cannot make worse."""
-    from pydantic import ValidationError
-
-    from service.api.tokens import TokenFileError, Tokens
-    from service.settings import Settings
-
-    try:
-        return Tokens.from_settings(Settings())
-    except (TokenFileError, ValidationError):
-        return Tokens([])
-
-
 def token_create(
     name: Annotated[str, typer.Option(help="the token's name (the events' cause.actor)")],
     role: Annotated[str, typer.Option(help="operator, owner, agent, auditor or analyst")],
@@ -58,12 +39,9 @@ def token_create(
     """Make a new random token: prints the token (give it to its holder; it is not stored)
     and, on stderr, the entry to append to VMLEDGER_TOKENS_FILE (its SHA-256 only). An entry
     the tokens file's loader would refuse is refused, in the loader's words (exit status 2)."""
-    from service.api import tokens
+    from service.api.tokens import TokenFileError, Tokens, new_token
 
-    configured = _configured()
-    plain, digest = tokens.new_token()
-    while configured.holds(digest):  # 2**-256 a draw, but an entry so made stops serve
-        plain, digest = tokens.new_token()
+    plain, digest = new_token()
     fields = {"name": name, "role": role, "owner_uuid": _canonical(owner_uuid),
               "server_uuid": _canonical(server_uuid), "sha256": digest}
     entry = "\n".join(["[[tokens]]", *(f"{field} = {toml_string(value)}"
@@ -76,9 +54,8 @@ def token_create(
     try:
         # the printed text itself through the loader that every process runs at start-up:
         # its rules, and the escaping, checked in one place
-        tokens.Tokens.from_toml(entry,
-                                source="the tokens file's loader would refuse this entry")
-    except tokens.TokenFileError as error:
+        Tokens.from_toml(entry, source="the tokens file's loader would refuse this entry")
+    except TokenFileError as error:
         raise typer.BadParameter(str(error)) from None
     typer.echo(plain)
     typer.echo(entry, err=True)

@@ -1,19 +1,17 @@
 """One token, one entry: two entries with the same SHA-256 are refused at load, as two with
-the same name are (docs/operations.md, "Tokens and roles"), and ``vmledger token create``
-never prints an entry whose hash is already configured (a tester: the same hash given twice,
-the last entry silently decided the token's role, and ``serve`` started with no warning)."""
+the same name are (docs/operations.md, "Tokens and roles"; a tester: the same hash given
+twice, the last entry silently decided the token's role, and ``serve`` started with no
+warning)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from service.api import tokens as tokens_module
 from service.api.tokens import TokenFileError, Tokens
 from service.cli.app import cli
 
@@ -68,50 +66,3 @@ def test_serve_with_one_hash_twice_stops_at_start_up_in_one_line(
     [line] = result.stderr.splitlines()
     assert line == (f"vmledger: tokens file {path}: duplicate sha256: tokens 'b' and 'a' "
                     "have the same hash (each token needs an entry of its own)")
-
-
-@pytest.fixture
-def drawn_first_is_taken(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """``new_token`` draws ``TOKEN`` (whose hash is configured) first, then fresh ones; yields
-    the tokens drawn."""
-    drawn: list[str] = []
-    fresh = tokens_module.new_token
-
-    def new_token() -> tuple[str, str]:
-        token, digest = (TOKEN, DIGEST) if not drawn else fresh()
-        drawn.append(token)
-        return token, digest
-
-    monkeypatch.setattr(tokens_module, "new_token", new_token)
-    yield drawn
-
-
-@pytest.mark.parametrize("source", ["file", "environment"])
-def test_token_create_never_prints_an_entry_whose_hash_is_configured(
-        tmp_path: Path, drawn_first_is_taken: list[str], source: str) -> None:
-    path = tmp_path / "tokens.toml"
-    path.write_text(toml_entry("ci", "auditor", DIGEST))
-    env = ({"VMLEDGER_TOKENS_FILE": str(path)} if source == "file" else
-           {"VMLEDGER_TOKENS": json.dumps([{"name": "ci", "role": "auditor", "sha256": DIGEST}])})
-    done = CliRunner().invoke(cli, ["token", "create", "--name", "new", "--role", "operator"],
-                              env=env)
-    assert done.exit_code == 0, done.output
-    assert drawn_first_is_taken[0] == TOKEN and len(drawn_first_is_taken) == 2
-    token = done.stdout.strip()
-    assert token == drawn_first_is_taken[1] and DIGEST not in done.stderr
-    with path.open("a") as appended:  # as docs/operations.md shows: 2>> tokens.toml
-        appended.write(done.stderr)
-    principal = Tokens.load(path).authenticate(f"Bearer {token}")
-    assert (principal.name, principal.role) == ("new", "operator")
-
-
-def test_token_create_for_a_tokens_file_still_empty_prints_an_entry(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the first token of a new file: the shell made it, empty, for `2>> tokens.toml`
-    path = tmp_path / "tokens.toml"
-    path.write_text("")
-    monkeypatch.setenv("VMLEDGER_TOKENS_FILE", str(path))
-    done = CliRunner().invoke(cli, ["token", "create", "--name", "first", "--role", "operator"])
-    assert done.exit_code == 0, done.output
-    path.write_text(done.stderr)
-    assert Tokens.load(path).authenticate(f"Bearer {done.stdout.strip()}").name == "first"
