@@ -25,10 +25,11 @@ from service.api.vmapi_fields import refused_as
 
 router = authorized_router(tags=["networks"])
 
-NO_PARAMETERS = QueryParameters()
-CREATE_NETWORK = QueryParameters(*COMMAND_HEADERS)
+NO_PARAMETERS = QueryParameters(scoped=False)
+CREATE_NETWORK = QueryParameters(*COMMAND_HEADERS, scoped=False)
 LIST_NETWORKS = QueryParameters(Param("name", "only the networks of this name",
-                                      {"type": "string", "minLength": 1, "maxLength": 256}))
+                                      {"type": "string", "minLength": 1, "maxLength": 256}),
+                                scoped=False)
 
 
 # An address field, refused in words of what it must be whatever is wrong with it

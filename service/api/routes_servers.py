@@ -27,12 +27,12 @@ from service.api.schemas import StrictModel, Uuid
 
 router = authorized_router(tags=["servers"])
 
-NO_PARAMETERS = QueryParameters()
-CREATE_SERVER = QueryParameters(*COMMAND_HEADERS)
+NO_PARAMETERS = QueryParameters(scoped=False)
+CREATE_SERVER = QueryParameters(*COMMAND_HEADERS, scoped=False)
 ACTIONS = ("reboot", "remove")
 SERVER_ACTION = QueryParameters(Param(
     "action", "reboot: record the host's reboot (body: its new boot_id); remove: record that "
-    "it left the fleet (or the body's action)", one_of(ACTIONS)), *COMMAND_HEADERS)
+    "it left the fleet (or the body's action)", one_of(ACTIONS)), *COMMAND_HEADERS, scoped=False)
 
 
 class CreateServerRequest(StrictModel):

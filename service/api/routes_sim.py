@@ -22,17 +22,18 @@ from service.jobs.compute.faults import OPERATIONS, Operation
 
 router = authorized_router(prefix="/sim", tags=["simulation"])
 
-NO_PARAMETERS = QueryParameters()
+NO_PARAMETERS = QueryParameters(scoped=False)
 # These read no query (a parameter is ignored)
 IGNORED = QueryParameters.ignored()
 WORKERS = QueryParameters(Param("action", "pause: no job worker claims jobs; resume: they do",
-                                one_of(("pause", "resume")), required=True))
+                                one_of(("pause", "resume")), required=True), scoped=False)
 SERVER_HAPPENING = QueryParameters(Param(
     "action", "what happens to the server (docs/simulation.md)",
-    one_of(("reboot", "restart_agent", "remove", "restore", "report")), required=True))
+    one_of(("reboot", "restart_agent", "remove", "restore", "report")), required=True),
+    scoped=False)
 GUEST_HAPPENING = QueryParameters(Param(
     "action", "shutdown: the guest powers itself off; crash: it crashes",
-    one_of(("shutdown", "crash")), required=True))
+    one_of(("shutdown", "crash")), required=True), scoped=False)
 
 
 class FaultRequest(StrictModel):

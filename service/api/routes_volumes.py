@@ -27,12 +27,12 @@ from service.api.schemas import Name, StrictModel, Uuid
 router = authorized_router(tags=["volumes"])
 
 ACTIONS = ("attach_network", "detach_network")
-NO_PARAMETERS = QueryParameters()
-CREATE_VOLUME = QueryParameters(*COMMAND_HEADERS)
-LIST_VOLUMES = QueryParameters(LIMIT, OFFSET)
+NO_PARAMETERS = QueryParameters(scoped=False)
+CREATE_VOLUME = QueryParameters(*COMMAND_HEADERS, scoped=False)
+LIST_VOLUMES = QueryParameters(LIMIT, OFFSET, scoped=False)
 VOLUME_ACTION = QueryParameters(Param(
     "action", "attach_network (body: network_uuid, address) or detach_network (body: "
-    "network_uuid); or the body's action", one_of(ACTIONS)), *COMMAND_HEADERS)
+    "network_uuid); or the body's action", one_of(ACTIONS)), *COMMAND_HEADERS, scoped=False)
 
 
 def _volume_address(text: str) -> str:
