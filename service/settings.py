@@ -253,6 +253,17 @@ class Settings(BaseSettings):
                              "configure the tokens in one place only")
         return self
 
+    @model_validator(mode="after")
+    def _two_connections_at_least(self) -> Settings:
+        # start-up holds its schema lock on one pooled connection while it makes the tables
+        # on another: a pool of one could never start (a tester)
+        if (self.database_url.startswith(("postgresql:", "postgres:"))
+                and self.postgres_pool_size + self.postgres_max_overflow < 2):
+            raise ValueError("VMLEDGER_POSTGRES_POOL_SIZE plus VMLEDGER_POSTGRES_MAX_OVERFLOW "
+                             "must be at least 2: a process holds its schema lock on one "
+                             "connection while it makes its tables on another")
+        return self
+
     @property
     def tokens_configured(self) -> bool:
         """Whether tokens are configured at all (a file or ``VMLEDGER_TOKENS``); without them

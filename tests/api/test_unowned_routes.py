@@ -2,8 +2,8 @@
 theirs has an owner, so the parameter scoped nothing. Found by a tester: ``POST
 /servers/{uuid}?action=reboot&owner_uuid=<owner B>`` was validated, then ignored, and failed
 owner A's VMs on that server, while the schema said another owner's things are not found.
-It is refused as any parameter a route does not take, and nothing is recorded (api.md,
-"Servers")."""
+It is refused as any parameter a route does not take, and nothing is recorded (api.md, the
+OpenAPI schema's parameters)."""
 
 from __future__ import annotations
 

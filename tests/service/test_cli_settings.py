@@ -107,6 +107,22 @@ def test_a_refusal_of_settings_together_names_vmledger_not_pydantic(tmp_path) ->
     assert line.startswith("vmledger: VMLEDGER_TOKENS and VMLEDGER_TOKENS_FILE are both set")
 
 
+def test_a_postgres_pool_of_one_connection_is_refused_in_one_line() -> None:
+    """Start-up holds its schema lock on one connection while it makes its tables on another:
+    with ``VMLEDGER_POSTGRES_POOL_SIZE=1`` and no overflow ``serve`` ended in a traceback
+    (status 3) and ``project`` waited for a connection (a tester). Two in all is allowed, and
+    on SQLite the settings mean nothing and are not checked."""
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    url = "postgresql://postgres@127.0.0.1:5432/vmledger"
+    with pytest.raises(ValidationError, match="must be at least 2: a process holds its schema"):
+        Settings(database_url=url, postgres_pool_size=1, postgres_max_overflow=0)
+    assert Settings(database_url=url, postgres_pool_size=1, postgres_max_overflow=1)
+    assert Settings(database_url="sqlite:///x.db", postgres_pool_size=1, postgres_max_overflow=0)
+
+
 def test_an_unknown_vmledger_variable_is_named_with_the_setting_it_may_mean(tmp_path) -> None:
     """A typo of a setting's name was ignored without a word, its default used instead
     (operator tester): every command warns, in one line each, and goes on
