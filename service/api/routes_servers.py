@@ -21,6 +21,7 @@ from service.api.deps import (
     cause_of, idempotency_of, if_match_of, parse_body, read_one, read_your_writes,
     services_of,
 )
+from service.api.errors import invalid_parameters
 from service.api.headers import versioned_headers
 from service.api.query_parameters import COMMAND_HEADERS, Param, QueryParameters, one_of
 from service.api.schemas import StrictModel, Uuid
@@ -139,6 +140,11 @@ def server_action(server_uuid: str, request: Request,
     services = services_of(request)
     cause, if_match = cause_of(request), if_match_of(request)
     body = parse_body(request, ServerActionRequest, data)
+    if action == "remove" and body.boot_id is not None:
+        # another action's field, refused as a VM action refuses one (``signal`` on a start):
+        # a removal sent with a boot_id removed the server without a word (a tester)
+        raise invalid_parameters(request, [{"field": "boot_id", "code": "Invalid",
+                                            "message": "Invalid parameter"}])
     idempotency = idempotency_of(request, data, cause, mapped=True, parsed=body,
                                  defaults=ServerActionRequest)
     if action == "reboot":

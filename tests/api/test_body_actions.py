@@ -41,6 +41,20 @@ def test_a_server_removal_may_name_its_action_in_the_body_alone(client, server):
     assert removed.json()["status"] == "removed"
 
 
+@pytest.mark.parametrize("where", ["query", "body"])
+def test_a_server_removal_refuses_a_reboots_boot_id_and_removes_nothing(
+        client, services, server, where):
+    """A field of another action is refused, as a VM action refuses one (``{"action":
+    "start", "signal": …}``): a removal sent with ``boot_id`` removed the server without a
+    word (a tester)."""
+    head = services.commands.head_position()
+    params, body = ({"action": "remove"}, {}) if where == "query" else ({}, {"action": "remove"})
+    refused = client.post(f"/servers/{server}", params=params, json={**body, "boot_id": "x"})
+    assert error_fields(assert_error(refused, 409, "ValidationFailed")) == {"boot_id": "Invalid"}
+    assert services.commands.head_position() == head
+    assert client.get(f"/servers/{server}").json()["status"] != "removed"
+
+
 def test_the_same_server_action_in_both_places_is_no_conflict(client, server):
     removed = client.post(f"/servers/{server}", params={"action": "remove"},
                           json={"action": "remove"})
