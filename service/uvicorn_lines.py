@@ -28,9 +28,10 @@ _UPGRADE_LINE = '%s - "WebSocket %s"'
 # next space or quote
 _QUERY = re.compile(r'(/[^\s?"]*)\?[^\s"]*')
 # A credential header's value, to the end of the line (websockets' trace: ``< Authorization:
-# Bearer …``), and a bearer token wherever it is said
-_CREDENTIAL_HEADER = re.compile(r"\b((?:proxy-)?authorization|(?:set-)?cookie):.*",
-                                re.IGNORECASE)
+# Bearer …``), and a bearer token wherever it is said. ``Sec-WebSocket-Protocol`` too: some
+# WebSocket clients carry their token there, browsers having no other header to set (a tester)
+_CREDENTIAL_HEADER = re.compile(
+    r"\b((?:proxy-)?authorization|(?:set-)?cookie|sec-websocket-protocol):.*", re.IGNORECASE)
 _BEARER = re.compile(r"\b(bearer)\s+(?!realm=)\S+", re.IGNORECASE)  # not a challenge
 MASK = "***"
 

@@ -30,6 +30,7 @@ def test_uvicorn_lines_of_each_websocket_are_left_out_and_none_carries_a_query_o
         # any other line of theirs: websockets' DEBUG trace of a handshake, an access line
         error.debug("< %s %s %s", "GET", "/changefeeds/?after=0&token=s3", "HTTP/1.1")
         error.debug("< %s: %s", "Authorization", "Bearer s3")
+        error.debug("< %s: %s", "sec-websocket-protocol", "base64url.bearer.s3")
         error.debug("> %s: %s", "www-authenticate", 'Bearer realm="vmledger"')
         access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", "/changes?token=s3",
                     "1.1", 200)
@@ -41,6 +42,7 @@ def test_uvicorn_lines_of_each_websocket_are_left_out_and_none_carries_a_query_o
     assert lines == [
         "uvicorn.error: < GET /changefeeds/?*** HTTP/1.1",
         "uvicorn.error: < Authorization: ***",
+        "uvicorn.error: < sec-websocket-protocol: ***",
         'uvicorn.error: > www-authenticate: Bearer realm="vmledger"',
         'uvicorn.access: 127.0.0.1:1 - "GET /changes?*** HTTP/1.1" 200',
         "uvicorn.error: Started server process [7]"]
