@@ -34,9 +34,10 @@ POLICY_VIOLATION, TRY_AGAIN_LATER = 1008, 1013
 UPGRADE_PARAMETERS = frozenset({"after", TOKEN_PARAMETER})
 # The two GET routes take none of their own (``after`` is the upgrade's); the listing, a
 # bootstrap's first request, takes the token as its upgrade does
-NO_PARAMETERS = QueryParameters()
+NO_PARAMETERS = QueryParameters(scoped=False)
 LISTING_PARAMETERS = QueryParameters(Param(
-    TOKEN_PARAMETER, "the bearer token, for a client that sends no headers (as the upgrade)"))
+    TOKEN_PARAMETER, "the bearer token, for a client that sends no headers (as the upgrade)"),
+    scoped=False)
 
 
 @router.get("/changefeeds", openapi_extra=LISTING_PARAMETERS)

@@ -32,9 +32,9 @@ SERVERS_PAGE = 50
 LISTED = 10  # stuck, quarantined and deepest-queue VMs shown
 FLEET_READ_MODELS = ("vm_view", "volume_mounts", "job_view", "analytics")
 
-NO_PARAMETERS = QueryParameters()
+NO_PARAMETERS = QueryParameters(scoped=False)
 CHART = QueryParameters(owner("only this owner's VMs"))
-SERVERS = QueryParameters(OFFSET)
+SERVERS = QueryParameters(OFFSET, scoped=False)
 
 
 @router.get("/console/fragments/session", response_class=HTMLResponse,

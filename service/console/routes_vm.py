@@ -36,12 +36,13 @@ VM_DIFF = QueryParameters(
     Param("from", "the version compared from", integer(1), required=True),
     Param("to", "the version compared to", integer(1), required=True),
     OWNERS_VM)
-AUDIT_FORM = QueryParameters(Param("vm_uuid", "the VM the form is filled in for", UUID))
+AUDIT_FORM = QueryParameters(Param("vm_uuid", "the VM the form is filled in for", UUID),
+                             scoped=False)
 AUDIT_RUN = QueryParameters(
     Param("vm_uuid", "verify this VM only (not with after or limit)", UUID),
     Param("after", "the fleet's VMs created after this log position (default 0)", integer(0)),
     Param("limit", f"this many VMs (default {AUDIT_PAGE}, at most {MAX_PAGE})",
-          integer(1, MAX_PAGE)))
+          integer(1, MAX_PAGE)), scoped=False)
 
 
 def _visible(request: Request, query: Query, vm_uuid: str) -> Any:
