@@ -22,7 +22,7 @@ class VmNotFoundError(DomainError):
     def __init__(self, vm_uuid: UUID | str, which: str = ""):
         """``which`` narrows what was not found (" at version 9"), after the uuid."""
         malformed = "" if _is_uuid(vm_uuid) else " (Invalid UUID: not a uuid)"
-        super().__init__(f"VM {cut(str(vm_uuid))}{which} not found{malformed}")
+        super().__init__(f"VM {cut(vm_uuid)}{which} not found{malformed}")
         self.vm_uuid = str(vm_uuid)
         # what the HTTP answer adds to VMAPI's "VM not found" (service/api/errors.py)
         self.qualifier = f"{which}{malformed}"
@@ -42,7 +42,7 @@ class JobNotFoundError(DomainError):
     """No job with this uuid (or not visible to the caller)."""
 
     def __init__(self, job_uuid: UUID | str):
-        super().__init__(f"Job {cut(str(job_uuid))} not found")
+        super().__init__(f"Job {cut(job_uuid)} not found")
         self.job_uuid = str(job_uuid)
 
 
@@ -220,7 +220,7 @@ class ServerNotFoundError(DomainError):
     """No server with this uuid."""
 
     def __init__(self, server_uuid: UUID | str):
-        super().__init__(f"Server {cut(str(server_uuid))} not found")
+        super().__init__(f"Server {cut(server_uuid)} not found")
         self.server_uuid = str(server_uuid)
 
 
@@ -241,7 +241,7 @@ class VolumeNotFoundError(DomainError):
     """No volume with this uuid."""
 
     def __init__(self, volume_uuid: UUID | str):
-        super().__init__(f"Volume {cut(str(volume_uuid))} not found")
+        super().__init__(f"Volume {cut(volume_uuid)} not found")
         self.volume_uuid = str(volume_uuid)
 
 

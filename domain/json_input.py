@@ -298,9 +298,10 @@ ECHOED = 100
 CUT_MARK = "…"
 
 
-def cut(text: str, limit: int = ECHOED) -> str:
-    """``text`` as a message may repeat it: at most ``limit`` characters, and the mark
-    ``CUT_MARK`` after those when it was longer."""
+def cut(value: object, limit: int = ECHOED) -> str:
+    """``value`` (as ``str`` gives it) as a message may repeat it: at most ``limit``
+    characters, and the mark ``CUT_MARK`` after those when it was longer."""
+    text = str(value)
     return text if len(text) <= limit else text[:limit] + CUT_MARK
 
 

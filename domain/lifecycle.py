@@ -280,6 +280,6 @@ class Lifecycle:
             return False
         unknown = sorted(set(addresses) - mounted)
         if unknown:
-            raise ValidationError("volumes", "Invalid", f"the VM does not mount {cut(str(unknown[0]))}")
+            raise ValidationError("volumes", "Invalid", f"the VM does not mount {cut(unknown[0])}")
         self.trigger_event(self.VolumeAddressesRefreshed, cause=cause, addresses=dict(addresses))
         return True

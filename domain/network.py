@@ -186,14 +186,15 @@ class Network(chain.Chained, Aggregate):
         try:
             address = ipaddress.IPv4Address(ip)
         except ValueError:
-            raise ValidationError("networks", "Invalid", f"{cut(str(ip))} is not an IPv4 address") from None
+            raise ValidationError("networks", "Invalid",
+                                  f"{cut(ip)} is not an IPv4 address") from None
         if address not in net or address in (net.network_address, net.broadcast_address):
             raise ValidationError("networks", "Invalid",
-                                  f"{cut(str(ip))} is not a host address of {self.subnet}")
+                                  f"{cut(ip)} is not a host address of {self.subnet}")
         if str(address) == self.gateway:
-            raise ValidationError("networks", "Invalid", f"{cut(str(ip))} is the gateway")
+            raise ValidationError("networks", "Invalid", f"{cut(ip)} is the gateway")
         if str(address) in self.claims:
-            raise ValidationError("networks", "Duplicate", f"{cut(str(ip))} is already in use")
+            raise ValidationError("networks", "Duplicate", f"{cut(ip)} is already in use")
         return str(address)
 
     def claim(self, ip: str, *, vm_uuid: str, mac: str, cause: Cause) -> None:

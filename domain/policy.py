@@ -67,10 +67,13 @@ def validate(persistence: Any) -> str | dict[str, str]:
     ``ValueError`` naming what is wrong."""
     if isinstance(persistence, str):
         if persistence not in PRESETS:
-            raise ValueError(f"unknown preset {cut(repr(persistence))}; one of {', '.join(PRESETS)}")
+            raise ValueError(f"unknown preset {cut(repr(persistence))}; "
+                             f"one of {', '.join(PRESETS)}")
         return persistence
     if not isinstance(persistence, Mapping):
-        raise ValueError("must be a preset name or a mapping of happenings to responses")  # noqa: TRY004 - pydantic's field error
+        # a ValueError, which pydantic reports as the field's error (a TypeError it would not)
+        raise ValueError("must be a preset name or a mapping of happenings to "  # noqa: TRY004
+                         "responses")
     checked: dict[str, str] = {}
     for key, value in persistence.items():
         if key == "preset":

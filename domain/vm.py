@@ -276,3 +276,5 @@ class Vm(chain.Chained, JobQueue, Lifecycle, vm_placement.Placement, vm_reports.
 # VM its agent found. Whatever finds VMs by their first event (the fleet's audit pages, the
 # replay's check for an empty database) reads both: one alone missed the found VMs.
 FIRST_TOPICS = (Vm.Created.TOPIC, Vm.Discovered.TOPIC)
+#: The same events by their class names, as histories and the console show them.
+FIRST_EVENT_TYPES = (Vm.Created.__name__, Vm.Discovered.__name__)

@@ -192,7 +192,7 @@ class VmQueries:
             tx.execute(f"SELECT {expression} AS v FROM vm_view WHERE uuid = ?{owned}", params)
             row = tx.fetchone()
         if row is None:
-            raise InvalidMarkerError(f"the marker names no VM ({cut(str(vm_uuid))})")
+            raise InvalidMarkerError(f"the marker names no VM ({cut(vm_uuid)})")
         return row["v"]
 
     def get(self, vm_uuid: str) -> dict[str, Any] | None:

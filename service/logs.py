@@ -188,9 +188,10 @@ def logging_config(settings: Settings) -> dict[str, Any]:
     up whatever the level, its INFO being a line per connection lent); uvicorn's loggers
     pass their lines to it, but for their lines of each WebSocket connection and with no
     URL's query or credential in any (``service.uvicorn_lines``; ``serve`` also gives this to
-    uvicorn, which applies it in each of its worker processes). The lines of psycopg and its pool that repeat (a reconnection
-    attempt a second during an outage), and of ``REPEATING`` (connections found closed at
-    each cut), are throttled (``service.log_repeats``)."""
+    uvicorn, which applies it in each of its worker processes). The lines of psycopg and its
+    pool that repeat (a reconnection attempt a second during an outage), and of
+    ``REPEATING`` (connections found closed at each cut), are throttled
+    (``service.log_repeats``)."""
     formatter = {"json": JsonFormatter, "text": TextFormatter}[settings.log_format]
     return {
         "version": 1,

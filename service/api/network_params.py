@@ -82,7 +82,7 @@ def _one(entry: Any) -> tuple[str | None, str | None, str | None, bool]:
         ip = _address("ipv4_ips", ips[0])
     name = entry.get("name")
     if uuid is not None and not is_uuid(uuid):
-        raise _invalid(f"Invalid uuid {cut(str(uuid))}")
+        raise _invalid(f"Invalid uuid {cut(uuid)}")
     if uuid is None and (not isinstance(name, str) or not name):
         raise _invalid("Network object must specify a UUID or a name")
     return uuid, name, ip, _primary(entry.get("primary"))

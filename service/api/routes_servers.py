@@ -51,7 +51,8 @@ class ServerActionRequest(StrictModel):
     """The body of a server action: the action, when the query has none, and for ``reboot``
     the boot id the host came back with (new if absent)."""
 
-    action: Literal[ACTIONS] | None = Field(None, description=BODY_ACTION)  # type: ignore[valid-type]
+    action: Literal[ACTIONS] | None = Field(  # type: ignore[valid-type]
+        None, description=BODY_ACTION)
     boot_id: str | None = Field(None, min_length=1, max_length=64)
 
 

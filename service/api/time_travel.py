@@ -115,7 +115,7 @@ def _version_at(services: Any, vm_uuid: str, at: GivenInstant, head: int) -> int
     if damage is not None and len(earlier) == len(events):
         raise damage
     if not earlier:
-        raise VmNotFoundError(vm_uuid, f" (it did not exist at {cut(str(at))})")
+        raise VmNotFoundError(vm_uuid, f" (it did not exist at {cut(at)})")
     return int(earlier[-1])
 
 

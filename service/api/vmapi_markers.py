@@ -99,7 +99,7 @@ def marker_problems(marker: str, sort: str | None) -> list[str]:
         return [f"Marker has an invalid value: {unstored}"]
     stamp = parsed.get("create_timestamp")
     if stamp is not None and parse_timestamp(str(stamp)) is None:
-        return [f"Marker has an invalid create_timestamp field: {cut(str(stamp))}"]
+        return [f"Marker has an invalid create_timestamp field: {cut(stamp)}"]
     problems = []
     if "uuid" not in parsed:
         problems.append("A marker needs to have a uuid property from which a strict total "

@@ -97,8 +97,9 @@ def verify_vms(services: Any, vm_uuids: Iterable[str]) -> list[VmAudit]:
 def fleet_page(services: Any, *, after: int = 0, limit: int = 50
                ) -> tuple[list[VmAudit], int | None]:
     """Verify the next ``limit`` VMs (at most ``MAX_PAGE``) in the order they were created
-    (through the API or found by their agent: ``FIRST_TOPICS``), after log position ``after`` (0: from the first); returns their audits and the position
-    to continue after (None when no VM was created later). Each page reads only its VMs'
+    (through the API or found by their agent: ``FIRST_TOPICS``), after log position
+    ``after`` (0: from the first); returns their audits and the position to continue after
+    (None when no VM was created later). Each page reads only its VMs'
     streams, so any fleet is verified in bounded steps."""
     limit = max(1, min(limit, MAX_PAGE))
     created = services.app.recorder.select_notifications(

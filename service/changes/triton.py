@@ -48,11 +48,11 @@ def _sub_resources(kind: dict[str, Any]) -> list[str]:
                                 f'{kind["resource"]}\'s: {", ".join(served)}')
     for name in named:
         if name not in served:
-            raise RegistrationError(f"unknown sub-resource of {kind['resource']}: {_shown(name)}")
+            raise RegistrationError(f"unknown sub-resource of {kind['resource']}: {_as_sent(name)}")
     return named
 
 
-def _shown(value: Any) -> str:
+def _as_sent(value: Any) -> str:
     """A value a registration sent, as a refusal names it: a string as it is, any other in
     JSON (``null``, ``true``), as the listener wrote it (Python's ``None`` was shown), cut as
     every echoed value is (``json_input.cut``)."""
@@ -82,11 +82,11 @@ def parse_registration(text: str | None, after: int | None = None) -> Registrati
     frame); ``after`` is the position the upgrade's URL gave (``?after=``, checked before the
     upgrade), if any: the registration's own ``"after"``, when present, wins. Raises
     ``RegistrationError`` (v1 or v2 rules: a text message holding an object with a string
-    ``instance`` of 1 to ``MAX_INSTANCE`` characters, a ``changeKind`` or a non-empty ``resources`` list, each with a string
-    ``resource`` we serve and a ``subResources`` list; its own ``"after"`` an integer from 0
-    to ``MAX_INTEGER``, not a boolean nor ``null``; and, as every request body, JSON nested
-    no deeper than the parser takes, with no NUL character, lone surrogate or non-finite
-    number anywhere in it: ``/changefeeds/stats`` shows its instance and sub-resources, and
+    ``instance`` of 1 to ``MAX_INSTANCE`` characters, a ``changeKind`` or a non-empty
+    ``resources`` list, each with a string ``resource`` we serve and a ``subResources``
+    list; its own ``"after"`` an integer from 0 to ``MAX_INTEGER``, not a boolean nor
+    ``null``; and, as every request body, JSON nested no deeper than the parser takes, with
+    no NUL character, lone surrogate or non-finite number anywhere in it: ``/changefeeds/stats`` shows its instance and sub-resources, and
     a lone surrogate there made every stats read a 500)."""
     if text is None:  # the Listener sends its registration as text (JSON.stringify)
         raise RegistrationError("registration should be a text message")
@@ -122,7 +122,7 @@ def parse_registration(text: str | None, after: int | None = None) -> Registrati
                                     f'{", ".join(RESOURCES)})')
         # a list or an object is no key of RESOURCES (``in`` raised TypeError on one)
         if not isinstance(kind["resource"], str) or kind["resource"] not in RESOURCES:
-            raise RegistrationError(f"unknown resource: {_shown(kind['resource'])}")
+            raise RegistrationError(f"unknown resource: {_as_sent(kind['resource'])}")
         wanted.update(_sub_resources(kind))
     # Present, the registration's "after" wins, and must be a position: a null is refused
     # as any other non-position, not taken as "from now" over the URL's ?after=.

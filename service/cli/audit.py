@@ -12,6 +12,7 @@ from uuid import UUID
 import typer
 
 from domain.errors import DamagedStreamError, VmNotFoundError
+from domain.json_input import cut
 from service.cli.output import put
 from service.cli.preflight import checked_services
 from service.cli.progress import finish, progress_bar
@@ -72,7 +73,7 @@ def _require_uuid(value: str, name: str) -> None:
     try:
         UUID(value)
     except ValueError:
-        raise typer.BadParameter(f"not a uuid: {value[:64]!r}", param_hint=name) from None
+        raise typer.BadParameter(f"not a uuid: {cut(repr(value))}", param_hint=name) from None
 
 
 def audit_verify_command() -> None:

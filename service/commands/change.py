@@ -9,8 +9,9 @@ worker (claim, lease, steps, outcomes), agent reports (``Agents``), server and v
 1. the idempotency key, if any: a key already used for this request returns its first outcome;
 2. load the aggregate (``load_aggregate``, the one loader, service/commands/loader.py), or
    make it with ``new``; the first attempt on a stream this process saved last decides on
-   its cached save without reading (``service.commands.aggregate_cache``): unconfirmed, so anything but its own committed
-   append (a refusal, nothing to append, a conflict) is decided again on a fresh load;
+   its cached save without reading (``service.commands.aggregate_cache``): unconfirmed, so
+   anything but its own committed append (a refusal, nothing to append, a conflict) is
+   decided again on a fresh load;
 3. the caller's scope (``owner_uuid``): an aggregate not that owner's is not found, before
    ``If-Match``, whose refusal would tell its version (api.md, "Contract: roles");
    ``If-Match``: a version other than the current one raises ``VersionMismatchError``;

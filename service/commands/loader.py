@@ -54,8 +54,8 @@ class Loader:
 
     def load_aggregate(self, kind: type[A], uuid: str | UUID, version: int | None = None) -> A:
         """The ``kind`` aggregate folded from its stream (at ``version`` if given). Raises
-        ``VmNotFoundError``, ``ServerNotFoundError`` or ``VolumeNotFoundError`` (by kind) when
-        there is no such stream, or it is another kind's."""
+        ``kind``'s not-found error (``NOT_FOUND[kind]``: ``VmNotFoundError``,
+        ``ServerNotFoundError``, ...) when there is no such stream, or it is another kind's."""
         aggregate = self._fold_any(uuid, version)
         if not isinstance(aggregate, kind):
             raise NOT_FOUND[kind](uuid)

@@ -44,7 +44,7 @@ class NetworkNotFoundError(ValidationError):
     """No network with this uuid: a ``networks`` entry naming none is bad input."""
 
     def __init__(self, network_uuid: str | UUID):
-        super().__init__("networks", "Invalid", f"network {cut(str(network_uuid))} not found")
+        super().__init__("networks", "Invalid", f"network {cut(network_uuid)} not found")
         self.network_uuid = str(network_uuid)
 
 

@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
 from domain.transitions import STATE_EVENTS
+from domain.vm import FIRST_EVENT_TYPES
 from projections.analytics_queries import STATE_ORDER
 from projections.console_queries import StatesOverTime, bucket_start
 
@@ -58,12 +59,13 @@ def fragment(template: str, status_code: int = 200, **context: Any) -> HTMLRespo
 
 def event_kind(event_type: str) -> str:
     """The timeline's class for an event type: ``failure``, ``state`` (a state change, or
-    the VM's first, ``Created`` or ``Discovered``: it enters its first state), ``quarantine``, ``job`` or ``other`` (metadata, capacity, volumes)."""
+    the VM's first, ``Created`` or ``Discovered``: it enters its first state),
+    ``quarantine``, ``job`` or ``other`` (metadata, capacity, volumes)."""
     if event_type in _FAILURES:
         return "failure"
     if event_type in _QUARANTINE:
         return "quarantine"
-    if event_type in STATE_EVENTS or event_type in ("Created", "Discovered"):
+    if event_type in STATE_EVENTS or event_type in FIRST_EVENT_TYPES:
         return "state"
     if event_type.startswith("Job"):
         return "job"
