@@ -20,6 +20,9 @@ from service.container import Services
 from service.settings import Settings
 from tests.api.helpers import vm_body
 
+# a sweep of every route, parameter and field (about 30 s): CI runs it with the slow tests
+pytestmark = pytest.mark.slow
+
 LONG = 5000
 UUID = "930896af-bf8c-48d4-885c-6573a94b1853"
 # Each shape is one value, made of characters no message puts next to it, so that what a

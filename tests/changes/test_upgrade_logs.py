@@ -23,6 +23,9 @@ from tests.changes.test_triton import V1
 from tests.cli import vmledger_process
 from tests.waiting import wait_until
 
+# real `serve` processes, each started and stopped: CI runs it with the slow tests
+pytestmark = pytest.mark.slow
+
 TOKEN = "a-listeners-token-0123456789abcdef"
 
 
