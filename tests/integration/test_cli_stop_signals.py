@@ -25,6 +25,9 @@ import pytest
 from tests.cli import environment, vmledger
 from tests.trace import SCHEDULE, SUBMIT, row, write_trace
 
+# real processes, each signalled as it ends: CI runs them with the slow tests
+pytestmark = pytest.mark.slow
+
 
 def _trace(path: Path, tasks: int) -> Path:
     """``tasks`` tasks of one job, each submitted and placed."""
