@@ -7,6 +7,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.persistence import StoredEvent
+
+from domain import chain
 from domain.states import JOB_FOR_ACTION, Action, VmState
 from domain.vm import Cause, Vm, make_cause
 from service.commands.application import Accepted, VmSpec
@@ -104,6 +107,21 @@ def act(services: Services, vm_uuid: str, action: Action, *, version: int = 2,
     return services.commands.request_action(
         vm_uuid, action, behaviour=behaviour, cause=cause(), **kwargs
     )
+
+
+def insert_v1_created(app: Any, vm_id: UUID) -> dict[str, Any]:
+    """Store in ``app``'s recorder, as the first event of stream ``vm_id``, a ``Created`` of
+    class version 1 (before VMs mounted volumes: no ``volumes``, no ``class_version``),
+    linked as it was then; its fields as stored, ``chain`` included."""
+    created = Vm.create(vm_uuid=vm_id, owner_uuid=OWNER, brand="bhyve", ram=128,
+                        provision_job_uuid="job-1", cause=make_cause())
+    fields = {k: v for k, v in vars(created.pending_events[0]).items()
+              if k not in ("originator_id", "originator_version", "volumes")}
+    fields["chain"] = chain.link(chain.GENESIS, vm_id, 1, Vm.Created.TOPIC, fields)
+    app.recorder.insert_events([StoredEvent(
+        originator_id=vm_id, originator_version=1, topic=Vm.Created.TOPIC,
+        state=app.mapper.transcoder.encode(fields))])
+    return fields
 
 
 def settle(services: Services, rounds: int = 20) -> None:

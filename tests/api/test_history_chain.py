@@ -11,11 +11,8 @@ import json
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
-
-from domain import chain
-from domain.vm import Vm, make_cause
-from tests.api.helpers import OWNER, act_and_wait, create_running_vm
+from tests.api.helpers import act_and_wait, create_running_vm
+from tests.builders import insert_v1_created
 
 GENESIS = "0" * 64
 
@@ -94,14 +91,7 @@ def test_an_event_stored_before_its_class_gained_a_field_recomputes_as_stored(
     """A version 1 ``Created`` (before VMs mounted volumes): ``data`` shows it upcast, with no
     volumes, and ``chained`` holds it as it was hashed, without them."""
     vm_id = UUID("3f1c9c2e-0000-4000-8000-00000000f002")
-    created = Vm.create(vm_uuid=vm_id, owner_uuid=OWNER, brand="bhyve", ram=128,
-                        provision_job_uuid="job-1", cause=make_cause())
-    old = {k: v for k, v in vars(created.pending_events[0]).items()
-           if k not in ("originator_id", "originator_version", "volumes")}
-    old["chain"] = chain.link(chain.GENESIS, vm_id, 1, Vm.Created.TOPIC, old)
-    services.app.recorder.insert_events([StoredEvent(
-        originator_id=vm_id, originator_version=1, topic=Vm.Created.TOPIC,
-        state=services.app.mapper.transcoder.encode(old))])
+    insert_v1_created(services.app, vm_id)
     [entry] = client.get(f"/vms/{vm_id}/history").json()
     assert entry["data"]["volumes"] == [] and "volumes" not in entry["chained"]
     assert relinks(str(vm_id), [entry])

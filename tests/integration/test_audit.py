@@ -7,15 +7,14 @@ import re
 from uuid import UUID
 
 import pytest
-from eventsourcing.persistence import StoredEvent
 
-from domain import chain
 from domain.states import Action
 from domain.vm import Vm, make_cause
 from service.commands.application import VmSpec
 from service.audit.read_models import verify_read_models
 from service.audit.verify import verify_chains
 from service.commands.versioning import NEWEST
+from tests.builders import insert_v1_created
 from tests.cli import vmledger
 from tests.tampering import delete_event, edit_event_bytes
 
@@ -73,14 +72,7 @@ def test_an_upcast_old_event_still_verifies_and_reads_with_its_new_field(service
     """A ``Created`` event of version 1 (before VMs mounted volumes) is stored as it was then;
     it verifies, and reads upcast to version 2 with no volumes."""
     vm_id = UUID("3f1c9c2e-0000-4000-8000-00000000f001")
-    created = Vm.create(vm_uuid=vm_id, owner_uuid=OWNER, brand="bhyve", ram=128,
-                        provision_job_uuid="job-1", cause=make_cause())
-    old_fields = {k: v for k, v in vars(created.pending_events[0]).items()
-                  if k not in ("originator_id", "originator_version", "volumes")}
-    old_fields["chain"] = chain.link(chain.GENESIS, vm_id, 1, Vm.Created.TOPIC, old_fields)
-    services.app.recorder.insert_events([StoredEvent(
-        originator_id=vm_id, originator_version=1, topic=Vm.Created.TOPIC,
-        state=services.app.mapper.transcoder.encode(old_fields))])
+    old_fields = insert_v1_created(services.app, vm_id)
     assert verify_chains(services.app) == []
     vm = services.commands.load(vm_id)
     assert vm.volumes == [] and vm.chain_head == old_fields["chain"]
