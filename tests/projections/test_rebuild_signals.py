@@ -18,6 +18,9 @@ import pytest
 from tests.cli import environment, vmledger
 from tests.waiting import wait_until
 
+# real rebuild processes and their children, signalled: CI runs them with the slow tests
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -21,6 +21,9 @@ from tests.cli import VMLEDGER, environment, vmledger
 from tests.conftest import ADMIN_URL, REQUIRE_POSTGRES, _with_dbname
 from tests.trace import SCHEDULE, SUBMIT, row, write_trace
 
+# the real entry point in a subprocess for every case (about 45 s): CI runs it as slow
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def sqlite_env(tmp_path: Path) -> dict[str, str]:
